@@ -1,0 +1,1 @@
+"""gpuctl: the CLI (gpuctl.cli), the generated wire API (gpuctl.api) and small shared helpers."""

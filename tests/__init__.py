@@ -1,0 +1,1 @@
+"""Tests: unit tests beside integration tests against a real control plane."""

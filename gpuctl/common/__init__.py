@@ -1,0 +1,1 @@
+"""Small helpers shared by the agent, the coordinator and the CLI."""

@@ -1,0 +1,1 @@
+"""gpuctl coordinator: reconciles GPUDriver objects into KMM Modules and drives node rollouts."""

@@ -1,0 +1,1 @@
+"""Developer scripts: code generation, the local control plane."""
