@@ -1,0 +1,45 @@
+"""Entry point of the `gpuctl` command: argument parsing and exit codes, nothing else."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from importlib.metadata import version
+
+from gpuctl.cli import node_inspect
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpuctl",
+        description=(
+            "Install, upgrade and remove the out-of-tree Intel xe driver across a Kubernetes "
+            "fleet, safely. Inspect nodes and follow rollouts."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"gpuctl {version('gpuctl')}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    node = commands.add_parser("node", help="inspect GPU nodes", description="Inspect GPU nodes.")
+    node_commands = node.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    node_inspect.add_parser(node_commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `gpuctl ... | head`: the reader went away; not an error worth a traceback. Point
+        # stdout at /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""The people view of a NodeReport: one row per GPU, the module line, blockers in words.
+
+Pure: a NodeReport in, text out. What the agent could not learn is shown as "unknown",
+never as zero, so an admin cannot mistake "could not look" for "idle".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+from gpuctl.cli.table import format_table
+
+UNKNOWN = "unknown"
+
+
+def render_report(report: pb.NodeReport) -> str:
+    observed = report.observed_at.ToJsonString() if report.HasField("observed_at") else UNKNOWN
+    parts = [
+        f"Node {report.node_name or UNKNOWN}  kernel {report.kernel_release or UNKNOWN}"
+        f"  observed {observed}\n",
+        "\n",
+        _devices_section(report),
+        "\n",
+        f"Module {report.module.name or 'xe'}: {module_summary(report.module)}\n",
+        _blockers_section(report),
+    ]
+    if report.warnings:
+        parts.append(f"\nCould not read ({len(report.warnings)}):\n")
+        parts.extend(f"  {w.path}: {w.message}\n" for w in report.warnings)
+    return "".join(parts)
+
+
+def _devices_section(report: pb.NodeReport) -> str:
+    if not report.devices:
+        return "No Intel GPUs (PCI vendor 0x8086, display class) on this node.\n"
+    clients_known = report.client_scan.state in (
+        pb.ClientScan.COMPLETE,
+        pb.ClientScan.SKIPPED_UNUSED,
+    )
+    rows = [
+        [
+            ("  " if device.role == pb.Device.VIRTUAL else "") + device.pci_address,
+            device_model(device),
+            device.driver or "(none)",
+            _vfs_cell(device),
+            clients_cell(device, clients_known),
+        ]
+        for device in _pfs_then_their_vfs(report.devices)
+    ]
+    table = format_table(["ADDRESS", "MODEL", "DRIVER", "VFS", "CLIENTS"], rows)
+    if report.client_scan.state == pb.ClientScan.SKIPPED_UNUSED:
+        table += (
+            "Clients were not scanned: the GPU drivers hold no references, so nothing is open.\n"
+        )
+    return table
+
+
+def _pfs_then_their_vfs(devices: Iterable[pb.Device]) -> list[pb.Device]:
+    """Physical and standalone functions in address order, each followed by its VFs."""
+    by_address = sorted(devices, key=lambda d: d.pci_address)
+    listed = {device.pci_address for device in by_address}
+    vfs_of: dict[str, list[pb.Device]] = {}
+    for device in by_address:
+        if device.role == pb.Device.VIRTUAL and device.physfn in listed:
+            vfs_of.setdefault(device.physfn, []).append(device)
+    ordered: list[pb.Device] = []
+    for device in by_address:
+        if device.role == pb.Device.VIRTUAL and device.physfn in listed:
+            continue
+        ordered.append(device)
+        ordered.extend(vfs_of.get(device.pci_address, []))
+    return ordered
+
+
+def device_model(device: pb.Device) -> str:
+    name = device.platform or "unknown Intel GPU"
+    if device.role == pb.Device.VIRTUAL:
+        name += " VF"
+    short_id = device.device_id.removeprefix("0x")
+    return f"{name} ({short_id})" if short_id else name
+
+
+def _vfs_cell(device: pb.Device) -> str:
+    if device.role == pb.Device.PHYSICAL:
+        return f"{device.sriov.num_vfs}/{device.sriov.total_vfs}"
+    if device.role == pb.Device.VIRTUAL:
+        return "VF"
+    return "-"
+
+
+def clients_cell(device: pb.Device, clients_known: bool) -> str:
+    if not clients_known:
+        return UNKNOWN
+    ids = {(client.pid, cid) for client in device.clients for cid in client.client_ids}
+    distinct = len({cid for _, cid in ids})
+    # A process holding the node without a client id still counts as a client of its own.
+    distinct += sum(1 for client in device.clients if not client.client_ids)
+    processes = len({client.pid for client in device.clients})
+    if processes == 0:
+        return "0"
+    plural = "process" if processes == 1 else "processes"
+    return f"{distinct} ({processes} {plural})"
+
+
+def module_summary(module: pb.Module) -> str:
+    if module.state in (pb.Module.STATE_UNSPECIFIED, pb.Module.NOT_LOADED):
+        return "not loaded" if module.state == pb.Module.NOT_LOADED else UNKNOWN
+    if module.state == pb.Module.BUILTIN:
+        return "built into the kernel (cannot be unloaded)"
+    words = [pb.Module.State.Name(module.state).lower()]
+    provenance = {
+        pb.Module.IN_TREE: "in-tree",
+        pb.Module.OUT_OF_TREE: "out-of-tree",
+    }.get(module.provenance, "provenance unknown")
+    release = module.backport_tag or (
+        f"srcversion {module.srcversion}" if module.srcversion else ""
+    )
+    words.append(f"{provenance} {release}".strip())
+    words.append(f"refcnt {module.refcnt}" if module.HasField("refcnt") else f"refcnt {UNKNOWN}")
+    if module.holders:
+        words.append("held by " + ", ".join(module.holders))
+    if module.filename:
+        words.append(module.filename)
+    return ", ".join(words)
+
+
+def _blockers_section(report: pb.NodeReport) -> str:
+    name = report.module.name or "xe"
+    if report.blockers:
+        lines = [f"Unloading {name} now would fail or hurt:\n"]
+        for blocker in report.blockers:
+            where = f"{blocker.pci_address}: " if blocker.pci_address else ""
+            lines.append(f"  - {where}{blocker.message}\n")
+        return "".join(lines)
+    if report.module.state == pb.Module.NOT_LOADED:
+        return f"{name} is not loaded: nothing to unload.\n"
+    return f"Nothing blocks unloading {name}.\n"

@@ -1,0 +1,117 @@
+"""The table view of a NodeReport, from hand-built reports (no agent involved)."""
+
+from __future__ import annotations
+
+from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+from gpuctl.cli.report_table import clients_cell, module_summary, render_report
+
+
+def _pf_with_vfs() -> pb.NodeReport:
+    report = pb.NodeReport(node_name="gpu-1", kernel_release="6.8.0-60-generic")
+    report.observed_at.FromSeconds(1_800_000_000)
+    pf = report.devices.add(
+        pci_address="0000:04:00.0",
+        device_id="0xe223",
+        driver="xe",
+        role=pb.Device.PHYSICAL,
+        platform="Battlemage G31",
+    )
+    pf.sriov.total_vfs, pf.sriov.num_vfs = 12, 2
+    for fn in (1, 2):
+        report.devices.add(
+            pci_address=f"0000:04:00.{fn}",
+            device_id="0xe223",
+            driver="vfio-pci",
+            role=pb.Device.VIRTUAL,
+            physfn="0000:04:00.0",
+            platform="Battlemage G31",
+        )
+    report.devices.add(
+        pci_address="0000:00:02.0",
+        device_id="0x64a0",
+        driver="xe",
+        role=pb.Device.STANDALONE,
+        platform="Lunar Lake",
+    )
+    report.module.CopyFrom(
+        pb.Module(name="xe", state=pb.Module.LIVE, provenance=pb.Module.IN_TREE, refcnt=0)
+    )
+    report.client_scan.state = pb.ClientScan.COMPLETE
+    return report
+
+
+def test_vfs_are_listed_under_their_physical_function() -> None:
+    lines = render_report(_pf_with_vfs()).splitlines()
+    rows = [line for line in lines if "0000:" in line]
+    assert [row.split()[0] for row in rows] == [
+        "0000:00:02.0",
+        "0000:04:00.0",
+        "0000:04:00.1",
+        "0000:04:00.2",
+    ]
+    assert rows[2].startswith("  0000:04:00.1")
+    assert "2/12" in rows[1]
+    assert "Battlemage G31 VF (e223)" in rows[2]
+
+
+def test_clients_count_distinct_client_ids_not_processes() -> None:
+    device = pb.Device(pci_address="0000:03:00.0")
+    device.clients.add(pid=10, command="parent", client_ids=[42])
+    device.clients.add(pid=11, command="child", client_ids=[42])
+    device.clients.add(pid=12, command="other", client_ids=[7])
+    assert clients_cell(device, clients_known=True) == "2 (3 processes)"
+
+
+def test_unknown_clients_are_never_shown_as_zero() -> None:
+    report = _pf_with_vfs()
+    report.client_scan.state = pb.ClientScan.INCOMPLETE
+    rows = [line for line in render_report(report).splitlines() if "0000:" in line]
+    assert all(row.rstrip().endswith("unknown") for row in rows)
+    assert "0" not in clients_cell(pb.Device(), clients_known=False)
+
+
+def test_module_line_names_provenance_tag_and_holders() -> None:
+    module = pb.Module(
+        name="xe",
+        state=pb.Module.LIVE,
+        provenance=pb.Module.OUT_OF_TREE,
+        backport_tag="xeb_v7.1.4.6_260728.7",
+        refcnt=3,
+        holders=["xe_compat"],
+    )
+    assert module_summary(module) == (
+        "live, out-of-tree xeb_v7.1.4.6_260728.7, refcnt 3, held by xe_compat"
+    )
+
+
+def test_unknown_refcnt_is_shown_as_unknown() -> None:
+    module = pb.Module(name="xe", state=pb.Module.LIVE, provenance=pb.Module.UNKNOWN)
+    assert "refcnt unknown" in module_summary(module)
+    assert "provenance unknown" in module_summary(module)
+
+
+def test_blockers_are_spelled_out() -> None:
+    report = _pf_with_vfs()
+    report.blockers.add(
+        reason=pb.Blocker.ACTIVE_VFS,
+        pci_address="0000:04:00.0",
+        message="2 VFs enabled, bound to vfio-pci (handed to VMs)",
+    )
+    text = render_report(report)
+    assert "Unloading xe now would fail or hurt:" in text
+    assert "  - 0000:04:00.0: 2 VFs enabled, bound to vfio-pci (handed to VMs)" in text
+    assert "Nothing blocks" not in text
+
+
+def test_no_gpus_and_module_not_loaded() -> None:
+    report = pb.NodeReport(node_name="vm")
+    report.module.state = pb.Module.NOT_LOADED
+    text = render_report(report)
+    assert "No Intel GPUs" in text
+    assert "xe is not loaded: nothing to unload." in text
+
+
+def test_warnings_are_listed_with_their_paths() -> None:
+    report = _pf_with_vfs()
+    report.warnings.add(path="sys/bus/pci/devices/0000:04:00.0/numa_node", message="not a number")
+    assert "  sys/bus/pci/devices/0000:04:00.0/numa_node: not a number" in render_report(report)
