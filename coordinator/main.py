@@ -1,0 +1,170 @@
+"""`gpuctl-coordinator`: the command line of the coordinator process.
+
+Reads flags, builds the Kubernetes client (in-cluster by default, `--kubeconfig` for local
+runs), sets up JSON logs and SIGTERM/SIGINT handling, and runs coordinator.runner.Coordinator
+until told to stop. Exit status: 0 after a clean stop, 1 when leadership was lost (the
+Deployment restarts the pod, which campaigns again), 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from coordinator import json_logs
+from coordinator.kube import Kube
+from coordinator.runner import COMPONENT, Coordinator, CoordinatorConfig
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+FALLBACK_NAMESPACE = "gpuctl-system"
+
+log = logging.getLogger("coordinator")
+
+DESCRIPTION = """\
+Reconcile GPUDriver objects (gpudrivers.gpuctl.dev) into KMM Modules
+(modules.kmm.sigs.x-k8s.io) in this namespace, report their status, and refuse to unload
+the xe driver (GPUDriver deletion, kernelModule removal, version toggles) while an allocated
+gpu.intel.com ResourceClaim sits on a node the Module targets.
+
+Runs in-cluster by default (the pod's ServiceAccount). For a local run against a cluster:
+  gpuctl-coordinator --kubeconfig ~/.kube/config --namespace gpuctl-system
+Of several replicas only the holder of the Lease <namespace>/<lease-name> acts.
+"""
+
+
+def default_namespace() -> str:
+    """The pod's namespace in-cluster, else $POD_NAMESPACE, else gpuctl-system."""
+    if SERVICE_ACCOUNT_NAMESPACE.is_file():
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    return os.environ.get("POD_NAMESPACE", FALLBACK_NAMESPACE)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="gpuctl-coordinator",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="use this kubeconfig instead of the in-cluster ServiceAccount",
+    )
+    parser.add_argument(
+        "--namespace",
+        default=None,
+        help="namespace of the Modules, the Lease and the pull/build secrets "
+        "(default: the pod's namespace, $POD_NAMESPACE, or gpuctl-system)",
+    )
+    parser.add_argument(
+        "--events-namespace",
+        default="default",
+        help="namespace for Events about GPUDrivers (cluster-scoped objects' Events "
+        "live in 'default'; default: %(default)s)",
+    )
+    parser.add_argument(
+        "--lease-name", default=COMPONENT, help="leader-election Lease (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--identity",
+        default=None,
+        help="this replica's name in the Lease (default: <hostname>_<random>)",
+    )
+    parser.add_argument(
+        "--lease-duration",
+        type=float,
+        default=15.0,
+        help="seconds a standby waits before taking over an unrenewed Lease (default: 15)",
+    )
+    parser.add_argument(
+        "--renew-deadline",
+        type=float,
+        default=10.0,
+        help="seconds the leader keeps trying to renew before it stops leading (default: 10)",
+    )
+    parser.add_argument(
+        "--retry-period",
+        type=float,
+        default=2.0,
+        help="seconds between Lease attempts and renewals (default: 2)",
+    )
+    parser.add_argument(
+        "--module-loader-service-account",
+        default=None,
+        metavar="NAME",
+        help="ServiceAccount for KMM's module loader pods (the chart sets it on OpenShift)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="log level (default: %(default)s)",
+    )
+    args = parser.parse_args(argv)
+    if args.renew_deadline >= args.lease_duration:
+        parser.error("--renew-deadline must be shorter than --lease-duration")
+    return args
+
+
+def api_client(kubeconfig: str | None) -> k8s_client.ApiClient:
+    configuration = k8s_client.Configuration()
+    if kubeconfig:
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, client_configuration=configuration
+        )
+    else:
+        k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=configuration
+        )
+    return k8s_client.ApiClient(configuration)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    json_logs.configure(args.log_level)
+    identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    config = CoordinatorConfig(
+        namespace=args.namespace or default_namespace(),
+        identity=identity,
+        lease_name=args.lease_name,
+        events_namespace=args.events_namespace,
+        loader_service_account=args.module_loader_service_account,
+        lease_duration=args.lease_duration,
+        renew_deadline=args.renew_deadline,
+        retry_period=args.retry_period,
+    )
+    try:
+        client = api_client(args.kubeconfig)
+    except (k8s_config.ConfigException, OSError) as err:
+        log.error("no Kubernetes configuration", extra={"error": str(err)})
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("shutting down", extra={"signal": signal.Signals(signum).name})
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log.info("starting", extra={"namespace": config.namespace, "identity": identity})
+    coordinator = Coordinator(Kube(client), config)
+    runner = threading.Thread(target=coordinator.run, args=(stop,), name="coordinator")
+    runner.start()
+    while runner.is_alive():
+        runner.join(timeout=0.5)
+    client.close()  # type: ignore[no-untyped-call]
+    return 1 if coordinator.lost_leadership else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

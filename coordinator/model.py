@@ -1,0 +1,232 @@
+"""The GPUDriver spec as pydantic models: the one source of truth for the CRD's schema.
+
+hack/gen_crd.py turns these models into the openAPIV3Schema of
+charts/gpuctl/crds/gpudrivers.gpuctl.dev.yaml, so the schema the API server enforces and
+the Python model the coordinator parses never drift. The CEL rules (`x-kubernetes-validations`)
+are attached here too, beside the fields they check, so the API server rejects a bad object
+with a clear message and no webhook is needed. Field names, meanings and defaults follow the
+Intel GPU operator's `ClusterPolicy.spec.kernelModule` (see ../shared/seeds/).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+GROUP = "gpuctl.dev"
+VERSION = "v1alpha1"
+KIND = "GPUDriver"
+PLURAL = "gpudrivers"
+SINGULAR = "gpudriver"
+SHORT_NAMES = ("gpud",)
+DEFAULT_MODULE_NAME = "xe"
+
+# Kernel module names are short; the bound keeps the CEL rules' cost estimate small.
+ModuleNameStr = Annotated[str, Field(min_length=1, max_length=64)]
+
+
+def _cel(*rules: tuple[str, str]) -> dict[str, Any]:
+    """Schema extra carrying CEL rules as (rule, message) pairs."""
+    return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
+
+
+class _Model(BaseModel):
+    """Base: camelCase on the wire, unknown fields refused (the API server prunes them)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class LocalObjectReference(_Model):
+    """A reference to an object by name, in the coordinator's namespace."""
+
+    name: str = Field(min_length=1, description="Name of the object.")
+
+
+class RegistryTLS(_Model):
+    """TLS options for a self-hosted registry (KMM's TLSOptions)."""
+
+    insecure: bool | None = Field(default=None, description="Allow plain HTTP to the registry.")
+    insecure_skip_tls_verify: bool | None = Field(
+        default=None,
+        alias="insecureSkipTLSVerify",
+        description="Do not verify the registry's TLS certificate.",
+    )
+
+
+class BuildArg(_Model):
+    """A build argument passed to the in-cluster image build."""
+
+    name: str = Field(min_length=1, description="Build argument name.")
+    value: str = Field(description="Build argument value.")
+
+
+class Build(_Model):
+    """KMM's in-cluster build: built and pushed to containerImage when the image is missing."""
+
+    dockerfile_config_map: LocalObjectReference = Field(
+        alias="dockerfileConfigMap",
+        description="ConfigMap in the coordinator's namespace with the Dockerfile "
+        "under the `dockerfile` key.",
+    )
+    build_args: list[BuildArg] | None = Field(
+        default=None, alias="buildArgs", description="Build arguments."
+    )
+    secrets: list[LocalObjectReference] | None = Field(
+        default=None,
+        description="Build-time secrets (e.g. a private source repository); not used for "
+        "registry authentication, which is spec.pullSecret.",
+    )
+
+
+class KernelMapping(_Model):
+    """Which driver image serves the kernels whose version matches `regexp`."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            (
+                "has(self.containerImage) || has(self.build)",
+                "containerImage or build must be set",
+            ),
+            (
+                "has(self.containerImage)",
+                "containerImage is required, also with build: KMM pushes the built image "
+                "there and its Module API requires it",
+            ),
+        )
+    )
+
+    regexp: str = Field(
+        min_length=1,
+        description="Regular expression matched against the node's kernel version; "
+        "anchor it (^...$) for exact matches.",
+    )
+    container_image: str | None = Field(
+        default=None,
+        alias="containerImage",
+        min_length=1,
+        description="Driver image, with an explicit tag or digest; KMM's template variables "
+        "($KERNEL_FULL_VERSION, $MOD_NAME, ${VAR}) may be used.",
+    )
+    build: Build | None = Field(default=None, description="In-cluster build of the image.")
+    registry_tls: RegistryTLS | None = Field(
+        default=None,
+        alias="registryTLS",
+        description="Overrides kernelModule.registryTLS for this mapping.",
+    )
+    in_tree_modules_to_remove: list[ModuleNameStr] | None = Field(
+        default=None,
+        alias="inTreeModulesToRemove",
+        description="Extra in-tree modules to unload for this mapping; moduleName is always "
+        "prepended.",
+    )
+
+
+class KernelModule(_Model):
+    """The out-of-tree driver KMM loads: a simplified KMM Module."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            (
+                "!has(self.modulesLoadingOrder) || self.modulesLoadingOrder.size() >= 2",
+                "modulesLoadingOrder must have at least 2 entries",
+            ),
+            (
+                "!has(self.modulesLoadingOrder) || self.modulesLoadingOrder.size() == 0 || "
+                "self.modulesLoadingOrder[0] == self.moduleName",
+                "modulesLoadingOrder must start with moduleName",
+            ),
+            (
+                "!has(self.modulesLoadingOrder) || self.modulesLoadingOrder.all(m, "
+                "self.modulesLoadingOrder.filter(n, n == m).size() == 1)",
+                "modulesLoadingOrder must not contain duplicates",
+            ),
+        )
+    )
+
+    module_name: str = Field(
+        default=DEFAULT_MODULE_NAME,
+        alias="moduleName",
+        min_length=1,
+        max_length=64,
+        description="Kernel module to load; also always unloaded as the in-tree module first.",
+    )
+    version: str | None = Field(
+        default=None,
+        description="Opts into KMM's ordered upgrade. Changing it between empty and set "
+        "recreates the Module (unloading the driver).",
+    )
+    kernel_mappings: list[KernelMapping] = Field(
+        alias="kernelMappings",
+        min_length=1,
+        max_length=64,
+        description="At least one kernel mapping.",
+    )
+    modules_loading_order: list[ModuleNameStr] | None = Field(
+        default=None,
+        alias="modulesLoadingOrder",
+        max_length=32,
+        description="Softdep-style loading order: moduleName first, at least 2 entries, "
+        "no duplicates.",
+    )
+    firmware_path: str | None = Field(
+        default=None,
+        alias="firmwarePath",
+        description="In-container path of firmware files KMM copies to the host.",
+    )
+    registry_tls: RegistryTLS | None = Field(
+        default=None, alias="registryTLS", description="Registry TLS options."
+    )
+
+
+class Toleration(_Model):
+    """A pod toleration copied to KMM's module loader and build pods."""
+
+    key: str | None = Field(default=None, description="Taint key.")
+    operator: Literal["Exists", "Equal"] | None = Field(default=None, description="Operator.")
+    value: str | None = Field(default=None, description="Taint value.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="Taint effect."
+    )
+    toleration_seconds: int | None = Field(
+        default=None, alias="tolerationSeconds", description="For NoExecute taints."
+    )
+
+
+class Rollout(_Model):
+    """How driver changes roll across nodes. Filled by a later issue; accepted but unused."""
+
+    paused: bool | None = Field(default=None, description="Pause the rollout.")
+
+
+class GPUDriverSpec(_Model):
+    """What the admin writes."""
+
+    pull_secret: LocalObjectReference | None = Field(
+        default=None,
+        alias="pullSecret",
+        description="Registry secret in the coordinator's namespace (the Module's "
+        "imageRepoSecret); with builds it needs push access.",
+    )
+    node_selector: dict[str, str] | None = Field(
+        default=None,
+        alias="nodeSelector",
+        description="Labels of the GPU nodes; kubernetes.io/arch=amd64 is always added.",
+    )
+    use_nfd_labeling: bool | None = Field(
+        default=None,
+        alias="useNFDLabeling",
+        description="Also target nodes NFD labeled intel.feature.node.kubernetes.io/gpu-pci=true.",
+    )
+    tolerations: list[Toleration] | None = Field(default=None, description="Tolerations.")
+    kernel_module: KernelModule | None = Field(
+        default=None,
+        alias="kernelModule",
+        description="The out-of-tree driver; removing it unloads the driver.",
+    )
+    rollout: Rollout | None = Field(default=None, description="Rollout options.")
+
+
+def parse_spec(spec: dict[str, Any]) -> GPUDriverSpec:
+    """Parse a GPUDriver's spec as the API server stored it."""
+    return GPUDriverSpec.model_validate(spec)

@@ -1,0 +1,257 @@
+"""The coordinator process wired together: leader election, watches, work queue, reconciler.
+
+`Coordinator.run(stop)` campaigns for the Lease; once leading it starts the watch caches
+(GPUDrivers, the namespace's Modules, Nodes, ResourceClaims), a discovery poller that notices
+KMM (or DRA) being installed or removed, and one worker that reconciles GPUDrivers by name.
+Every relevant change enqueues the GPUDrivers it concerns, so the coordinator reacts within a
+second. It returns when `stop` is set (releasing the Lease) or leadership is lost. Clients and
+clocks are parameters, so tests run it in a thread against the test API server.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from coordinator import model
+from coordinator.events import EventRecorder
+from coordinator.kmm_discovery import DRA_GROUP, Discover, Discovery, api_discovery
+from coordinator.kube import KubeApi
+from coordinator.leader import LeaderElector, LeaseConfig
+from coordinator.module_spec import DRIVER_LABEL, KMM_GROUP, KMM_PLURAL, KMM_VERSION
+from coordinator.reconciler import Reconciler, ReconcilerConfig
+from coordinator.watches import Informer, Resource, WorkQueue
+
+log = logging.getLogger(__name__)
+
+ERROR_RETRY_SECONDS = 5.0
+COMPONENT = "gpuctl-coordinator"
+
+
+def rfc3339_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class CoordinatorConfig:
+    namespace: str
+    identity: str
+    lease_name: str = COMPONENT
+    events_namespace: str = "default"
+    loader_service_account: str | None = None
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    discovery_interval: float = 2.0
+    resync_seconds: float = 60.0
+
+
+class _Caches:
+    """The informers, read by the reconciler as its ClusterView."""
+
+    def __init__(self, drivers: Informer, nodes: Informer, claims: Informer) -> None:
+        self._drivers, self._nodes, self._claims = drivers, nodes, claims
+
+    def drivers(self) -> list[dict[str, Any]]:
+        return self._drivers.snapshot()
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._nodes.snapshot()
+
+    def claims(self) -> list[dict[str, Any]]:
+        return self._claims.snapshot()
+
+
+def _labels(obj: dict[str, Any]) -> dict[str, str]:
+    return dict(obj.get("metadata", {}).get("labels") or {})
+
+
+def _allocation(obj: dict[str, Any]) -> Any:
+    return (obj.get("status") or {}).get("allocation")
+
+
+class Coordinator:
+    """One coordinator replica."""
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        config: CoordinatorConfig,
+        *,
+        discover: Discover | None = None,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._kube = kube
+        self._config = config
+        self._discovery = Discovery(discover or api_discovery(kube), config.discovery_interval)
+        self._wall_clock = wall_clock
+        self._monotonic = monotonic
+        self.queue = WorkQueue(monotonic)
+        self.elector = LeaderElector(
+            kube,
+            LeaseConfig(
+                namespace=config.namespace,
+                name=config.lease_name,
+                identity=config.identity,
+                lease_duration=config.lease_duration,
+                renew_deadline=config.renew_deadline,
+                retry_period=config.retry_period,
+            ),
+            now=wall_clock,
+            monotonic=monotonic,
+        )
+        self._work_stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._node_labels: dict[str, dict[str, str]] = {}
+        self._claim_allocations: dict[str, Any] = {}
+        self.reconciles = 0
+        self.lost_leadership = False
+
+    # -- change handlers: which GPUDrivers a change concerns --------------------------------
+
+    def _enqueue_all(self) -> None:
+        for driver in self._drivers.snapshot():
+            self.queue.add(driver["metadata"]["name"])
+
+    def _on_driver(self, _kind: str, obj: dict[str, Any]) -> None:
+        self.queue.add(obj["metadata"]["name"])
+        # A GPUDriver going or changing its selector can end another one's conflict.
+        self._enqueue_all()
+
+    def _on_module(self, _kind: str, obj: dict[str, Any]) -> None:
+        owner = _labels(obj).get(DRIVER_LABEL)
+        owners = [
+            r["name"]
+            for r in obj.get("metadata", {}).get("ownerReferences") or []
+            if r.get("kind") == model.KIND
+        ]
+        for name in {*owners, *([owner] if owner else [])}:
+            self.queue.add(name)
+
+    def _on_node(self, kind: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        labels = None if kind == "DELETED" else _labels(obj)
+        if self._node_labels.get(name) != labels:
+            if labels is None:
+                self._node_labels.pop(name, None)
+            else:
+                self._node_labels[name] = labels
+            self._enqueue_all()
+
+    def _on_claim(self, kind: str, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        key = f"{meta.get('namespace')}/{meta['name']}"
+        allocation = None if kind == "DELETED" else _allocation(obj)
+        if self._claim_allocations.get(key) != allocation:
+            self._claim_allocations[key] = allocation
+            if allocation is None:
+                self._claim_allocations.pop(key, None)
+            self._enqueue_all()
+
+    # -- threads --------------------------------------------------------------------------
+
+    def _start(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _informer(
+        self,
+        resource: Resource,
+        handler: Callable[[str, dict[str, Any]], None],
+        available: Callable[[], bool] | None = None,
+    ) -> Informer:
+        informer = Informer(self._kube, resource, handler, self._work_stop)
+        if available is not None:
+            informer.available = available
+        return informer
+
+    def _poll_discovery(self) -> None:
+        kmm = self._discovery.kmm_installed()
+        next_resync = self._monotonic() + self._config.resync_seconds
+        while not self._work_stop.wait(self._config.discovery_interval):
+            self._discovery.refresh()
+            now_kmm = self._discovery.kmm_installed()
+            if now_kmm != kmm:
+                log.info("KMM installation changed", extra={"kmm_installed": now_kmm})
+                kmm = now_kmm
+                self._enqueue_all()
+            if self._monotonic() >= next_resync:
+                next_resync = self._monotonic() + self._config.resync_seconds
+                self._enqueue_all()
+
+    def _work(self, reconciler: Reconciler) -> None:
+        while not self._work_stop.is_set():
+            name = self.queue.get(timeout=0.5)
+            if name is None:
+                continue
+            try:
+                again = reconciler.reconcile(name)
+            except Exception:
+                log.exception("reconcile failed", extra={"gpudriver": name})
+                again = ERROR_RETRY_SECONDS
+            self.reconciles += 1
+            if again is not None and not self._work_stop.is_set():
+                self.queue.add_after(name, again)
+
+    def _lead(self) -> None:
+        log.info("leading", extra={"identity": self._config.identity})
+        self._discovery.refresh()
+        dra = self._discovery.dra_version() or "v1"
+        self._drivers = self._informer(
+            Resource(model.GROUP, model.VERSION, model.PLURAL), self._on_driver
+        )
+        modules = self._informer(
+            Resource(KMM_GROUP, KMM_VERSION, KMM_PLURAL, self._config.namespace),
+            self._on_module,
+            self._discovery.kmm_installed,
+        )
+        nodes = self._informer(Resource("", "v1", "nodes"), self._on_node)
+        claims = self._informer(
+            Resource(DRA_GROUP, dra, "resourceclaims"),
+            self._on_claim,
+            lambda: self._discovery.dra_version() is not None,
+        )
+        events = EventRecorder(
+            self._kube,
+            self._config.events_namespace,
+            COMPONENT,
+            rfc3339_now,
+            host=self._config.identity,
+        )
+        reconciler = Reconciler(
+            self._kube,
+            discovery=self._discovery,
+            view=_Caches(self._drivers, nodes, claims),
+            events=events,
+            config=ReconcilerConfig(self._config.namespace, self._config.loader_service_account),
+            now=rfc3339_now,
+        )
+        for informer in (nodes, claims, modules, self._drivers):
+            self._start(f"watch-{informer.resource.plural}", informer.run)
+        # Guard decisions need nodes and claims: reconcile only once those caches are filled.
+        for informer in (nodes, claims):
+            informer.wait_synced(30.0)
+        self._start("discovery", self._poll_discovery)
+        self._start("reconcile", lambda: self._work(reconciler))
+
+    def _stop_leading(self) -> None:
+        self._work_stop.set()
+
+    def run(self, stop: threading.Event) -> None:
+        """Campaign and work until `stop` is set or leadership is lost."""
+        self.elector.run(stop, on_started=self._lead, on_stopped=self._stop_leading)
+        self.lost_leadership = not stop.is_set()
+        self._work_stop.set()
+        self._kube.close()
+        for thread in self._threads:
+            thread.join(timeout=5.0)
+        if not self.lost_leadership:
+            self.elector.release()
+        log.info("stopped", extra={"lost_leadership": self.lost_leadership})
