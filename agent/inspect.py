@@ -1,0 +1,116 @@
+"""Inspect one node under a host root and return its NodeReport.
+
+The one entry point the agent's server and `python -m agent inspect` use. It runs the
+readers (PCI, module, module file, /proc clients), then the pure decisions (provenance,
+blockers), then the conversion to protobuf. The clock and the root are parameters; tests
+may also pass hand-written `HostFiles` / `ProcSyscalls` that fail chosen reads.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+from collections.abc import Sequence
+from pathlib import Path
+
+from agent.blockers import compute_blockers
+from agent.drm_clients import ClientScanOutcome, ScanState, scan_drm_clients
+from agent.fdscan import OS_SYSCALLS, ProcSyscalls
+from agent.hostfs import HostFiles
+from agent.hostroot import validate_host_root
+from agent.kmod import ModuleFacts, ModuleState, driver_module_name, open_references, read_module
+from agent.module_files import find_loaded_module_file
+from agent.pci import GpuFunction, scan_intel_gpus
+from agent.provenance import judge_provenance, parse_backport_tag
+from agent.report import build_report, module_message
+from agent.sysattr import read_attribute
+from agent.warninglog import WarningLog
+from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+
+MODULE_NAME = "xe"
+
+
+def agent_version() -> str:
+    try:
+        return importlib.metadata.version("gpuctl")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def inspect_node(
+    host_root: Path,
+    *,
+    node_name: str,
+    now: datetime.datetime,
+    files: HostFiles | None = None,
+    proc_syscalls: ProcSyscalls = OS_SYSCALLS,
+) -> pb.NodeReport:
+    """The NodeReport of the node mounted at `host_root`, observed at `now`.
+
+    Raises agent.hostroot.HostRootError when `host_root` is not a Linux root; any other bad
+    input becomes a warning in the report.
+    """
+    validate_host_root(host_root)
+    files = files if files is not None else HostFiles(host_root)
+    log = WarningLog()
+    release = read_attribute(files, "proc/sys/kernel/osrelease", log) or ""
+    pci = scan_intel_gpus(files, log)
+    module = read_module(files, MODULE_NAME, log)
+    if clients_impossible(files, pci.gpus, module, log):
+        client_scan = ClientScanOutcome(
+            state=ScanState.SKIPPED_UNUSED,
+            message="no GPU driver module holds a reference: no process can have a GPU open",
+        )
+    else:
+        client_scan = scan_drm_clients(files, pci.gpus, log, syscalls=proc_syscalls)
+    loaded = module.state not in (ModuleState.NOT_LOADED, ModuleState.BUILTIN)
+    module_file = (
+        find_loaded_module_file(files, release, MODULE_NAME, module.srcversion, log)
+        if loaded
+        else None
+    )
+    verdict = judge_provenance(
+        module.state,
+        taint=module.taint,
+        version=module.version,
+        file_intree=None if module_file is None else module_file.first("intree") == "Y",
+        filename=module_file.host_path if module_file else "",
+    )
+    return build_report(
+        node_name=node_name,
+        kernel_release=release,
+        now=now,
+        agent_version=agent_version(),
+        gpus=pci.gpus,
+        module=module_message(
+            module,
+            verdict,
+            backport_tag=parse_backport_tag(module.version or ""),
+            filename=module_file.host_path if module_file else "",
+        ),
+        client_scan=client_scan,
+        blockers=compute_blockers(module, pci.gpus, client_scan, pci_listed=pci.listed),
+        warnings=log.entries,
+    )
+
+
+def clients_impossible(
+    files: HostFiles, gpus: Sequence[GpuFunction], module: ModuleFacts, log: WarningLog
+) -> bool:
+    """True when every driver module bound to a GPU (and the loaded xe) is loadable and
+    holds no reference besides its dependent modules: then nothing has a GPU open.
+    A built-in driver, an unknown binding or an unreadable refcnt means "scan"."""
+    if any(gpu.driver is None for gpu in gpus):
+        return False
+    modules = {driver_module_name(files, gpu.driver) for gpu in gpus if gpu.driver}
+    if module.state is not ModuleState.NOT_LOADED:
+        modules.add(module.name)
+    for name in sorted(modules):
+        if name == module.name:
+            if module.state is ModuleState.BUILTIN or module.refcnt is None:
+                return False
+            if not module.holders_known or module.refcnt - len(module.holders) != 0:
+                return False
+        elif open_references(files, name, log) != 0:
+            return False
+    return True

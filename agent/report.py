@@ -1,0 +1,137 @@
+"""Turn the facts the readers gathered into the NodeReport protobuf (the public contract).
+
+Only conversion lives here: no reads and no decisions. Values read as unknown stay absent
+(fields with presence) or empty, and are explained by the report's warnings.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+
+from agent.blockers import BlockerFact
+from agent.drm_clients import ClientScanOutcome
+from agent.kmod import ModuleFacts, ModuleState
+from agent.pci import GpuFunction
+from agent.platforms import platform_name
+from agent.provenance import ProvenanceVerdict
+from agent.warninglog import ReadWarning
+from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+
+
+def _hex(value: int | None, digits: int) -> str:
+    return "" if value is None else f"0x{value:0{digits}x}"
+
+
+def device_message(gpu: GpuFunction, client_scan: ClientScanOutcome) -> pb.Device:
+    device = pb.Device(
+        pci_address=gpu.address,
+        vendor_id=_hex(gpu.vendor_id, 4),
+        device_id=_hex(gpu.device_id, 4),
+        class_code=_hex(gpu.class_code, 6),
+        subsystem_vendor_id=_hex(gpu.subsystem_vendor_id, 4),
+        subsystem_device_id=_hex(gpu.subsystem_device_id, 4),
+        revision=_hex(gpu.revision, 2),
+        driver=gpu.driver or "",
+        role=pb.Device.Role.Value(gpu.role.value),
+        physfn=gpu.physfn,
+        platform=platform_name(gpu.device_id) if gpu.device_id is not None else "",
+        driver_override=gpu.driver_override,
+        boot_vga=gpu.boot_vga,
+    )
+    if gpu.numa_node is not None:
+        device.numa_node = gpu.numa_node
+    if gpu.sriov is not None:
+        device.sriov.CopyFrom(
+            pb.Sriov(
+                total_vfs=gpu.sriov.total_vfs,
+                num_vfs=gpu.sriov.num_vfs or 0,
+                drivers_autoprobe=gpu.sriov.drivers_autoprobe,
+                vf_device_id=gpu.sriov.vf_device_id,
+                vfs=[
+                    pb.VirtualFunction(pci_address=vf.address, driver=vf.driver or "")
+                    for vf in gpu.sriov.vfs
+                ],
+            )
+        )
+    if gpu.drm_nodes:
+        device.drm.CopyFrom(pb.DrmNodes(card=gpu.drm_card, render=gpu.drm_render))
+    for client in sorted(client_scan.clients_by_device.get(gpu.address, []), key=lambda c: c.pid):
+        device.clients.append(
+            pb.DrmClient(
+                pid=client.pid,
+                command=client.command,
+                client_ids=sorted(client.client_ids),
+                fd_count=client.fd_count,
+            )
+        )
+    return device
+
+
+_MODULE_STATES = {
+    ModuleState.NOT_LOADED: pb.Module.NOT_LOADED,
+    ModuleState.LIVE: pb.Module.LIVE,
+    ModuleState.COMING: pb.Module.COMING,
+    ModuleState.GOING: pb.Module.GOING,
+    ModuleState.BUILTIN: pb.Module.BUILTIN,
+    ModuleState.UNKNOWN: pb.Module.STATE_UNSPECIFIED,
+}
+
+
+def module_message(
+    module: ModuleFacts, verdict: ProvenanceVerdict, *, backport_tag: str, filename: str
+) -> pb.Module:
+    message = pb.Module(
+        name=module.name,
+        state=_MODULE_STATES[module.state],
+        version=module.version or "",
+        srcversion=module.srcversion,
+        taint=module.taint or "",
+        holders=module.holders,
+        parameters=module.parameters,
+        provenance=pb.Module.Provenance.Value(verdict.provenance.value),
+        provenance_evidence=verdict.evidence,
+        backport_tag=backport_tag,
+        filename=filename,
+    )
+    if module.refcnt is not None:
+        message.refcnt = module.refcnt
+    return message
+
+
+def build_report(
+    *,
+    node_name: str,
+    kernel_release: str,
+    now: datetime.datetime,
+    agent_version: str,
+    gpus: Sequence[GpuFunction],
+    module: pb.Module,
+    client_scan: ClientScanOutcome,
+    blockers: Sequence[BlockerFact],
+    warnings: Sequence[ReadWarning],
+) -> pb.NodeReport:
+    report = pb.NodeReport(
+        node_name=node_name,
+        kernel_release=kernel_release,
+        agent_version=agent_version,
+        devices=[device_message(gpu, client_scan) for gpu in gpus],
+        module=module,
+        blockers=[
+            pb.Blocker(
+                reason=pb.Blocker.Reason.Value(b.reason.value),
+                message=b.message,
+                pci_address=b.pci_address,
+            )
+            for b in blockers
+        ],
+        warnings=[pb.Warning(path=w.path, message=w.message) for w in warnings],
+        client_scan=pb.ClientScan(
+            state=pb.ClientScan.State.Value(client_scan.state.value),
+            processes_scanned=client_scan.processes_scanned,
+            processes_denied=client_scan.processes_denied,
+            message=client_scan.message,
+        ),
+    )
+    report.observed_at.FromDatetime(now)
+    return report
