@@ -1,0 +1,59 @@
+"""Node objects for a control plane without kubelets.
+
+A test creates the Nodes it needs; ``create_node`` also writes the status a kubelet would
+report (Ready, kernel version), since KMM reads ``status.nodeInfo.kernelVersion``.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client as k8s
+
+DEFAULT_KERNEL = "6.8.0-45-generic"
+
+
+def node_status(kernel_version: str, now: datetime.datetime) -> dict[str, Any]:
+    """The status body a healthy kubelet on ``kernel_version`` would report."""
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "written by the test harness",
+                "lastHeartbeatTime": stamp,
+                "lastTransitionTime": stamp,
+            }
+        ],
+        "nodeInfo": {
+            "kernelVersion": kernel_version,
+            "architecture": "amd64",
+            "operatingSystem": "linux",
+            "osImage": "test",
+            "containerRuntimeVersion": "containerd://test",
+            "kubeletVersion": "v1.36.3",
+            "kubeProxyVersion": "",
+            "bootID": "",
+            "machineID": "",
+            "systemUUID": "",
+        },
+    }
+
+
+def create_node(
+    api_client: Any,
+    name: str,
+    labels: Mapping[str, str],
+    now: datetime.datetime,
+    kernel_version: str = DEFAULT_KERNEL,
+) -> Any:
+    """Creates Node ``name`` with ``labels`` and a Ready status; returns the V1Node."""
+    core: Any = k8s.CoreV1Api(api_client)
+    core.create_node(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": dict(labels)}}
+    )
+    return core.patch_node_status(name, {"status": node_status(kernel_version, now)})

@@ -1,0 +1,36 @@
+"""Polling until something observable through the API becomes true, with a deadline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT_SECONDS = 30.0
+DEFAULT_INTERVAL_SECONDS = 0.05
+
+
+def wait_until(
+    description: str,
+    probe: Callable[[], T | None],
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """Calls ``probe`` until it returns a truthy value, and returns that value.
+
+    Raises AssertionError naming ``description`` and the last value seen on timeout.
+    """
+    deadline = clock() + timeout_seconds
+    while True:
+        value = probe()
+        if value:
+            return value
+        if clock() > deadline:
+            raise AssertionError(
+                f"timed out after {timeout_seconds}s waiting until {description}; "
+                f"last value: {value!r}"
+            )
+        time.sleep(interval_seconds)

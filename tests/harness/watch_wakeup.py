@@ -1,0 +1,60 @@
+"""A background thread that watches one kind of object and calls ``wake`` on every event.
+
+It reads the raw watch stream (events are not parsed: the caller re-lists what it needs), so
+it is cheap and never falls behind. ``stop`` shuts the open HTTP stream down, so the thread ends
+at once rather than at the next event or server timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+WATCH_SERVER_TIMEOUT_SECONDS = 300
+RETRY_SECONDS = 0.5
+
+
+class WatchWakeup:
+    """Calls ``wake()`` for each event of ``open_watch()`` (a raw urllib3 watch response)."""
+
+    def __init__(self, name: str, open_watch: Callable[[], Any], wake: Callable[[], None]):
+        self._open_watch = open_watch
+        self._wake = wake
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._response: Any = None
+        self.errors: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, name=f"watch-{name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                response = self._open_watch()
+                with self._lock:
+                    self._response = response
+                if self._stopped.is_set():
+                    response.shutdown()
+                try:
+                    for _line in response:
+                        self._wake()
+                finally:
+                    with self._lock:
+                        self._response = None
+                    response.release_conn()
+                    self._wake()
+            except Exception as error:
+                if self._stopped.is_set():
+                    return
+                self.errors.append(error)
+                self._stopped.wait(RETRY_SECONDS)
+
+    def stop(self, timeout_seconds: float = 10.0) -> None:
+        self._stopped.set()
+        with self._lock:
+            if self._response is not None:
+                self._response.shutdown()
+        self._thread.join(timeout_seconds)

@@ -1,0 +1,1 @@
+"""Integration tests against a real local control plane (fixtures in conftest.py)."""
