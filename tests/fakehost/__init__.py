@@ -14,6 +14,7 @@ expected (or a file where a directory is expected), so any reader fails; and `fi
 
 from __future__ import annotations
 
+import datetime
 import lzma
 import os
 import shutil
@@ -24,12 +25,16 @@ import zstandard
 
 from agent.fdscan import OS_SYSCALLS, ProcSyscalls
 from agent.hostfs import HostFiles
+from agent.inspect import inspect_node
+from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from tests.fakehost.elf import module_image
 
 PCI_DEVICES = "sys/bus/pci/devices"
 PCI_DRIVERS = "sys/bus/pci/drivers"
 DRM_MAJOR = 226
 DEFAULT_RELEASE = "6.8.0-60-generic"
+# The clock fake hosts are inspected at.
+FIXED_NOW = datetime.datetime(2026, 11, 29, 23, 0, tzinfo=datetime.UTC)
 
 # Non-DRM fds every fake process gets first, like a real one.
 _ORDINARY_FDS = ("/dev/null", "/dev/pts/0", "/dev/pts/0")
@@ -370,16 +375,36 @@ class FakeHost:
         """/proc system calls that raise PermissionError for entries given to `deny`."""
         return denying_proc_syscalls(self.path("proc"), frozenset(self._denied))
 
+    def inspect(self, *, node_name: str = "gpu-node-1") -> pb.NodeReport:
+        """inspect_node on this root at FIXED_NOW, with the injected faults."""
+        return inspect_node(
+            self.root,
+            node_name=node_name,
+            now=FIXED_NOW,
+            files=self.files(),
+            proc_syscalls=self.proc_syscalls(),
+        )
+
+
+def _canonical(path: str) -> str:
+    """`path` with every directory symlink above its last component resolved, so a fault
+    given by the real sysfs path also hits reads through sys/bus/pci/devices links."""
+    head, _, name = path.rstrip("/").rpartition("/")
+    return str(Path(head).resolve() / name)
+
 
 class DenyingHostFiles(HostFiles):
     """HostFiles that refuse (PermissionError) the given paths and everything under them."""
 
     def __init__(self, host_root: Path, denied: frozenset[str]) -> None:
         super().__init__(host_root)
-        self.denied = denied
+        self.denied = frozenset(_canonical(self.path(d)) for d in denied)
 
     def _check(self, relative: str) -> None:
-        if any(relative == d or relative.startswith(d + "/") for d in self.denied):
+        if not self.denied:
+            return
+        real = _canonical(self.path(relative))
+        if any(real == d or real.startswith(d + "/") for d in self.denied):
             raise PermissionError(13, "Permission denied", self.path(relative))
 
     def read_bytes(self, relative: str) -> bytes:

@@ -1,0 +1,233 @@
+"""Bad input never crashes an inspection: the report names what it could not read."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from agent.fdscan import OS_SYSCALLS, ProcSyscalls
+from agent.inspect import inspect_node
+from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+from tests.fakehost import FIXED_NOW, FakeHost, scenarios
+from tests.fakehost.scenarios import B580
+
+Reason = pb.Blocker.Reason
+DEVICE_DIR = f"sys/bus/pci/devices/{B580}"
+
+
+def warnings_of(report: pb.NodeReport) -> list[tuple[str, str]]:
+    return [(w.path, w.message) for w in report.warnings]
+
+
+def test_garbage_class_skips_only_that_function(tmp_path: Path) -> None:
+    host = scenarios.meteor_lake_and_battlemage(tmp_path)
+    host.write(f"{host.device_dir(B580)}/class", b"\x00\xffnot-a-class\n")
+    report = host.inspect()
+    assert [d.pci_address for d in report.devices] == ["0000:00:02.0"]
+    assert warnings_of(report) == [(f"{DEVICE_DIR}/class", "not text (invalid UTF-8)")]
+
+
+def test_garbage_numa_node_is_absent_not_zero(tmp_path: Path) -> None:
+    host = scenarios.arc_b580_in_tree(tmp_path)
+    host.set_attribute(B580, "numa_node", "lots\n")
+    report = host.inspect()
+    assert not report.devices[0].HasField("numa_node")
+    assert warnings_of(report) == [(f"{DEVICE_DIR}/numa_node", "not a decimal number: 'lots'")]
+
+
+def test_garbage_device_id_keeps_the_gpu_without_a_platform(tmp_path: Path) -> None:
+    host = scenarios.arc_b580_in_tree(tmp_path)
+    host.set_attribute(B580, "device", "0xzz\n")
+    report = host.inspect()
+    assert [(d.pci_address, d.device_id, d.platform) for d in report.devices] == [(B580, "", "")]
+    assert warnings_of(report) == [(f"{DEVICE_DIR}/device", "not a hexadecimal number: '0xzz'")]
+
+
+def test_missing_vendor_attribute(tmp_path: Path) -> None:
+    host = scenarios.arc_b580_in_tree(tmp_path)
+    host.remove(f"{host.device_dir(B580)}/vendor")
+    report = host.inspect()
+    assert list(report.devices) == []
+    assert warnings_of(report) == [(f"{DEVICE_DIR}/vendor", "missing")]
+
+
+def test_dangling_device_symlink(tmp_path: Path) -> None:
+    host = scenarios.arc_b580_in_tree(tmp_path)
+    host.symlink("sys/bus/pci/devices/0000:09:00.0", "../../../devices/pci0000:00/0000:09:00.0")
+    report = host.inspect()
+    assert [d.pci_address for d in report.devices] == [B580]
+    assert warnings_of(report) == [
+        ("sys/bus/pci/devices/0000:09:00.0", "dangling symlink: the device has gone")
+    ]
+
+
+def test_dangling_driver_link_is_unknown_and_blocks(tmp_path: Path) -> None:
+    host = scenarios.arc_b580_in_tree(tmp_path)
+    host.symlink(f"{host.device_dir(B580)}/driver", "../../../../../../bus/pci/drivers/gone")
+    report = host.inspect()
+    assert report.devices[0].driver == ""
+    assert [w.path for w in report.warnings] == [f"{DEVICE_DIR}/driver"]
+    assert "dangling symlink" in report.warnings[0].message
+    assert [(b.reason, b.pci_address) for b in report.blockers] == [(Reason.STATE_UNKNOWN, B580)]
+    # A GPU whose driver is unknown might be held open: the scan is not skipped.
+    assert report.client_scan.state == pb.ClientScan.COMPLETE
+
+
+def test_unreadable_refcnt_is_absent_and_blocks(tmp_path: Path) -> None:
+    host = scenarios.arc_b580_in_tree(tmp_path)
+    host.deny("sys/module/xe/refcnt")
+    report = host.inspect()
+    assert not report.module.HasField("refcnt")
+    assert warnings_of(report) == [("sys/module/xe/refcnt", "permission denied")]
+    assert [b.reason for b in report.blockers] == [Reason.STATE_UNKNOWN]
+    assert report.blockers[0].message == "cannot read xe's refcnt"
+    assert report.client_scan.state == pb.ClientScan.COMPLETE
+
+
+def test_unreadable_sriov_numvfs_blocks(tmp_path: Path) -> None:
+    host = scenarios.two_pro_b70_with_vfs(tmp_path)
+    pf = scenarios.B70_PFS[0]
+    host.deny(f"{host.device_dir(pf)}/sriov_numvfs")
+    report = host.inspect()
+    unknown = [b for b in report.blockers if b.reason == Reason.STATE_UNKNOWN]
+    assert [(b.pci_address, b.message) for b in unknown] == [
+        (pf, f"cannot read sriov_numvfs of {pf}: active VFs unknown")
+    ]
+    assert (f"sys/bus/pci/devices/{pf}/sriov_numvfs", "permission denied") in warnings_of(report)
+
+
+def test_unreadable_drm_directory(tmp_path: Path) -> None:
+    host = scenarios.arc_b580_in_tree(tmp_path)
+    host.deny(f"{host.device_dir(B580)}/drm")
+    report = host.inspect()
+    assert not report.devices[0].HasField("drm")
+    assert warnings_of(report) == [(f"{DEVICE_DIR}/drm", "permission denied")]
+
+
+def test_unreadable_pci_device_list_blocks(tmp_path: Path) -> None:
+    host = scenarios.arc_b580_in_tree(tmp_path)
+    host.deny("sys/bus/pci/devices")
+    report = host.inspect()
+    assert list(report.devices) == []
+    assert warnings_of(report) == [("sys/bus/pci/devices", "permission denied")]
+    assert [b.message for b in report.blockers] == ["cannot list PCI devices: GPU bindings unknown"]
+
+
+def test_unreadable_module_holders_blocks(tmp_path: Path) -> None:
+    host = scenarios.dkms_out_of_tree(tmp_path)
+    host.deny("sys/module/xe/holders")
+    report = host.inspect()
+    assert list(report.module.holders) == []
+    assert Reason.STATE_UNKNOWN in [b.reason for b in report.blockers]
+    assert ("sys/module/xe/holders", "permission denied") in warnings_of(report)
+
+
+def test_garbage_initstate(tmp_path: Path) -> None:
+    host = scenarios.arc_b580_in_tree(tmp_path)
+    host.write("sys/module/xe/initstate", "sleepy\n")
+    report = host.inspect()
+    assert report.module.state == pb.Module.STATE_UNSPECIFIED
+    assert warnings_of(report) == [("sys/module/xe/initstate", "unknown module state 'sleepy'")]
+    assert [b.message for b in report.blockers] == ["cannot read xe's initstate"]
+
+
+def test_corrupt_module_file_is_a_warning(tmp_path: Path) -> None:
+    host = scenarios.dkms_out_of_tree(tmp_path)
+    host.write(f"lib/modules/{host.kernel_release}/updates/dkms/xe.ko.zst", b"not zstd")
+    report = host.inspect()
+    assert report.module.filename == ""
+    assert report.module.provenance == pb.Module.OUT_OF_TREE
+    [(path, message)] = warnings_of(report)
+    assert path == f"lib/modules/{host.kernel_release}/updates/dkms/xe.ko.zst"
+    assert message.startswith("unreadable module file: cannot decompress")
+
+
+def test_denied_process_fd_directory_means_clients_unknown(tmp_path: Path) -> None:
+    host = scenarios.open_render_clients(tmp_path)
+    host.add_process(4000, "secret-workload")
+    host.deny("proc/4000/fd")
+    report = host.inspect()
+    assert report.client_scan.state == pb.ClientScan.INCOMPLETE
+    assert report.client_scan.processes_denied == 1
+    assert report.client_scan.processes_scanned == 4
+    assert [b.reason for b in report.blockers] == [Reason.OPEN_CLIENTS, Reason.CLIENTS_UNKNOWN]
+    # The clients that were seen are still reported.
+    assert [c.pid for c in report.devices[0].clients] == [2101, 2102, 2200]
+
+
+def test_unreadable_proc_fails_the_scan(tmp_path: Path) -> None:
+    host = scenarios.open_render_clients(tmp_path)
+
+    def refuse_proc(path: str, dir_fd: int | None) -> int:
+        if dir_fd is None:
+            raise PermissionError(13, "Permission denied", path)
+        return OS_SYSCALLS.open_dir(path, dir_fd)
+
+    syscalls = ProcSyscalls(refuse_proc, os.listdir, os.readlink, os.close)
+    report = inspect_node(tmp_path, node_name="n", now=FIXED_NOW, proc_syscalls=syscalls)
+    assert report.client_scan.state == pb.ClientScan.FAILED
+    assert warnings_of(report) == [("proc", "permission denied")]
+    assert [b.reason for b in report.blockers] == [Reason.CLIENTS_UNKNOWN]
+    assert all(len(d.clients) == 0 for d in report.devices)
+
+
+class ExitingProcess:
+    """/proc system calls under which `pid` exits after /proc was listed: its fd directory
+    is gone (ENOENT), exactly as when a process exits mid-scan."""
+
+    def __init__(self, host: FakeHost, pid: int) -> None:
+        self.host = host
+        self.pid = pid
+
+    def list_dir(self, fd: int) -> list[str]:
+        names = os.listdir(fd)
+        if str(self.pid) in names:
+            self.host.remove_process(self.pid)
+        return names
+
+    def syscalls(self) -> ProcSyscalls:
+        return ProcSyscalls(OS_SYSCALLS.open_dir, self.list_dir, os.readlink, os.close)
+
+
+def test_process_exiting_mid_scan_is_simply_gone(tmp_path: Path) -> None:
+    host = scenarios.open_render_clients(tmp_path)
+    syscalls = ExitingProcess(host, 2200).syscalls()
+    report = inspect_node(tmp_path, node_name="n", now=FIXED_NOW, proc_syscalls=syscalls)
+    assert report.client_scan.state == pb.ClientScan.COMPLETE
+    assert [c.pid for c in report.devices[0].clients] == [2101, 2102]
+    assert list(report.warnings) == []
+
+
+class ClosingFd:
+    """/proc system calls under which one fd is closed between listing and readlink."""
+
+    def __init__(self, host: FakeHost, pid: int, fd: int) -> None:
+        self.host = host
+        self.entry = f"proc/{pid}/fd/{fd}"
+        self.fd = str(fd)
+
+    def list_dir(self, fd: int) -> list[str]:
+        names = os.listdir(fd)
+        if self.fd in names and self.host.real(self.entry).is_symlink():
+            self.host.remove(self.entry)
+        return names
+
+    def syscalls(self) -> ProcSyscalls:
+        return ProcSyscalls(OS_SYSCALLS.open_dir, self.list_dir, os.readlink, os.close)
+
+
+def test_fd_closed_mid_scan_is_not_an_error(tmp_path: Path) -> None:
+    host = scenarios.open_render_clients(tmp_path)
+    syscalls = ClosingFd(host, 2200, 8).syscalls()
+    report = inspect_node(tmp_path, node_name="n", now=FIXED_NOW, proc_syscalls=syscalls)
+    assert report.client_scan.state == pb.ClientScan.COMPLETE
+    python3 = report.devices[0].clients[2]
+    assert (python3.pid, python3.fd_count) == (2200, 1)
+
+
+def test_process_gone_before_its_comm_is_read(tmp_path: Path) -> None:
+    host = scenarios.open_render_clients(tmp_path)
+    host.remove("proc/2102/comm")
+    report = host.inspect()
+    assert [c.pid for c in report.devices[0].clients] == [2101, 2200]
+    assert list(report.warnings) == []
