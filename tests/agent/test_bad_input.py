@@ -156,7 +156,7 @@ def test_denied_process_fd_directory_means_clients_unknown(tmp_path: Path) -> No
 
 
 def test_unreadable_proc_fails_the_scan(tmp_path: Path) -> None:
-    host = scenarios.open_render_clients(tmp_path)
+    scenarios.open_render_clients(tmp_path)
 
     def refuse_proc(path: str, dir_fd: int | None) -> int:
         if dir_fd is None:
