@@ -1,0 +1,122 @@
+"""What CEL cannot check, checked by the coordinator before it writes anything."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.validation import (
+    FieldError,
+    expand_template_variables,
+    image_problem,
+    regexp_problem,
+    validate,
+)
+from tests.coordinator import samples
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "registry.example.com/xe-driver:1.0",
+        "reg.example.com:5000/team/xe:v7.1.4.6_260728.7-$KERNEL_FULL_VERSION",
+        "reg.example.com/xe:${KERNEL_FULL_VERSION}",
+        "reg.example.com/$MOD_NAME:1.0",
+        "xe:$KERNEL_FULL_VERSION",
+        "localhost:5000/xe:1",
+        "Reg.Example.COM/xe:1",
+        "reg.example.com/xe@sha256:" + "a" * 64,
+        "reg.example.com/xe:1.0@sha256:" + "b" * 64,
+    ],
+)
+def test_images_with_tag_or_digest_are_accepted(image: str) -> None:
+    assert image_problem(image) is None
+
+
+@pytest.mark.parametrize(
+    ("image", "expected"),
+    [
+        ("registry.example.com/xe-driver", "needs an explicit tag or digest"),
+        ("reg.example.com:5000/xe", "needs an explicit tag or digest"),
+        ("reg.example.com/xe-$KERNEL_FULL_VERSION", "needs an explicit tag or digest"),
+        ("reg.example.com/xe@sha256:abc", "malformed digest"),
+        ("reg.example.com/xe:", "invalid tag"),
+        ("reg.example.com/xe:$", "malformed template variable"),
+        ("reg.example.com/XE:1", "repository path is lowercase"),
+    ],
+)
+def test_images_without_usable_tag_are_refused(image: str, expected: str) -> None:
+    problem = image_problem(image)
+    assert problem is not None
+    assert expected in problem
+    assert repr(image) in problem
+
+
+def test_template_variables_are_expanded_in_both_forms() -> None:
+    expanded = expand_template_variables("r/$MOD_NAME:${KERNEL_FULL_VERSION}-$X_1")
+    assert "$" not in expanded
+    assert expanded.startswith("r/")
+
+
+@pytest.mark.parametrize(
+    "pattern", ["^.+$", "^5\\.14\\.0-.*\\.el9.*\\.x86_64$", "7.0.0-.*-generic"]
+)
+def test_good_regexps(pattern: str) -> None:
+    assert regexp_problem(pattern) is None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("^(6\\.8", "does not compile"),
+        ("[a-", "does not compile"),
+        ("^6(?=\\.8)", "RE2"),
+        ("(a)\\1", "RE2"),
+    ],
+)
+def test_bad_regexps(pattern: str, expected: str) -> None:
+    problem = regexp_problem(pattern)
+    assert problem is not None
+    assert expected in problem
+
+
+def test_valid_driver_has_no_errors() -> None:
+    assert validate(samples.driver(spec=samples.full_spec()), samples.NAMESPACE) == []
+
+
+def test_driver_without_kernel_module_has_no_errors() -> None:
+    assert validate(samples.driver(spec={}), samples.NAMESPACE) == []
+
+
+def test_errors_name_the_field() -> None:
+    spec = samples.full_spec()
+    spec["kernelModule"]["kernelMappings"][1]["regexp"] = "(unclosed"
+    spec["kernelModule"]["kernelMappings"][1]["containerImage"] = "reg.example.com/xe"
+    errors = validate(samples.driver(spec=spec), samples.NAMESPACE)
+    assert [e.field for e in errors] == [
+        "spec.kernelModule.kernelMappings[1].regexp",
+        "spec.kernelModule.kernelMappings[1].containerImage",
+    ]
+
+
+def test_namespace_plus_module_name_over_41_characters() -> None:
+    # "gpuctl-system" (13) + "<name>-gpu": a 24-character name makes 41, one more is too long.
+    assert validate(samples.driver(name="a" * 24), "gpuctl-system") == []
+    errors = validate(samples.driver(name="a" * 25), "gpuctl-system")
+    assert errors == [
+        FieldError(
+            "metadata.name",
+            "namespace 'gpuctl-system' + Module name '" + "a" * 25 + "-gpu' is 42 characters; "
+            "KMM allows at most 41 (shorten the GPUDriver's name)",
+        )
+    ]
+
+
+def test_schema_problems_are_reported_too() -> None:
+    spec = samples.minimal_spec()
+    spec["kernelModule"]["kernelMappings"][0]["unknownField"] = 1
+    errors = validate(samples.driver(spec=spec), samples.NAMESPACE)
+    assert [e.field for e in errors] == ["spec.kernelModule.kernelMappings.0.unknownField"]
+
+
+def test_field_error_reads_as_field_then_message() -> None:
+    assert str(FieldError("spec.x", "bad")) == "spec.x: bad"

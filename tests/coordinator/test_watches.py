@@ -1,0 +1,208 @@
+"""Informer: list, watch, reconnect, relist on 410 without losing changes; the work queue."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from coordinator.kube import KubeError
+from coordinator.watches import Informer, Resource, WorkQueue, object_key
+
+
+def obj(name: str, rv: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "resourceVersion": rv}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"metadata": meta}
+
+
+class ScriptedApi:
+    """Answers lists and watches from scripts; every watch call pops the next script."""
+
+    def __init__(self, lists: list[list[dict[str, Any]]], watches: list[Any]) -> None:
+        self.lists = lists
+        self.watches = watches
+        self.watch_versions: list[str] = []
+        self.list_calls = 0
+
+    def request(
+        self,
+        method: str,
+        resource_path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "",
+    ) -> dict[str, Any]:
+        items = self.lists[min(self.list_calls, len(self.lists) - 1)]
+        self.list_calls += 1
+        return {"metadata": {"resourceVersion": str(10 * self.list_calls)}, "items": items}
+
+    def watch(
+        self, resource_path: str, query: dict[str, Any], timeout_seconds: int
+    ) -> Iterator[dict[str, Any]]:
+        self.watch_versions.append(query["resourceVersion"])
+        script = self.watches.pop(0) if self.watches else KubeError(0, "no more scripts")
+        if isinstance(script, KubeError):
+            raise script
+        yield from script
+
+    def close(self) -> None:
+        pass
+
+
+def run_informer(api: ScriptedApi, expected: int) -> tuple[Informer, list[tuple[str, str]]]:
+    """Runs an informer until it reported `expected` changes (or 5 s passed)."""
+    seen: list[tuple[str, str]] = []
+    stop = threading.Event()
+
+    def on_change(kind: str, o: dict[str, Any]) -> None:
+        seen.append((kind, o["metadata"]["name"]))
+        if len(seen) >= expected:
+            stop.set()
+
+    informer = Informer(api, Resource("", "v1", "nodes"), on_change, stop, retry_seconds=0.0)
+    thread = threading.Thread(target=informer.run)
+    thread.start()
+    thread.join(timeout=5)
+    stop.set()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    return informer, seen
+
+
+def test_list_then_watch_events_update_the_cache() -> None:
+    api = ScriptedApi(
+        [[obj("a", "1")]],
+        [
+            [
+                {"type": "ADDED", "object": obj("b", "11")},
+                {"type": "BOOKMARK", "object": obj("", "12")},
+                {"type": "MODIFIED", "object": obj("a", "13")},
+                {"type": "DELETED", "object": obj("b", "14")},
+            ]
+        ],
+    )
+    informer, seen = run_informer(api, 4)
+    assert seen == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a"), ("DELETED", "b")]
+    assert [o["metadata"]["name"] for o in informer.snapshot()] == ["a"]
+    assert informer.get("a") == obj("a", "13")
+
+
+def test_watch_resumes_from_last_resource_version_after_the_stream_ends() -> None:
+    api = ScriptedApi(
+        [[]],
+        [
+            [{"type": "ADDED", "object": obj("a", "11")}],
+            KubeError(0, "connection reset"),
+            [{"type": "ADDED", "object": obj("b", "15")}],
+        ],
+    )
+    _, seen = run_informer(api, 2)
+    assert api.list_calls == 1
+    assert api.watch_versions == ["10", "11", "11"]
+    assert seen == [("ADDED", "a"), ("ADDED", "b")]
+
+
+def test_gone_relists_and_reports_what_changed_meanwhile() -> None:
+    api = ScriptedApi(
+        [[obj("a", "1"), obj("b", "2")], [obj("a", "5"), obj("c", "6")]],
+        [
+            [{"type": "ERROR", "object": {"code": 410, "message": "too old resource version"}}],
+            [{"type": "MODIFIED", "object": obj("c", "21")}],
+        ],
+    )
+    informer, seen = run_informer(api, 6)
+    assert api.list_calls == 2
+    assert seen == [
+        ("ADDED", "a"),
+        ("ADDED", "b"),
+        ("MODIFIED", "a"),
+        ("ADDED", "c"),
+        ("DELETED", "b"),
+        ("MODIFIED", "c"),
+    ]
+    assert sorted(o["metadata"]["name"] for o in informer.snapshot()) == ["a", "c"]
+
+
+def test_gone_as_http_status_relists_too() -> None:
+    api = ScriptedApi(
+        [[obj("a", "1")], [obj("a", "1")]],
+        [KubeError(410, "Gone"), [{"type": "ADDED", "object": obj("z", "30")}]],
+    )
+    _, seen = run_informer(api, 2)
+    assert api.list_calls == 2
+    assert seen == [("ADDED", "a"), ("ADDED", "z")]
+
+
+def test_unavailable_collection_is_emptied() -> None:
+    api = ScriptedApi([[obj("a", "1")]], [[]])
+    stop = threading.Event()
+    available = [True]
+    seen: list[tuple[str, str]] = []
+
+    def on_change(kind: str, o: dict[str, Any]) -> None:
+        seen.append((kind, o["metadata"]["name"]))
+        if kind == "ADDED":
+            available[0] = False
+        else:
+            stop.set()
+
+    informer = Informer(
+        api,
+        Resource("kmm.sigs.x-k8s.io", "v1beta1", "modules", "ns"),
+        on_change,
+        stop,
+        available=lambda: available[0],
+        retry_seconds=0.0,
+    )
+    thread = threading.Thread(target=informer.run)
+    thread.start()
+    thread.join(timeout=5)
+    stop.set()
+    thread.join(timeout=5)
+    assert seen == [("ADDED", "a"), ("DELETED", "a")]
+    assert informer.snapshot() == []
+
+
+def test_paths_and_keys() -> None:
+    assert Resource("", "v1", "nodes").collection_path() == "/api/v1/nodes"
+    modules = Resource("kmm.sigs.x-k8s.io", "v1beta1", "modules", "ns")
+    assert modules.collection_path() == "/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/ns/modules"
+    assert object_key(obj("a", "1", "ns")) == "ns/a"
+    assert object_key(obj("a", "1")) == "a"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_queue_deduplicates_and_keeps_order() -> None:
+    queue = WorkQueue(FakeClock())
+    for key in ("a", "b", "a"):
+        queue.add(key)
+    assert [queue.get(0), queue.get(0), queue.get(0)] == ["a", "b", None]
+
+
+def test_queue_delayed_keys_come_when_due() -> None:
+    clock = FakeClock()
+    queue = WorkQueue(clock)
+    queue.add_after("later", 5.0)
+    assert queue.get(0) is None
+    clock.now += 5.0
+    assert queue.get(0) == "later"
+
+
+def test_queue_wakes_a_waiting_worker() -> None:
+    queue = WorkQueue()
+    got: list[str | None] = []
+    worker = threading.Thread(target=lambda: got.append(queue.get(5.0)))
+    worker.start()
+    queue.add("x")
+    worker.join(timeout=5)
+    assert got == ["x"]
