@@ -44,12 +44,19 @@ def default_state_file(environ: Mapping[str, str]) -> Path:
 
 
 def start_cluster(
-    root: Path, repo_root: Path, environ: Mapping[str, str], now: datetime.datetime
+    root: Path,
+    repo_root: Path,
+    environ: Mapping[str, str],
+    now: datetime.datetime,
+    *,
+    die_with_parent: bool,
 ) -> tuple[ControlPlane, KubeCluster]:
     """Starts a control plane under ``root`` with every CRD installed and served."""
     crd_paths = [kmm_crd_path(repo_root, environ), *project_crd_paths(repo_root)]
     binaries = find_binaries(repo_root, environ)
-    control_plane = start_control_plane(root, binaries, pick_ports(), now)
+    control_plane = start_control_plane(
+        root, binaries, pick_ports(), now, die_with_parent=die_with_parent
+    )
     try:
         cluster = KubeCluster(control_plane.layout, control_plane.server)
         with cluster.admin_client() as api_client:
@@ -90,7 +97,7 @@ def up(state_file: Path, repo_root: Path, environ: Mapping[str, str]) -> Path:
     root = Path(tempfile.mkdtemp(prefix="gpuctl-cluster-"))
     try:
         control_plane, cluster = start_cluster(
-            root, repo_root, environ, datetime.datetime.now(datetime.UTC)
+            root, repo_root, environ, datetime.datetime.now(datetime.UTC), die_with_parent=False
         )
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)

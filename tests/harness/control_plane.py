@@ -43,6 +43,7 @@ class ControlPlane:
 
     layout: Layout
     ports: Ports
+    die_with_parent: bool
     components: list[Component] = field(default_factory=list)
 
     @property
@@ -53,8 +54,7 @@ class ControlPlane:
         """Stops every component, last started first. Safe to call twice."""
         while self.components:
             component = self.components.pop()
-            processes.stop_group(component.process.pid)
-            component.process.wait()
+            processes.stop_child(component.process)
 
 
 def _start(
@@ -67,7 +67,9 @@ def _start(
     context_factory: Callable[[], ssl.SSLContext | None],
 ) -> None:
     log_file = control_plane.layout.log_file(name)
-    process = processes.start_in_own_group(argv, log_file)
+    process = processes.start_in_own_group(
+        argv, log_file, die_with_parent=control_plane.die_with_parent
+    )
     control_plane.components.append(Component(name, argv, process))
     health.wait_healthy(
         name,
@@ -80,14 +82,22 @@ def _start(
 
 
 def start_control_plane(
-    root: Path, binaries: Binaries, ports: Ports, now: datetime.datetime
+    root: Path,
+    binaries: Binaries,
+    ports: Ports,
+    now: datetime.datetime,
+    *,
+    die_with_parent: bool,
 ) -> ControlPlane:
-    """Starts a control plane keeping all its files under ``root`` (created if needed)."""
+    """Starts a control plane keeping all its files under ``root`` (created if needed).
+
+    ``die_with_parent``: the processes get SIGKILL when this process dies (for test runs).
+    """
     layout = Layout(root)
     for folder in (layout.root, layout.logs, layout.etcd_data, layout.controller_manager_certs):
         folder.mkdir(parents=True, exist_ok=True)
     layout.etcd_data.chmod(0o700)
-    control_plane = ControlPlane(layout, ports)
+    control_plane = ControlPlane(layout, ports, die_with_parent)
     write_pki(layout, control_plane.server, now)
     try:
         _start(

@@ -29,7 +29,8 @@ Node ``node.kubernetes.io/unschedulable:NoSchedule`` (which un-targets it unless
 this control plane has no such controller, so a test that needs it adds the taint.
 
 Tests steer it: ``delay_node`` makes every load and unload on a Node take that long;
-``fail_node`` makes loads there fail (KMM retries; nothing is loaded until cleared).
+``fail_node`` makes loads there fail (retried every second, as KMM retries a failed loader;
+nothing is loaded until cleared).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from tests.harness import kmm_model as model
 from tests.harness.watch_wakeup import WatchWakeup
 
 RESYNC_SECONDS = 5.0
+FAILED_LOAD_RETRY_SECONDS = 1.0
 ERROR_RETRY_SECONDS = 0.5
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
@@ -115,6 +117,10 @@ class KmmEmulator:
                 self._failing.add(node)
             else:
                 self._failing.discard(node)
+                now = self._clock()
+                for key, operation in self._operations.items():
+                    if key[1] == node:
+                        self._operations[key] = _Operation(operation.target, now)
         self.wake()
 
     def loaded(self, module: str, node: str) -> model.Loaded | None:
@@ -338,7 +344,10 @@ class KmmEmulator:
         if operation is None or operation.target != target:
             operation = _Operation(target, now + self._delays.get(node, self._default_delay))
             self._operations[key] = operation
-        if operation.due > now or (target is not None and node in self._failing):
+        if operation.due > now:
+            return False
+        if target is not None and node in self._failing:
+            self._operations[key] = _Operation(target, now + FAILED_LOAD_RETRY_SECONDS)
             return False
         del self._operations[key]
         if target is None:

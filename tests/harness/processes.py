@@ -1,25 +1,38 @@
 """Start and stop the control-plane processes, each in its own process group.
 
-Every child runs in a new session (so a Ctrl-C of the test run does not reach it first and so
-the whole group can be signalled at once) with its output in a log file. ``stop_group`` sends
-SIGTERM to the group, waits, then SIGKILLs whatever is left. A pid recorded by ``hack/cluster
-up`` is only signalled while it still runs the recorded command line, so a reused pid is never
-killed by ``down``.
+Every child runs in a new session (so a Ctrl-C of the test run does not reach it first and the
+whole group can be signalled at once) with its output in a log file. Children of a test run
+also get Linux's parent-death signal, so they die even when pytest itself is killed; those of
+``hack/cluster up`` must outlive it and do not. Stopping sends SIGTERM to the group, waits,
+then SIGKILLs what is left. A pid recorded by ``hack/cluster up`` is only signalled while it
+still runs the recorded command line, so ``down`` never kills a reused pid.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 STOP_GRACE_SECONDS = 10.0
+POLL_SECONDS = 0.05
+_PR_SET_PDEATHSIG = 1
 
 
-def start_in_own_group(argv: list[str], log_file: Path) -> subprocess.Popen[bytes]:
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGKILL it when the parent thread exits."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def start_in_own_group(
+    argv: list[str], log_file: Path, *, die_with_parent: bool
+) -> subprocess.Popen[bytes]:
     """Starts ``argv`` in a new session, stdout and stderr appended to ``log_file``."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as log:
@@ -29,6 +42,7 @@ def start_in_own_group(argv: list[str], log_file: Path) -> subprocess.Popen[byte
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_parent if die_with_parent else None,  # noqa: PLW1509
         )
 
 
@@ -43,42 +57,43 @@ def command_line(pid: int) -> list[str] | None:
     return raw.rstrip(b"\0").decode(errors="replace").split("\0")
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signum)
+
+
+def _stop_group(pgid: int, gone: Callable[[float], bool]) -> None:
+    """SIGTERM the group; SIGKILL it if ``gone(grace)`` says the leader outlived the grace."""
+    _signal_group(pgid, signal.SIGTERM)
+    if not gone(STOP_GRACE_SECONDS):
+        _signal_group(pgid, signal.SIGKILL)
+        gone(STOP_GRACE_SECONDS)
+
+
+def stop_child(process: subprocess.Popen[bytes]) -> None:
+    """Stops a child started by ``start_in_own_group`` and reaps it."""
+
+    def gone(seconds: float) -> bool:
+        try:
+            process.wait(seconds)
+        except subprocess.TimeoutExpired:
+            return False
         return True
-    return True
 
-
-def stop_group(pgid: int, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
-    """SIGTERM the process group ``pgid``, then SIGKILL it if it outlives ``grace_seconds``."""
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace_seconds
-    while time.monotonic() < deadline:
-        _reap(pgid)
-        if not _group_alive(pgid):
-            return
-        time.sleep(0.05)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    _reap(pgid)
-
-
-def _reap(pid: int) -> None:
-    """Collects our own exited child so it does not linger as a zombie (no-op otherwise)."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
+    _stop_group(process.pid, gone)
 
 
 def stop_recorded(pid: int, argv: list[str]) -> None:
     """Stops the group of a process recorded earlier, if that pid still runs ``argv``."""
-    if command_line(pid) == argv:
-        stop_group(pid)
+    if command_line(pid) != argv:
+        return
+
+    def gone(seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while command_line(pid) == argv:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(POLL_SECONDS)
+        return True
+
+    _stop_group(pid, gone)

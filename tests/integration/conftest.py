@@ -52,7 +52,9 @@ def _utc_now() -> datetime.datetime:
 def kube_cluster() -> Iterator[KubeCluster]:
     root = Path(tempfile.mkdtemp(prefix="gpuctl-test-cluster-"))
     try:
-        control_plane, cluster = start_cluster(root, repository_root(), os.environ, _utc_now())
+        control_plane, cluster = start_cluster(
+            root, repository_root(), os.environ, _utc_now(), die_with_parent=True
+        )
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
