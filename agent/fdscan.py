@@ -48,7 +48,7 @@ OS_SYSCALLS = ProcSyscalls(
 
 @dataclass(slots=True)
 class FdScanResult:
-    # pid -> [(fd number, link target)] for every fd whose target matched.
+    # pid -> [(fd number, link target)] for every fd whose target matched, in fd order.
     holders: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
     # Processes whose fds were examined in full.
     processes_scanned: int = 0
@@ -108,11 +108,11 @@ def find_fd_holders(
                 needle is not None and needle in "\0" + "\0".join(links)
             )
             if hit:
-                holders[int(name)] = [
+                holders[int(name)] = sorted(
                     (int(fd), link)
                     for fd, link in zip(fds, links, strict=True)
                     if link in wanted or (prefix is not None and link.startswith(prefix))
-                ]
+                )
     finally:
         close(proc_fd)
     return result
