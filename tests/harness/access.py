@@ -131,6 +131,10 @@ class KubeCluster:
         token: str = json.loads(response.data)["status"]["token"]
         return token
 
+    def service_account_client(self, namespace: str, service_account: str) -> Any:
+        """An ApiClient acting as ServiceAccount ``namespace/service_account`` (RBAC applies)."""
+        return self.token_client(self.service_account_token(namespace, service_account))
+
     def kubeconfig_text(self) -> str:
         """The admin kubeconfig, for tools that take it as a string."""
         return self.layout.admin_kubeconfig.read_text()

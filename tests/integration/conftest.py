@@ -5,7 +5,7 @@
   project's CRDs served. It has ``kubeconfig`` (admin kubeconfig path), ``server``,
   ``ca_cert`` (CA path), and makes ``kubernetes.client.ApiClient`` objects:
   ``admin_client()``, ``user_client(user, groups=())`` (client certificate; RBAC applies),
-  ``token_client(token)``, and mints tokens with
+  ``token_client(token)``, ``service_account_client(namespace, name)``, and mints tokens with
   ``service_account_token(namespace, name, audiences=(), bound_pod=None, expiration_seconds=3600)``.
   Binaries come from ``KUBEBUILDER_ASSETS`` or ``hack/kube/ensure`` (builds when missing); if
   neither works the fixture fails with the reason, it never skips.

@@ -184,6 +184,18 @@ def test_rbac_refuses_a_user_until_a_role_allows_it(
     assert still_refused.value.status == HTTP_FORBIDDEN
 
 
+def test_service_account_client_acts_under_its_own_rbac(
+    kube_cluster: KubeCluster, kube_admin: Any, namespace: str
+) -> None:
+    admin: Any = k8s.CoreV1Api(kube_admin)
+    admin.create_namespaced_service_account(namespace, {"metadata": {"name": "coordinator"}})
+    coordinator: Any = k8s.CoreV1Api(kube_cluster.service_account_client(namespace, "coordinator"))
+    with pytest.raises(k8s.ApiException) as refused:
+        coordinator.list_node()
+    assert refused.value.status == HTTP_FORBIDDEN
+    assert f"system:serviceaccount:{namespace}:coordinator" in (refused.value.body or "")
+
+
 def test_unknown_token_is_unauthorized(kube_cluster: KubeCluster) -> None:
     stranger: Any = k8s.CoreV1Api(kube_cluster.token_client("not-a-token"))
     with pytest.raises(k8s.ApiException) as refused:
