@@ -105,6 +105,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="ServiceAccount for KMM's module loader pods (the chart sets it on OpenShift)",
     )
     parser.add_argument(
+        "--gpudriver-selector",
+        default=None,
+        metavar="SELECTOR",
+        help="manage only GPUDrivers matching this label selector (e.g. team=a); default: all",
+    )
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
@@ -142,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         lease_duration=args.lease_duration,
         renew_deadline=args.renew_deadline,
         retry_period=args.retry_period,
+        driver_selector=args.gpudriver_selector,
     )
     try:
         client = api_client(args.kubeconfig)

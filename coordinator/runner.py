@@ -49,6 +49,8 @@ class CoordinatorConfig:
     retry_period: float = 2.0
     discovery_interval: float = 2.0
     resync_seconds: float = 60.0
+    # Manage only the GPUDrivers with these labels (a label selector; None: all of them).
+    driver_selector: str | None = None
 
 
 class _Caches:
@@ -189,8 +191,8 @@ class Coordinator:
     def _work(self, reconciler: Reconciler) -> None:
         while not self._work_stop.is_set():
             name = self.queue.get(timeout=0.5)
-            if name is None:
-                continue
+            if name is None or self._drivers.get(name) is None:
+                continue  # gone, or not one of ours (--gpudriver-selector)
             try:
                 again = reconciler.reconcile(name)
             except Exception:
@@ -207,6 +209,7 @@ class Coordinator:
         self._drivers = self._informer(
             Resource(model.GROUP, model.VERSION, model.PLURAL), self._on_driver
         )
+        self._drivers.label_selector = self._config.driver_selector
         modules = self._informer(
             Resource(KMM_GROUP, KMM_VERSION, KMM_PLURAL, self._config.namespace),
             self._on_module,

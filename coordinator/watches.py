@@ -76,6 +76,7 @@ class Informer:
     on_change: Handler
     stop: threading.Event
     available: Callable[[], bool] = _always
+    label_selector: str | None = None
     watch_timeout_seconds: int = 240
     retry_seconds: float = 1.0
     _cache: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -93,6 +94,9 @@ class Informer:
 
     def wait_synced(self, timeout: float) -> bool:
         return self._synced.wait(timeout)
+
+    def _query(self) -> dict[str, Any]:
+        return {"labelSelector": self.label_selector} if self.label_selector else {}
 
     def _replace(self, items: list[dict[str, Any]]) -> None:
         fresh = {object_key(o): o for o in items}
@@ -118,7 +122,7 @@ class Informer:
         self.on_change(kind, obj)
 
     def _list(self) -> str:
-        answer = self.kube.request("GET", self.resource.collection_path())
+        answer = self.kube.request("GET", self.resource.collection_path(), query=self._query())
         self._replace(list(answer.get("items") or []))
         self.relists += 1
         self._synced.set()
@@ -126,7 +130,7 @@ class Informer:
 
     def _watch(self, resource_version: str) -> str | None:
         """Follow one watch; the resourceVersion to go on from, or None to list again."""
-        query = {"resourceVersion": resource_version, "allowWatchBookmarks": True}
+        query = {**self._query(), "resourceVersion": resource_version, "allowWatchBookmarks": True}
         events = self.kube.watch(self.resource.collection_path(), query, self.watch_timeout_seconds)
         for event in events:
             kind = event.get("type")
