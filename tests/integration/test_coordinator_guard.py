@@ -167,11 +167,9 @@ def test_version_toggles_recreate_and_value_changes_patch(
 
         def recreated_without_version() -> bool:
             found = api.get_module(namespace, module)
-            return (
-                bool(found)
-                and found["metadata"]["uid"] != second_uid
-                and (container_version(api, namespace, module) is None)
-            )
+            if found is None or found["metadata"]["uid"] == second_uid:
+                return False
+            return container_version(api, namespace, module) is None
 
         wait_until("module recreated without version", recreated_without_version)
         wait_status(api, name, lambda s: s.get("kmmStatus") == "1/1", "reports 1/1 again")
