@@ -134,8 +134,3 @@ def open_references(files: HostFiles, module: str, log: WarningLog) -> int | Non
         log.add_error(f"{base}/holders", error)
         return None
     return None if refcnt is None else refcnt - len(holders)
-
-
-def gpu_drivers_unused(files: HostFiles, modules: set[str], log: WarningLog) -> bool:
-    """True only when every given module is loadable and holds no open reference."""
-    return all(open_references(files, module, log) == 0 for module in sorted(modules))

@@ -329,8 +329,14 @@ class FakeHost:
         (base / "comm").write_text(command + "\n")
         links = dict(enumerate(_ORDINARY_FDS)) if ordinary_fds else {}
         links.update(fds or {})
-        for fd, target in links.items():
-            (fd_dir / str(fd)).symlink_to(target)
+        # A large node has 120,000 fd links: make them relative to the open fd/ directory
+        # (symlinkat), so the kernel does not walk the whole path for each.
+        fd_dir_fd = os.open(fd_dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for fd, target in links.items():
+                os.symlink(target, str(fd), dir_fd=fd_dir_fd)
+        finally:
+            os.close(fd_dir_fd)
         for fd, text in (fdinfo or {}).items():
             (fdinfo_dir / str(fd)).write_text(text)
 

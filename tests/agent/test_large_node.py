@@ -1,0 +1,75 @@
+"""The synthetic large node the benchmark uses: built quickly, and inspected right."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.fdscan import find_fd_holders
+from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+from tests.fakehost import FakeHost
+from tests.fakehost import scenarios as s
+
+SHM = Path("/dev/shm")
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeHost, float]]:
+    """The large node, on tmpfs when the machine has one (120,000 symlinks on a busy disk
+    take much longer than in memory), else under pytest's temporary directory."""
+    with tempfile.TemporaryDirectory(
+        dir=SHM if SHM.is_dir() else tmp_path_factory.mktemp("large")
+    ) as directory:
+        started = time.perf_counter()
+        host = s.large_node(Path(directory))
+        yield host, time.perf_counter() - started
+
+
+def test_large_node_builds_in_seconds(large: tuple[FakeHost, float]) -> None:
+    _, seconds = large
+    assert seconds < 20
+
+
+def test_large_node_devices(large: tuple[FakeHost, float]) -> None:
+    report = large[0].inspect()
+    roles = Counter(d.role for d in report.devices)
+    assert roles == {
+        pb.Device.PHYSICAL: s.LARGE_PFS,
+        pb.Device.VIRTUAL: s.LARGE_PFS * s.LARGE_VFS_PER_PF,
+    }
+    pfs = [d for d in report.devices if d.role == pb.Device.PHYSICAL]
+    assert [pf.pci_address for pf in pfs] == [s.large_node_pf(i) for i in range(s.LARGE_PFS)]
+    for pf in pfs:
+        assert pf.sriov.num_vfs == s.LARGE_VFS_PER_PF
+        assert [vf.driver for vf in pf.sriov.vfs] == ["xe", "vfio-pci"] * (s.LARGE_VFS_PER_PF // 2)
+
+
+def test_large_node_clients(large: tuple[FakeHost, float]) -> None:
+    report = large[0].inspect()
+    assert report.client_scan.state == pb.ClientScan.COMPLETE
+    assert report.client_scan.processes_scanned == s.LARGE_PROCESSES
+    clients = [c for d in report.devices for c in d.clients]
+    assert len(clients) == s.LARGE_CLIENTS + 10
+    assert sum(c.fd_count for c in clients) == s.LARGE_DRM_FDS
+    ids = {(d.pci_address, i) for d in report.devices for c in d.clients for i in c.client_ids}
+    assert len(ids) == s.LARGE_CLIENTS
+    reasons = Counter(b.reason for b in report.blockers)
+    # Every reference is a visible client: no MODULE_IN_USE.
+    assert reasons == {
+        pb.Blocker.OPEN_CLIENTS: s.LARGE_PFS,
+        pb.Blocker.ACTIVE_VFS: s.LARGE_PFS,
+        pb.Blocker.MODULE_HOLDERS: 1,
+    }
+
+
+def test_fd_scan_core_on_the_large_node(large: tuple[FakeHost, float]) -> None:
+    result = find_fd_holders(large[0].path("proc"), prefix="/dev/dri/")
+    assert len(result.holders) == s.LARGE_CLIENTS + 10
+    assert sum(len(held) for held in result.holders.values()) == s.LARGE_DRM_FDS
+    one_node = find_fd_holders(large[0].path("proc"), frozenset({"/dev/dri/renderD128"}))
+    assert sum(len(held) for held in one_node.holders.values()) == 3 * 8 + 2 * 2
