@@ -46,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
             "gpuctl.api.v1alpha1.NodeReport, serialized as binary protobuf, to stdout. "
             "Exit status 2 when the host root is not a Linux root."
         ),
+        epilog=(
+            "Anything unreadable (a permission error, garbage in a sysfs file, a process "
+            "exiting mid-scan) is reported inside the NodeReport as a warning, and as a "
+            "blocker when it matters to an unload; it never fails the command. "
+            "`gpuctl node inspect --local` runs this command and prints the report as JSON."
+        ),
     )
     inspect.add_argument(
         "--host-root",
