@@ -173,8 +173,9 @@ def _read_sriov(
     """SR-IOV state of a function with an SR-IOV capability; None if it offers no VFs."""
     total_vfs = read_decimal(files, f"{base}/sriov_totalvfs", log)
     num_vfs = read_decimal(files, f"{base}/sriov_numvfs", log)
-    if not (total_vfs or num_vfs):
-        # No VFs possible (or the total is unreadable and none are active): not a PF.
+    if total_vfs == 0 and not num_vfs:
+        # The capability offers no VFs (xe caps it by max_vfs): not a PF. An unreadable
+        # total keeps the function a PF with what could be read, so unknowns surface.
         return None
     autoprobe = read_attribute(files, f"{base}/sriov_drivers_autoprobe", log, missing_ok=True)
     vf_device = parse_hex(

@@ -96,6 +96,25 @@ def test_unreadable_sriov_numvfs_blocks(tmp_path: Path) -> None:
     assert (f"sys/bus/pci/devices/{pf}/sriov_numvfs", "permission denied") in warnings_of(report)
 
 
+def test_unreadable_sriov_totals_still_make_a_pf_whose_vfs_are_unknown(tmp_path: Path) -> None:
+    host = scenarios.two_pro_b70_with_vfs(tmp_path)
+    pf = scenarios.B70_PFS[1]
+    host.deny(f"{host.device_dir(pf)}/sriov_totalvfs")
+    host.deny(f"{host.device_dir(pf)}/sriov_numvfs")
+    report = host.inspect()
+    device = next(d for d in report.devices if d.pci_address == pf)
+    assert device.role == pb.Device.PHYSICAL
+    assert len(device.sriov.vfs) == 4
+    assert [(b.reason, b.pci_address) for b in report.blockers] == [
+        (Reason.ACTIVE_VFS, scenarios.B70_PFS[0]),
+        (Reason.STATE_UNKNOWN, pf),
+    ]
+    assert [w.path for w in report.warnings] == [
+        f"sys/bus/pci/devices/{pf}/sriov_totalvfs",
+        f"sys/bus/pci/devices/{pf}/sriov_numvfs",
+    ]
+
+
 def test_unreadable_drm_directory(tmp_path: Path) -> None:
     host = scenarios.arc_b580_in_tree(tmp_path)
     host.deny(f"{host.device_dir(B580)}/drm")
