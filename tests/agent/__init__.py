@@ -1,0 +1,1 @@
+"""Tests of the node agent: fixture scenarios, bad input, the fd scan, decisions, the CLI."""

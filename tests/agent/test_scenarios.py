@@ -217,6 +217,13 @@ def test_10_meteor_lake_on_i915_and_battlemage_on_xe(tmp_path: Path) -> None:
     assert list(report.blockers) == []
 
 
+def test_10_a_builtin_gpu_driver_forces_the_client_scan(tmp_path: Path) -> None:
+    host = scenarios.meteor_lake_and_battlemage(tmp_path)
+    host.remove("sys/module/i915")
+    host.add_module("i915", builtin=True)
+    assert host.inspect().client_scan.state == pb.ClientScan.COMPLETE
+
+
 def test_11_builtin_xe(tmp_path: Path) -> None:
     report = scenarios.builtin_xe(tmp_path).inspect()
     module = report.module
