@@ -161,9 +161,13 @@ def running_coordinator(
     *,
     identity: str = "coordinator-a",
     discover: Discover | None = None,
+    client: Any = None,
 ) -> Iterator[Coordinator]:
-    """A coordinator for `namespace` in a thread, leader-elected, stopped on exit."""
-    client = cluster.admin_client()
+    """A coordinator for `namespace` in a thread, leader-elected, stopped on exit.
+
+    It acts as the cluster admin unless `client` (an ApiClient, e.g. a ServiceAccount's) is given.
+    """
+    client = client if client is not None else cluster.admin_client()
     config = CoordinatorConfig(
         namespace=namespace,
         identity=identity,

@@ -1,0 +1,52 @@
+"""The Kubernetes permissions the coordinator needs, in one place.
+
+hack/gen_crd.py writes them into the Helm chart (templates/coordinator-rbac.yaml), and an
+integration test runs the coordinator under exactly these rules with a ServiceAccount token,
+so the chart cannot lack a permission the code uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator import model
+from coordinator.module_spec import KMM_GROUP, KMM_PLURAL
+
+READ = ["get", "list", "watch"]
+
+# Cluster-wide: GPUDrivers (cluster-scoped), Nodes and ResourceClaims (the guard), and Events
+# (Events about cluster-scoped objects are filed in the `default` namespace).
+CLUSTER_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": [model.GROUP],
+        "resources": [model.PLURAL],
+        "verbs": [*READ, "update", "patch"],
+    },
+    {
+        "apiGroups": [model.GROUP],
+        "resources": [f"{model.PLURAL}/status"],
+        "verbs": ["get", "update", "patch"],
+    },
+    {
+        "apiGroups": [model.GROUP],
+        "resources": [f"{model.PLURAL}/finalizers"],
+        "verbs": ["update"],
+    },
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": READ},
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": READ},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+# In the coordinator's namespace: the KMM Modules it writes and its leader-election Lease.
+NAMESPACE_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": [KMM_GROUP],
+        "resources": [KMM_PLURAL],
+        "verbs": [*READ, "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "verbs": ["get", "create", "update"],
+    },
+]
