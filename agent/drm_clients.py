@@ -79,6 +79,13 @@ def scan_drm_clients(
             state=ScanState.FAILED,
             message=f"cannot read /proc ({describe_error(error)}): clients are unknown",
         )
+    if not (fd_scan.processes_scanned or fd_scan.denied or fd_scan.vanished):
+        # Every Linux system has pid 1: an empty proc/ is an unmounted one, not an idle node.
+        log.add("proc", "no process directories: is the host's /proc mounted there?")
+        return ClientScanOutcome(
+            state=ScanState.FAILED,
+            message="no processes under /proc (not mounted?): clients are unknown",
+        )
     denied = set(fd_scan.denied)
     clients: dict[tuple[str, int], DrmClientFacts] = {}
     for pid, held in sorted(fd_scan.holders.items()):

@@ -168,7 +168,7 @@ def test_denied_process_fd_directory_means_clients_unknown(tmp_path: Path) -> No
     report = host.inspect()
     assert report.client_scan.state == pb.ClientScan.INCOMPLETE
     assert report.client_scan.processes_denied == 1
-    assert report.client_scan.processes_scanned == 4
+    assert report.client_scan.processes_scanned == 5
     assert [b.reason for b in report.blockers] == [Reason.OPEN_CLIENTS, Reason.CLIENTS_UNKNOWN]
     # The clients that were seen are still reported.
     assert [c.pid for c in report.devices[0].clients] == [2101, 2102, 2200]
@@ -188,6 +188,18 @@ def test_unreadable_proc_fails_the_scan(tmp_path: Path) -> None:
     assert warnings_of(report) == [("proc", "permission denied")]
     assert [b.reason for b in report.blockers] == [Reason.CLIENTS_UNKNOWN]
     assert all(len(d.clients) == 0 for d in report.devices)
+
+
+def test_empty_proc_is_unmounted_not_idle(tmp_path: Path) -> None:
+    host = scenarios.open_render_clients(tmp_path)
+    for pid in (1, 2101, 2102, 2200, 2300):
+        host.remove_process(pid)
+    report = host.inspect()
+    assert report.client_scan.state == pb.ClientScan.FAILED
+    assert warnings_of(report) == [
+        ("proc", "no process directories: is the host's /proc mounted there?")
+    ]
+    assert [b.reason for b in report.blockers] == [Reason.CLIENTS_UNKNOWN]
 
 
 class ExitingProcess:

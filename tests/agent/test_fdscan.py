@@ -29,7 +29,7 @@ def test_targets_name_exact_paths(host: FakeHost) -> None:
         10: [(4, "/data/model.bin")],
         11: [(7, "/dev/dri/card0"), (8, "/dev/dri/card0")],
     }
-    assert result.processes_scanned == 3
+    assert result.processes_scanned == 4  # with the fake host's init, pid 1
     assert (result.denied, result.vanished) == ([], 0)
 
 
@@ -42,7 +42,7 @@ def test_prefix_matches_a_directory(host: FakeHost) -> None:
 def test_no_match_is_an_empty_result(host: FakeHost) -> None:
     result = find_fd_holders(host.path("proc"), ["/nowhere"])
     assert result.holders == {}
-    assert result.processes_scanned == 3
+    assert result.processes_scanned == 4
 
 
 def test_denied_and_vanished_processes_are_reported_apart(host: FakeHost) -> None:
@@ -58,7 +58,7 @@ def test_denied_and_vanished_processes_are_reported_apart(host: FakeHost) -> Non
     assert sorted(result.holders) == [10]
     assert result.denied == [11]
     assert result.vanished == 1
-    assert result.processes_scanned == 1
+    assert result.processes_scanned == 2
 
 
 def test_denied_readlink_denies_the_process(host: FakeHost) -> None:
@@ -67,7 +67,7 @@ def test_denied_readlink_denies_the_process(host: FakeHost) -> None:
 
     syscalls = ProcSyscalls(OS_SYSCALLS.open_dir, os.listdir, read_link, os.close)
     result = find_fd_holders(host.path("proc"), prefix="/dev/dri/", syscalls=syscalls)
-    assert (result.holders, sorted(result.denied)) == ({}, [10, 11, 12])
+    assert (result.holders, sorted(result.denied)) == ({}, [1, 10, 11, 12])
 
 
 def test_every_opened_directory_is_closed(host: FakeHost) -> None:
@@ -88,7 +88,7 @@ def test_every_opened_directory_is_closed(host: FakeHost) -> None:
         prefix="/dev/",
         syscalls=ProcSyscalls(open_dir, os.listdir, os.readlink, close),
     )
-    assert len(opened) == 4
+    assert len(opened) == 5  # /proc and four fd directories
     assert sorted(opened) == sorted(closed)
 
 

@@ -52,7 +52,7 @@ def test_large_node_devices(large: tuple[FakeHost, float]) -> None:
 def test_large_node_clients(large: tuple[FakeHost, float]) -> None:
     report = large[0].inspect()
     assert report.client_scan.state == pb.ClientScan.COMPLETE
-    assert report.client_scan.processes_scanned == s.LARGE_PROCESSES
+    assert report.client_scan.processes_scanned == s.LARGE_PROCESSES + 1  # and init
     clients = [c for d in report.devices for c in d.clients]
     assert len(clients) == s.LARGE_CLIENTS + 10
     assert sum(c.fd_count for c in clients) == s.LARGE_DRM_FDS

@@ -172,7 +172,7 @@ def test_7_open_render_clients_counted_by_client_id(tmp_path: Path) -> None:
         (2200, "python3", [43], 2),
     ]
     assert report.client_scan.state == pb.ClientScan.COMPLETE
-    assert report.client_scan.processes_scanned == 4
+    assert report.client_scan.processes_scanned == 5  # with init and an idle bash
     # refcnt 2 = two DRM clients (42, 43): every reference is accounted for.
     assert reasons(report) == [Reason.OPEN_CLIENTS]
     assert report.blockers[0].pci_address == B580

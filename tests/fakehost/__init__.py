@@ -67,6 +67,8 @@ class FakeHost:
         self._mkdir(f"lib/modules/{kernel_release}")
         self.write("proc/sys/kernel/osrelease", kernel_release + "\n")
         self.write("proc/sys/kernel/hostname", hostname + "\n")
+        # Every Linux system has an init process; an empty proc/ means /proc is not mounted.
+        self.add_process(1, "systemd")
 
     # -- plain files ------------------------------------------------------------------------
 
