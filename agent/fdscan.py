@@ -108,14 +108,26 @@ def find_fd_holders(
                 needle is not None and needle in "\0" + "\0".join(links)
             )
             if hit:
-                holders[int(name)] = sorted(
-                    (int(fd), link)
-                    for fd, link in zip(fds, links, strict=True)
-                    if link in wanted or (prefix is not None and link.startswith(prefix))
-                )
+                holders[int(name)] = _matches(fds, links, wanted, prefix)
     finally:
         close(proc_fd)
     return result
+
+
+def _matches(
+    fds: list[str], links: list[str], wanted: Collection[str], prefix: str | None
+) -> list[tuple[int, str]]:
+    """(fd, link) of one process's matching fds, in fd order (the rare, hit path)."""
+    if prefix is None:
+        found = [(int(fd), link) for fd, link in zip(fds, links, strict=True) if link in wanted]
+    else:
+        found = [
+            (int(fd), link)
+            for fd, link in zip(fds, links, strict=True)
+            if link in wanted or link.startswith(prefix)
+        ]
+    found.sort()
+    return found
 
 
 def _read_links_one_by_one(read_link: Callable[..., str], fd_dir: int, fds: list[str]) -> list[str]:
