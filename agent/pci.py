@@ -39,7 +39,7 @@ class VirtualFunctionLink:
 
 @dataclass(slots=True)
 class SriovState:
-    total_vfs: int
+    total_vfs: int | None
     # None when `sriov_numvfs` could not be read.
     num_vfs: int | None
     drivers_autoprobe: bool
@@ -195,7 +195,7 @@ def _read_sriov(
                 VirtualFunctionLink(vf_address, read_driver_link(files, f"{link}/driver", log))
             )
     return SriovState(
-        total_vfs=total_vfs or 0,
+        total_vfs=total_vfs,
         num_vfs=num_vfs,
         drivers_autoprobe=autoprobe == "1",
         vf_device_id=f"0x{vf_device:04x}" if vf_device is not None else "",

@@ -45,7 +45,7 @@ def device_message(gpu: GpuFunction, client_scan: ClientScanOutcome) -> pb.Devic
         device.sriov.CopyFrom(
             pb.Sriov(
                 total_vfs=gpu.sriov.total_vfs,
-                num_vfs=gpu.sriov.num_vfs or 0,
+                num_vfs=gpu.sriov.num_vfs,
                 drivers_autoprobe=gpu.sriov.drivers_autoprobe,
                 vf_device_id=gpu.sriov.vf_device_id,
                 vfs=[

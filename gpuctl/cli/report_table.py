@@ -83,7 +83,10 @@ def device_model(device: pb.Device) -> str:
 
 def _vfs_cell(device: pb.Device) -> str:
     if device.role == pb.Device.PHYSICAL:
-        return f"{device.sriov.num_vfs}/{device.sriov.total_vfs}"
+        sriov = device.sriov
+        active = str(sriov.num_vfs) if sriov.HasField("num_vfs") else UNKNOWN
+        total = str(sriov.total_vfs) if sriov.HasField("total_vfs") else UNKNOWN
+        return f"{active}/{total}"
     if device.role == pb.Device.VIRTUAL:
         return "VF"
     return "-"

@@ -94,6 +94,9 @@ def test_unreadable_sriov_numvfs_blocks(tmp_path: Path) -> None:
         (pf, f"cannot read sriov_numvfs of {pf}: active VFs unknown")
     ]
     assert (f"sys/bus/pci/devices/{pf}/sriov_numvfs", "permission denied") in warnings_of(report)
+    device = next(d for d in report.devices if d.pci_address == pf)
+    assert not device.sriov.HasField("num_vfs"), "unknown active VFs must be absent, not 0"
+    assert device.sriov.total_vfs == 12
 
 
 def test_unreadable_sriov_totals_still_make_a_pf_whose_vfs_are_unknown(tmp_path: Path) -> None:

@@ -54,6 +54,13 @@ def test_vfs_are_listed_under_their_physical_function() -> None:
     assert "Battlemage G31 VF (e223)" in rows[2]
 
 
+def test_unreadable_vf_count_is_unknown_not_zero() -> None:
+    report = _pf_with_vfs()
+    report.devices[0].sriov.ClearField("num_vfs")
+    row = next(line for line in render_report(report).splitlines() if "04:00.0" in line)
+    assert "unknown/12" in row
+
+
 def test_clients_count_distinct_client_ids_not_processes() -> None:
     device = pb.Device(pci_address="0000:03:00.0")
     device.clients.add(pid=10, command="parent", client_ids=[42])

@@ -211,8 +211,9 @@ class Sriov(_message.Message):
     DRIVERS_AUTOPROBE_FIELD_NUMBER: _builtins.int
     VF_DEVICE_ID_FIELD_NUMBER: _builtins.int
     total_vfs: _builtins.int
+    """`sriov_totalvfs`. Absent when unreadable."""
     num_vfs: _builtins.int
-    """VFs enabled now (`sriov_numvfs`)."""
+    """VFs enabled now (`sriov_numvfs`). Absent when unreadable: never guessed as 0."""
     drivers_autoprobe: _builtins.bool
     vf_device_id: _builtins.str
     """Device id VFs of this PF present, e.g. "0xe223"."""
@@ -223,17 +224,24 @@ class Sriov(_message.Message):
     def __init__(
         self,
         *,
-        total_vfs: _builtins.int = ...,
-        num_vfs: _builtins.int = ...,
+        total_vfs: _builtins.int | None = ...,
+        num_vfs: _builtins.int | None = ...,
         vfs: _abc.Iterable[Global___VirtualFunction] | None = ...,
         drivers_autoprobe: _builtins.bool = ...,
         vf_device_id: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_num_vfs", b"_num_vfs", "_total_vfs", b"_total_vfs", "num_vfs", b"num_vfs", "total_vfs", b"total_vfs"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["drivers_autoprobe", b"drivers_autoprobe", "num_vfs", b"num_vfs", "total_vfs", b"total_vfs", "vf_device_id", b"vf_device_id", "vfs", b"vfs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_num_vfs", b"_num_vfs", "_total_vfs", b"_total_vfs", "drivers_autoprobe", b"drivers_autoprobe", "num_vfs", b"num_vfs", "total_vfs", b"total_vfs", "vf_device_id", b"vf_device_id", "vfs", b"vfs"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__num_vfs: _TypeAlias = _typing.Literal["num_vfs"]  # noqa: Y015
+    _WhichOneofArgType__num_vfs: _TypeAlias = _typing.Literal["_num_vfs", b"_num_vfs"]  # noqa: Y015
+    _WhichOneofReturnType__total_vfs: _TypeAlias = _typing.Literal["total_vfs"]  # noqa: Y015
+    _WhichOneofArgType__total_vfs: _TypeAlias = _typing.Literal["_total_vfs", b"_total_vfs"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__num_vfs) -> _WhichOneofReturnType__num_vfs | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__total_vfs) -> _WhichOneofReturnType__total_vfs | None: ...
 
 Global___Sriov: _TypeAlias = Sriov  # noqa: Y015
 
