@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from coordinator import model
 from coordinator.conflicts import conflicting_driver
 from coordinator.events import WARNING, EventRecorder
-from coordinator.guard import BlockerSource, ResourceClaimSource, decide_unload
+from coordinator.guard import BlockerSource, ResourceClaimSource, UnloadDecision, decide_unload
 from coordinator.kmm_discovery import Discovery
 from coordinator.kube import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.module_spec import (
@@ -140,11 +140,11 @@ class Reconciler:
         self._write_status(after, compute_status(observation, self._now()))
         return requeue
 
-    def _unload_decision(self, module: Mapping[str, Any] | None) -> Any:
+    def _unload_decision(self, module: Mapping[str, Any] | None) -> UnloadDecision:
+        """The guard's answer for unloading `module` from the nodes its selector targets."""
         nodes = self._view.nodes()
-        targets = nodes_matching((module or {}).get("spec", {}).get("selector") or {}, nodes)
-        if module is None:
-            targets = set()
+        selector = (module or {}).get("spec", {}).get("selector") or {}
+        targets = nodes_matching(selector, nodes) if module is not None else set()
         sources: list[BlockerSource] = [
             ResourceClaimSource(tuple(self._view.claims()), tuple(nodes)),
             *self._extra_sources,
