@@ -12,12 +12,14 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from coordinator.kmm_discovery import ServedGroups, api_discovery
 from coordinator.kube import Kube
+from coordinator.leader import format_micro_time
 from tests.coordinator.live import (
     Api,
     gpudriver,
@@ -168,3 +170,36 @@ def test_reacts_within_a_second(kube_cluster: KubeCluster, namespace: str, api: 
     print(f"\nModule created {created_after:.3f}s, deleted {deleted_after:.3f}s after the change")
     assert created_after < 1.0
     assert deleted_after < 1.0
+
+
+def test_takes_over_a_crashed_leaders_lease_only_after_it_expires(
+    kube_cluster: KubeCluster, namespace: str, api: Api
+) -> None:
+    name = f"{namespace}-crash"
+    api.create_driver(gpudriver(name, namespace, simple_spec(namespace)))
+    leases = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+    renewed = datetime.now(UTC)
+    api.kube.request(
+        "POST",
+        leases,
+        body={
+            "metadata": {"name": "gpuctl-coordinator"},
+            "spec": {
+                "holderIdentity": "crashed-replica",
+                "leaseDurationSeconds": 3,
+                "acquireTime": format_micro_time(renewed),
+                "renewTime": format_micro_time(renewed),
+            },
+        },
+    )
+    with running_coordinator(kube_cluster, namespace) as coordinator:
+        time.sleep(1.5)
+        assert not coordinator.elector.leading.is_set()
+        assert api.get_module(namespace, f"{name}-gpu") is None
+        wait_until("takes over", coordinator.elector.leading.is_set, timeout_seconds=10)
+        took_over_after = (datetime.now(UTC) - renewed).total_seconds()
+        assert took_over_after >= 3.0
+        lease = api.kube.request("GET", f"{leases}/gpuctl-coordinator")
+        assert lease["spec"]["holderIdentity"] == "coordinator-a"
+        assert lease["spec"]["leaseTransitions"] == 1
+        wait_until("module", lambda: api.get_module(namespace, f"{name}-gpu"))
