@@ -40,7 +40,8 @@ def inspect_locally(
         raise LocalInspectionError(f"could not run the agent's inspection: {err}", 1) from err
     stderr = done.stderr.decode(errors="replace").strip()
     if done.returncode == BAD_HOST_ROOT_EXIT:
-        raise LocalInspectionError(stderr.splitlines()[-1] if stderr else "bad host root", 2)
+        problem = stderr.splitlines()[-1].removeprefix("gpuctl-agent: ") if stderr else "unusable"
+        raise LocalInspectionError(f"host root {problem}", BAD_HOST_ROOT_EXIT)
     if done.returncode != 0:
         detail = stderr.splitlines()[-1] if stderr else f"exit code {done.returncode}"
         raise LocalInspectionError(f"the agent's inspection failed: {detail}", 1)

@@ -12,6 +12,8 @@ from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.table import format_table
 
 UNKNOWN = "unknown"
+# Drivers that hand a function to a VM: its users are inside the guest, invisible here.
+PASSTHROUGH_DRIVERS = frozenset({"vfio-pci", "xe-vfio-pci", "xe_vfio_pci"})
 
 
 def render_report(report: pb.NodeReport) -> str:
@@ -93,6 +95,8 @@ def _vfs_cell(device: pb.Device) -> str:
 
 
 def clients_cell(device: pb.Device, clients_known: bool) -> str:
+    if device.driver in PASSTHROUGH_DRIVERS:
+        return f"{UNKNOWN} (VM)"
     if not clients_known:
         return UNKNOWN
     ids = {(client.pid, cid) for client in device.clients for cid in client.client_ids}
@@ -132,9 +136,8 @@ def _blockers_section(report: pb.NodeReport) -> str:
     name = report.module.name or "xe"
     if report.blockers:
         lines = [f"Unloading {name} now would fail or hurt:\n"]
-        for blocker in report.blockers:
-            where = f"{blocker.pci_address}: " if blocker.pci_address else ""
-            lines.append(f"  - {where}{blocker.message}\n")
+        # The agent's messages name the PCI function themselves.
+        lines.extend(f"  - {blocker.message}\n" for blocker in report.blockers)
         return "".join(lines)
     if report.module.state == pb.Module.NOT_LOADED:
         return f"{name} is not loaded: nothing to unload.\n"

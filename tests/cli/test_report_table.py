@@ -73,8 +73,15 @@ def test_unknown_clients_are_never_shown_as_zero() -> None:
     report = _pf_with_vfs()
     report.client_scan.state = pb.ClientScan.INCOMPLETE
     rows = [line for line in render_report(report).splitlines() if "0000:" in line]
-    assert all(row.rstrip().endswith("unknown") for row in rows)
+    assert len(rows) == 4
+    assert all("unknown" in row and not row.endswith(" 0") for row in rows)
     assert "0" not in clients_cell(pb.Device(), clients_known=False)
+
+
+def test_passthrough_functions_have_unknown_clients_not_zero() -> None:
+    rows = [line for line in render_report(_pf_with_vfs()).splitlines() if "vfio-pci" in line]
+    assert len(rows) == 2
+    assert all(row.endswith("unknown (VM)") for row in rows)
 
 
 def test_module_line_names_provenance_tag_and_holders() -> None:
@@ -106,7 +113,7 @@ def test_blockers_are_spelled_out() -> None:
     )
     text = render_report(report)
     assert "Unloading xe now would fail or hurt:" in text
-    assert "  - 0000:04:00.0: 2 VFs enabled, bound to vfio-pci (handed to VMs)" in text
+    assert "  - 2 VFs enabled, bound to vfio-pci (handed to VMs)" in text
     assert "Nothing blocks" not in text
 
 
