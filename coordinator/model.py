@@ -194,9 +194,10 @@ class Toleration(_Model):
 
 
 class Rollout(_Model):
-    """How driver changes roll across nodes. Filled by a later issue; accepted but unused."""
+    """How driver changes roll across nodes: reserved, filled by the rollout engine's issue.
 
-    paused: bool | None = Field(default=None, description="Pause the rollout.")
+    It has no fields yet, so nothing in it can be mistaken for a setting that takes effect.
+    """
 
 
 class GPUDriverSpec(_Model):

@@ -238,11 +238,18 @@ class Coordinator:
         )
         for informer in (nodes, claims, modules, self._drivers):
             self._start(f"watch-{informer.resource.plural}", informer.run)
-        # Guard decisions need nodes and claims: reconcile only once those caches are filled.
-        for informer in (nodes, claims):
-            informer.wait_synced(30.0)
-        self._start("discovery", self._poll_discovery)
-        self._start("reconcile", lambda: self._work(reconciler))
+
+        def start_work_once_synced() -> None:
+            # Guard decisions need nodes and claims: reconcile only once those caches are
+            # filled. Waiting here, not in _lead, keeps the Lease renewing meanwhile.
+            for informer in (nodes, claims, self._drivers):
+                while not informer.wait_synced(0.5):
+                    if self._work_stop.is_set():
+                        return
+            self._start("discovery", self._poll_discovery)
+            self._start("reconcile", lambda: self._work(reconciler))
+
+        self._start("start-work", start_work_once_synced)
 
     def _stop_leading(self) -> None:
         self._work_stop.set()
