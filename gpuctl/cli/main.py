@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 
-from gpuctl.cli import node_inspect
+from gpuctl.cli import node_inspect, nodes_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     node = commands.add_parser("node", help="inspect GPU nodes", description="Inspect GPU nodes.")
     node_commands = node.add_subparsers(title="commands", metavar="COMMAND", required=True)
     node_inspect.add_parser(node_commands)
+    nodes_command.add_parser(commands)
     return parser
 
 

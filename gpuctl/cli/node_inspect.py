@@ -7,9 +7,14 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+from gpuctl.cli.durations import short_age
 from gpuctl.cli.local_agent import LocalInspectionError, inspect_locally
+from gpuctl.cli.node_source import DEFAULT_FRESH_TIMEOUT, NodeSourceError
+from gpuctl.cli.node_view import NodeView
 from gpuctl.cli.output import to_json, to_yaml
 from gpuctl.cli.report_table import render_report
+from gpuctl.cli.source_flags import Clock, add_source_flags, make_source, utc_now
 
 FORMATS = ("table", "json", "yaml")
 
@@ -27,15 +32,35 @@ def add_parser(subcommands: argparse._SubParsersAction[argparse.ArgumentParser])
             "examples:\n"
             "  gpuctl node inspect --local\n"
             "  gpuctl node inspect --local --host-root /host -o json\n"
+            "  gpuctl node inspect worker-3            # its latest report, via the API\n"
+            "  gpuctl node inspect worker-3 --fresh    # ask its agent now and wait\n"
             "\n"
             "exit codes: 0 report printed; 2 bad arguments or unusable host root; 1 other errors"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
+        "node",
+        nargs="?",
+        metavar="NODE",
+        help="a GPU node of the cluster, as its agent reported it (see `gpuctl nodes`)",
+    )
+    parser.add_argument(
         "--local",
         action="store_true",
         help="inspect this machine directly (reads /sys, /proc, /dev, /lib/modules)",
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="with NODE: have the coordinator ask the node's agent for a new report and wait",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_FRESH_TIMEOUT,
+        metavar="SECONDS",
+        help=f"how long --fresh waits (default {DEFAULT_FRESH_TIMEOUT:g})",
     )
     parser.add_argument(
         "--host-root",
@@ -56,21 +81,65 @@ def add_parser(subcommands: argparse._SubParsersAction[argparse.ArgumentParser])
         default="table",
         help="table for people; json (proto3 JSON of NodeReport) or yaml for scripts",
     )
+    add_source_flags(parser)
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    if not args.local:
-        err.write(
-            "gpuctl node inspect: give --local to inspect this machine "
-            "(inspecting another node through the coordinator is not available yet)\n"
-        )
+def run(
+    args: argparse.Namespace,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    clock: Clock = utc_now,
+) -> int:
+    if args.local == bool(args.node):
+        err.write("gpuctl node inspect: give either NODE or --local (see --help)\n")
         return 2
+    if args.local and args.fresh:
+        err.write("gpuctl node inspect: --fresh is for NODE; --local is always fresh\n")
+        return 2
+    if args.local:
+        return _run_local(args, out, err)
+    return _run_remote(args, out, err, clock)
+
+
+def _run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         report = inspect_locally(args.host_root, args.node_name)
     except LocalInspectionError as error:
         err.write(f"gpuctl: {error}\n")
         return error.exit_code
-    render = {"table": render_report, "json": to_json, "yaml": to_yaml}[args.output]
-    out.write(render(report))
+    out.write(_render(report, args.output))
     return 0
+
+
+def _run_remote(args: argparse.Namespace, out: TextIO, err: TextIO, clock: Clock) -> int:
+    try:
+        view = make_source(args, clock).get_node(args.node, fresh=args.fresh, timeout=args.timeout)
+    except NodeSourceError as error:
+        err.write(f"gpuctl: {error}\n")
+        return 1
+    if view.report is None:
+        err.write(f'gpuctl: no report for "{view.name}": {view.problem}\n')
+        return 1
+    if args.output == "table":
+        out.write(remote_header(view))
+    out.write(_render(view.report, args.output))
+    return 0
+
+
+def _render(report: pb.NodeReport, output: str) -> str:
+    render = {"table": render_report, "json": to_json, "yaml": to_yaml}[output]
+    return render(report)
+
+
+def remote_header(view: NodeView) -> str:
+    """How far to trust a remote report: the agent's session and the report's age."""
+    agent = {True: "connected", False: "DISCONNECTED", None: "unknown"}[view.connected]
+    line = f"Agent {agent}, report received {short_age(view.age)} ago"
+    if view.agent_version:
+        line += f", agent {view.agent_version}"
+    lines = [line + "\n"]
+    if view.connected is not True or view.problem:
+        why = view.problem or "the agent is not connected"
+        lines.append(f"WARNING: {why}; this report may no longer be true.\n")
+    return "".join(lines) + "\n"

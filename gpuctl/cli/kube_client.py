@@ -1,0 +1,35 @@
+"""A Kubernetes API client from the user's kubeconfig, with errors a person can act on."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+
+from gpuctl.cli.node_source import NodeSourceError
+
+
+def load_api_client(kubeconfig: str | None, context: str | None) -> Any:
+    """`--kubeconfig`, else $KUBECONFIG, else ~/.kube/config, else the in-cluster account."""
+    path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    explicit = kubeconfig is not None or "KUBECONFIG" in os.environ
+    if not explicit and not Path(path).exists() and "KUBERNETES_SERVICE_HOST" in os.environ:
+        configuration = client.Configuration()
+        config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=configuration
+        )
+        return client.ApiClient(configuration)
+    first = path.split(os.pathsep)[0]
+    if not Path(first).exists():
+        raise NodeSourceError(
+            f"no kubeconfig at {first}: pass --kubeconfig FILE, set KUBECONFIG, "
+            "or use --coordinator ADDR"
+        )
+    try:
+        return config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=path, context=context
+        )
+    except (config.ConfigException, OSError, ValueError) as error:
+        raise NodeSourceError(f"cannot use kubeconfig {path}: {error}") from error

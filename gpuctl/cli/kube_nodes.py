@@ -1,0 +1,185 @@
+"""Read GPU nodes from the GPUNode objects the coordinator mirrors into the Kubernetes API.
+
+This is the default path: it needs nothing but the user's kubeconfig, and who may see what
+is plain RBAC on `gpunodes.gpuctl.dev`. A fresh report is asked for through the API too: the
+CLI writes `spec.inspectRequest` with a new id and watches until the coordinator writes
+`status.answeredInspectRequest` with that id (or `status.inspectError` saying why not).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import urllib3
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from gpuctl.cli.node_source import NodeSourceError
+from gpuctl.cli.node_view import NodeView, from_gpunode
+
+GROUP, VERSION, PLURAL = "gpuctl.dev", "v1alpha1", "gpunodes"
+RESOURCE = f"{PLURAL}.{GROUP}"
+REQUEST_TIMEOUT = 20.0
+
+
+class KubeNodeSource:
+    def __init__(
+        self,
+        api_client: Any,
+        clock: Callable[[], datetime.datetime],
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._api: Any = client.CustomObjectsApi(api_client)
+        self._server = str(api_client.configuration.host)
+        self._clock = clock
+        self._monotonic = monotonic
+
+    def list_nodes(self) -> Sequence[NodeView]:
+        listed = self._call(
+            "list",
+            lambda: self._api.list_cluster_custom_object(
+                GROUP, VERSION, PLURAL, _request_timeout=REQUEST_TIMEOUT
+            ),
+        )
+        now = self._clock()
+        return [from_gpunode(obj, now) for obj in listed.get("items", [])]
+
+    def get_node(self, name: str, *, fresh: bool, timeout: float) -> NodeView:
+        obj = self._get(name)
+        if fresh:
+            obj = self._request_fresh(name, timeout)
+        return from_gpunode(obj, self._clock())
+
+    def _get(self, name: str) -> Mapping[str, Any]:
+        try:
+            found: Mapping[str, Any] = self._api.get_cluster_custom_object(
+                GROUP, VERSION, PLURAL, name, _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as error:
+            if error.status == 404 and _status_details(error).get("name") == name:
+                raise NodeSourceError(
+                    f'no GPU node "{name}": no agent has reported for it (see `gpuctl nodes`)'
+                ) from error
+            raise self._translate("get", error) from error
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise self._unreachable(error) from error
+        return found
+
+    def _request_fresh(self, name: str, timeout: float) -> Mapping[str, Any]:
+        request_id = uuid.uuid4().hex
+        requested_at = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {"spec": {"inspectRequest": {"id": request_id, "requestedAt": requested_at}}}
+        patched: Mapping[str, Any] = self._call(
+            "patch",
+            lambda: self._api.patch_cluster_custom_object(
+                GROUP, VERSION, PLURAL, name, body, _request_timeout=REQUEST_TIMEOUT
+            ),
+        )
+        if _answered(patched, request_id):
+            return _checked(patched, name)
+        deadline = self._monotonic() + timeout
+        resource_version = patched.get("metadata", {}).get("resourceVersion")
+        while (remaining := deadline - self._monotonic()) > 0:
+            answer = self._watch_for_answer(name, request_id, resource_version, remaining)
+            if answer is not None:
+                return _checked(answer, name)
+            resource_version = None  # the watch ended (expired): start over from a fresh get
+            latest = self._get(name)
+            if _answered(latest, request_id):
+                return _checked(latest, name)
+            resource_version = latest.get("metadata", {}).get("resourceVersion")
+        raise NodeSourceError(
+            f'no fresh report for "{name}" within {timeout:g}s: is gpuctl-coordinator '
+            "running, and is the node's agent connected?"
+        )
+
+    def _watch_for_answer(
+        self, name: str, request_id: str, resource_version: str | None, remaining: float
+    ) -> Mapping[str, Any] | None:
+        stream = watch.Watch()  # type: ignore[no-untyped-call]
+        try:
+            for event in stream.stream(  # type: ignore[no-untyped-call]
+                self._api.list_cluster_custom_object,
+                GROUP,
+                VERSION,
+                PLURAL,
+                field_selector=f"metadata.name={name}",
+                resource_version=resource_version,
+                timeout_seconds=max(1, int(remaining)),
+                _request_timeout=remaining + 5,
+            ):
+                obj = event.get("object")
+                if isinstance(obj, Mapping) and _answered(obj, request_id):
+                    return obj
+        except ApiException as error:
+            if error.status == 410:  # our resourceVersion is too old: relist
+                return None
+            raise self._translate("watch", error) from error
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise self._unreachable(error) from error
+        finally:
+            stream.stop()  # type: ignore[no-untyped-call]
+        return None
+
+    def _call(self, verb: str, action: Callable[[], Any]) -> Any:
+        try:
+            return action()
+        except ApiException as error:
+            raise self._translate(verb, error) from error
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise self._unreachable(error) from error
+
+    def _translate(self, verb: str, error: ApiException) -> NodeSourceError:
+        if error.status == 401:
+            return NodeSourceError(
+                f"the Kubernetes API at {self._server} did not accept your credentials"
+            )
+        if error.status == 403:
+            return NodeSourceError(f"you are not allowed to {verb} {RESOURCE}: {_reason(error)}")
+        if error.status == 404:
+            return NodeSourceError(
+                f"the GPUNode API ({RESOURCE}) is not installed in this cluster: "
+                "install the gpuctl chart"
+            )
+        return NodeSourceError(f"the Kubernetes API refused to {verb} {RESOURCE}: {_reason(error)}")
+
+    def _unreachable(self, error: Exception) -> NodeSourceError:
+        return NodeSourceError(f"cannot reach the Kubernetes API at {self._server}: {error}")
+
+
+def _answered(obj: Mapping[str, Any], request_id: str) -> bool:
+    status = obj.get("status") or {}
+    return bool(status.get("answeredInspectRequest") == request_id)
+
+
+def _checked(obj: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    problem = (obj.get("status") or {}).get("inspectError")
+    if problem:
+        raise NodeSourceError(
+            f'the coordinator could not get a fresh report for "{name}": {problem}'
+        )
+    return obj
+
+
+def _status_body(error: ApiException) -> Mapping[str, Any]:
+    try:
+        body = json.loads(error.body or "")
+    except ValueError:
+        return {}
+    return body if isinstance(body, Mapping) else {}
+
+
+def _status_details(error: ApiException) -> Mapping[str, Any]:
+    """`details` of the API's Status: it names the object for "that object is not found",
+    and is empty for "that whole resource type is not served"."""
+    details = _status_body(error).get("details")
+    return details if isinstance(details, Mapping) else {}
+
+
+def _reason(error: ApiException) -> str:
+    return str(_status_body(error).get("message") or error.reason or error.status)

@@ -1,0 +1,22 @@
+"""Where remote node views come from: the Kubernetes API (default) or the coordinator."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from gpuctl.cli.node_view import NodeView
+
+DEFAULT_FRESH_TIMEOUT = 15.0
+
+
+class NodeSourceError(Exception):
+    """A clear, one-line reason the nodes could not be read; the CLI exits 1 with it."""
+
+
+class NodeSource(Protocol):
+    def list_nodes(self) -> Sequence[NodeView]: ...
+
+    def get_node(self, name: str, *, fresh: bool, timeout: float) -> NodeView:
+        """The node's latest view; with `fresh`, ask its agent now and wait up to `timeout`."""
+        ...

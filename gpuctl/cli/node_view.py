@@ -1,0 +1,94 @@
+"""What the CLI knows about one remote node, whichever way it was read (API or coordinator).
+
+Pure data and conversions: a GPUNode object (as the Kubernetes API returns it) or a
+NodeService `NodeState` becomes a `NodeView`. A report that cannot be parsed is kept as a
+problem to show, not an exception, so one bad object never hides the other nodes.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import json_format
+
+from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+from gpuctl.api.v1alpha1 import node_service_pb2 as service_pb
+
+
+@dataclass(frozen=True)
+class NodeView:
+    name: str
+    # True connected, False disconnected, None never heard of.
+    connected: bool | None
+    report: pb.NodeReport | None
+    # How long ago the report was received; None without a report.
+    age: datetime.timedelta | None
+    agent_version: str = ""
+    # Why the report is missing or not to be trusted, in words; empty when all is well.
+    problem: str = ""
+
+
+def _parse_time(text: object) -> datetime.datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+
+
+def from_gpunode(obj: Mapping[str, Any], now: datetime.datetime) -> NodeView:
+    """A GPUNode object (`status` written by the coordinator) as a NodeView."""
+    name = str(obj.get("metadata", {}).get("name", ""))
+    status = obj.get("status") or {}
+    session = status.get("session")
+    connected = {"Connected": True, "Disconnected": False}.get(session) if session else None
+    report: pb.NodeReport | None = None
+    problem = ""
+    raw_report = status.get("report")
+    if isinstance(raw_report, Mapping):
+        report = pb.NodeReport()
+        try:
+            json_format.ParseDict(dict(raw_report), report, ignore_unknown_fields=True)
+        except json_format.ParseError as error:
+            report, problem = None, f"the stored report cannot be read: {error}"
+    elif raw_report is not None:
+        problem = "the stored report is not an object"
+    received = _parse_time(status.get("reportReceivedAt"))
+    age = now - received if received is not None and report is not None else None
+    if report is None and not problem:
+        problem = "no report received yet"
+    return NodeView(
+        name=name,
+        connected=connected,
+        report=report,
+        age=age,
+        agent_version=str(status.get("agentVersion", "")),
+        problem=problem,
+    )
+
+
+def from_node_state(state: service_pb.NodeState) -> NodeView:
+    """A NodeService answer as a NodeView; the coordinator computed the age itself."""
+    has_report = state.HasField("report")
+    connected = {
+        service_pb.NodeState.CONNECTED: True,
+        service_pb.NodeState.DISCONNECTED: False,
+    }.get(state.session)
+    problem = ""
+    if not has_report:
+        problem = "no report received yet"
+    elif not state.fresh:
+        problem = "the report is older than the coordinator's freshness bound"
+    return NodeView(
+        name=state.node_name,
+        connected=connected,
+        report=state.report if has_report else None,
+        age=state.age.ToTimedelta() if has_report and state.HasField("age") else None,
+        agent_version=state.agent_version,
+        problem=problem,
+    )

@@ -1,0 +1,71 @@
+"""`gpuctl nodes`: one row per GPU node, from NodeViews. Pure: views in, text out.
+
+A node whose agent is not connected, or whose report is missing, shows its blockers as
+unknown: the last thing it said may no longer be true, and unknown is never safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+from gpuctl.cli.durations import short_age
+from gpuctl.cli.node_view import NodeView
+from gpuctl.cli.table import format_table
+
+HEADERS = ("NODE", "GPUS", "DRIVERS", "MODULE", "BLOCKERS", "REPORT AGE", "AGENT")
+
+
+def render_nodes(views: Sequence[NodeView]) -> str:
+    if not views:
+        return "No GPU nodes have reported yet.\n"
+    rows = [_row(view) for view in sorted(views, key=lambda v: v.name)]
+    return format_table(HEADERS, rows)
+
+
+def _row(view: NodeView) -> list[str]:
+    report = view.report
+    agent = {True: "connected", False: "disconnected", None: "unknown"}[view.connected]
+    if report is None:
+        return [view.name, "-", "-", "-", "unknown", short_age(view.age), agent]
+    return [
+        view.name,
+        gpus_cell(report),
+        ",".join(sorted({d.driver or "(none)" for d in report.devices})) or "-",
+        module_cell(report.module),
+        blockers_cell(report, trusted=view.connected is True and not view.problem),
+        short_age(view.age),
+        agent,
+    ]
+
+
+def gpus_cell(report: pb.NodeReport) -> str:
+    vfs = sum(1 for d in report.devices if d.role == pb.Device.VIRTUAL)
+    gpus = len(report.devices) - vfs
+    return f"{gpus} (+{vfs} VF)" if vfs else str(gpus)
+
+
+def module_cell(module: pb.Module) -> str:
+    if module.state == pb.Module.NOT_LOADED:
+        return "not loaded"
+    if module.state == pb.Module.STATE_UNSPECIFIED:
+        return "unknown"
+    if module.state == pb.Module.BUILTIN:
+        return "built-in"
+    release = (
+        module.backport_tag
+        or module.version
+        or (f"in-tree {module.srcversion[:8]}" if module.srcversion else "in-tree")
+    )
+    if module.state != pb.Module.LIVE:
+        release += f" ({pb.Module.State.Name(module.state).lower()})"
+    return release
+
+
+def blockers_cell(report: pb.NodeReport, *, trusted: bool) -> str:
+    if not trusted:
+        return "unknown"
+    if not report.blockers:
+        return "none"
+    reasons = sorted({pb.Blocker.Reason.Name(b.reason) for b in report.blockers})
+    return f"{len(report.blockers)}: " + ",".join(reasons)
