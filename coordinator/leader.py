@@ -87,6 +87,8 @@ class LeaderElector:
         self._now = now
         self._monotonic = monotonic
         self.leading = threading.Event()
+        # Set when a round saw another replica holding an unexpired Lease.
+        self.held_by_other = False
 
     def _path(self, name: str | None = None) -> str:
         return path(
@@ -119,6 +121,7 @@ class LeaderElector:
                 return False
             lease = None
         action = lease_action(lease, self._config.identity, self._now())
+        self.held_by_other = action is LeaseAction.WAIT
         if action is LeaseAction.WAIT:
             return False
         body: dict[str, Any] = {
@@ -156,6 +159,9 @@ class LeaderElector:
         while not stop.wait(self._config.retry_period):
             if self.try_acquire_or_renew():
                 last_renew = self._monotonic()
+            elif self.held_by_other:
+                log.error("another replica holds the lease; stopping leading")
+                break
             elif self._monotonic() - last_renew > self._config.renew_deadline:
                 log.error("could not renew the lease in time; stopping leading")
                 break

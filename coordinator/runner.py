@@ -13,13 +13,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from coordinator import model
 from coordinator.events import EventRecorder
+from coordinator.guard import BlockerSource
 from coordinator.kmm_discovery import DRA_GROUP, Discover, Discovery, api_discovery
 from coordinator.kube import KubeApi
 from coordinator.leader import LeaderElector, LeaseConfig
@@ -86,12 +87,15 @@ class Coordinator:
         config: CoordinatorConfig,
         *,
         discover: Discover | None = None,
+        blocker_sources: Sequence[BlockerSource] = (),
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
         self._config = config
         self._discovery = Discovery(discover or api_discovery(kube), config.discovery_interval)
+        # Unload blockers beyond the API's ResourceClaims (the agents' node reports, later).
+        self._blocker_sources = tuple(blocker_sources)
         self._wall_clock = wall_clock
         self._monotonic = monotonic
         self.queue = WorkQueue(monotonic)
@@ -235,6 +239,7 @@ class Coordinator:
             events=events,
             config=ReconcilerConfig(self._config.namespace, self._config.loader_service_account),
             now=rfc3339_now,
+            extra_blocker_sources=self._blocker_sources,
         )
         for informer in (nodes, claims, modules, self._drivers):
             self._start(f"watch-{informer.resource.plural}", informer.run)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -129,3 +130,33 @@ def test_release_lets_the_standby_take_over_at_once() -> None:
     a_again = elector(api, "a", clock)
     a_again.release()  # not the holder: leaves the Lease alone
     assert api.lease["spec"]["holderIdentity"] == ""
+
+
+def test_leader_steps_down_at_once_when_another_replica_holds_the_lease() -> None:
+    api = FakeLeaseApi()
+    clock = [NOW]
+    a = LeaderElector(
+        api,
+        LeaseConfig(namespace="ns", name="l", identity="a", retry_period=0.01),
+        now=lambda: clock[0],
+        monotonic=lambda: 0.0,  # never past the renew deadline: only the holder check stops `a`
+    )
+    events: list[str] = []
+
+    def started() -> None:
+        events.append("started")
+        # Another replica writes the Lease (e.g. after `a` was paused past its duration).
+        assert api.lease is not None
+        api.lease["spec"]["holderIdentity"] = "b"
+
+    stop = threading.Event()
+    worker = threading.Thread(target=a.run, args=(stop, started, lambda: events.append("stopped")))
+    worker.start()
+    worker.join(timeout=5)
+    stepped_down_by_itself = not worker.is_alive()
+    stop.set()
+    worker.join(timeout=5)
+    assert stepped_down_by_itself
+    assert events == ["started", "stopped"]
+    assert a.held_by_other
+    assert not a.leading.is_set()
