@@ -124,7 +124,14 @@ def _plan_deletion(inp: PlanInput) -> Plan:
     has_finalizer = FINALIZER in (inp.driver["metadata"].get("finalizers") or [])
     module = inp.module
     if module is None or not owned_by(module, inp.driver):
-        return Plan(actions=(Action.REMOVE_FINALIZER,) if has_finalizer else ())
+        if not has_finalizer:
+            return Plan()
+        note = EventNote(
+            NORMAL,
+            "GuardReleased",
+            f"{module_ref(inp.module_name)} is gone; releasing the GPUDriver",
+        )
+        return Plan(actions=(Action.REMOVE_FINALIZER,), events=(note,))
     if _terminating(module):
         return Plan(requeue_after=TERMINATING_RETRY_SECONDS)
     return _unload(inp, "delete the Module of a deleted GPUDriver", "GPUDriver deleted")
@@ -201,10 +208,16 @@ def plan(inp: PlanInput) -> Plan:
     module_plan = _plan_module(inp)
     if FINALIZER in (meta.get("finalizers") or []):
         return module_plan
+    guard = EventNote(
+        NORMAL,
+        "GuardInstalled",
+        f"added finalizer {FINALIZER}: deleting this GPUDriver waits until the driver may be "
+        "unloaded",
+    )
     return Plan(
         actions=(Action.ADD_FINALIZER, *module_plan.actions),
         problems=module_plan.problems,
-        events=module_plan.events,
+        events=(guard, *module_plan.events),
         requeue_after=module_plan.requeue_after,
         recreating=module_plan.recreating,
     )

@@ -45,7 +45,7 @@ def live(spec: dict[str, Any] | None = None) -> dict[str, Any]:
 def test_new_driver_gets_finalizer_and_module() -> None:
     decided = plan(inputs(samples.driver(), None))
     assert decided.actions == (Action.ADD_FINALIZER, Action.CREATE)
-    assert [e.reason for e in decided.events] == ["ModuleCreated"]
+    assert [e.reason for e in decided.events] == ["GuardInstalled", "ModuleCreated"]
     assert decided.problems == ()
 
 
@@ -125,8 +125,8 @@ def test_non_claim_blockers_get_their_own_message() -> None:
 
 def test_no_kernel_module_and_no_module_is_quiet() -> None:
     decided = plan(inputs(live({}), None))
-    assert decided == plan(inputs(live({}), None))
     assert decided.actions == ()
+    assert decided.events == ()
     assert decided.problems == ()
 
 
@@ -138,7 +138,11 @@ def test_deleted_driver_deletes_module_then_releases_finalizer() -> None:
     waiting = plan(inputs(driver, terminating))
     assert waiting.actions == ()
     assert waiting.requeue_after is not None
-    assert plan(inputs(driver, None)).actions == (Action.REMOVE_FINALIZER,)
+    released = plan(inputs(driver, None))
+    assert released.actions == (Action.REMOVE_FINALIZER,)
+    assert [e.reason for e in released.events] == ["GuardReleased"]
+    already_released = samples.driver(finalizers=[], deleting=True)
+    assert plan(inputs(already_released, None)).actions == ()
 
 
 def test_deleted_driver_refused_while_blocked() -> None:
