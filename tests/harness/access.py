@@ -1,7 +1,7 @@
 """How tests reach a running local control plane: as admin, as any user, or with a token.
 
-``KubeCluster`` is what the ``kube_cluster`` fixture yields and what ``hack/cluster up``
-describes. Clients it makes are ``kubernetes.client.ApiClient`` objects; close them (they are
+``KubeCluster`` is what the ``kube_cluster`` fixture yields (``cluster.start_cluster`` makes
+it). Clients it makes are ``kubernetes.client.ApiClient`` objects; close them (they are
 context managers) or let ``close_clients`` do it at the end.
 """
 
@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client as k8s
 
 from tests.harness import certs
@@ -145,10 +144,3 @@ class KubeCluster:
             clients, self._clients = self._clients, []
         for api_client in clients:
             api_client.close()
-
-
-def kubeconfig_server(kubeconfig_text: str) -> str:
-    """The server URL of a kubeconfig written by ``kubeconfig.kubeconfig_document``."""
-    document = yaml.safe_load(kubeconfig_text)
-    server: str = document["clusters"][0]["cluster"]["server"]
-    return server
