@@ -1,0 +1,60 @@
+"""The agents' reports as the unload guard's second blocker source.
+
+`report_blockers` is pure: for each targeted node, every blocker its fresh report lists, or
+one blocker saying the node's state is unknown (no report, a stale one, or one the agent has
+since superseded). `LiveReportSource` feeds it the registry's records and the clock each time
+the guard asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from coordinator.agents.freshness import is_fresh, staleness
+from coordinator.agents.registry import NodeRecord, Registry
+from coordinator.guard import Blocker
+from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+
+SOURCE = "agents"
+REASON_UNKNOWN = "NodeStateUnknown"
+
+
+def _reason_name(reason: int) -> str:
+    try:
+        return report_pb.Blocker.Reason.Name(reason)  # type: ignore[arg-type]
+    except ValueError:
+        return f"REASON_{reason}"
+
+
+def report_blockers(
+    records: Mapping[str, NodeRecord], nodes: frozenset[str], now: float, bound_seconds: float
+) -> list[Blocker]:
+    found: list[Blocker] = []
+    for node in sorted(nodes):
+        record = records.get(node)
+        if not is_fresh(record, now, bound_seconds) or record is None or record.report is None:
+            why = staleness(record, now, bound_seconds)
+            found.append(
+                Blocker(node, REASON_UNKNOWN, f"node {node}: {why} (unknown is never safe)", SOURCE)
+            )
+            continue
+        for blocker in record.report.blockers:
+            reason = _reason_name(blocker.reason)
+            text = blocker.message or reason
+            found.append(Blocker(node, reason, f"node {node}: {text} ({reason})", SOURCE))
+    return found
+
+
+class LiveReportSource:
+    """A BlockerSource over the registry's current records."""
+
+    def __init__(
+        self, registry: Registry, bound_seconds: float, monotonic: Callable[[], float]
+    ) -> None:
+        self._registry = registry
+        self._bound = bound_seconds
+        self._monotonic = monotonic
+
+    def blockers(self, nodes: frozenset[str]) -> list[Blocker]:
+        records = {r.node: r for r in self._registry.records() if r.node in nodes}
+        return report_blockers(records, nodes, self._monotonic(), self._bound)

@@ -1,0 +1,174 @@
+"""What the coordinator knows about each node now: the thread-safe hand-over point.
+
+The gRPC sessions (in the server's event loop thread) write into it; the GPUNode mirror, the
+unload guard and NodeService read immutable snapshots (`NodeRecord`) from any thread. Every
+change that the GPUNode mirror cares about (a report, the session opening or closing, an
+answered inspect request) is announced to subscribers by node name; heartbeats only refresh
+`last_heard` and announce nothing, so they never reach the API server.
+
+A record is never dropped when a session ends: the last report stays, marked Disconnected,
+and goes stale by the clock (see freshness.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+
+from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+
+
+class Session(Enum):
+    CONNECTED = "Connected"
+    DISCONNECTED = "Disconnected"
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """One node as the coordinator knows it. Immutable; the registry replaces it on change."""
+
+    node: str
+    session: Session = Session.DISCONNECTED
+    stream_id: int = 0
+    agent_version: str = ""
+    boot_id: str = ""
+    # The latest accepted report (never mutated), its sequence on its stream, and when it came.
+    report: report_pb.NodeReport | None = None
+    report_sequence: int = 0
+    report_received_at: datetime | None = None
+    # Monotonic time of the last message of any kind from the agent.
+    last_heard: float | None = None
+    # False when the agent has sent reports the coordinator did not accept (rate limit) or
+    # did not see: the report above may then not be the agent's latest.
+    in_sync: bool = False
+    # The last GPUNode spec.inspectRequest id answered (by a report or by inspect_error).
+    answered_request: str = ""
+    inspect_error: str = ""
+
+
+Listener = Callable[[str], None]
+
+
+class Registry:
+    """Thread-safe map node -> NodeRecord, with change announcements."""
+
+    def __init__(self, monotonic: Callable[[], float], wall_clock: Callable[[], datetime]) -> None:
+        self._monotonic = monotonic
+        self._wall = wall_clock
+        self._records: dict[str, NodeRecord] = {}
+        self._lock = threading.Lock()
+        self._listeners: list[Listener] = []
+
+    def subscribe(self, listener: Listener) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+
+    def _announce(self, node: str) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(node)
+
+    def get(self, node: str) -> NodeRecord | None:
+        with self._lock:
+            return self._records.get(node)
+
+    def records(self) -> list[NodeRecord]:
+        with self._lock:
+            return list(self._records.values())
+
+    def monotonic(self) -> float:
+        return self._monotonic()
+
+    def _current(self, node: str, stream_id: int) -> NodeRecord | None:
+        record = self._records.get(node)
+        if record is None or record.stream_id != stream_id:
+            return None
+        return record
+
+    def connected(self, node: str, stream_id: int, agent_version: str, boot_id: str) -> None:
+        """A new stream for `node` took over (any older stream no longer counts)."""
+        with self._lock:
+            record = self._records.get(node) or NodeRecord(node)
+            self._records[node] = dataclasses.replace(
+                record,
+                session=Session.CONNECTED,
+                stream_id=stream_id,
+                agent_version=agent_version,
+                boot_id=boot_id,
+                last_heard=self._monotonic(),
+                # Until this stream's first report arrives, what we hold is the old stream's.
+                in_sync=False,
+                report_sequence=0,
+            )
+        self._announce(node)
+
+    def reported(
+        self,
+        node: str,
+        stream_id: int,
+        report: report_pb.NodeReport,
+        sequence: int,
+        answered_request: str | None = None,
+    ) -> bool:
+        """An accepted report; False when the stream is no longer the node's current one."""
+        with self._lock:
+            record = self._current(node, stream_id)
+            if record is None:
+                return False
+            changes: dict[str, object] = {
+                "report": report,
+                "report_sequence": sequence,
+                "report_received_at": self._wall(),
+                "last_heard": self._monotonic(),
+                "in_sync": True,
+            }
+            if answered_request is not None:
+                changes["answered_request"] = answered_request
+                changes["inspect_error"] = ""
+            self._records[node] = dataclasses.replace(record, **changes)  # type: ignore[arg-type]
+        self._announce(node)
+        return True
+
+    def heard(self, node: str, stream_id: int, last_sequence: int) -> bool:
+        """A heartbeat; True when the agent's latest report is the one we hold."""
+        with self._lock:
+            record = self._current(node, stream_id)
+            if record is None:
+                return False
+            in_sync = record.report is not None and last_sequence == record.report_sequence
+            self._records[node] = dataclasses.replace(
+                record, last_heard=self._monotonic(), in_sync=in_sync
+            )
+            return in_sync
+
+    def dropped(self, node: str, stream_id: int) -> None:
+        """A report was refused (rate limit): what we hold may no longer be the truth."""
+        with self._lock:
+            record = self._current(node, stream_id)
+            if record is not None:
+                self._records[node] = dataclasses.replace(
+                    record, last_heard=self._monotonic(), in_sync=False
+                )
+
+    def disconnected(self, node: str, stream_id: int) -> None:
+        """The stream ended; ignored when a newer stream already took over."""
+        with self._lock:
+            record = self._current(node, stream_id)
+            if record is None or record.session is Session.DISCONNECTED:
+                return
+            self._records[node] = dataclasses.replace(record, session=Session.DISCONNECTED)
+        self._announce(node)
+
+    def inspect_failed(self, node: str, request_id: str, why: str) -> None:
+        """A GPUNode inspect request that could not be answered; the reason is its answer."""
+        with self._lock:
+            record = self._records.get(node) or NodeRecord(node)
+            self._records[node] = dataclasses.replace(
+                record, answered_request=request_id, inspect_error=why
+            )
+        self._announce(node)
