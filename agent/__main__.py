@@ -1,7 +1,8 @@
-"""`python -m agent inspect`: print this node's NodeReport as binary protobuf on stdout.
+"""`gpuctl-agent` (also `python -m agent`): `inspect` once, or `run` the node daemon.
 
-Used by `gpuctl node inspect --local` (which may not import the agent) and by people on a
-node. A bad host root is one line on stderr and exit status 2, never a traceback.
+`inspect` prints this node's NodeReport as binary protobuf on stdout; `gpuctl node inspect
+--local` (which may not import the agent) and people on a node use it. A bad host root is
+one line on stderr and exit status 2, never a traceback. `run` is agent.daemon.command.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from agent.daemon.command import add_run_parser, run_command
 from agent.hostroot import HostRootError
 from agent.inspect import inspect_node
 
@@ -33,8 +35,10 @@ def default_node_name(host_root: Path) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m agent",
-        description="gpuctl node agent: reads the truth about this node's Intel GPUs and xe.",
+        prog=PROG,
+        description="gpuctl node agent: reads the truth about this node's Intel GPUs and xe "
+        "module; `run` streams it to the coordinator, `inspect` prints it once.",
+        epilog="`python -m agent` is the same command. See `gpuctl-agent COMMAND --help`.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     inspect = commands.add_parser(
@@ -66,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="node name for the report (default: $NODE_NAME, else DIR/proc/sys/kernel/hostname)",
     )
+    add_run_parser(commands)
     return parser
 
 
@@ -73,6 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     host_root: Path = args.host_root
     node_name = args.node_name if args.node_name is not None else default_node_name(host_root)
+    if args.command == "run":
+        return run_command(args, node_name, PROG)
     try:
         report = inspect_node(
             host_root, node_name=node_name, now=datetime.datetime.now(datetime.UTC)

@@ -1,0 +1,465 @@
+"""The agent daemon's event loop: stream, udev, timers, inspections and health in one place.
+
+Why asyncio (grpc.aio) and not threads: everything the daemon waits for is an fd or a timer
+(the gRPC stream, the udev netlink socket, the heartbeat and rescan deadlines, the udev
+debounce), and one event loop blocks on all of them in a single epoll_wait. Idle, nothing
+runs: no thread wakes to poll, and there are no locks between a reader thread, a writer
+thread and a timer thread to get wrong. The one blocking job, the inspection (file reads
+under the host root, up to a /proc walk on a busy node), runs on a single worker thread
+(`run_in_executor` with one thread), which also makes overlapping inspections impossible.
+The HTTP probe server is the stdlib's, on its own thread, reading a locked HealthState.
+
+Flow (see proto/gpuctl/api/v1alpha1/agent_service.proto for the contract):
+  connect loop: read token -> dial -> Hello -> Welcome -> Session; on any end, log why in
+      plain words, wait a full-jitter backoff, repeat. Welcomed sessions reset the backoff.
+  worker: take the pending triggers (work.PendingWork), inspect once, then on the current
+      session send CONNECTED (first report of a stream), REQUESTED (one per request id,
+      changed or not) or DEVICE_EVENT / RESCAN (only when the report changed, within the
+      coordinator's report rate).
+  rescan timer, udev watcher, heartbeat timer: add triggers or fill silences.
+The loop inspects at startup and on every rescan even while disconnected, so /healthz
+tells whether inspections work, independently of the coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import datetime
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import grpc.aio
+
+from agent.daemon.changes import report_changed
+from agent.daemon.config import DaemonConfig
+from agent.daemon.dispatch import RequestDispatch
+from agent.daemon.health import HealthState
+from agent.daemon.health_grpc import HealthGrpcServer
+from agent.daemon.health_http import HealthHttpServer
+from agent.daemon.session import AgentCall, Intervals, Session, intervals_from_welcome
+from agent.daemon.uevent_watch import UeventWatcher
+from agent.daemon.uevents import Debouncer, EventSource
+from agent.daemon.work import DEVICE_EVENT, RESCAN, PendingWork, Trigger
+from agent.hostroot import HostRootError
+from gpuctl.api.v1alpha1 import agent_service_pb2 as api
+from gpuctl.api.v1alpha1 import agent_service_pb2_grpc as api_grpc
+from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+from gpuctl.common.grpc_client import (
+    ClientConfigError,
+    bearer_metadata,
+    open_aio_channel,
+    read_token_file,
+)
+from gpuctl.common.grpc_errors import describe_rpc_failure
+
+log = logging.getLogger("agent.daemon")
+
+BOOT_ID = "proc/sys/kernel/random/boot_id"
+CLOSE_TIMEOUT = 2.0
+
+Inspector = Callable[[datetime.datetime], pb.NodeReport]
+
+
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def read_boot_id(host_root: Path) -> str:
+    """The host's boot id, or "" when it cannot be read (the coordinator then cannot tell
+    a reboot from a reconnect, which it must treat as unknown)."""
+    try:
+        return (host_root / BOOT_ID).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+@dataclass(frozen=True)
+class SessionEnd:
+    welcomed: bool
+    reason: str
+
+
+@dataclass
+class _Progress:
+    welcomed: bool = False
+
+
+class AgentDaemon:
+    """Run with `await AgentDaemon(...).run(stop)`; returns once `stop` is set and the
+    stream, servers and watcher are closed."""
+
+    def __init__(
+        self,
+        config: DaemonConfig,
+        *,
+        inspect: Inspector,
+        agent_version: str,
+        uniform: Callable[[float, float], float],
+        event_source: Callable[[], EventSource] | None,
+        wall_clock: Callable[[], datetime.datetime] = utc_now,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self._inspect = inspect
+        self._agent_version = agent_version
+        self._uniform = uniform
+        self._event_source = event_source
+        self._wall_clock = wall_clock
+        self._monotonic = monotonic
+        self.pending = PendingWork()
+        self.session: Session | None = None
+        self._generation = 0
+        self.rescan_interval = config.default_rescan_interval
+        self.health = HealthState(
+            monotonic=monotonic,
+            wall_clock=wall_clock,
+            stale_after=config.stale_after(config.default_rescan_interval),
+        )
+        self.dispatch = RequestDispatch(
+            {"inspect": self._on_inspect_request, "welcome": self._on_welcome}
+        )
+        self.http_port: int | None = None
+        self.grpc_health_port: int | None = None
+        self._deferred_change: asyncio.TimerHandle | None = None
+        self._work_ready = asyncio.Event()
+        self._rescan_reset = asyncio.Event()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
+        executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="inspect")
+        http = grpc_health = watcher = None
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            if self.config.health_port:
+                http = HealthHttpServer(
+                    self.health, self.config.health_address, self.config.health_port
+                )
+                http.start()
+                self.http_port = http.port
+            if self.config.grpc_health_port:
+                grpc_health = HealthGrpcServer(
+                    self.health, self.config.health_address, self.config.grpc_health_port
+                )
+                await grpc_health.start()
+                self.grpc_health_port = grpc_health.port
+            watcher = self._start_watcher(loop)
+            log.info(
+                "agent started",
+                extra={
+                    "coordinator": self.config.transport.describe(),
+                    "hostRoot": str(self.config.host_root),
+                    "healthPort": self.http_port or 0,
+                    "grpcHealthPort": self.grpc_health_port or 0,
+                    "udev": watcher is not None,
+                },
+            )
+            self.pending.add_local()
+            self._work_ready.set()
+            tasks = [
+                asyncio.create_task(self._worker(loop, executor), name="worker"),
+                asyncio.create_task(self._rescan_timer(), name="rescan"),
+                asyncio.create_task(self._connect_loop(), name="connect"),
+            ]
+            await stop.wait()
+            log.info("stopping")
+        finally:
+            # The connect loop first: it half-closes and cancels the stream.
+            for task in reversed(tasks):
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+                except Exception:
+                    log.exception("error while stopping", extra={"task": task.get_name()})
+            if self._deferred_change is not None:
+                self._deferred_change.cancel()
+            if watcher is not None:
+                watcher.stop()
+            if grpc_health is not None:
+                await grpc_health.stop()
+            if http is not None:
+                http.stop()
+            executor.shutdown(wait=False, cancel_futures=True)
+        log.info("stopped")
+
+    def _start_watcher(self, loop: asyncio.AbstractEventLoop) -> UeventWatcher | None:
+        if self._event_source is None:
+            return None
+        try:
+            source = self._event_source()
+        except OSError as error:
+            log.warning(
+                "cannot listen to kernel uevents; changes are seen by the periodic rescan "
+                "only (the pod needs hostNetwork: uevents are per network namespace)",
+                extra={"error": str(error)},
+            )
+            return None
+        watcher = UeventWatcher(
+            loop,
+            source,
+            Debouncer(self.config.debounce_quiet, self.config.debounce_max),
+            lambda: self._add_change(DEVICE_EVENT),
+        )
+        watcher.start()
+        return watcher
+
+    # -- triggers ----------------------------------------------------------------------------
+
+    def _add_change(self, trigger: Trigger) -> None:
+        self.pending.add_change(trigger)
+        self._work_ready.set()
+
+    async def _on_inspect_request(self, message: api.CoordinatorMessage) -> None:
+        session = self.session
+        if session is None:
+            return
+        log.info("inspection requested", extra={"requestId": message.inspect.request_id})
+        self.pending.add_request(session.generation, message.inspect.request_id)
+        self._work_ready.set()
+
+    async def _on_welcome(self, message: api.CoordinatorMessage) -> None:
+        """A Welcome after the first one: the coordinator changed its mind on intervals."""
+        if self.session is not None:
+            self._apply_welcome(self.session, message.welcome)
+
+    def _apply_welcome(self, session: Session, welcome: api.Welcome) -> None:
+        self._apply_intervals(session, self._intervals(welcome))
+
+    def _intervals(self, welcome: api.Welcome) -> Intervals:
+        return intervals_from_welcome(
+            welcome,
+            default_heartbeat=self.config.default_heartbeat_interval,
+            default_rescan=self.config.default_rescan_interval,
+        )
+
+    def _apply_intervals(self, session: Session, intervals: Intervals) -> None:
+        session.apply(intervals)
+        if intervals.rescan != self.rescan_interval:
+            self.rescan_interval = intervals.rescan
+            self.health.set_stale_after(self.config.stale_after(intervals.rescan))
+            self._rescan_reset.set()
+
+    async def _rescan_timer(self) -> None:
+        while True:
+            self._rescan_reset.clear()
+            try:
+                await asyncio.wait_for(self._rescan_reset.wait(), self.rescan_interval)
+            except TimeoutError:
+                self._add_change(RESCAN)
+
+    # -- inspection and delivery -------------------------------------------------------------
+
+    async def _worker(
+        self, loop: asyncio.AbstractEventLoop, executor: concurrent.futures.Executor
+    ) -> None:
+        while True:
+            await self._work_ready.wait()
+            self._work_ready.clear()
+            batch = self.pending.take()
+            if batch is None:
+                continue
+            try:
+                report = await loop.run_in_executor(executor, self._inspect, self._wall_clock())
+            except HostRootError as error:
+                self.health.inspection_failed(f"{error.host_root}: {error.problem}")
+                log.error("inspection failed: bad host root", extra={"error": str(error)})
+                continue
+            except Exception as error:
+                self.health.inspection_failed(f"{type(error).__name__}: {error}")
+                log.exception("inspection failed")
+                continue
+            self.health.inspection_succeeded()
+            session = self.session
+            if session is None:
+                continue
+            try:
+                await self._deliver(
+                    session, report, batch.change, batch.requests_for(session.generation)
+                )
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as error:
+                # The stream is ending; the connect loop says why.
+                log.debug("report not sent: stream closing", extra={"error": str(error)})
+
+    async def _deliver(
+        self,
+        session: Session,
+        report: pb.NodeReport,
+        change: Trigger | None,
+        request_ids: list[str],
+    ) -> None:
+        sent: list[str] = []
+        if session.sequence == 0:
+            # The first report of every stream, whatever else asked for this inspection.
+            await session.send_report(report, api.ReportUpdate.CONNECTED)
+            sent.append("CONNECTED")
+        for request_id in request_ids:
+            await session.send_report(report, api.ReportUpdate.REQUESTED, request_id)
+            sent.append("REQUESTED")
+        if change is not None and not sent:
+            await self._send_if_changed(session, report, change)
+        elif sent:
+            log.info(
+                "report sent",
+                extra={"triggers": ",".join(sent), "sequence": session.sequence},
+            )
+
+    async def _send_if_changed(
+        self, session: Session, report: pb.NodeReport, change: Trigger
+    ) -> None:
+        if not report_changed(session.last_sent, report):
+            return
+        wait = session.rate.wait_before_send(self._monotonic())
+        if wait > 0:
+            if self._deferred_change is None:
+                log.info("change held back by the report rate", extra={"retryIn": round(wait, 3)})
+                self._deferred_change = asyncio.get_running_loop().call_later(
+                    wait, self._deferred_change_due, change
+                )
+            return
+        sequence = await session.send_report(report, change)
+        log.info(
+            "report sent",
+            extra={"triggers": api.ReportUpdate.Trigger.Name(change), "sequence": sequence},
+        )
+
+    def _deferred_change_due(self, change: Trigger) -> None:
+        self._deferred_change = None
+        self._add_change(change)
+
+    # -- the stream --------------------------------------------------------------------------
+
+    async def _connect_loop(self) -> None:
+        attempt = 0
+        while True:
+            end = await self._one_session()
+            self.health.connection(False, end.reason)
+            if end.welcomed:
+                attempt = 0
+            delay = self.config.backoff.delay(attempt, self._uniform)
+            log.warning(
+                "not connected to the coordinator",
+                extra={"reason": end.reason, "attempt": attempt + 1, "retryIn": round(delay, 3)},
+            )
+            attempt += 1
+            await asyncio.sleep(delay)
+
+    async def _one_session(self) -> SessionEnd:
+        try:
+            token = read_token_file(self.config.token_file)
+            channel = open_aio_channel(self.config.transport)
+        except ClientConfigError as error:
+            return SessionEnd(False, str(error))
+        call = api_grpc.AgentServiceStub(channel).Connect(metadata=bearer_metadata(token))
+        progress = _Progress()
+        try:
+            return await self._converse(call, progress)
+        except grpc.aio.AioRpcError as error:
+            code, details = error.code(), error.details() or ""
+            if progress.welcomed:
+                return SessionEnd(True, f"stream ended: {code.name}: {details}")
+            return SessionEnd(False, describe_rpc_failure(code, details))
+        except TimeoutError:
+            return SessionEnd(
+                False, f"no Welcome within {self.config.welcome_timeout:g}s after Hello"
+            )
+        finally:
+            self.session = None
+            await self._close_call(call)
+            await channel.close()
+
+    async def _converse(self, call: AgentCall, progress: _Progress) -> SessionEnd:
+        """Hello, Welcome, then serve the stream until it ends."""
+        hello = api.Hello(
+            node_name=self.config.node_name,
+            agent_version=self._agent_version,
+            boot_id=read_boot_id(self.config.host_root),
+        )
+        await call.write(api.AgentMessage(hello=hello))
+        first = await asyncio.wait_for(call.read(), self.config.welcome_timeout)
+        if not isinstance(first, api.CoordinatorMessage):
+            return SessionEnd(False, await self._describe_end(call, welcomed=False))
+        kind = first.WhichOneof("body")
+        if kind != "welcome":
+            return SessionEnd(
+                False,
+                f"protocol error: the coordinator answered Hello with "
+                f"{kind or 'an empty message'}, not Welcome",
+            )
+        progress.welcomed = True
+        await self._serve_session(call, first.welcome)
+        return SessionEnd(True, await self._describe_end(call, welcomed=True))
+
+    async def _serve_session(self, call: AgentCall, welcome: api.Welcome) -> None:
+        self._generation += 1
+        session = Session(
+            self._generation,
+            call,
+            self._intervals(welcome),
+            self._monotonic,
+        )
+        self._apply_intervals(session, session.intervals)
+        self.session = session
+        self.health.connection(True)
+        log.info(
+            "connected to the coordinator",
+            extra={
+                "heartbeatSeconds": session.intervals.heartbeat,
+                "rescanSeconds": session.intervals.rescan,
+                "maxReportsPerMinute": session.intervals.max_reports_per_minute,
+            },
+        )
+        self.pending.add_connected(session.generation)
+        self._work_ready.set()
+        heartbeats = asyncio.create_task(self._heartbeats(session), name="heartbeat")
+        try:
+            while True:
+                message = await call.read()
+                if not isinstance(message, api.CoordinatorMessage):
+                    return  # end of stream
+                await self.dispatch.dispatch(message)
+        finally:
+            heartbeats.cancel()
+            self.session = None
+
+    async def _heartbeats(self, session: Session) -> None:
+        try:
+            while True:
+                delay = session.last_write + session.intervals.heartbeat - self._monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                    continue
+                await session.send_heartbeat()
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            return
+
+    async def _describe_end(
+        self,
+        call: AgentCall,
+        *,
+        welcomed: bool,
+    ) -> str:
+        code = await call.code()
+        details = await call.details() or ""
+        if code is grpc.StatusCode.OK:
+            return "the coordinator closed the stream"
+        if welcomed:
+            return f"stream ended: {code.name}: {details}"
+        return describe_rpc_failure(code, details)
+
+    async def _close_call(self, call: AgentCall) -> None:
+        """Half-close (the coordinator sees a clean end of stream), then cancel."""
+        if not call.done():
+            try:
+                await asyncio.wait_for(call.done_writing(), CLOSE_TIMEOUT)
+            except Exception as error:  # closing is best effort
+                # grpc raises its internal ExecuteBatchError when the call failed already.
+                log.debug("half-close failed", extra={"error": repr(error)})
+            call.cancel()
