@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
 API_ERROR_RETRY_SECONDS = 5.0
+CONFLICT_RETRY_SECONDS = 0.1
 
 
 class ClusterView(Protocol):
@@ -112,14 +113,19 @@ class Reconciler:
             unload=self._unload_decision(module),
         )
         decided = plan(inputs)
-        for note in decided.events:
-            self._events.record(driver, note.kind, note.reason, note.message)
         problems = list(decided.problems)
         requeue = decided.requeue_after
         after: dict[str, Any] | None = driver
         try:
             after, module = self._carry_out(decided, driver, module, inputs)
+            # Recorded once the writes are done, so an Event never claims a failed action.
+            for note in decided.events:
+                self._events.record(driver, note.kind, note.reason, note.message)
         except KubeError as err:
+            if err.status in (HTTP_CONFLICT, HTTP_NOT_FOUND):
+                # Someone (KMM, an admin) changed or removed the object since we read it.
+                log.info("write conflict, retrying", extra={"gpudriver": name})
+                return CONFLICT_RETRY_SECONDS
             message = f"API request failed: {err.message}"
             log.warning("reconcile write failed", extra={"gpudriver": name, "error": str(err)})
             self._events.record(driver, WARNING, "ApiError", message)
