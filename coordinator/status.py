@@ -60,6 +60,10 @@ class Observation:
     stuck_after_seconds: float = 120.0
 
 
+def _deleting(obj: Mapping[str, Any]) -> bool:
+    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
+
+
 def loader_counts(module: Mapping[str, Any]) -> tuple[int, int]:
     loader = (module.get("status") or {}).get("moduleLoader") or {}
     return int(loader.get("availableNumber") or 0), int(loader.get("desiredNumber") or 0)
@@ -68,7 +72,7 @@ def loader_counts(module: Mapping[str, Any]) -> tuple[int, int]:
 def kmm_status(obs: Observation) -> str:
     """The kmmStatus column."""
     module = obs.module
-    deleting_driver = bool(obs.driver.get("metadata", {}).get("deletionTimestamp"))
+    deleting_driver = _deleting(obs.driver)
     if obs.recreating and obs.wants_module and not deleting_driver:
         return RECREATING
     if module is not None and module.get("metadata", {}).get("deletionTimestamp"):
@@ -98,7 +102,7 @@ def errors(obs: Observation, now: str) -> list[str]:
         since = module.get("metadata", {}).get("deletionTimestamp")
         if since and _seconds_between(since, now) >= obs.stuck_after_seconds:
             out.append(stuck_deletion(obs.module_name, since))
-        elif not since and obs.wants_module:
+        elif not since and obs.wants_module and not _deleting(obs.driver):
             available, desired = loader_counts(module)
             if available != desired:
                 out.append(loader_not_available(obs.module_name, available, desired))

@@ -151,3 +151,10 @@ def test_status_changed_treats_missing_errors_as_empty() -> None:
     without_errors = {k: v for k, v in status.items() if k != "errors"}
     assert not status_changed(without_errors, status)
     assert status_changed(None, status)
+
+
+def test_deleted_driver_reports_removal_not_availability() -> None:
+    obs = observe(driver=samples.driver(deleting=True), module=samples.module(desired=1))
+    status = compute_status(obs, NOW)
+    assert status["kmmStatus"] == "Removing"
+    assert status["errors"] == []
