@@ -75,7 +75,10 @@ class AgentPods:
             core.create_namespaced_service_account(self.namespace, {"metadata": {"name": name}})
 
     def pod_for(self, node: str, service_account: str = AGENT_SA) -> str:
+        """The Pod of `service_account` on `node` (created on first use)."""
         name = f"{service_account}-{node}"[:63].rstrip("-")
+        if name in self.pods:
+            return name
         core: Any = k8s.CoreV1Api(self.admin)
         core.create_namespaced_pod(
             self.namespace,
@@ -99,7 +102,7 @@ class AgentPods:
         service_account: str = AGENT_SA,
         audiences: tuple[str, ...] = (AUDIENCE,),
     ) -> str:
-        """A token of `service_account` bound to a (new) Pod on `node`."""
+        """A token of `service_account` bound to its Pod on `node`."""
         pod = self.pod_for(node, service_account)
         return self.cluster.service_account_token(
             self.namespace, service_account, audiences=audiences, bound_pod=pod
