@@ -10,6 +10,7 @@ locks; `judge` is the pure decision.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import threading
 from collections.abc import Callable
@@ -81,7 +82,7 @@ class HealthState:
 
     def _update(self, **changes: object) -> None:
         with self._lock:
-            self._facts = HealthFacts(**{**self._facts.__dict__, **changes})
+            self._facts = dataclasses.replace(self._facts, **changes)
 
     def set_stale_after(self, seconds: float) -> None:
         with self._lock:
@@ -98,14 +99,13 @@ class HealthState:
         self._update(last_failure=reason)
 
     def connection(self, connected: bool, reason: str = "") -> None:
+        """Record the connection state; `since` moves only when the state changes, the
+        reason of being disconnected is always the latest."""
         with self._lock:
-            if self._facts.connected == connected:
-                return
-        self._update(
-            connected=connected,
-            connection_changed_at_wall=self._wall_clock(),
-            disconnect_reason="" if connected else reason,
-        )
+            changed = self._facts.connected != connected
+        if changed:
+            self._update(connected=connected, connection_changed_at_wall=self._wall_clock())
+        self._update(disconnect_reason="" if connected else reason)
 
     def verdict(self) -> HealthVerdict:
         with self._lock:

@@ -22,15 +22,17 @@ def _handler_for(state: HealthState) -> type[http.server.BaseHTTPRequestHandler]
     class ProbeHandler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
+            document: dict[str, object]
             if path == "/healthz":
-                ok = state.verdict().healthy
+                status = 200 if state.verdict().healthy else 503
+                document = state.document()
             elif path == "/readyz":
-                ok = state.verdict().ready
+                status = 200 if state.verdict().ready else 503
+                document = state.document()
             else:
-                self.send_error(404, "only /healthz and /readyz live here")
-                return
-            body = (json.dumps(state.document()) + "\n").encode()
-            self.send_response(200 if ok else 503)
+                status, document = 404, {"error": "only /healthz and /readyz live here"}
+            body = (json.dumps(document) + "\n").encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

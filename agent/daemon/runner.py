@@ -27,6 +27,7 @@ import asyncio
 import concurrent.futures
 import datetime
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -126,6 +127,9 @@ class AgentDaemon:
         self.http_port: int | None = None
         self.grpc_health_port: int | None = None
         self._deferred_change: asyncio.TimerHandle | None = None
+        # Set once the health servers listen and the loop runs (tests and benches wait on it
+        # from other threads).
+        self.listening = threading.Event()
         self._work_ready = asyncio.Event()
         self._rescan_reset = asyncio.Event()
 
@@ -162,6 +166,7 @@ class AgentDaemon:
             )
             self.pending.add_local()
             self._work_ready.set()
+            self.listening.set()
             tasks = [
                 asyncio.create_task(self._worker(loop, executor), name="worker"),
                 asyncio.create_task(self._rescan_timer(), name="rescan"),

@@ -141,6 +141,7 @@ def running_agent(config: DaemonConfig) -> Iterator[RunningAgent]:
     thread = threading.Thread(target=thread_main, name="agent-under-test", daemon=True)
     thread.start()
     started.wait(10)
+    daemon.listening.wait(10)
     try:
         yield RunningAgent(daemon, logs)
     finally:
