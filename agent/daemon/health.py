@@ -15,6 +15,7 @@ import datetime
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class HealthState:
             disconnect_reason="not connected yet",
         )
 
-    def _update(self, **changes: object) -> None:
+    def _update(self, **changes: Any) -> None:
         with self._lock:
             self._facts = dataclasses.replace(self._facts, **changes)
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+from typing import Any
 
 from agent.daemon.health import HealthFacts, HealthState, judge
 
 T0 = datetime.datetime(2026, 11, 29, 23, 0, tzinfo=datetime.UTC)
 
 
-def facts(**changes: object) -> HealthFacts:
+def facts(**changes: Any) -> HealthFacts:
     base = HealthFacts(
         started=100.0,
         last_success=None,
