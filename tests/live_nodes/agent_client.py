@@ -151,6 +151,10 @@ class AgentClient:
         """From now on, answer every InspectRequest with make_report(request_id)."""
         self._answer = make_report
 
+    def stop_answering(self) -> None:
+        """From now on, leave InspectRequests unanswered (a hung agent)."""
+        self._answer = None
+
     # -- receiving ----------------------------------------------------------------------------
 
     def next_message(self, timeout: float = 10.0) -> agent_pb.CoordinatorMessage:
