@@ -17,6 +17,9 @@
   cluster-wide, so use this rather than fixed names.
 - ``kmm_emulator`` (per test): a running ``tests.harness.kmm_emulator.KmmEmulator`` for the
   test's namespace (``delay_node``, ``fail_node``, ``loaded``); stopped after the test.
+- ``cordon_taints`` (per test, opt-in): a running ``tests.harness.cordon_taint.CordonTaintMirror``
+  that taints cordoned Nodes ``node.kubernetes.io/unschedulable:NoSchedule`` as a real
+  cluster's node-lifecycle controller does (KMM then un-targets them unless tolerated).
 
 Mark tests that use these with ``@pytest.mark.integration``.
 """
@@ -37,6 +40,7 @@ from kubernetes import client as k8s
 
 from tests.harness.access import KubeCluster
 from tests.harness.cluster import repository_root, start_cluster
+from tests.harness.cordon_taint import CordonTaintMirror
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.nodes import DEFAULT_KERNEL, create_node
 from tests.harness.waiting import wait_until
@@ -118,3 +122,9 @@ def kmm_emulator(kube_cluster: KubeCluster, namespace: str) -> Iterator[KmmEmula
             yield emulator
         finally:
             emulator.stop()
+
+
+@pytest.fixture
+def cordon_taints(kube_cluster: KubeCluster) -> Iterator[CordonTaintMirror]:
+    with kube_cluster.admin_client() as api_client, CordonTaintMirror(api_client) as mirror:
+        yield mirror

@@ -8,6 +8,7 @@ import pytest
 from kubernetes import client as k8s
 
 from tests.harness import kmm_model
+from tests.harness.cordon_taint import UNSCHEDULABLE_TAINT, CordonTaintMirror
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.waiting import wait_until
 from tests.integration.conftest import MakeNode
@@ -206,3 +207,49 @@ def test_removing_the_label_or_the_module_unloads(
 
     wait_until("the Module is released once every node unloaded", module_gone)
     assert not any(view.ready(node) for node in three_nodes)
+
+
+def test_cordon_taint_untargets_a_node_unless_the_module_tolerates_it(
+    kube_admin: Any,
+    namespace: str,
+    kmm_emulator: KmmEmulator,
+    cordon_taints: CordonTaintMirror,
+    three_nodes: list[str],
+) -> None:
+    strict = View(kube_admin, namespace, "xe-strict")
+    tolerant = View(kube_admin, namespace, "xe-tolerant")
+    strict.custom.create_namespaced_custom_object(
+        kmm_model.GROUP,
+        kmm_model.VERSION,
+        namespace,
+        kmm_model.PLURAL,
+        versioned_module("xe-strict", "1.0"),
+    )
+    tolerant_body = versioned_module("xe-tolerant", "1.0")
+    tolerant_body["spec"]["tolerations"] = [
+        {"key": UNSCHEDULABLE_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    tolerant.custom.create_namespaced_custom_object(
+        kmm_model.GROUP, kmm_model.VERSION, namespace, kmm_model.PLURAL, tolerant_body
+    )
+    node = three_nodes[0]
+    strict.set_version_label(node, "1.0")
+    tolerant.set_version_label(node, "1.0")
+    wait_until("both ready", lambda: strict.ready(node) and tolerant.ready(node))
+
+    strict.core.patch_node(node, {"spec": {"unschedulable": True}})
+    wait_until(
+        "the cordon taint appears",
+        lambda: any(
+            t.key == UNSCHEDULABLE_TAINT["key"]
+            for t in strict.core.read_node(node).spec.taints or []
+        ),
+    )
+    wait_until("the intolerant module is unloaded", lambda: not strict.ready(node))
+    wait_until("and no longer counted", lambda: strict.loader_status() == status(2, 0, 0))
+    assert tolerant.ready(node)
+    assert tolerant.loader_status() == status(3, 1, 1)
+
+    strict.core.patch_node(node, {"spec": {"unschedulable": False}})
+    wait_until("uncordoned: loaded again", lambda: strict.version_ready(node) == "1.0")
+    assert not strict.core.read_node(node).spec.taints
