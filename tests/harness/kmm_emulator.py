@@ -26,7 +26,8 @@ module_version_label_action_table.go, internal/node/node.go, internal/constants/
 Not reproduced: images, builds, signing, device plugins, worker Pods and NodeModulesConfig
 objects, firmware, reboots. In a real cluster the node-lifecycle controller taints a cordoned
 Node ``node.kubernetes.io/unschedulable:NoSchedule`` (which un-targets it unless tolerated);
-this control plane has no such controller, so a test that needs it adds the taint.
+this control plane has no such controller: ``cordon_taint.CordonTaintMirror`` (fixture
+``cordon_taints``) plays that part for tests that cordon.
 
 Tests steer it: ``delay_node`` makes every load and unload on a Node take that long;
 ``fail_node`` makes loads there fail (retried every second, as KMM retries a failed loader;
