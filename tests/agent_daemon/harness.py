@@ -14,7 +14,7 @@ import datetime
 import logging
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,6 +24,7 @@ from google.protobuf import duration_pb2
 from agent.daemon.backoff import Backoff
 from agent.daemon.config import DaemonConfig
 from agent.daemon.runner import AgentDaemon
+from agent.daemon.uevents import EventSource
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.common.grpc_client import ClientTransport
@@ -108,7 +109,9 @@ class RunningAgent:
 
 
 @contextmanager
-def running_agent(config: DaemonConfig) -> Iterator[RunningAgent]:
+def running_agent(
+    config: DaemonConfig, event_source: Callable[[], EventSource] | None = None
+) -> Iterator[RunningAgent]:
     logs = LogRecords()
     logger = logging.getLogger("agent")
     logger.addHandler(logs)
@@ -118,7 +121,7 @@ def running_agent(config: DaemonConfig) -> Iterator[RunningAgent]:
         inspect=lambda now: inspect_node(config.host_root, node_name=config.node_name, now=now),
         agent_version=AGENT_VERSION,
         uniform=random.Random(7).uniform,  # noqa: S311 - backoff jitter, not secrecy
-        event_source=None,
+        event_source=event_source,
     )
     loop = asyncio.new_event_loop()
     stop = asyncio.Event()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import grpc
 
+from agent.daemon.uevents import UEvent
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.common.grpc_client import ClientTransport
 from tests.agent_daemon.conftest import MakeCoordinator
@@ -20,6 +21,7 @@ from tests.agent_daemon.harness import (
     running_agent,
     welcome,
 )
+from tests.agent_daemon.pipe_source import PipeSource
 from tests.fakehost import FakeHost
 from tests.fakehost.scenarios import B580
 
@@ -222,3 +224,52 @@ def test_tls_against_a_plaintext_server_fails_in_words(
     assert agent.logs.reasons()[0].startswith(
         "TLS handshake failed: the server does not speak TLS (a plaintext server needs --insecure)"
     )
+
+
+def test_a_device_event_sends_the_change_at_once(
+    host: FakeHost, token_file: Path, pki: Pki, make_coordinator: MakeCoordinator
+) -> None:
+    source = PipeSource()
+    coordinator = make_coordinator(welcome(rescan=3600), pki=pki)
+    config = agent_config(
+        host.root, token_file, tls(coordinator.target, pki), udev=True, debounce_quiet=0.05
+    )
+    with running_agent(config, event_source=lambda: source):
+        coordinator.wait_reports(1)
+        vfs = host.add_vfs(B580, 2, driver="xe", first_drm_minor=1)
+        # What the kernel announces when VFs are enabled: an add and a bind per VF.
+        for address in vfs:
+            path = f"/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/{address}"
+            source.push(
+                UEvent("add", "pci", path, {"PCI_ID": "8086:E20B", "PCI_CLASS": "30000"}),
+                UEvent("bind", "pci", path, {"PCI_ID": "8086:E20B", "DRIVER": "xe"}),
+            )
+        update = coordinator.wait_reports(2)[1]
+        time.sleep(0.3)
+        reports = coordinator.streams[0].reports()
+    assert (update.trigger, update.sequence) == (api.ReportUpdate.DEVICE_EVENT, 2)
+    assert update.report.devices[0].sriov.num_vfs == 2
+    # One burst, one report.
+    assert len(reports) == 2
+    assert source.closed
+
+
+def test_unrequested_reports_wait_for_room_in_the_report_rate(
+    host: FakeHost, token_file: Path, pki: Pki, make_coordinator: MakeCoordinator
+) -> None:
+    """max 1 report a minute: the CONNECTED one fills the window, so a change found by the
+    rescan is held back, while an InspectRequest is still answered at once."""
+    coordinator = make_coordinator(welcome(rescan=0.05, rate=1), pki=pki)
+    with running_agent(agent_config(host.root, token_file, tls(coordinator.target, pki))) as agent:
+        coordinator.wait_reports(1)
+        host.add_vfs(B580, 1, driver="xe", first_drm_minor=1)
+        coordinator.wait_for(
+            "the change held back",
+            lambda: any(r.getMessage().startswith("change held back") for r in agent.logs.records),
+        )
+        time.sleep(0.3)
+        assert len(coordinator.streams[0].reports()) == 1
+        coordinator.send_inspect("now")
+        answer = coordinator.wait_reports(2)[1]
+    assert (answer.trigger, answer.request_id) == (REQUESTED, "now")
+    assert answer.report.devices[0].sriov.num_vfs == 1

@@ -8,13 +8,13 @@ smoke test opens a real netlink monitor through pyudev.
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
 
 from agent.daemon.uevent_watch import UeventWatcher
 from agent.daemon.uevents import OVERFLOW, Debouncer, UdevSource, UEvent, is_relevant
+from tests.agent_daemon.pipe_source import PipeSource
 
 B580_BIND = UEvent(
     "bind",
@@ -78,32 +78,6 @@ def test_an_endless_burst_still_fires_at_the_cap() -> None:
     assert debouncer.fire_if_due(101.0)
     # The next event starts a new burst.
     assert debouncer.event(101.4) == pytest.approx(101.6)
-
-
-class PipeSource:
-    """A readable fd whenever `push` queued events, like a netlink socket."""
-
-    def __init__(self) -> None:
-        self._read, self._write = os.pipe()
-        self._queued: list[UEvent] = []
-        self.closed = False
-
-    def push(self, *events: UEvent) -> None:
-        self._queued.extend(events)
-        os.write(self._write, b"x")
-
-    def fileno(self) -> int:
-        return self._read
-
-    def drain(self) -> list[UEvent]:
-        os.read(self._read, 4096)
-        events, self._queued = self._queued, []
-        return events
-
-    def close(self) -> None:
-        os.close(self._read)
-        os.close(self._write)
-        self.closed = True
 
 
 def test_the_watcher_turns_a_burst_into_one_change_and_ignores_noise() -> None:
