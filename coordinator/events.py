@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ NORMAL = "Normal"
 WARNING = "Warning"
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
+MAX_REMEMBERED_EVENTS = 4096
 
 
 class EventRecorder:
@@ -40,7 +42,8 @@ class EventRecorder:
         self._component = component
         self._host = host
         self._now = now
-        self._counts: dict[str, int] = {}
+        # Event name -> count, most recent last; bounded so a long-running process stays small.
+        self._counts: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
 
     def _event_name(self, obj: Mapping[str, Any], reason: str, message: str) -> str:
@@ -57,8 +60,10 @@ class EventRecorder:
             extra={"object": obj["metadata"]["name"], "reason": reason, "msg_text": message},
         )
         with self._lock:
-            count = self._counts.get(name, 0) + 1
+            count = self._counts.pop(name, 0) + 1
             self._counts[name] = count
+            while len(self._counts) > MAX_REMEMBERED_EVENTS:
+                self._counts.popitem(last=False)
         try:
             if count > 1:
                 try:
