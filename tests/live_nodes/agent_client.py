@@ -80,6 +80,7 @@ class AgentClient:
         self.received: queue.Queue[agent_pb.CoordinatorMessage | grpc.RpcError] = queue.Queue()
         self.sequence = 0
         self._answer: Callable[[str], report_pb.NodeReport] | None = None
+        self._closed = threading.Event()
         call_metadata: list[tuple[str, str | bytes]] = list(metadata)
         if token is not None:
             call_metadata.append(("authorization", f"Bearer {token}"))
@@ -151,6 +152,15 @@ class AgentClient:
         """From now on, answer every InspectRequest with make_report(request_id)."""
         self._answer = make_report
 
+    def keep_heartbeating(self, interval: float) -> None:
+        """Send a Heartbeat every `interval` seconds until closed, as the real agent does."""
+
+        def beat() -> None:
+            while not self._closed.wait(interval):
+                self.heartbeat()
+
+        threading.Thread(target=beat, name="test-agent-heartbeat", daemon=True).start()
+
     def stop_answering(self) -> None:
         """From now on, leave InspectRequests unanswered (a hung agent)."""
         self._answer = None
@@ -176,6 +186,7 @@ class AgentClient:
                 return item.code(), str(item.details())
 
     def close(self) -> None:
+        self._closed.set()
         self._outbox.put(_END)
         with contextlib.suppress(Exception):
             self._call.cancel()

@@ -1,0 +1,148 @@
+"""Agent reports as the unload guard's second source, with a real coordinator and KMM emulator.
+
+A GPUDriver's deletion is refused while its node reports a blocker, still refused while the
+node's agent is gone (its report goes stale: unknown is never safe), and goes ahead once the
+agent is back and reports no blockers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.agents.live import LiveNodes
+from coordinator.kube import Kube
+from coordinator.runner import Coordinator, CoordinatorConfig
+from tests.coordinator.live import (
+    TEST_LABEL,
+    Api,
+    gpudriver,
+    node_labels,
+    remove_test_drivers,
+    simple_spec,
+    wait_status,
+)
+from tests.harness.access import KubeCluster
+from tests.harness.kmm_emulator import KmmEmulator
+from tests.harness.waiting import wait_until
+from tests.live_nodes.agent_client import OPEN_CLIENTS, sample_report
+from tests.live_nodes.cluster_agents import (
+    AgentPods,
+    ServingTls,
+    connect,
+    delete_gpunode,
+    running_live_nodes,
+    serving_tls,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> ServingTls:
+    return serving_tls(Path(tmp_path_factory.mktemp("grpc-tls")))
+
+
+@pytest.fixture
+def api(kube_cluster: KubeCluster, namespace: str) -> Iterator[Api]:
+    client = Api(kube_cluster)
+    yield client
+    remove_test_drivers(client, namespace)
+    client.close()
+
+
+@contextlib.contextmanager
+def coordinator_with_agents(
+    cluster: KubeCluster, namespace: str, live: LiveNodes
+) -> Iterator[Coordinator]:
+    client = cluster.admin_client()
+    config = CoordinatorConfig(
+        namespace=namespace,
+        identity="coordinator-agents",
+        lease_duration=3.0,
+        renew_deadline=2.0,
+        retry_period=0.3,
+        discovery_interval=0.3,
+        driver_selector=f"{TEST_LABEL}={namespace}",
+    )
+    coordinator = Coordinator(Kube(client), config, blocker_sources=[live.guard_source])
+    stop = threading.Event()
+    thread = threading.Thread(target=coordinator.run, args=(stop,), name="test-coordinator")
+    thread.start()
+    try:
+        yield coordinator
+    finally:
+        stop.set()
+        thread.join(timeout=15)
+        client.close()
+
+
+def _errors(status: dict[str, Any]) -> str:
+    return " | ".join(status.get("errors") or [])
+
+
+def test_deletion_waits_for_blockers_and_stale_reports(
+    *,
+    kube_cluster: KubeCluster,
+    namespace: str,
+    api: Api,
+    make_node: Any,
+    kmm_emulator: KmmEmulator,
+    kube_admin: Any,
+    tls: ServingTls,
+) -> None:
+    name, module = f"{namespace}-g", f"{namespace}-g-gpu"
+    node = make_node("n1", node_labels(namespace)).metadata.name
+    agents = AgentPods(kube_cluster, namespace, kube_admin)
+    token = agents.token(node)
+    try:
+        with (
+            running_live_nodes(kube_cluster, namespace, tls, freshness=2.0) as live,
+            coordinator_with_agents(kube_cluster, namespace, live),
+        ):
+            with connect(live, tls, token) as agent:
+                agent.hello(node)
+                agent.welcome()
+                agent.keep_heartbeating(0.5)
+                agent.report(sample_report(node, (OPEN_CLIENTS,)))
+                created = api.create_driver(gpudriver(name, namespace, simple_spec(namespace)))
+                wait_status(api, name, lambda s: s.get("kmmStatus") == "1/1", "reports 1/1")
+
+                api.delete_driver(name)
+                status = wait_status(
+                    api, name, lambda s: "(OPEN_CLIENTS)" in _errors(s), "blocked by the agent"
+                )
+                assert f"node {node}: 1 process holds 0000:03:00.0 open" in _errors(status)
+                assert api.get_module(namespace, module) is not None
+                warnings = [
+                    e
+                    for e in api.events_for(created["metadata"]["uid"])
+                    if e["reason"] == "UnloadBlocked"
+                ]
+                assert warnings
+                assert warnings[0]["type"] == "Warning"
+                assert f"node {node}" in warnings[0]["message"]
+
+                # The agent reports the node idle, then goes away before the next retry.
+                agent.report(sample_report(node))
+            status = wait_status(
+                api, name, lambda s: "agent report is stale" in _errors(s), "blocked as stale"
+            )
+            assert "unknown is never safe" in _errors(status)
+            assert api.get_module(namespace, module) is not None
+
+            with connect(live, tls, token) as agent:
+                agent.hello(node)
+                agent.welcome()
+                agent.keep_heartbeating(0.5)
+                agent.report(sample_report(node))
+                wait_until("module deleted", lambda: api.get_module(namespace, module) is None)
+                wait_until("gpudriver gone", lambda: api.get_driver(name) is None)
+    finally:
+        agents.delete_pods()
+        delete_gpunode(Kube(kube_admin), node)
