@@ -8,11 +8,22 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 from collections.abc import Callable
+from pathlib import Path
 
+from gpuctl.cli.coordinator_nodes import CoordinatorNodeSource
 from gpuctl.cli.kube_client import load_api_client
 from gpuctl.cli.kube_nodes import KubeNodeSource
-from gpuctl.cli.node_source import NodeSource
+from gpuctl.cli.node_source import NodeSource, NodeSourceError
+from gpuctl.common.grpc_client import (
+    ClientConfigError,
+    add_transport_arguments,
+    read_token_file,
+    transport_from_args,
+)
+
+TOKEN_ENV = "GPUCTL_TOKEN"  # noqa: S105 (the name of an environment variable)
 
 Clock = Callable[[], datetime.datetime]
 
@@ -27,7 +38,25 @@ def add_source_flags(parser: argparse.ArgumentParser) -> None:
         "--kubeconfig", metavar="FILE", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)"
     )
     kube.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+    direct = parser.add_argument_group("reading from the coordinator directly (gRPC)")
+    add_transport_arguments(
+        direct,  # type: ignore[arg-type]
+        required=False,
+        target_help="read from the coordinator's NodeService at HOST:PORT instead of the API",
+    )
+    direct.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help=f"bearer token for the coordinator (default: ${TOKEN_ENV})",
+    )
 
 
 def make_source(args: argparse.Namespace, clock: Clock) -> NodeSource:
-    return KubeNodeSource(load_api_client(args.kubeconfig, args.context), clock)
+    if args.coordinator is None:
+        return KubeNodeSource(load_api_client(args.kubeconfig, args.context), clock)
+    try:
+        token = read_token_file(args.token_file) if args.token_file else os.environ.get(TOKEN_ENV)
+        return CoordinatorNodeSource(transport_from_args(args), token)
+    except ClientConfigError as error:
+        raise NodeSourceError(str(error)) from error
