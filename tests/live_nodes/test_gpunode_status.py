@@ -1,0 +1,118 @@
+"""GPUNode status from a record, and the merge patch that writes only real changes."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+
+from coordinator.agents.gpunode_status import (
+    apply_merge,
+    desired_status,
+    merge_diff,
+    module_word,
+    status_patch,
+    summary,
+)
+from coordinator.agents.registry import NodeRecord, Session
+from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from tests.live_nodes.agent_client import OPEN_CLIENTS, sample_report
+
+RECEIVED = datetime(2026, 11, 29, 23, 1, 2, 345678, tzinfo=UTC)
+
+
+def _record(report: report_pb.NodeReport | None = None, **changes: object) -> NodeRecord:
+    record = NodeRecord(
+        "gpu-1",
+        session=Session.CONNECTED,
+        agent_version="v1",
+        boot_id="boot",
+        report=report,
+        report_received_at=RECEIVED if report is not None else None,
+    )
+    return dataclasses.replace(record, **changes)  # type: ignore[arg-type]
+
+
+def test_module_word_prefers_tag_then_version_then_srcversion_then_state() -> None:
+    module = report_pb.Module(state=report_pb.Module.LIVE, srcversion="ABCDEF0123456789")
+    report = report_pb.NodeReport(module=module)
+    assert module_word(report) == "ABCDEF012345"
+    report.module.version = "1.2.3"
+    assert module_word(report) == "1.2.3"
+    report.module.backport_tag = "xeb_v7"
+    assert module_word(report) == "xeb_v7"
+    assert (
+        module_word(
+            report_pb.NodeReport(module=report_pb.Module(state=report_pb.Module.NOT_LOADED))
+        )
+        == "not loaded"
+    )
+    assert module_word(report_pb.NodeReport()) == "unknown"
+
+
+def test_summary_counts_gpus_without_vfs() -> None:
+    assert summary(sample_report("gpu-1", (OPEN_CLIENTS,))) == {
+        "gpus": 1,
+        "drivers": ["vfio-pci", "xe"],
+        "module": "xeb_v7.1.4.6_260728.7",
+        "blockers": 1,
+    }
+
+
+def test_desired_status_shape() -> None:
+    status = desired_status(_record(sample_report("gpu-1"), answered_request="r1"))
+    assert status["session"] == "Connected"
+    assert status["reportReceivedAt"] == "2026-11-29T23:01:02.345678Z"
+    assert status["report"]["nodeName"] == "gpu-1"
+    assert status["report"]["module"]["state"] == "LIVE"
+    assert status["answeredInspectRequest"] == "r1"
+    assert status["inspectError"] is None
+    assert desired_status(None) == {"session": "Disconnected"}
+
+
+def test_only_observed_at_changing_is_no_change() -> None:
+    stored = desired_status(_record(sample_report("gpu-1")))
+    later = _record(
+        sample_report("gpu-1", observed_seconds=60),
+        report_received_at=datetime(2026, 11, 29, 23, 5, tzinfo=UTC),
+    )
+    assert status_patch(stored, desired_status(later)) == {}
+
+
+def test_a_vanished_list_is_removed_by_the_patch() -> None:
+    stored = desired_status(_record(sample_report("gpu-1", (OPEN_CLIENTS,))))
+    patch = status_patch(stored, desired_status(_record(sample_report("gpu-1"))))
+    assert patch["report"]["blockers"] is None
+    assert patch["summary"] == {"blockers": 0}
+    assert "blockers" not in apply_merge(stored, patch)["report"]
+
+
+def test_an_answered_request_writes_the_report_with_it() -> None:
+    stored = desired_status(_record(sample_report("gpu-1")))
+    answered = _record(sample_report("gpu-1", observed_seconds=5), answered_request="r2")
+    patch = status_patch(stored, desired_status(answered))
+    assert patch["answeredInspectRequest"] == "r2"
+    assert patch["report"] == {"observedAt": "2027-01-15T08:00:05Z"}
+    assert "reportReceivedAt" in patch
+
+
+def test_an_error_answer_and_its_clearing() -> None:
+    stored = desired_status(_record(sample_report("gpu-1")))
+    failed = _record(sample_report("gpu-1"), answered_request="r3", inspect_error="gone")
+    patch = status_patch(stored, desired_status(failed))
+    assert (patch["answeredInspectRequest"], patch["inspectError"]) == ("r3", "gone")
+    stored = apply_merge(stored, patch)
+    succeeded = _record(sample_report("gpu-1"), answered_request="r4")
+    patch = status_patch(stored, desired_status(succeeded))
+    assert patch["inspectError"] is None
+
+
+def test_no_report_never_erases_a_stored_one() -> None:
+    stored = desired_status(_record(sample_report("gpu-1")))
+    patch = status_patch(stored, desired_status(_record(None, session=Session.DISCONNECTED)))
+    assert patch == {"session": "Disconnected"}
+
+
+def test_merge_diff_round_trips() -> None:
+    old = {"a": 1, "b": {"c": [1, 2], "d": "x"}, "e": True}
+    new = {"a": 2, "b": {"c": [1]}, "f": {"g": 1}}
+    assert apply_merge(old, merge_diff(old, new)) == new
