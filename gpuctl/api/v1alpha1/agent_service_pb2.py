@@ -26,7 +26,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as gpuctl_dot_api_dot_v1alpha1_dot_node__report__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'gpuctl/api/v1alpha1/agent_service.proto\x12\x13gpuctl.api.v1alpha1\x1a\x1egoogle/protobuf/duration.proto\x1a%gpuctl/api/v1alpha1/node_report.proto\"\xad\x01\n\x0c\x41gentMessage\x12+\n\x05hello\x18\x01 \x01(\x0b\x32\x1a.gpuctl.api.v1alpha1.HelloH\x00\x12\x33\n\x06report\x18\x02 \x01(\x0b\x32!.gpuctl.api.v1alpha1.ReportUpdateH\x00\x12\x33\n\theartbeat\x18\x03 \x01(\x0b\x32\x1e.gpuctl.api.v1alpha1.HeartbeatH\x00\x42\x06\n\x04\x62ody\"\x85\x01\n\x12\x43oordinatorMessage\x12/\n\x07welcome\x18\x01 \x01(\x0b\x32\x1c.gpuctl.api.v1alpha1.WelcomeH\x00\x12\x36\n\x07inspect\x18\x02 \x01(\x0b\x32#.gpuctl.api.v1alpha1.InspectRequestH\x00\x42\x06\n\x04\x62ody\"B\n\x05Hello\x12\x11\n\tnode_name\x18\x01 \x01(\t\x12\x15\n\ragent_version\x18\x02 \x01(\t\x12\x0f\n\x07\x62oot_id\x18\x03 \x01(\t\"\x94\x01\n\x07Welcome\x12\x35\n\x12heartbeat_interval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x32\n\x0frescan_interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1e\n\x16max_reports_per_minute\x18\x03 \x01(\r\"\x81\x02\n\x0cReportUpdate\x12/\n\x06report\x18\x01 \x01(\x0b\x32\x1f.gpuctl.api.v1alpha1.NodeReport\x12:\n\x07trigger\x18\x02 \x01(\x0e\x32).gpuctl.api.v1alpha1.ReportUpdate.Trigger\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x04\"^\n\x07Trigger\x12\x17\n\x13TRIGGER_UNSPECIFIED\x10\x00\x12\r\n\tCONNECTED\x10\x01\x12\x10\n\x0c\x44\x45VICE_EVENT\x10\x02\x12\n\n\x06RESCAN\x10\x03\x12\r\n\tREQUESTED\x10\x04\"\"\n\tHeartbeat\x12\x15\n\rlast_sequence\x18\x01 \x01(\x04\"$\n\x0eInspectRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t2i\n\x0c\x41gentService\x12Y\n\x07\x43onnect\x12!.gpuctl.api.v1alpha1.AgentMessage\x1a\'.gpuctl.api.v1alpha1.CoordinatorMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'gpuctl/api/v1alpha1/agent_service.proto\x12\x13gpuctl.api.v1alpha1\x1a\x1egoogle/protobuf/duration.proto\x1a%gpuctl/api/v1alpha1/node_report.proto\"\xa9\x02\n\x0c\x41gentMessage\x12+\n\x05hello\x18\x01 \x01(\x0b\x32\x1a.gpuctl.api.v1alpha1.HelloH\x00\x12\x33\n\x06report\x18\x02 \x01(\x0b\x32!.gpuctl.api.v1alpha1.ReportUpdateH\x00\x12\x33\n\theartbeat\x18\x03 \x01(\x0b\x32\x1e.gpuctl.api.v1alpha1.HeartbeatH\x00\x12<\n\x0eprepare_result\x18\x04 \x01(\x0b\x32\".gpuctl.api.v1alpha1.PrepareResultH\x00\x12<\n\x0erestore_result\x18\x05 \x01(\x0b\x32\".gpuctl.api.v1alpha1.RestoreResultH\x00\x42\x06\n\x04\x62ody\"\xf5\x01\n\x12\x43oordinatorMessage\x12/\n\x07welcome\x18\x01 \x01(\x0b\x32\x1c.gpuctl.api.v1alpha1.WelcomeH\x00\x12\x36\n\x07inspect\x18\x02 \x01(\x0b\x32#.gpuctl.api.v1alpha1.InspectRequestH\x00\x12\x36\n\x07prepare\x18\x03 \x01(\x0b\x32#.gpuctl.api.v1alpha1.PrepareRequestH\x00\x12\x36\n\x07restore\x18\x04 \x01(\x0b\x32#.gpuctl.api.v1alpha1.RestoreRequestH\x00\x42\x06\n\x04\x62ody\"B\n\x05Hello\x12\x11\n\tnode_name\x18\x01 \x01(\t\x12\x15\n\ragent_version\x18\x02 \x01(\t\x12\x0f\n\x07\x62oot_id\x18\x03 \x01(\t\"\x94\x01\n\x07Welcome\x12\x35\n\x12heartbeat_interval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x32\n\x0frescan_interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1e\n\x16max_reports_per_minute\x18\x03 \x01(\r\"\x81\x02\n\x0cReportUpdate\x12/\n\x06report\x18\x01 \x01(\x0b\x32\x1f.gpuctl.api.v1alpha1.NodeReport\x12:\n\x07trigger\x18\x02 \x01(\x0e\x32).gpuctl.api.v1alpha1.ReportUpdate.Trigger\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x04\"^\n\x07Trigger\x12\x17\n\x13TRIGGER_UNSPECIFIED\x10\x00\x12\r\n\tCONNECTED\x10\x01\x12\x10\n\x0c\x44\x45VICE_EVENT\x10\x02\x12\n\n\x06RESCAN\x10\x03\x12\r\n\tREQUESTED\x10\x04\"\"\n\tHeartbeat\x12\x15\n\rlast_sequence\x18\x01 \x01(\x04\"$\n\x0eInspectRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"j\n\x0ePrepareRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x13\n\x0bmodule_name\x18\x02 \x01(\t\x12\x14\n\x0c\x61llow_unbind\x18\x03 \x01(\x08\x12\x19\n\x11\x61llow_disable_vfs\x18\x04 \x01(\x08\"\xd4\x01\n\rPrepareResult\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05ready\x18\x02 \x01(\x08\x12.\n\x08\x62lockers\x18\x03 \x03(\x0b\x32\x1c.gpuctl.api.v1alpha1.Blocker\x12\x30\n\x07\x63hanges\x18\x04 \x03(\x0b\x32\x1f.gpuctl.api.v1alpha1.NodeChange\x12/\n\x06report\x18\x05 \x01(\x0b\x32\x1f.gpuctl.api.v1alpha1.NodeReport\x12\r\n\x05\x65rror\x18\x06 \x01(\t\"\x87\x01\n\nNodeChange\x12\x37\n\x07unbound\x18\x01 \x01(\x0b\x32$.gpuctl.api.v1alpha1.UnboundFunctionH\x00\x12\x38\n\x0c\x64isabled_vfs\x18\x02 \x01(\x0b\x32 .gpuctl.api.v1alpha1.DisabledVfsH\x00\x42\x06\n\x04kind\"6\n\x0fUnboundFunction\x12\x13\n\x0bpci_address\x18\x01 \x01(\t\x12\x0e\n\x06\x64river\x18\x02 \x01(\t\"3\n\x0b\x44isabledVfs\x12\x13\n\x0bpci_address\x18\x01 \x01(\t\x12\x0f\n\x07num_vfs\x18\x02 \x01(\r\"V\n\x0eRestoreRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x30\n\x07\x63hanges\x18\x02 \x03(\x0b\x32\x1f.gpuctl.api.v1alpha1.NodeChange\"\x97\x01\n\rRestoreResult\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x31\n\x08restored\x18\x02 \x03(\x0b\x32\x1f.gpuctl.api.v1alpha1.NodeChange\x12\x0e\n\x06\x65rrors\x18\x03 \x03(\t\x12/\n\x06report\x18\x04 \x01(\x0b\x32\x1f.gpuctl.api.v1alpha1.NodeReport2i\n\x0c\x41gentService\x12Y\n\x07\x43onnect\x12!.gpuctl.api.v1alpha1.AgentMessage\x1a\'.gpuctl.api.v1alpha1.CoordinatorMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,21 +34,35 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gpuctl.api.v1alpha1.agent_s
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_AGENTMESSAGE']._serialized_start=136
-  _globals['_AGENTMESSAGE']._serialized_end=309
-  _globals['_COORDINATORMESSAGE']._serialized_start=312
-  _globals['_COORDINATORMESSAGE']._serialized_end=445
-  _globals['_HELLO']._serialized_start=447
-  _globals['_HELLO']._serialized_end=513
-  _globals['_WELCOME']._serialized_start=516
-  _globals['_WELCOME']._serialized_end=664
-  _globals['_REPORTUPDATE']._serialized_start=667
-  _globals['_REPORTUPDATE']._serialized_end=924
-  _globals['_REPORTUPDATE_TRIGGER']._serialized_start=830
-  _globals['_REPORTUPDATE_TRIGGER']._serialized_end=924
-  _globals['_HEARTBEAT']._serialized_start=926
-  _globals['_HEARTBEAT']._serialized_end=960
-  _globals['_INSPECTREQUEST']._serialized_start=962
-  _globals['_INSPECTREQUEST']._serialized_end=998
-  _globals['_AGENTSERVICE']._serialized_start=1000
-  _globals['_AGENTSERVICE']._serialized_end=1105
+  _globals['_AGENTMESSAGE']._serialized_end=433
+  _globals['_COORDINATORMESSAGE']._serialized_start=436
+  _globals['_COORDINATORMESSAGE']._serialized_end=681
+  _globals['_HELLO']._serialized_start=683
+  _globals['_HELLO']._serialized_end=749
+  _globals['_WELCOME']._serialized_start=752
+  _globals['_WELCOME']._serialized_end=900
+  _globals['_REPORTUPDATE']._serialized_start=903
+  _globals['_REPORTUPDATE']._serialized_end=1160
+  _globals['_REPORTUPDATE_TRIGGER']._serialized_start=1066
+  _globals['_REPORTUPDATE_TRIGGER']._serialized_end=1160
+  _globals['_HEARTBEAT']._serialized_start=1162
+  _globals['_HEARTBEAT']._serialized_end=1196
+  _globals['_INSPECTREQUEST']._serialized_start=1198
+  _globals['_INSPECTREQUEST']._serialized_end=1234
+  _globals['_PREPAREREQUEST']._serialized_start=1236
+  _globals['_PREPAREREQUEST']._serialized_end=1342
+  _globals['_PREPARERESULT']._serialized_start=1345
+  _globals['_PREPARERESULT']._serialized_end=1557
+  _globals['_NODECHANGE']._serialized_start=1560
+  _globals['_NODECHANGE']._serialized_end=1695
+  _globals['_UNBOUNDFUNCTION']._serialized_start=1697
+  _globals['_UNBOUNDFUNCTION']._serialized_end=1751
+  _globals['_DISABLEDVFS']._serialized_start=1753
+  _globals['_DISABLEDVFS']._serialized_end=1804
+  _globals['_RESTOREREQUEST']._serialized_start=1806
+  _globals['_RESTOREREQUEST']._serialized_end=1892
+  _globals['_RESTORERESULT']._serialized_start=1895
+  _globals['_RESTORERESULT']._serialized_end=2046
+  _globals['_AGENTSERVICE']._serialized_start=2048
+  _globals['_AGENTSERVICE']._serialized_end=2153
 # @@protoc_insertion_point(module_scope)

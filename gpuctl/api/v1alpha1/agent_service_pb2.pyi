@@ -14,9 +14,11 @@ then a ReportUpdate whenever the node changes, Heartbeats in between, and answer
 coordinator's requests on the same stream, each carrying the request's id.
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from gpuctl.api.v1alpha1 import node_report_pb2 as _node_report_pb2
 import builtins as _builtins
@@ -37,24 +39,32 @@ class AgentMessage(_message.Message):
     HELLO_FIELD_NUMBER: _builtins.int
     REPORT_FIELD_NUMBER: _builtins.int
     HEARTBEAT_FIELD_NUMBER: _builtins.int
+    PREPARE_RESULT_FIELD_NUMBER: _builtins.int
+    RESTORE_RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def hello(self) -> Global___Hello: ...
     @_builtins.property
     def report(self) -> Global___ReportUpdate: ...
     @_builtins.property
     def heartbeat(self) -> Global___Heartbeat: ...
+    @_builtins.property
+    def prepare_result(self) -> Global___PrepareResult: ...
+    @_builtins.property
+    def restore_result(self) -> Global___RestoreResult: ...
     def __init__(
         self,
         *,
         hello: Global___Hello | None = ...,
         report: Global___ReportUpdate | None = ...,
         heartbeat: Global___Heartbeat | None = ...,
+        prepare_result: Global___PrepareResult | None = ...,
+        restore_result: Global___RestoreResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "heartbeat", b"heartbeat", "hello", b"hello", "report", b"report"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "heartbeat", b"heartbeat", "hello", b"hello", "prepare_result", b"prepare_result", "report", b"report", "restore_result", b"restore_result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "heartbeat", b"heartbeat", "hello", b"hello", "report", b"report"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "heartbeat", b"heartbeat", "hello", b"hello", "prepare_result", b"prepare_result", "report", b"report", "restore_result", b"restore_result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["hello", "report", "heartbeat"]  # noqa: Y015
+    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["hello", "report", "heartbeat", "prepare_result", "restore_result"]  # noqa: Y015
     _WhichOneofArgType_body: _TypeAlias = _typing.Literal["body", b"body"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_body) -> _WhichOneofReturnType_body | None: ...
 
@@ -66,21 +76,29 @@ class CoordinatorMessage(_message.Message):
 
     WELCOME_FIELD_NUMBER: _builtins.int
     INSPECT_FIELD_NUMBER: _builtins.int
+    PREPARE_FIELD_NUMBER: _builtins.int
+    RESTORE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome: ...
     @_builtins.property
     def inspect(self) -> Global___InspectRequest: ...
+    @_builtins.property
+    def prepare(self) -> Global___PrepareRequest: ...
+    @_builtins.property
+    def restore(self) -> Global___RestoreRequest: ...
     def __init__(
         self,
         *,
         welcome: Global___Welcome | None = ...,
         inspect: Global___InspectRequest | None = ...,
+        prepare: Global___PrepareRequest | None = ...,
+        restore: Global___RestoreRequest | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "inspect", b"inspect", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "inspect", b"inspect", "prepare", b"prepare", "restore", b"restore", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "inspect", b"inspect", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "inspect", b"inspect", "prepare", b"prepare", "restore", b"restore", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["welcome", "inspect"]  # noqa: Y015
+    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["welcome", "inspect", "prepare", "restore"]  # noqa: Y015
     _WhichOneofArgType_body: _TypeAlias = _typing.Literal["body", b"body"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_body) -> _WhichOneofReturnType_body | None: ...
 
@@ -247,3 +265,227 @@ class InspectRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___InspectRequest: _TypeAlias = InspectRequest  # noqa: Y015
+
+@_typing.final
+class PrepareRequest(_message.Message):
+    """Make the node ready for unloading `module_name`, before the rollout sets KMM's version
+    label. The agent inspects first and changes only what the request allows, and only where
+    nothing holds the devices: a function with open clients, unknown clients, a VF handed to a
+    VM (vfio-pci), or a holder module makes it change nothing at all and answer not ready with
+    the blockers. It keeps no state: what it changed comes back in `changes`, which the
+    coordinator records in the cluster and hands back in a RestoreRequest after the load.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    MODULE_NAME_FIELD_NUMBER: _builtins.int
+    ALLOW_UNBIND_FIELD_NUMBER: _builtins.int
+    ALLOW_DISABLE_VFS_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    module_name: _builtins.str
+    allow_unbind: _builtins.bool
+    """Unbind idle functions from the module's driver."""
+    allow_disable_vfs: _builtins.bool
+    """Set sriov_numvfs to 0 on physical functions whose VFs are all idle and bound to the
+    module's driver (or unbound).
+    """
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        module_name: _builtins.str = ...,
+        allow_unbind: _builtins.bool = ...,
+        allow_disable_vfs: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_disable_vfs", b"allow_disable_vfs", "allow_unbind", b"allow_unbind", "module_name", b"module_name", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PrepareRequest: _TypeAlias = PrepareRequest  # noqa: Y015
+
+@_typing.final
+class PrepareResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    READY_FIELD_NUMBER: _builtins.int
+    BLOCKERS_FIELD_NUMBER: _builtins.int
+    CHANGES_FIELD_NUMBER: _builtins.int
+    REPORT_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    ready: _builtins.bool
+    """True when nothing blocks unloading the module any more."""
+    error: _builtins.str
+    """Set when a change failed half way; `changes` still lists what was done."""
+    @_builtins.property
+    def blockers(self) -> _containers.RepeatedCompositeFieldContainer[_node_report_pb2.Blocker]:
+        """Why not ready, after any changes (empty when ready)."""
+
+    @_builtins.property
+    def changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeChange]:
+        """What the agent changed, in order; restore in reverse."""
+
+    @_builtins.property
+    def report(self) -> _node_report_pb2.NodeReport:
+        """The node after preparation."""
+
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        ready: _builtins.bool = ...,
+        blockers: _abc.Iterable[_node_report_pb2.Blocker] | None = ...,
+        changes: _abc.Iterable[Global___NodeChange] | None = ...,
+        report: _node_report_pb2.NodeReport | None = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["report", b"report"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blockers", b"blockers", "changes", b"changes", "error", b"error", "ready", b"ready", "report", b"report", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PrepareResult: _TypeAlias = PrepareResult  # noqa: Y015
+
+@_typing.final
+class NodeChange(_message.Message):
+    """One change the agent made to the node while preparing it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    UNBOUND_FIELD_NUMBER: _builtins.int
+    DISABLED_VFS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def unbound(self) -> Global___UnboundFunction: ...
+    @_builtins.property
+    def disabled_vfs(self) -> Global___DisabledVfs: ...
+    def __init__(
+        self,
+        *,
+        unbound: Global___UnboundFunction | None = ...,
+        disabled_vfs: Global___DisabledVfs | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["disabled_vfs", b"disabled_vfs", "kind", b"kind", "unbound", b"unbound"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["disabled_vfs", b"disabled_vfs", "kind", b"kind", "unbound", b"unbound"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["unbound", "disabled_vfs"]  # noqa: Y015
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
+
+Global___NodeChange: _TypeAlias = NodeChange  # noqa: Y015
+
+@_typing.final
+class UnboundFunction(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PCI_ADDRESS_FIELD_NUMBER: _builtins.int
+    DRIVER_FIELD_NUMBER: _builtins.int
+    pci_address: _builtins.str
+    driver: _builtins.str
+    """The driver it was bound to."""
+    def __init__(
+        self,
+        *,
+        pci_address: _builtins.str = ...,
+        driver: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["driver", b"driver", "pci_address", b"pci_address"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnboundFunction: _TypeAlias = UnboundFunction  # noqa: Y015
+
+@_typing.final
+class DisabledVfs(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PCI_ADDRESS_FIELD_NUMBER: _builtins.int
+    NUM_VFS_FIELD_NUMBER: _builtins.int
+    pci_address: _builtins.str
+    """The physical function."""
+    num_vfs: _builtins.int
+    """sriov_numvfs before it was set to 0."""
+    def __init__(
+        self,
+        *,
+        pci_address: _builtins.str = ...,
+        num_vfs: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["num_vfs", b"num_vfs", "pci_address", b"pci_address"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DisabledVfs: _TypeAlias = DisabledVfs  # noqa: Y015
+
+@_typing.final
+class RestoreRequest(_message.Message):
+    """Undo what a PrepareRequest changed, after the new module is loaded: re-enable VFs to their
+    earlier count and bind functions still unbound (the new driver usually probes them itself).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    CHANGES_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    @_builtins.property
+    def changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeChange]: ...
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        changes: _abc.Iterable[Global___NodeChange] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreRequest: _TypeAlias = RestoreRequest  # noqa: Y015
+
+@_typing.final
+class RestoreResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    RESTORED_FIELD_NUMBER: _builtins.int
+    ERRORS_FIELD_NUMBER: _builtins.int
+    REPORT_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    @_builtins.property
+    def restored(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeChange]:
+        """The changes undone."""
+
+    @_builtins.property
+    def errors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """One entry per change that could not be undone, saying why."""
+
+    @_builtins.property
+    def report(self) -> _node_report_pb2.NodeReport:
+        """The node after restoring."""
+
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        restored: _abc.Iterable[Global___NodeChange] | None = ...,
+        errors: _abc.Iterable[_builtins.str] | None = ...,
+        report: _node_report_pb2.NodeReport | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["report", b"report"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["errors", b"errors", "report", b"report", "request_id", b"request_id", "restored", b"restored"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreResult: _TypeAlias = RestoreResult  # noqa: Y015
