@@ -9,7 +9,6 @@ CLI writes `spec.inspectRequest` with a new id and watches until the coordinator
 from __future__ import annotations
 
 import datetime
-import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +18,12 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from gpuctl.cli.kube_errors import (
+    call_api,
+    describe_api_error,
+    is_missing_object,
+    unreachable,
+)
 from gpuctl.cli.node_source import NodeSourceError
 from gpuctl.cli.node_view import NodeView, from_gpunode
 
@@ -61,13 +66,17 @@ class KubeNodeSource:
                 GROUP, VERSION, PLURAL, name, _request_timeout=REQUEST_TIMEOUT
             )
         except ApiException as error:
-            if error.status == 404 and _status_details(error).get("name") == name:
+            if is_missing_object(error, name):
                 raise NodeSourceError(
                     f'no GPU node "{name}": no agent has reported for it (see `gpuctl nodes`)'
                 ) from error
-            raise self._translate("get", error) from error
+            raise NodeSourceError(
+                describe_api_error(error, "get", RESOURCE, self._server)
+            ) from error
         except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise self._unreachable(error) from error
+            raise NodeSourceError(
+                f"cannot reach the Kubernetes API at {self._server}: {error}"
+            ) from error
         return found
 
     def _request_fresh(self, name: str, timeout: float) -> Mapping[str, Any]:
@@ -119,37 +128,19 @@ class KubeNodeSource:
         except ApiException as error:
             if error.status == 410:  # our resourceVersion is too old: relist
                 return None
-            raise self._translate("watch", error) from error
+            raise NodeSourceError(
+                describe_api_error(error, "watch", RESOURCE, self._server)
+            ) from error
         except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise self._unreachable(error) from error
+            raise NodeSourceError(
+                f"cannot reach the Kubernetes API at {self._server}: {error}"
+            ) from error
         finally:
             stream.stop()  # type: ignore[no-untyped-call]
         return None
 
     def _call(self, verb: str, action: Callable[[], Any]) -> Any:
-        try:
-            return action()
-        except ApiException as error:
-            raise self._translate(verb, error) from error
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise self._unreachable(error) from error
-
-    def _translate(self, verb: str, error: ApiException) -> NodeSourceError:
-        if error.status == 401:
-            return NodeSourceError(
-                f"the Kubernetes API at {self._server} did not accept your credentials"
-            )
-        if error.status == 403:
-            return NodeSourceError(f"you are not allowed to {verb} {RESOURCE}: {_reason(error)}")
-        if error.status == 404:
-            return NodeSourceError(
-                f"the GPUNode API ({RESOURCE}) is not installed in this cluster: "
-                "install the gpuctl chart"
-            )
-        return NodeSourceError(f"the Kubernetes API refused to {verb} {RESOURCE}: {_reason(error)}")
-
-    def _unreachable(self, error: Exception) -> NodeSourceError:
-        return NodeSourceError(f"cannot reach the Kubernetes API at {self._server}: {error}")
+        return call_api(verb, RESOURCE, self._server, action)
 
 
 def _answered(obj: Mapping[str, Any], request_id: str) -> bool:
@@ -164,22 +155,3 @@ def _checked(obj: Mapping[str, Any], name: str) -> Mapping[str, Any]:
             f'the coordinator could not get a fresh report for "{name}": {problem}'
         )
     return obj
-
-
-def _status_body(error: ApiException) -> Mapping[str, Any]:
-    try:
-        body = json.loads(error.body or "")
-    except ValueError:
-        return {}
-    return body if isinstance(body, Mapping) else {}
-
-
-def _status_details(error: ApiException) -> Mapping[str, Any]:
-    """`details` of the API's Status: it names the object for "that object is not found",
-    and is empty for "that whole resource type is not served"."""
-    details = _status_body(error).get("details")
-    return details if isinstance(details, Mapping) else {}
-
-
-def _reason(error: ApiException) -> str:
-    return str(_status_body(error).get("message") or error.reason or error.status)
