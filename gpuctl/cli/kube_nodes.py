@@ -74,9 +74,7 @@ class KubeNodeSource:
                 describe_api_error(error, "get", RESOURCE, self._server)
             ) from error
         except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise NodeSourceError(
-                f"cannot reach the Kubernetes API at {self._server}: {error}"
-            ) from error
+            raise unreachable(self._server, error) from error
         return found
 
     def _request_fresh(self, name: str, timeout: float) -> Mapping[str, Any]:
@@ -132,9 +130,7 @@ class KubeNodeSource:
                 describe_api_error(error, "watch", RESOURCE, self._server)
             ) from error
         except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise NodeSourceError(
-                f"cannot reach the Kubernetes API at {self._server}: {error}"
-            ) from error
+            raise unreachable(self._server, error) from error
         finally:
             stream.stop()  # type: ignore[no-untyped-call]
         return None
