@@ -15,7 +15,7 @@ from google.protobuf.duration_pb2 import Duration
 
 from gpuctl.api.v1alpha1 import node_service_pb2 as service_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as service_grpc
-from gpuctl.cli.node_source import NodeSourceError
+from gpuctl.cli.errors import CommandError
 from gpuctl.cli.node_view import NodeView, from_node_state
 from gpuctl.common.grpc_client import ClientTransport, bearer_metadata, open_channel
 from gpuctl.common.grpc_errors import describe_rpc_failure
@@ -51,21 +51,21 @@ class CoordinatorNodeSource:
                 )
             except grpc.RpcError as error:
                 if error.code() is grpc.StatusCode.NOT_FOUND:
-                    raise NodeSourceError(
+                    raise CommandError(
                         f'no GPU node "{name}": no agent has reported for it'
                     ) from error
                 if error.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
-                    raise NodeSourceError(
+                    raise CommandError(
                         f'no fresh report for "{name}" within {timeout:g}s: '
                         "is the node's agent connected?"
                     ) from error
                 raise self._failed(f'get node "{name}"', error) from error
         return from_node_state(state)
 
-    def _failed(self, what: str, error: grpc.RpcError) -> NodeSourceError:
+    def _failed(self, what: str, error: grpc.RpcError) -> CommandError:
         code = error.code() if isinstance(error, grpc.Call) else None
         details = error.details() if isinstance(error, grpc.Call) else str(error)
         reason = describe_rpc_failure(code, details or "")
-        return NodeSourceError(
+        return CommandError(
             f"the coordinator at {self._transport.describe()} could not {what}: {reason}"
         )

@@ -8,7 +8,7 @@ from typing import Any
 
 from kubernetes import client, config
 
-from gpuctl.cli.node_source import NodeSourceError
+from gpuctl.cli.errors import CommandError
 
 
 def load_api_client(kubeconfig: str | None, context: str | None) -> Any:
@@ -23,7 +23,7 @@ def load_api_client(kubeconfig: str | None, context: str | None) -> Any:
         return client.ApiClient(configuration)
     first = path.split(os.pathsep)[0]
     if not Path(first).exists():
-        raise NodeSourceError(
+        raise CommandError(
             f"no kubeconfig at {first}: pass --kubeconfig FILE, set KUBECONFIG, "
             "or use --coordinator ADDR"
         )
@@ -32,4 +32,4 @@ def load_api_client(kubeconfig: str | None, context: str | None) -> Any:
             config_file=path, context=context
         )
     except (config.ConfigException, OSError, ValueError) as error:
-        raise NodeSourceError(f"cannot use kubeconfig {path}: {error}") from error
+        raise CommandError(f"cannot use kubeconfig {path}: {error}") from error

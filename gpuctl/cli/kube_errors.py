@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from gpuctl.cli.node_source import NodeSourceError
+from gpuctl.cli.errors import CommandError
 
 T = TypeVar("T")
 
@@ -48,15 +48,15 @@ def describe_api_error(error: ApiException, verb: str, resource: str, server: st
     return f"the Kubernetes API refused to {verb} {resource}: {reason}"
 
 
-def unreachable(server: str, error: Exception) -> NodeSourceError:
-    return NodeSourceError(f"cannot reach the Kubernetes API at {server}: {error}")
+def unreachable(server: str, error: Exception) -> CommandError:
+    return CommandError(f"cannot reach the Kubernetes API at {server}: {error}")
 
 
 def call_api(verb: str, resource: str, server: str, action: Callable[[], T]) -> T:
-    """Run one API call; any failure becomes a NodeSourceError with a clear reason."""
+    """Run one API call; any failure becomes a CommandError with a clear reason."""
     try:
         return action()
     except ApiException as error:
-        raise NodeSourceError(describe_api_error(error, verb, resource, server)) from error
+        raise CommandError(describe_api_error(error, verb, resource, server)) from error
     except (urllib3.exceptions.HTTPError, OSError) as error:
         raise unreachable(server, error) from error

@@ -18,13 +18,13 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from gpuctl.cli.errors import CommandError
 from gpuctl.cli.kube_errors import (
     call_api,
     describe_api_error,
     is_missing_object,
     unreachable,
 )
-from gpuctl.cli.node_source import NodeSourceError
 from gpuctl.cli.node_view import NodeView, from_gpunode
 
 GROUP, VERSION, PLURAL = "gpuctl.dev", "v1alpha1", "gpunodes"
@@ -67,12 +67,10 @@ class KubeNodeSource:
             )
         except ApiException as error:
             if is_missing_object(error, name):
-                raise NodeSourceError(
+                raise CommandError(
                     f'no GPU node "{name}": no agent has reported for it (see `gpuctl nodes`)'
                 ) from error
-            raise NodeSourceError(
-                describe_api_error(error, "get", RESOURCE, self._server)
-            ) from error
+            raise CommandError(describe_api_error(error, "get", RESOURCE, self._server)) from error
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise unreachable(self._server, error) from error
         return found
@@ -100,7 +98,7 @@ class KubeNodeSource:
             if _answered(latest, request_id):
                 return _checked(latest, name)
             resource_version = latest.get("metadata", {}).get("resourceVersion")
-        raise NodeSourceError(
+        raise CommandError(
             f'no fresh report for "{name}" within {timeout:g}s: is gpuctl-coordinator '
             "running, and is the node's agent connected?"
         )
@@ -126,7 +124,7 @@ class KubeNodeSource:
         except ApiException as error:
             if error.status == 410:  # our resourceVersion is too old: relist
                 return None
-            raise NodeSourceError(
+            raise CommandError(
                 describe_api_error(error, "watch", RESOURCE, self._server)
             ) from error
         except (urllib3.exceptions.HTTPError, OSError) as error:
@@ -147,7 +145,5 @@ def _answered(obj: Mapping[str, Any], request_id: str) -> bool:
 def _checked(obj: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     problem = (obj.get("status") or {}).get("inspectError")
     if problem:
-        raise NodeSourceError(
-            f'the coordinator could not get a fresh report for "{name}": {problem}'
-        )
+        raise CommandError(f'the coordinator could not get a fresh report for "{name}": {problem}')
     return obj

@@ -9,8 +9,9 @@ from typing import TextIO
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.durations import short_age
+from gpuctl.cli.errors import CommandError
 from gpuctl.cli.local_agent import LocalInspectionError, inspect_locally
-from gpuctl.cli.node_source import DEFAULT_FRESH_TIMEOUT, NodeSourceError
+from gpuctl.cli.node_source import DEFAULT_FRESH_TIMEOUT
 from gpuctl.cli.node_view import NodeView
 from gpuctl.cli.output import to_json, to_yaml
 from gpuctl.cli.report_table import render_report
@@ -115,7 +116,7 @@ def _run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _run_remote(args: argparse.Namespace, out: TextIO, err: TextIO, clock: Clock) -> int:
     try:
         view = make_source(args, clock).get_node(args.node, fresh=args.fresh, timeout=args.timeout)
-    except NodeSourceError as error:
+    except CommandError as error:
         err.write(f"gpuctl: {error}\n")
         return 1
     if view.report is None:

@@ -10,10 +10,6 @@ from gpuctl.cli.node_view import NodeView
 DEFAULT_FRESH_TIMEOUT = 15.0
 
 
-class NodeSourceError(Exception):
-    """A clear, one-line reason the nodes could not be read; the CLI exits 1 with it."""
-
-
 class NodeSource(Protocol):
     def list_nodes(self) -> Sequence[NodeView]: ...
 

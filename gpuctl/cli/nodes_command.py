@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TextIO
 
-from gpuctl.cli.node_source import NodeSourceError
+from gpuctl.cli.errors import CommandError
 from gpuctl.cli.nodes_table import render_nodes
 from gpuctl.cli.source_flags import Clock, add_source_flags, make_source, utc_now
 
@@ -35,7 +35,7 @@ def run(
 ) -> int:
     try:
         views = make_source(args, clock).list_nodes()
-    except NodeSourceError as error:
+    except CommandError as error:
         err.write(f"gpuctl: {error}\n")
         return 1
     out.write(render_nodes(views))

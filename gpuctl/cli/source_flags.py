@@ -13,9 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpuctl.cli.coordinator_nodes import CoordinatorNodeSource
+from gpuctl.cli.errors import CommandError
 from gpuctl.cli.kube_client import load_api_client
 from gpuctl.cli.kube_nodes import KubeNodeSource
-from gpuctl.cli.node_source import NodeSource, NodeSourceError
+from gpuctl.cli.node_source import NodeSource
 from gpuctl.common.grpc_client import (
     ClientConfigError,
     add_transport_arguments,
@@ -59,4 +60,4 @@ def make_source(args: argparse.Namespace, clock: Clock) -> NodeSource:
         token = read_token_file(args.token_file) if args.token_file else os.environ.get(TOKEN_ENV)
         return CoordinatorNodeSource(transport_from_args(args), token)
     except ClientConfigError as error:
-        raise NodeSourceError(str(error)) from error
+        raise CommandError(str(error)) from error
