@@ -15,13 +15,17 @@ import signal
 import socket
 import sys
 import threading
+import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from coordinator import json_logs
+from coordinator.agents.flags import AgentFlagsError, add_agent_arguments, live_nodes_config
+from coordinator.agents.live import LiveNodes, LiveNodesConfig
 from coordinator.kube import Kube
 from coordinator.runner import COMPONENT, Coordinator, CoordinatorConfig
 
@@ -35,6 +39,10 @@ Reconcile GPUDriver objects (gpudrivers.gpuctl.dev) into KMM Modules
 (modules.kmm.sigs.x-k8s.io) in this namespace, report their status, and refuse to unload
 the xe driver (GPUDriver deletion, kernelModule removal, version toggles) while an allocated
 gpu.intel.com ResourceClaim sits on a node the Module targets.
+
+With --grpc-port it also serves the node agents' report streams (AgentService) and the
+direct read API (NodeService), mirrors each node's report into a GPUNode object, and refuses
+unloads while a targeted node reports a blocker or has no fresh report.
 
 Runs in-cluster by default (the pod's ServiceAccount). For a local run against a cluster:
   gpuctl-coordinator --kubeconfig ~/.kube/config --namespace gpuctl-system
@@ -116,10 +124,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=["debug", "info", "warning", "error"],
         help="log level (default: %(default)s)",
     )
+    add_agent_arguments(parser)
     args = parser.parse_args(argv)
     if args.renew_deadline >= args.lease_duration:
         parser.error("--renew-deadline must be shorter than --lease-duration")
+    args.namespace = args.namespace or default_namespace()
+    try:
+        args.live_nodes = live_nodes_config(args, args.namespace)
+    except AgentFlagsError as err:
+        parser.error(str(err))
     return args
+
+
+def live_nodes(kube: Kube, config: LiveNodesConfig | None) -> LiveNodes | None:
+    if config is None:
+        return None
+    return LiveNodes(
+        kube,
+        config,
+        monotonic=time.monotonic,
+        wall_clock=lambda: datetime.now(UTC),
+        epoch_clock=time.time,
+    )
 
 
 def api_client(kubeconfig: str | None) -> k8s_client.ApiClient:
@@ -140,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     json_logs.configure(args.log_level)
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     config = CoordinatorConfig(
-        namespace=args.namespace or default_namespace(),
+        namespace=args.namespace,
         identity=identity,
         lease_name=args.lease_name,
         events_namespace=args.events_namespace,
@@ -164,7 +190,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     log.info("starting", extra={"namespace": config.namespace, "identity": identity})
-    coordinator = Coordinator(Kube(client), config)
+    kube = Kube(client)
+    live = live_nodes(kube, args.live_nodes)
+    coordinator = Coordinator(
+        kube,
+        config,
+        blocker_sources=[live.guard_source] if live else [],
+        leader_scoped=[live] if live else [],
+    )
     runner = threading.Thread(target=coordinator.run, args=(stop,), name="coordinator")
     runner.start()
     while runner.is_alive():

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from coordinator import model
 from coordinator.events import EventRecorder
@@ -54,6 +54,14 @@ class CoordinatorConfig:
     driver_selector: str | None = None
 
 
+class LeaderScoped(Protocol):
+    """Something only the leader runs (the agents' gRPC server): started when leading."""
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float = 10.0) -> None: ...
+
+
 class _Caches:
     """The informers, read by the reconciler as its ClusterView."""
 
@@ -88,14 +96,17 @@ class Coordinator:
         *,
         discover: Discover | None = None,
         blocker_sources: Sequence[BlockerSource] = (),
+        leader_scoped: Sequence[LeaderScoped] = (),
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
         self._config = config
         self._discovery = Discovery(discover or api_discovery(kube), config.discovery_interval)
-        # Unload blockers beyond the API's ResourceClaims (the agents' node reports, later).
+        # Unload blockers beyond the API's ResourceClaims (the agents' node reports).
         self._blocker_sources = tuple(blocker_sources)
+        self._leader_scoped = tuple(leader_scoped)
+        self._leader_scoped_started: list[LeaderScoped] = []
         self._wall_clock = wall_clock
         self._monotonic = monotonic
         self.queue = WorkQueue(monotonic)
@@ -255,15 +266,26 @@ class Coordinator:
             self._start("reconcile", lambda: self._work(reconciler))
 
         self._start("start-work", start_work_once_synced)
+        for part in self._leader_scoped:
+            try:
+                part.start()
+            except Exception:
+                # The guard then has no agent reports and refuses every unload: safe, and the
+                # gRPC readiness probe shows the failure.
+                log.exception("could not start", extra={"part": type(part).__name__})
+                continue
+            self._leader_scoped_started.append(part)
 
     def _stop_leading(self) -> None:
         self._work_stop.set()
+        while self._leader_scoped_started:
+            self._leader_scoped_started.pop().stop()
 
     def run(self, stop: threading.Event) -> None:
         """Campaign and work until `stop` is set or leadership is lost."""
         self.elector.run(stop, on_started=self._lead, on_stopped=self._stop_leading)
         self.lost_leadership = not stop.is_set()
-        self._work_stop.set()
+        self._stop_leading()
         self._kube.close()
         for thread in self._threads:
             thread.join(timeout=5.0)

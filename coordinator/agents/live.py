@@ -106,7 +106,10 @@ class LiveNodes:
 
     def start(self) -> None:
         self.server.start()
-        self._start_thread("watch-gpunodes", self._gpunodes.run)
+        # The watch thread is not joined on stop: it ends when its stream does (the caller
+        # closes the Kube client, or the server ends the watch).
+        watch = threading.Thread(target=self._gpunodes.run, name="watch-gpunodes", daemon=True)
+        watch.start()
         self._start_thread("gpunode-mirror", self._write_when_synced)
         self._start_thread("gpunode-sweep", self._sweep)
 
