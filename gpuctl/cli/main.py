@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 
-from gpuctl.cli import node_inspect, nodes_command
+from gpuctl.cli import node_inspect, nodes_command, rollout_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     node_commands = node.add_subparsers(title="commands", metavar="COMMAND", required=True)
     node_inspect.add_parser(node_commands)
     nodes_command.add_parser(commands)
+    rollout_command.add_parser(commands)
     return parser
 
 

@@ -33,12 +33,16 @@ def utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def add_source_flags(parser: argparse.ArgumentParser) -> None:
-    kube = parser.add_argument_group("reading through the Kubernetes API (default)")
-    kube.add_argument(
+def add_kube_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--kubeconfig and --context, read by kube_client.load_api_client."""
+    parser.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)"
     )
-    kube.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+    parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+
+
+def add_source_flags(parser: argparse.ArgumentParser) -> None:
+    add_kube_flags(parser.add_argument_group("reading through the Kubernetes API (default)"))
     direct = parser.add_argument_group("reading from the coordinator directly (gRPC)")
     add_transport_arguments(
         direct,  # type: ignore[arg-type]

@@ -1,0 +1,147 @@
+"""GPUDriver objects and the rollout's node state, through the Kubernetes API.
+
+Everything `gpuctl rollout` writes is an admin action the coordinator documents: pausing or
+resuming (`spec.rollout.paused`, plus `gpuctl.dev/rollout-resumed-version` to release the hold
+after the first node) and retrying a node (its `gpuctl.dev/driver-state` back to Pending).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import urllib3
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from gpuctl.cli.errors import CommandError
+from gpuctl.cli.kube_errors import call_api, describe_api_error, is_missing_object, unreachable
+
+GROUP, VERSION, PLURAL = "gpuctl.dev", "v1alpha1", "gpudrivers"
+RESOURCE = f"{PLURAL}.{GROUP}"
+REQUEST_TIMEOUT = 20.0
+STATE_LABEL = "gpuctl.dev/driver-state"
+REASON_ANNOTATION = "gpuctl.dev/driver-state-reason"
+RESUMED_ANNOTATION = "gpuctl.dev/rollout-resumed-version"
+RETRYABLE_PHASES = ("Failed", "Blocked")
+
+
+class GpuDriverApi:
+    def __init__(self, api_client: Any) -> None:
+        self._custom: Any = client.CustomObjectsApi(api_client)
+        self._core: Any = client.CoreV1Api(api_client)
+        self._server = str(api_client.configuration.host)
+
+    def resolve(self, name: str | None) -> Mapping[str, Any]:
+        """The named GPUDriver, or the only one in the cluster when no name is given."""
+        if name is not None:
+            return self.get(name)
+        listed = call_api(
+            "list",
+            RESOURCE,
+            self._server,
+            lambda: self._custom.list_cluster_custom_object(
+                GROUP, VERSION, PLURAL, _request_timeout=REQUEST_TIMEOUT
+            ),
+        )
+        items: list[Mapping[str, Any]] = listed.get("items", [])
+        if len(items) == 1:
+            return items[0]
+        if not items:
+            raise CommandError("there is no GPUDriver in this cluster")
+        names = ", ".join(sorted(str(i["metadata"]["name"]) for i in items))
+        raise CommandError(f"there are several GPUDrivers ({names}): name one")
+
+    def get(self, name: str) -> Mapping[str, Any]:
+        try:
+            found: Mapping[str, Any] = self._custom.get_cluster_custom_object(
+                GROUP, VERSION, PLURAL, name, _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as error:
+            if is_missing_object(error, name):
+                raise CommandError(f'no GPUDriver "{name}"') from error
+            raise CommandError(describe_api_error(error, "get", RESOURCE, self._server)) from error
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise unreachable(self._server, error) from error
+        return found
+
+    def set_paused(self, name: str, *, paused: bool, resumed_version: str | None) -> None:
+        body: dict[str, Any] = {"spec": {"rollout": {"paused": paused}}}
+        if resumed_version is not None:
+            body["metadata"] = {"annotations": {RESUMED_ANNOTATION: resumed_version}}
+        call_api(
+            "patch",
+            RESOURCE,
+            self._server,
+            lambda: self._custom.patch_cluster_custom_object(
+                GROUP, VERSION, PLURAL, name, body, _request_timeout=REQUEST_TIMEOUT
+            ),
+        )
+
+    def changes(self, name: str, timeout: float | None) -> Iterator[Mapping[str, Any]]:
+        """The GPUDriver now, then every new version of it, until `timeout` (None: forever)."""
+        current = self.get(name)
+        yield current
+        resource_version = current.get("metadata", {}).get("resourceVersion")
+        while True:
+            stream = watch.Watch()  # type: ignore[no-untyped-call]
+            kwargs: dict[str, Any] = {"field_selector": f"metadata.name={name}"}
+            if timeout is not None:
+                kwargs["timeout_seconds"] = max(1, int(timeout))
+            try:
+                for event in stream.stream(  # type: ignore[no-untyped-call]
+                    self._custom.list_cluster_custom_object,
+                    GROUP,
+                    VERSION,
+                    PLURAL,
+                    resource_version=resource_version,
+                    **kwargs,
+                ):
+                    obj = event.get("object")
+                    if isinstance(obj, Mapping):
+                        resource_version = obj.get("metadata", {}).get("resourceVersion")
+                        yield obj
+            except ApiException as error:
+                if error.status != 410:
+                    raise CommandError(
+                        describe_api_error(error, "watch", RESOURCE, self._server)
+                    ) from error
+                current = self.get(name)  # our place in history is gone: start from now
+                resource_version = current.get("metadata", {}).get("resourceVersion")
+                yield current
+                continue
+            except (urllib3.exceptions.HTTPError, OSError) as error:
+                raise unreachable(self._server, error) from error
+            finally:
+                stream.stop()  # type: ignore[no-untyped-call]
+            if timeout is not None:
+                return
+
+    def retry_node(self, node: str) -> str:
+        """Put a Failed or Blocked node back to Pending; returns the phase it was in."""
+        found: Any = call_api(
+            "get",
+            "nodes",
+            self._server,
+            lambda: self._core.read_node(node, _request_timeout=REQUEST_TIMEOUT),
+        )
+        phase = (found.metadata.labels or {}).get(STATE_LABEL)
+        if phase not in RETRYABLE_PHASES:
+            raise CommandError(
+                f'node "{node}" is {phase or "not in a rollout"}: only a Failed or Blocked node '
+                "can be retried"
+            )
+        body = {
+            "metadata": {
+                "labels": {STATE_LABEL: "Pending"},
+                "annotations": {REASON_ANNOTATION: None},
+                "resourceVersion": found.metadata.resource_version,
+            }
+        }
+        call_api(
+            "patch",
+            "nodes",
+            self._server,
+            lambda: self._core.patch_node(node, body, _request_timeout=REQUEST_TIMEOUT),
+        )
+        return str(phase)

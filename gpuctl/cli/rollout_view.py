@@ -1,0 +1,132 @@
+"""A GPUDriver's rollout as `gpuctl rollout status` shows it. Pure: objects in, text out.
+
+Reads `status.rollout`, which the coordinator writes: target version, state
+(Progressing, Held, Paused, Complete, Failed), counts per node phase, and the nodes that are
+not done with their phase, reason and since-when.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuctl.cli.durations import short_age
+from gpuctl.cli.table import format_table
+
+COMPLETE, FAILED = "Complete", "Failed"
+# Exit codes of `gpuctl rollout status`.
+EXIT_COMPLETE, EXIT_FAILED, EXIT_NOT_DONE = 0, 1, 3
+
+
+@dataclass(frozen=True)
+class NodeProgress:
+    name: str
+    phase: str
+    reason: str
+    since: datetime.datetime | None
+
+
+@dataclass(frozen=True)
+class RolloutView:
+    driver: str
+    target_version: str
+    state: str
+    message: str = ""
+    total: int = 0
+    updated: int = 0
+    counts: Mapping[str, int] = field(default_factory=dict)
+    nodes: tuple[NodeProgress, ...] = ()
+    started_at: datetime.datetime | None = None
+
+
+def parse_time(text: object) -> datetime.datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def from_gpudriver(obj: Mapping[str, Any]) -> RolloutView | None:
+    """The rollout of a GPUDriver object; None when it has no versioned rollout."""
+    name = str(obj.get("metadata", {}).get("name", ""))
+    rollout = (obj.get("status") or {}).get("rollout")
+    if not isinstance(rollout, Mapping) or not rollout.get("targetVersion"):
+        return None
+    raw_counts = rollout.get("counts")
+    counts = (
+        {str(k): _int(v) for k, v in raw_counts.items()} if isinstance(raw_counts, Mapping) else {}
+    )
+    nodes = tuple(
+        NodeProgress(
+            name=str(node.get("name", "")),
+            phase=str(node.get("phase", "")),
+            reason=str(node.get("reason", "")),
+            since=parse_time(node.get("since")),
+        )
+        for node in rollout.get("nodes") or []
+        if isinstance(node, Mapping)
+    )
+    return RolloutView(
+        driver=name,
+        target_version=str(rollout["targetVersion"]),
+        state=str(rollout.get("state", "")),
+        message=str(rollout.get("message", "")),
+        total=_int(rollout.get("total")),
+        updated=_int(rollout.get("updated")),
+        counts=counts,
+        nodes=nodes,
+        started_at=parse_time(rollout.get("startedAt")),
+    )
+
+
+def summary_line(view: RolloutView, now: datetime.datetime) -> str:
+    line = (
+        f"Rollout of {view.driver} to {view.target_version}: {view.state or 'unknown'}, "
+        f"{view.updated} of {view.total} nodes updated"
+    )
+    if view.started_at is not None:
+        line += f" (started {short_age(now - view.started_at)} ago)"
+    return line + (f": {view.message}" if view.message else "")
+
+
+def render_status(view: RolloutView, now: datetime.datetime) -> str:
+    parts = [summary_line(view, now) + "\n"]
+    busy = {phase: n for phase, n in sorted(view.counts.items()) if n and phase != "Done"}
+    if busy:
+        parts.append("  " + ", ".join(f"{phase} {n}" for phase, n in busy.items()) + "\n")
+    if view.nodes:
+        rows = [
+            [
+                node.name,
+                node.phase,
+                short_age(now - node.since) if node.since else "<none>",
+                node.reason or "-",
+            ]
+            for node in view.nodes
+        ]
+        parts.append("\n" + format_table(["NODE", "PHASE", "SINCE", "REASON"], rows))
+    return "".join(parts)
+
+
+def node_changes(before: RolloutView | None, after: RolloutView) -> list[NodeProgress]:
+    """Nodes whose phase or reason differ from `before` (all of them without `before`)."""
+    seen = {(n.name, n.phase, n.reason) for n in before.nodes} if before else set()
+    return [n for n in after.nodes if (n.name, n.phase, n.reason) not in seen]
+
+
+def exit_code(view: RolloutView) -> int | None:
+    """0 complete, 1 failed, None while the rollout still has work (or waits for the admin)."""
+    if view.state == COMPLETE:
+        return EXIT_COMPLETE
+    if view.state == FAILED:
+        return EXIT_FAILED
+    return None

@@ -1,0 +1,92 @@
+"""`gpuctl rollout status` from GPUDriver objects (plain data, no cluster)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from gpuctl.cli.rollout_view import (
+    EXIT_COMPLETE,
+    EXIT_FAILED,
+    exit_code,
+    from_gpudriver,
+    node_changes,
+    render_status,
+)
+
+NOW = datetime.datetime(2026, 11, 29, 12, 0, 0, tzinfo=datetime.UTC)
+
+
+def _driver(state: str, nodes: list[dict[str, Any]], updated: int = 3) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "gpu-policy"},
+        "status": {
+            "rollout": {
+                "targetVersion": "v2",
+                "state": state,
+                "total": 5,
+                "updated": updated,
+                "counts": {"Done": updated, "Draining": 1, "Blocked": 1, "Pending": 0},
+                "nodes": nodes,
+                "startedAt": "2026-11-29T11:56:00Z",
+            }
+        },
+    }
+
+
+BLOCKED = {
+    "name": "w5",
+    "phase": "Blocked",
+    "reason": "pid 4242 (ollama) holds 0000:03:00.0",
+    "since": "2026-11-29T11:57:00Z",
+}
+DRAINING = {"name": "w4", "phase": "Draining", "reason": "", "since": "2026-11-29T11:59:00Z"}
+
+
+def test_status_lists_progress_counts_and_nodes_not_done() -> None:
+    view = from_gpudriver(_driver("Progressing", [BLOCKED, DRAINING]))
+    assert view is not None
+    text = render_status(view, NOW)
+    lines = text.splitlines()
+    assert lines[0] == (
+        "Rollout of gpu-policy to v2: Progressing, 3 of 5 nodes updated (started 4m ago)"
+    )
+    assert lines[1] == "  Blocked 1, Draining 1"
+    assert lines[3].split() == ["NODE", "PHASE", "SINCE", "REASON"]
+    assert lines[4].split()[:3] == ["w5", "Blocked", "3m"]
+    assert lines[4].endswith("pid 4242 (ollama) holds 0000:03:00.0")
+    assert lines[5].split() == ["w4", "Draining", "60s", "-"]
+
+
+def test_exit_codes_follow_the_state() -> None:
+    for state, code in (("Complete", EXIT_COMPLETE), ("Failed", EXIT_FAILED)):
+        view = from_gpudriver(_driver(state, []))
+        assert view is not None
+        assert exit_code(view) == code
+    for state in ("Progressing", "Held", "Paused", ""):
+        view = from_gpudriver(_driver(state, []))
+        assert view is not None
+        assert exit_code(view) is None
+
+
+def test_no_rollout_without_a_target_version() -> None:
+    assert from_gpudriver({"metadata": {"name": "x"}, "status": {}}) is None
+    assert from_gpudriver({"metadata": {"name": "x"}, "status": {"rollout": {}}}) is None
+
+
+def test_garbage_fields_do_not_crash() -> None:
+    obj = _driver("Progressing", [BLOCKED, "not a node"])  # type: ignore[list-item]
+    obj["status"]["rollout"]["total"] = "five"
+    obj["status"]["rollout"]["counts"] = ["nope"]
+    view = from_gpudriver(obj)
+    assert view is not None
+    assert (view.total, view.counts, len(view.nodes)) == (0, {}, 1)
+
+
+def test_watch_prints_only_nodes_that_changed() -> None:
+    before = from_gpudriver(_driver("Progressing", [BLOCKED, DRAINING]))
+    moved = dict(DRAINING, phase="Preparing")
+    after = from_gpudriver(_driver("Progressing", [BLOCKED, moved]))
+    assert after is not None
+    assert [(n.name, n.phase) for n in node_changes(before, after)] == [("w4", "Preparing")]
+    assert len(node_changes(None, after)) == 2
