@@ -4,9 +4,9 @@ Exactly the mapping of the Intel GPU operator's KMM integration (../shared/seeds
 one `modules.kmm.sigs.x-k8s.io/v1beta1` Module named `<gpudriver>-gpu` in the coordinator's
 namespace, owned by the GPUDriver; `pullSecret` → `imageRepoSecret`; selector = `nodeSelector`
 + `kubernetes.io/arch: amd64`, or with `useNFDLabeling` the NFD `gpu-pci` label; tolerations
-copied; `moduleName` first in the container-level and every per-mapping
-`inTreeModulesToRemove`; build pods use the Module's selector. No I/O here, so every rule is
-unit-tested with plain data.
+copied, plus always the cordon taint's (see CORDON_TOLERATION); `moduleName` first in the
+container-level and every per-mapping `inTreeModulesToRemove`; build pods use the Module's
+selector. No I/O here, so every rule is unit-tested with plain data.
 """
 
 from __future__ import annotations
@@ -26,6 +26,15 @@ NFD_GPU_PCI_LABEL = "intel.feature.node.kubernetes.io/gpu-pci"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "gpuctl-coordinator"
 DRIVER_LABEL = "gpuctl.dev/gpudriver"
+# Cordoning a node makes the node-lifecycle controller taint it
+# `node.kubernetes.io/unschedulable:NoSchedule`, and KMM stops targeting a node with a taint
+# the Module does not tolerate: it would unload the driver. The rollout cordons nodes (and
+# admins cordon them for other reasons), so the Module always tolerates that taint.
+CORDON_TOLERATION = {
+    "key": "node.kubernetes.io/unschedulable",
+    "operator": "Exists",
+    "effect": "NoSchedule",
+}
 # KMM's default for modprobe.dirName; written explicitly so the stored Module equals ours.
 KMM_DEFAULT_DIR_NAME = "/opt"
 # KMM builds node label names from "<namespace>.<module>"; it refuses longer pairs.
@@ -131,8 +140,10 @@ def module_spec(spec: dict[str, Any], loader_service_account: str | None = None)
     pull_secret = (spec.get("pullSecret") or {}).get("name")
     if pull_secret:
         out["imageRepoSecret"] = {"name": pull_secret}
-    if spec.get("tolerations"):
-        out["tolerations"] = copy.deepcopy(spec["tolerations"])
+    tolerations = copy.deepcopy(spec.get("tolerations") or [])
+    if CORDON_TOLERATION not in tolerations:
+        tolerations.append(dict(CORDON_TOLERATION))
+    out["tolerations"] = tolerations
     return out
 
 

@@ -37,7 +37,7 @@ def test_minimal_driver_maps_to_named_owned_module_in_namespace() -> None:
     ]
     assert "version" not in container
     assert "imageRepoSecret" not in module["spec"]
-    assert "tolerations" not in module["spec"]
+    assert module["spec"]["tolerations"] == [ms.CORDON_TOLERATION]
 
 
 def test_no_module_without_kernel_module() -> None:
@@ -76,9 +76,15 @@ def test_pull_secret_becomes_image_repo_secret() -> None:
 def test_tolerations_are_copied_not_shared() -> None:
     spec = samples.full_spec()
     module = ms.module_spec(spec)
-    assert module["tolerations"] == spec["tolerations"]
+    assert module["tolerations"] == [*spec["tolerations"], ms.CORDON_TOLERATION]
     module["tolerations"][0]["key"] = "changed"
     assert spec["tolerations"][0]["key"] == "gpu"
+
+
+def test_the_cordon_toleration_is_not_added_twice() -> None:
+    spec = samples.full_spec()
+    spec["tolerations"] = [dict(ms.CORDON_TOLERATION)]
+    assert ms.module_spec(spec)["tolerations"] == [ms.CORDON_TOLERATION]
 
 
 def test_every_kernel_module_field_maps() -> None:

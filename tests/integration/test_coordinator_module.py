@@ -84,7 +84,12 @@ def test_module_created_with_every_field_mapped_and_accepted_by_kmm_crd(
             "kubernetes.io/arch": "amd64",
         }
         assert module["spec"]["tolerations"] == [
-            {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
+            {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {
+                "key": "node.kubernetes.io/unschedulable",
+                "operator": "Exists",
+                "effect": "NoSchedule",
+            },
         ]
         assert container["inTreeModulesToRemove"] == ["xe"]
         mapping = container["kernelMappings"][0]
