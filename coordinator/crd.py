@@ -105,6 +105,58 @@ def status_schema() -> dict[str, Any]:
                 "x-kubernetes-list-type": "map",
                 "x-kubernetes-list-map-keys": ["type"],
             },
+            "rollout": _rollout_status_schema(),
+        },
+    }
+
+
+ROLLOUT_PHASES = (
+    "Pending",
+    "Checking",
+    "Draining",
+    "Preparing",
+    "Loading",
+    "Verifying",
+    "Done",
+    "Blocked",
+    "Failed",
+    "Skipped",
+)
+ROLLOUT_STATES = ("Progressing", "Held", "Paused", "Complete", "Failed")
+
+
+def _rollout_status_schema() -> dict[str, Any]:
+    count = {"type": "integer", "minimum": 0}
+    return {
+        "type": "object",
+        "description": "The node-by-node rollout of kernelModule.version (see "
+        "coordinator/rollout).",
+        "properties": {
+            "targetVersion": {"type": "string"},
+            "state": {"type": "string", "enum": list(ROLLOUT_STATES)},
+            "message": {"type": "string"},
+            "total": {**count, "description": "Targeted nodes, skipped ones not counted."},
+            "updated": {**count, "description": "Nodes Done at targetVersion."},
+            "progress": {"type": "string", "description": "updated/total, for kubectl get."},
+            "counts": {
+                "type": "object",
+                "properties": {phase: count for phase in ROLLOUT_PHASES},
+            },
+            "nodes": {
+                "type": "array",
+                "maxItems": 50,
+                "description": "Nodes not Done, worst first (at most 50).",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "phase": {"type": "string", "enum": list(ROLLOUT_PHASES)},
+                        "reason": {"type": "string"},
+                        "since": {"type": "string", "format": "date-time"},
+                    },
+                },
+            },
+            "startedAt": {"type": "string", "format": "date-time"},
         },
     }
 
@@ -118,6 +170,9 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "type": "string",
         "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
     },
+    {"name": "Updated", "type": "string", "jsonPath": ".status.rollout.progress"},
+    {"name": "Blocked", "type": "integer", "jsonPath": ".status.rollout.counts.Blocked"},
+    {"name": "Failed", "type": "integer", "jsonPath": ".status.rollout.counts.Failed"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

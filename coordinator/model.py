@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 GROUP = "gpuctl.dev"
 VERSION = "v1alpha1"
@@ -193,11 +193,88 @@ class Toleration(_Model):
     )
 
 
-class Rollout(_Model):
-    """How driver changes roll across nodes: reserved, filled by the rollout engine's issue.
+# Go-style durations as KMM and kubectl write them: "90s", "10m", "1h30m", "500ms".
+GO_DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"
+GoDuration = Annotated[str, Field(pattern=GO_DURATION_PATTERN, max_length=32)]
+# maxUnavailable: a count of nodes, or "N%" of the targeted nodes.
+MAX_UNAVAILABLE_SCHEMA = {
+    "x-kubernetes-int-or-string": True,
+    "description": "Nodes that may be unavailable at once: a number, or a percentage of the "
+    'targeted nodes ("25%", rounded down, at least 1). Nodes already NotReady or cordoned count.',
+}
 
-    It has no fields yet, so nothing in it can be mistaken for a setting that takes effect.
-    """
+
+class RolloutTimeouts(_Model):
+    """How long each step of one node may take before the node is failed (or blocked)."""
+
+    check: GoDuration = Field(default="60s", description="Fresh agent report and API checks.")
+    drain: GoDuration = Field(default="10m", description="GPU pods and claims gone.")
+    prepare: GoDuration = Field(default="2m", description="The agent's PrepareRequest answer.")
+    load: GoDuration = Field(default="10m", description="KMM loads the new version.")
+    verify: GoDuration = Field(default="5m", description="The agent confirms the new module.")
+
+
+class Rollout(_Model):
+    """How a `kernelModule.version` change rolls across nodes, one verified node at a time."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            (
+                "!has(self.maxUnavailable) || (type(self.maxUnavailable) == int ? "
+                "self.maxUnavailable >= 1 : string(self.maxUnavailable).matches("
+                "'^[1-9][0-9]?%$|^100%$'))",
+                "maxUnavailable must be a number >= 1 or a percentage from 1% to 100%",
+            ),
+        )
+    )
+
+    max_unavailable: Annotated[int | str, WithJsonSchema(MAX_UNAVAILABLE_SCHEMA)] = Field(
+        default=1, alias="maxUnavailable"
+    )
+    paused: bool = Field(
+        default=False,
+        description="No new node starts (nodes mid-step finish their step); "
+        "`gpuctl rollout pause|resume` flips it.",
+    )
+    hold_after_first_node: bool = Field(
+        default=True,
+        alias="holdAfterFirstNode",
+        description="After the first node is done, wait until `gpuctl rollout resume` sets the "
+        "annotation gpuctl.dev/rollout-resumed-version to the target version.",
+    )
+    cordon: bool = Field(default=True, description="Cordon each node while it is upgraded.")
+    evict_gpu_pods: bool = Field(
+        default=False,
+        alias="evictGPUPods",
+        description="Evict pods using gpu.intel.com resources (Eviction API, PDBs respected); "
+        "otherwise wait for them to finish.",
+    )
+    unbind_idle_devices: bool = Field(
+        default=False,
+        alias="unbindIdleDevices",
+        description="Let the agent unbind idle functions before the unload.",
+    )
+    disable_idle_vfs: bool = Field(
+        default=False,
+        alias="disableIdleVFs",
+        description="Let the agent set sriov_numvfs to 0 where every VF is idle; restored "
+        "after the load.",
+    )
+    verify_by: Literal["backportTag", "srcversion"] = Field(
+        default="backportTag",
+        alias="verifyBy",
+        description="backportTag: the loaded module's backport tag is the target version; "
+        "srcversion: the loaded module's srcversion changed.",
+    )
+    failure_budget: int = Field(
+        default=1,
+        ge=1,
+        alias="failureBudget",
+        description="Pause the rollout once this many nodes failed.",
+    )
+    timeouts: RolloutTimeouts = Field(
+        default_factory=RolloutTimeouts, description="Per-step timeouts (Go durations)."
+    )
 
 
 class GPUDriverSpec(_Model):

@@ -28,7 +28,13 @@ from coordinator.module_spec import (
 )
 from coordinator.plan import FINALIZER, Action, Plan, PlanInput, plan
 from coordinator.selectors import nodes_matching
-from coordinator.status import Observation, Problem, compute_status, status_changed
+from coordinator.status import (
+    ROLLOUT_OWNED_STATUS,
+    Observation,
+    Problem,
+    compute_status,
+    status_changed,
+)
 from coordinator.validation import validate
 
 log = logging.getLogger(__name__)
@@ -236,7 +242,8 @@ class Reconciler:
             return
         patch_body: dict[str, Any] = dict(status)
         for key in current:
-            patch_body.setdefault(key, None)
+            if key not in ROLLOUT_OWNED_STATUS:  # written by the rollout engine, not here
+                patch_body.setdefault(key, None)
         try:
             self._kube.request(
                 "PATCH",

@@ -21,6 +21,8 @@ KMM_NOT_INSTALLED = "KMM is not installed in the cluster."
 NOT_APPLICABLE = "N/A"
 REMOVING = "Removing"
 RECREATING = "Recreating"
+# status fields written by the rollout engine (coordinator/rollout), left alone here.
+ROLLOUT_OWNED_STATUS = frozenset({"rollout"})
 
 
 def loader_not_available(module: str, available: int, desired: int) -> str:
@@ -179,8 +181,9 @@ def compute_status(obs: Observation, now: str) -> dict[str, Any]:
 
 
 def status_changed(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
-    """True when writing `new` would change anything (ignores missing-vs-empty errors)."""
-    current = dict(current or {})
+    """True when writing `new` would change anything (ignores missing-vs-empty errors, and
+    the fields the rollout engine owns)."""
+    current = {k: v for k, v in (current or {}).items() if k not in ROLLOUT_OWNED_STATUS}
     if not current.get("errors"):
         current["errors"] = []
     return current != dict(new)
