@@ -10,12 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from coordinator import model
+from coordinator.agents import gpunode_crd
 from coordinator.module_spec import KMM_GROUP, KMM_PLURAL
 
 READ = ["get", "list", "watch"]
 
-# Cluster-wide: GPUDrivers (cluster-scoped), Nodes and ResourceClaims (the guard), and Events
-# (Events about cluster-scoped objects are filed in the `default` namespace).
+# Cluster-wide: GPUDrivers (cluster-scoped), Nodes and ResourceClaims (the guard), Events
+# (Events about cluster-scoped objects are filed in the `default` namespace), the GPUNode mirror,
+# and the reviews that check agents' and NodeService callers' tokens.
 CLUSTER_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": [model.GROUP],
@@ -35,6 +37,22 @@ CLUSTER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": READ},
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": READ},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    {
+        "apiGroups": [gpunode_crd.GROUP],
+        "resources": [gpunode_crd.PLURAL],
+        "verbs": [*READ, "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": [gpunode_crd.GROUP],
+        "resources": [f"{gpunode_crd.PLURAL}/status"],
+        "verbs": ["get", "update", "patch"],
+    },
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {
+        "apiGroups": ["authorization.k8s.io"],
+        "resources": ["subjectaccessreviews"],
+        "verbs": ["create"],
+    },
 ]
 
 # In the coordinator's namespace: the KMM Modules it writes and its leader-election Lease.

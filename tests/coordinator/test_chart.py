@@ -7,9 +7,20 @@ from pathlib import Path
 
 import yaml
 
+from agent.__main__ import build_parser as build_agent_parser
 from coordinator.main import parse_args
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "gpuctl"
+GRPC_FLAG_VALUES = {
+    "--grpc-port": "port",
+    "--agent-audience": "agentAudience",
+    "--heartbeat-interval": "heartbeatSeconds",
+    "--rescan-interval": "rescanSeconds",
+    "--report-freshness": "reportFreshnessSeconds",
+    "--max-reports-per-minute": "maxReportsPerMinute",
+    "--max-message-bytes": "maxMessageBytes",
+    "--inspect-timeout": "inspectTimeoutSeconds",
+}
 
 
 def test_chart_metadata_and_values_parse() -> None:
@@ -20,7 +31,7 @@ def test_chart_metadata_and_values_parse() -> None:
     assert values["coordinator"]["replicas"] >= 2
 
 
-def test_every_flag_the_deployment_passes_exists() -> None:
+def test_every_flag_the_deployment_passes_exists(tmp_path: Path) -> None:
     template = (CHART / "templates" / "coordinator-deployment.yaml").read_text()
     flags = re.findall(r"- (--[a-z-]+)=", template)
     assert "--namespace" in flags
@@ -31,7 +42,54 @@ def test_every_flag_the_deployment_passes_exists() -> None:
         "--renew-deadline": values["leaderElection"]["renewDeadline"],
         "--retry-period": values["leaderElection"]["retryPeriod"],
         "--log-level": values["logLevel"],
+        "--tls-cert-file": tmp_path / "tls.crt",
+        "--tls-key-file": tmp_path / "tls.key",
+        **{flag: values["grpc"][key] for flag, key in GRPC_FLAG_VALUES.items()},
     }
+    for name in ("tls.crt", "tls.key"):
+        (tmp_path / name).write_text("mounted from the Secret")
     args = parse_args([f"{flag}={sample.get(flag, 'x')}" for flag in flags])
     assert args.lease_duration == 15
     assert args.namespace == "x"
+    assert args.live_nodes.server.port == values["grpc"]["port"]
+    assert args.live_nodes.server.tls is not None
+
+
+def test_the_agent_daemonset_matches_the_coordinator() -> None:
+    """Same audience on both sides, the token and CA where the agent reads them, and the
+    host access the agent needs (and no more)."""
+    daemonset = (CHART / "templates" / "agent-daemonset.yaml").read_text()
+    deployment = (CHART / "templates" / "coordinator-deployment.yaml").read_text()
+    assert "audience: {{ $c.grpc.agentAudience }}" in daemonset
+    assert "--agent-audience={{ $c.grpc.agentAudience }}" in deployment
+    assert "- --token-file=/var/run/secrets/gpuctl/token" in daemonset
+    assert "{name: token, mountPath: /var/run/secrets/gpuctl, readOnly: true}" in daemonset
+    assert "path: token" in daemonset
+    assert "- --ca-file=/etc/gpuctl/ca/ca.crt" in daemonset
+    assert "- {key: ca.crt, path: ca.crt}" in daemonset
+    assert "tls.key" not in daemonset
+    for needed in (
+        "hostPID: true",
+        "hostNetwork: true",
+        "- --host-root=/host",
+        "{name: host, mountPath: /host, readOnly: true",
+        "add: [SYS_PTRACE, DAC_READ_SEARCH]",
+        "drop: [ALL]",
+        "name: NODE_NAME",
+    ):
+        assert needed in daemonset
+    username = "--agent-service-account=system:serviceaccount:{{ .Release.Namespace }}:"
+    assert f'{username}{{{{ include "gpuctl.fullname" . }}}}-agent' in deployment
+    assert "serviceAccountName: {{ $fullname }}-agent" in daemonset
+
+
+def test_every_flag_the_daemonset_passes_exists() -> None:
+    daemonset = (CHART / "templates" / "agent-daemonset.yaml").read_text()
+    passed = re.findall(r"- (--[a-z-]+)=(\S+)", daemonset)
+    assert "--coordinator" in dict(passed)
+    sample = {"--health-port": "9460", "--grpc-health-port": "9461", "--log-level": "info"}
+    argv = [f"{flag}={sample.get(flag, value)}" for flag, value in passed]
+    args = build_agent_parser().parse_args(["run", *argv])
+    assert str(args.token_file) == "/var/run/secrets/gpuctl/token"
+    assert str(args.host_root) == "/host"
+    assert str(args.ca_file) == "/etc/gpuctl/ca/ca.crt"

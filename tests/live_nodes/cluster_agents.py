@@ -155,8 +155,10 @@ def running_live_nodes(
     max_reports_per_minute: int = 60,
     inspect_timeout: float = 3.0,
     mirror_min_interval: float = 0.2,
+    api_client: Any = None,
 ) -> Iterator[LiveNodes]:
-    api_client = cluster.admin_client()
+    """LiveNodes as the admin, or as whoever `api_client` authenticates as (closed after)."""
+    api_client = api_client if api_client is not None else cluster.admin_client()
     kube = Kube(api_client)
     config = LiveNodesConfig(
         server=ServerConfig(

@@ -20,3 +20,14 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: coordinator
 {{- end -}}
+
+{{- define "gpuctl.agentSelector" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: agent
+{{- end -}}
+
+{{/* The Secret with the coordinator's gRPC serving certificate and its CA. */}}
+{{- define "gpuctl.grpcTlsSecret" -}}
+{{- .Values.coordinator.grpc.tlsSecret | default (printf "%s-coordinator-tls" (include "gpuctl.fullname" .)) -}}
+{{- end -}}
