@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from coordinator.module_spec import node_selector
-from coordinator.selectors import selectors_can_overlap
+from gpuctl.common.node_selectors import selectors_can_overlap
 
 
 def _age_key(driver: Mapping[str, Any]) -> tuple[str, str]:

@@ -14,9 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from coordinator.selectors import node_name, node_selector_matches
+from gpuctl.common.gpu_claims import GPU_DRA_DRIVER, claim_nodes, is_gpu_allocation
 
-GPU_DRA_DRIVER = "gpu.intel.com"
 REASON_ALLOCATED_CLAIM = "AllocatedResourceClaim"
 
 
@@ -64,21 +63,6 @@ def decide_unload(target_nodes: Iterable[str], sources: Sequence[BlockerSource])
     return UnloadDecision(nodes, tuple(sorted(found, key=lambda b: (b.node or "", b.message))))
 
 
-def _is_gpu_allocation(claim: Mapping[str, Any], dra_driver: str) -> bool:
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    results = (allocation.get("devices") or {}).get("results") or []
-    return any(r.get("driver") == dra_driver for r in results)
-
-
-def claim_nodes(claim: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> set[str] | None:
-    """The nodes an allocated claim's devices are on; None when not node-local (anywhere)."""
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    selector = allocation.get("nodeSelector")
-    if not selector:
-        return None
-    return {node_name(n) for n in nodes if node_selector_matches(selector, n)}
-
-
 @dataclass(frozen=True)
 class ResourceClaimSource:
     """Blockers from allocated ResourceClaims of the GPU DRA driver, placed per node."""
@@ -90,7 +74,7 @@ class ResourceClaimSource:
     def blockers(self, nodes: frozenset[str]) -> list[Blocker]:
         found: list[Blocker] = []
         for claim in self.claims:
-            if not _is_gpu_allocation(claim, self.dra_driver):
+            if not is_gpu_allocation(claim, self.dra_driver):
                 continue
             meta = claim.get("metadata") or {}
             name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"

@@ -27,7 +27,6 @@ from coordinator.module_spec import (
     module_name,
 )
 from coordinator.plan import FINALIZER, Action, Plan, PlanInput, plan
-from coordinator.selectors import nodes_matching
 from coordinator.status import (
     ROLLOUT_OWNED_STATUS,
     Observation,
@@ -36,6 +35,7 @@ from coordinator.status import (
     status_changed,
 )
 from coordinator.validation import validate
+from gpuctl.common.node_selectors import nodes_matching
 
 log = logging.getLogger(__name__)
 

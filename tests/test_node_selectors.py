@@ -6,7 +6,11 @@ from typing import Any
 
 import pytest
 
-from coordinator.selectors import node_selector_matches, nodes_matching, selectors_can_overlap
+from gpuctl.common.node_selectors import (
+    node_selector_matches,
+    nodes_matching,
+    selectors_can_overlap,
+)
 from tests.coordinator.samples import node
 
 

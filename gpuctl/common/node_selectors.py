@@ -2,7 +2,8 @@
 
 Used to find the nodes a Module targets (its equality selector), the node a ResourceClaim's
 devices were allocated on (a core/v1 NodeSelector), and whether two GPUDrivers can target
-the same node.
+the same node. Shared: the coordinator decides with it, and `gpuctl rollout plan` shows the
+same answers.
 """
 
 from __future__ import annotations

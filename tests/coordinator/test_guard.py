@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from coordinator.guard import Blocker, ResourceClaimSource, claim_nodes, decide_unload
+from coordinator.guard import Blocker, ResourceClaimSource, decide_unload
+from gpuctl.common.gpu_claims import claim_nodes
 from tests.coordinator.samples import claim, node
 
 NODES = (node("n1"), node("n2"), node("n3"))
