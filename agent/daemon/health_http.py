@@ -48,7 +48,10 @@ class HealthHttpServer:
     """The probe server on (address, port), running in a daemon thread until stop()."""
 
     def __init__(self, state: HealthState, address: str, port: int) -> None:
-        self._server = http.server.HTTPServer((address, port), _handler_for(state))
+        try:
+            self._server = http.server.HTTPServer((address, port), _handler_for(state))
+        except OSError as error:
+            raise OSError(f"cannot listen for HTTP health on {address}:{port}: {error}") from None
         # Requests are handled only once select() said the socket is readable.
         self._server.timeout = 0
         self._wake_read, self._wake_write = os.pipe()

@@ -44,7 +44,7 @@ from agent.daemon.health_grpc import HealthGrpcServer
 from agent.daemon.health_http import HealthHttpServer
 from agent.daemon.session import AgentCall, Intervals, Session, intervals_from_welcome
 from agent.daemon.uevent_watch import UeventWatcher
-from agent.daemon.uevents import Debouncer, EventSource
+from agent.daemon.uevents import Debouncer, EventSource, network_namespace_warning
 from agent.daemon.work import DEVICE_EVENT, RESCAN, PendingWork, Trigger
 from agent.hostroot import HostRootError
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
@@ -61,6 +61,7 @@ from gpuctl.common.grpc_errors import describe_rpc_failure
 log = logging.getLogger("agent.daemon")
 
 BOOT_ID = "proc/sys/kernel/random/boot_id"
+OWN_NETWORK_NAMESPACE = Path("/proc/self/ns/net")
 CLOSE_TIMEOUT = 2.0
 
 Inspector = Callable[[datetime.datetime], pb.NodeReport]
@@ -207,6 +208,9 @@ class AgentDaemon:
                 extra={"error": str(error)},
             )
             return None
+        warning = network_namespace_warning(OWN_NETWORK_NAMESPACE, self.config.host_root)
+        if warning:
+            log.warning(warning)
         watcher = UeventWatcher(
             loop,
             source,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 RELEVANT_SUBSYSTEMS = frozenset({"pci", "drm", "module"})
@@ -106,6 +107,24 @@ class EventSource(Protocol):
     def drain(self) -> list[UEvent]: ...
 
     def close(self) -> None: ...
+
+
+def network_namespace_warning(own_namespace: Path, host_root: Path) -> str | None:
+    """A warning when this process is not in the host's network namespace (the pod lacks
+    hostNetwork), so no uevent will ever arrive; None when it is, or when it cannot tell
+    (no host /proc/1 under the root, or no permission to read its namespace link)."""
+    try:
+        own = own_namespace.readlink()
+        host = (host_root / "proc/1/ns/net").readlink()
+    except OSError:
+        return None
+    if own == host:
+        return None
+    return (
+        f"not in the host's network namespace ({own} here, {host} for the host's init): "
+        "kernel uevents will not arrive, changes wait for the periodic rescan; "
+        "run the pod with hostNetwork"
+    )
 
 
 class UdevSource:

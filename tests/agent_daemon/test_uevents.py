@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from agent.daemon.uevent_watch import UeventWatcher
-from agent.daemon.uevents import OVERFLOW, Debouncer, UdevSource, UEvent, is_relevant
+from agent.daemon.uevents import (
+    OVERFLOW,
+    Debouncer,
+    UdevSource,
+    UEvent,
+    is_relevant,
+    network_namespace_warning,
+)
 from tests.agent_daemon.pipe_source import PipeSource
 
 B580_BIND = UEvent(
@@ -120,3 +127,23 @@ def test_pyudev_opens_and_closes_a_kernel_netlink_monitor() -> None:
     source.close()
     # The netlink socket is gone (its fd closed, or already reused for something else).
     assert not link.is_symlink() or str(link.readlink()) != socket
+
+
+def test_a_pod_outside_the_host_network_namespace_is_warned_about(tmp_path: Path) -> None:
+    own = tmp_path / "self-net"
+    own.symlink_to("net:[4026531840]")
+    host_root = tmp_path / "host"
+    (host_root / "proc/1/ns").mkdir(parents=True)
+    assert network_namespace_warning(own, host_root) is None  # cannot tell: no link
+    (host_root / "proc/1/ns/net").symlink_to("net:[4026532561]")
+    warning = network_namespace_warning(own, host_root)
+    assert warning is not None
+    assert warning.startswith(
+        "not in the host's network namespace (net:[4026531840] here, net:[4026532561] for "
+        "the host's init)"
+    )
+    (host_root / "proc/1/ns/net").unlink()
+    (host_root / "proc/1/ns/net").symlink_to("net:[4026531840]")
+    assert network_namespace_warning(own, host_root) is None
+    # This process and the real host root: the same namespace, nothing to say.
+    assert network_namespace_warning(Path("/proc/self/ns/net"), Path("/")) is None
