@@ -10,6 +10,8 @@ from typing import TextIO
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.gpudriver_api import GpuDriverApi
 from gpuctl.cli.kube_client import load_api_client
+from gpuctl.cli.rollout_facts import gather_facts, module_selector, plan_settings
+from gpuctl.cli.rollout_plan import plan_rollout, render_plan
 from gpuctl.cli.rollout_view import (
     EXIT_NOT_DONE,
     RolloutView,
@@ -71,6 +73,17 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     _add_name(resume)
     resume.set_defaults(run=run_resume)
+
+    plan = steps.add_parser(
+        "plan",
+        help="dry run: the order nodes would go in and what would stop each now",
+        description="A dry run of the rollout from what is true now: every targeted node in "
+        "the coordinator's order, and whether it would go, wait (GPU pods must finish) or is "
+        "blocked (busy devices, claims, no fresh agent report), with the reasons. Changes "
+        "nothing.",
+    )
+    _add_name(plan)
+    plan.set_defaults(run=run_plan)
 
     retry = steps.add_parser(
         "retry",
@@ -147,6 +160,30 @@ def _watch(api: GpuDriverApi, name: str, timeout: float | None, out: TextIO, clo
             code = exit_code(view)
             if code is not None:
                 return code
+
+
+def run_plan(
+    args: argparse.Namespace,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    clock: Clock = utc_now,
+) -> int:
+    try:
+        api_client = load_api_client(args.kubeconfig, args.context)
+        driver = GpuDriverApi(api_client).resolve(args.name)
+        target = str((driver.get("spec", {}).get("kernelModule") or {}).get("version") or "")
+        if not target:
+            raise CommandError(
+                f'GPUDriver "{driver["metadata"]["name"]}" has no kernelModule.version: without '
+                "one KMM reloads every node at once and there is no rollout to plan"
+            )
+        facts = gather_facts(api_client, module_selector(api_client, driver), clock)
+    except CommandError as error:
+        err.write(f"gpuctl: {error}\n")
+        return 1
+    planned = plan_rollout(target, plan_settings(driver), facts)
+    out.write(render_plan(str(driver["metadata"]["name"]), target, planned))
+    return 0
 
 
 def run_pause(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:

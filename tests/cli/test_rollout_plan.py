@@ -1,0 +1,126 @@
+"""`gpuctl rollout plan` verdicts from plain per-node facts."""
+
+from __future__ import annotations
+
+import datetime
+
+from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+from gpuctl.cli.node_view import NodeView
+from gpuctl.cli.rollout_facts import requests_gpu
+from gpuctl.cli.rollout_plan import NodeFacts, PlanSettings, plan_rollout, render_plan
+
+AGE = datetime.timedelta(seconds=5)
+
+
+def _view(report: pb.NodeReport, connected: bool | None = True, problem: str = "") -> NodeView:
+    return NodeView("n", connected, report, AGE, "0.1.0", problem)
+
+
+def _idle() -> pb.NodeReport:
+    report = pb.NodeReport()
+    report.module.state = pb.Module.LIVE
+    return report
+
+
+def _pf_with_vfs(vf_driver: str) -> pb.NodeReport:
+    report = _idle()
+    report.devices.add(pci_address="0000:03:00.0", driver="xe", role=pb.Device.PHYSICAL)
+    report.devices.add(
+        pci_address="0000:03:00.1", driver=vf_driver, role=pb.Device.VIRTUAL, physfn="0000:03:00.0"
+    )
+    report.blockers.add(
+        reason=pb.Blocker.ACTIVE_VFS, pci_address="0000:03:00.0", message="03:00.0 has 1 VF"
+    )
+    return report
+
+
+def _verdicts(nodes: list[NodeFacts], settings: PlanSettings | None = None) -> dict[str, str]:
+    planned = plan_rollout("v2", settings or PlanSettings(), nodes)
+    return {p.name: p.verdict for p in planned}
+
+
+def test_order_is_by_name_and_done_and_skipped_nodes_have_no_place() -> None:
+    nodes = [
+        NodeFacts("c", view=_view(_idle())),
+        NodeFacts(
+            "a",
+            labels={"gpuctl.dev/driver-state": "Done"},
+            annotations={"gpuctl.dev/driver-state-version": "v2"},
+        ),
+        NodeFacts("b", labels={"gpuctl.dev/rollout": "skip"}),
+        NodeFacts("d", view=_view(_idle())),
+    ]
+    planned = plan_rollout("v2", PlanSettings(), nodes)
+    assert [(p.name, p.verdict) for p in planned] == [
+        ("a", "done"),
+        ("b", "skip"),
+        ("c", "go"),
+        ("d", "go"),
+    ]
+    rows = render_plan("gpu", "v2", planned).splitlines()[2:]
+    assert [row.split()[0] for row in rows] == ["-", "-", "1", "2"]
+
+
+def test_a_node_done_at_an_older_version_goes_again() -> None:
+    node = NodeFacts(
+        "a",
+        labels={"gpuctl.dev/driver-state": "Done"},
+        annotations={"gpuctl.dev/driver-state-version": "v1"},
+        view=_view(_idle()),
+    )
+    assert _verdicts([node]) == {"a": "go"}
+
+
+def test_no_report_stale_report_and_not_ready_are_blocked() -> None:
+    nodes = [
+        NodeFacts("none"),
+        NodeFacts("gone", view=_view(_idle(), connected=False)),
+        NodeFacts("old", view=_view(_idle(), problem="older than the freshness bound")),
+        NodeFacts("down", ready=False, view=_view(_idle())),
+        NodeFacts("unknown-ready", ready=None, view=_view(_idle())),
+    ]
+    assert set(_verdicts(nodes).values()) == {"blocked"}
+
+
+def test_claims_and_agent_blockers_block_with_their_words() -> None:
+    busy = _idle()
+    busy.blockers.add(reason=pb.Blocker.OPEN_CLIENTS, message="pid 4242 (ollama) holds it")
+    planned = plan_rollout(
+        "v2",
+        PlanSettings(),
+        [NodeFacts("n", view=_view(busy), claims=["ml/train-0"])],
+    )
+    assert planned[0].verdict == "blocked"
+    assert planned[0].reasons == (
+        "allocated GPU ResourceClaim ml/train-0",
+        "pid 4242 (ollama) holds it",
+    )
+
+
+def test_gpu_pods_wait_unless_eviction_is_allowed() -> None:
+    node = NodeFacts("n", view=_view(_idle()), gpu_pods=["ml/job-1"])
+    assert _verdicts([node]) == {"n": "wait"}
+    planned = plan_rollout("v2", PlanSettings(evict_gpu_pods=True), [node])
+    assert planned[0].verdict == "go"
+    assert planned[0].reasons == ("would evict GPU pods: ml/job-1",)
+
+
+def test_idle_vfs_on_the_host_go_only_when_disabling_them_is_allowed() -> None:
+    node = NodeFacts("n", view=_view(_pf_with_vfs("xe")))
+    assert _verdicts([node]) == {"n": "blocked"}
+    assert _verdicts([node], PlanSettings(disable_idle_vfs=True)) == {"n": "go"}
+
+
+def test_vfs_handed_to_vms_block_even_when_disabling_is_allowed() -> None:
+    node = NodeFacts("n", view=_view(_pf_with_vfs("vfio-pci")))
+    assert _verdicts([node], PlanSettings(disable_idle_vfs=True)) == {"n": "blocked"}
+
+
+def test_gpu_pods_are_recognised_by_their_resources() -> None:
+    def pod(resources: dict[str, object]) -> dict[str, object]:
+        return {"spec": {"containers": [{"name": "c", "resources": resources}]}}
+
+    assert requests_gpu(pod({"limits": {"gpu.intel.com/xe": "1"}}))
+    assert requests_gpu(pod({"requests": {"gpu.intel.com/i915": "1"}}))
+    assert not requests_gpu(pod({"limits": {"nvidia.com/gpu": "1", "cpu": "2"}}))
+    assert not requests_gpu({"spec": {}})
