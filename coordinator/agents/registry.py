@@ -62,6 +62,8 @@ class Registry:
         self._records: dict[str, NodeRecord] = {}
         self._lock = threading.Lock()
         self._listeners: list[Listener] = []
+        # Reports accepted since start (a figure for metrics and benchmarks).
+        self.reports_accepted = 0
 
     def subscribe(self, listener: Listener) -> None:
         with self._lock:
@@ -131,6 +133,7 @@ class Registry:
                 changes["answered_request"] = answered_request
                 changes["inspect_error"] = ""
             self._records[node] = dataclasses.replace(record, **changes)  # type: ignore[arg-type]
+            self.reports_accepted += 1
         self._announce(node)
         return True
 

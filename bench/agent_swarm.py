@@ -1,0 +1,136 @@
+"""Thousands of simulated agents in one asyncio loop, for bench.live_nodes.
+
+Each agent opens its AgentService stream with its own bound token, says Hello, waits for the
+Welcome, sends its first report, and then, when told to go, `reports` more reports, each
+different from the last (a blocker appears and disappears), as fast as the stream takes them.
+Every agent answers InspectRequests with a REQUESTED report, as the real agent does. Streams
+are spread over several channels (HTTP/2 connections), as agents on separate nodes would be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import grpc
+
+from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+
+CONNECT = "/gpuctl.api.v1alpha1.AgentService/Connect"
+STREAMS_PER_CHANNEL = 100
+
+
+def report_for(node: str, marker: int) -> report_pb.NodeReport:
+    """A one-GPU node's report; odd markers have an open client (so every report differs)."""
+    report = report_pb.NodeReport(node_name=node, kernel_release="6.8.0-45-generic")
+    report.observed_at.FromSeconds(1_800_000_000 + marker)
+    device = report.devices.add(
+        pci_address="0000:03:00.0",
+        vendor_id="0x8086",
+        device_id="0xe20b",
+        driver="xe",
+        role=report_pb.Device.STANDALONE,
+        platform="Battlemage G21",
+    )
+    report.module.name = "xe"
+    report.module.state = report_pb.Module.LIVE
+    report.module.backport_tag = "xeb_v7.1.4.6_260728.7"
+    if marker % 2:
+        device.clients.add(pid=4000 + marker, command="ollama", client_ids=[marker], fd_count=1)
+        report.blockers.add(
+            reason=report_pb.Blocker.OPEN_CLIENTS,
+            message=f"1 process holds 0000:03:00.0 open: pid {4000 + marker} (ollama)",
+            pci_address="0000:03:00.0",
+        )
+    return report
+
+
+def _update(node: str, sequence: int, marker: int, trigger: int, request_id: str = "") -> bytes:
+    update = agent_pb.ReportUpdate(
+        report=report_for(node, marker),
+        trigger=trigger,  # type: ignore[arg-type]
+        sequence=sequence,
+        request_id=request_id,
+    )
+    return agent_pb.AgentMessage(report=update).SerializeToString()
+
+
+@dataclass
+class Swarm:
+    """The agents' shared state: how many are connected, the go and stop signals."""
+
+    target: str
+    root_certificate: bytes
+    reports: int
+    connected: int = 0
+    failed: list[str] = field(default_factory=list)
+    go: asyncio.Event = field(default_factory=asyncio.Event)
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def _agent(self, channel: grpc.aio.Channel, node: str, token: str) -> None:
+        method: grpc.aio.StreamStreamMultiCallable[bytes, bytes]
+        method = channel.stream_stream(CONNECT, request_serializer=None, response_deserializer=None)
+        call: grpc.aio.StreamStreamCall[bytes, bytes] = method(
+            metadata=(("authorization", f"Bearer {token}"),)
+        )
+        lock = asyncio.Lock()
+        sequence = 1
+        try:
+            hello = agent_pb.Hello(node_name=node, agent_version="bench", boot_id="b")
+            await call.write(agent_pb.AgentMessage(hello=hello).SerializeToString())
+            await call.read()  # the Welcome
+            await call.write(_update(node, 1, 0, agent_pb.ReportUpdate.CONNECTED))
+            self.connected += 1
+
+            async def answer_inspects() -> None:
+                nonlocal sequence
+                while True:
+                    raw = await call.read()
+                    if not isinstance(raw, bytes):
+                        return  # grpc.aio.EOF: the coordinator closed the stream
+                    message = agent_pb.CoordinatorMessage.FromString(raw)
+                    if message.WhichOneof("body") == "inspect":
+                        async with lock:
+                            sequence += 1
+                            await call.write(
+                                _update(
+                                    node,
+                                    sequence,
+                                    0,
+                                    agent_pb.ReportUpdate.REQUESTED,
+                                    message.inspect.request_id,
+                                )
+                            )
+
+            reader = asyncio.create_task(answer_inspects())
+            await self.go.wait()
+            for marker in range(1, self.reports + 1):
+                async with lock:
+                    sequence += 1
+                    await call.write(_update(node, sequence, marker, agent_pb.ReportUpdate.RESCAN))
+            await self.stop.wait()
+            reader.cancel()
+        except grpc.aio.AioRpcError as err:
+            self.failed.append(f"{node}: {err.code().name} {err.details()}")
+        finally:
+            call.cancel()
+
+    async def run(self, agents: Sequence[tuple[str, str]]) -> None:
+        """Run every (node, token) agent until `stop` is set."""
+        credentials = grpc.ssl_channel_credentials(root_certificates=self.root_certificate)
+        channels = [
+            grpc.aio.secure_channel(self.target, credentials)
+            for _ in range(0, len(agents), STREAMS_PER_CHANNEL)
+        ]
+        try:
+            await asyncio.gather(
+                *(
+                    self._agent(channels[index // STREAMS_PER_CHANNEL], node, token)
+                    for index, (node, token) in enumerate(agents)
+                )
+            )
+        finally:
+            for channel in channels:
+                await channel.close()

@@ -1,0 +1,315 @@
+"""Live node reports at fleet scale: N agents against one coordinator, with a same-run baseline.
+
+    .venv/bin/python -m bench.live_nodes [--agents 2000] [--reports 10] [--inspections 200]
+
+A real control plane (tests/harness: etcd + kube-apiserver) holds N Nodes, a Pod of the agent
+ServiceAccount on each, and a TokenRequest token bound to each Pod. Then, for each server in
+its own process (bench.live_nodes_server), N simulated agents (bench.agent_swarm) connect over
+TLS and each sends `--reports` changed reports as fast as the streams take them:
+
+- coordinator: coordinator.agents.live.LiveNodes, as gpuctl-coordinator runs it: a TokenReview
+  per agent token, the registry, the GPUNode mirror writing every node's changes to the API
+  server (coalesced per node), NodeService;
+- baseline: a bare grpc.aio AgentService server that accepts the same streams (no token
+  check), parses each message and discards the reports.
+
+Printed for both: connect time of all sessions, reports ingested per second, resident memory
+with all sessions open; and the ratios. Then, on the coordinator with all sessions connected,
+the round trip of a fresh inspection (NodeService.GetNode fresh=true -> InspectRequest ->
+agent -> REQUESTED report -> answer), median and p99, against GetNode without `fresh` (the
+same call answered from the registry) as its baseline. Everything shares this machine's
+cores: the API server, etcd, the server under test and the swarm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from bench.agent_swarm import Swarm
+from bench.timing import Timings, ratio_line
+from coordinator.kube import Kube, path
+from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
+from gpuctl.api.v1alpha1 import node_service_pb2_grpc as node_grpc
+from tests.harness import certs
+from tests.harness.access import KubeCluster
+from tests.harness.cluster import repository_root, start_cluster
+from tests.harness.ports import free_loopback_ports
+
+NAMESPACE = "bench-live"
+AUDIENCE = "gpuctl.dev/agent"
+RBAC = "rbac.authorization.k8s.io"
+
+
+def _create_node_pod_token(kube: Kube, node: str) -> str:
+    kube.request("POST", path("", "v1", "nodes"), body={"metadata": {"name": node}})
+    pod = kube.request(
+        "POST",
+        path("", "v1", "pods", namespace=NAMESPACE),
+        body={
+            "metadata": {"name": f"agent-{node}"},
+            "spec": {
+                "nodeName": node,
+                "serviceAccountName": "gpuctl-agent",
+                "automountServiceAccountToken": False,
+                "containers": [{"name": "agent", "image": "registry.invalid/agent"}],
+            },
+        },
+    )
+    answer = kube.request(
+        "POST",
+        path("", "v1", "serviceaccounts", namespace=NAMESPACE, name="gpuctl-agent") + "/token",
+        body={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {
+                "audiences": [AUDIENCE],
+                "expirationSeconds": 7200,
+                "boundObjectRef": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": pod["metadata"]["name"],
+                    "uid": pod["metadata"]["uid"],
+                },
+            },
+        },
+    )
+    return str(answer["status"]["token"])
+
+
+def prepare_cluster(cluster: KubeCluster, agents: int) -> tuple[list[tuple[str, str]], str]:
+    """N (node, agent token) pairs, and a token that may get/list gpunodes."""
+    with cluster.admin_client() as admin:
+        kube = Kube(admin)
+        kube.request("POST", path("", "v1", "namespaces"), body={"metadata": {"name": NAMESPACE}})
+        for account in ("gpuctl-agent", "reader"):
+            kube.request(
+                "POST",
+                path("", "v1", "serviceaccounts", namespace=NAMESPACE),
+                body={"metadata": {"name": account}},
+            )
+        rule = {"apiGroups": ["gpuctl.dev"], "resources": ["gpunodes"], "verbs": ["get", "list"]}
+        kube.request(
+            "POST",
+            path(RBAC, "v1", "clusterroles"),
+            body={"metadata": {"name": "bench-reader"}, "rules": [rule]},
+        )
+        kube.request(
+            "POST",
+            path(RBAC, "v1", "clusterrolebindings"),
+            body={
+                "metadata": {"name": "bench-reader"},
+                "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "bench-reader"},
+                "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": NAMESPACE}],
+            },
+        )
+    nodes = [f"bench-n{index:05d}" for index in range(agents)]
+    local = threading.local()
+
+    def one(node: str) -> tuple[str, str]:
+        if not hasattr(local, "kube"):
+            local.kube = Kube(cluster.admin_client())
+        return node, _create_node_pod_token(local.kube, node)
+
+    with ThreadPoolExecutor(8) as pool:
+        pairs = list(pool.map(one, nodes))
+    return pairs, cluster.service_account_token(NAMESPACE, "reader")
+
+
+class ServerProcess:
+    """A bench.live_nodes_server subprocess and its latest status line."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.live_nodes_server", *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        self.latest: dict[str, Any] = {}
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.latest = json.loads(line)
+
+    def wait_for(self, what: str, probe: Callable[[dict[str, Any]], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not probe(self.latest):
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"server never reached: {what}; last status {self.latest}")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+async def _fresh_round_trips(
+    target: str, ca: bytes, token: str, nodes: list[str], runs: int
+) -> tuple[Timings, Timings]:
+    credentials = grpc.ssl_channel_credentials(root_certificates=ca)
+    metadata = (("authorization", f"Bearer {token}"),)
+    picks = random.Random(7)  # noqa: S311 - which nodes to ask, not a secret
+    async with grpc.aio.secure_channel(target, credentials) as channel:
+        stub = node_grpc.NodeServiceStub(channel)
+        timings: dict[bool, list[float]] = {True: [], False: []}
+        for fresh in (False, True):
+            for run in range(runs + 5):
+                request = node_pb.GetNodeRequest(node_name=picks.choice(nodes), fresh=fresh)
+                started = time.perf_counter()
+                await stub.GetNode(request, metadata=metadata)
+                if run >= 5:  # warm-up: the first calls pay the token review
+                    timings[fresh].append(time.perf_counter() - started)
+    return (
+        Timings("GetNode fresh=true (agent round trip)", tuple(timings[True])),
+        Timings("GetNode fresh=false (from the registry)", tuple(timings[False])),
+    )
+
+
+def run_one(
+    kind: str,
+    server_argv: list[str],
+    *,
+    target: str,
+    ca: bytes,
+    agents: list[tuple[str, str]],
+    reports: int,
+    fresh: Callable[[], Any] | None,
+) -> dict[str, Any]:
+    server = ServerProcess([kind, *server_argv])
+    try:
+        server.wait_for("listening", lambda s: "reports" in s, 60)
+        swarm = Swarm(target, ca, reports)
+        count = len(agents)
+        figures: dict[str, Any] = {}
+
+        async def drive() -> None:
+            task = asyncio.create_task(swarm.run(agents))
+            started = time.perf_counter()
+            while server.latest.get("reports", 0) < count:
+                if swarm.failed:
+                    raise RuntimeError(f"{len(swarm.failed)} agents failed: {swarm.failed[:3]}")
+                await asyncio.sleep(0.02)
+            figures["connect_seconds"] = time.perf_counter() - started
+            figures["rss_connected_kb"] = server.latest["rss_kb"]
+            swarm.go.set()
+            started = time.perf_counter()
+            while server.latest.get("reports", 0) < count * (reports + 1):
+                await asyncio.sleep(0.01)
+            figures["ingest_seconds"] = time.perf_counter() - started
+            figures["rss_kb"] = server.latest["rss_kb"]
+            figures["status"] = dict(server.latest)
+            if fresh is not None:
+                figures["fresh"] = await fresh()
+            swarm.stop.set()
+            await task
+
+        asyncio.run(drive())
+        figures["reports_per_second"] = count * reports / figures["ingest_seconds"]
+        return figures
+    finally:
+        server.stop()
+
+
+def _describe(label: str, figures: dict[str, Any], agents: int) -> None:
+    print(
+        f"{label}: {agents} sessions connected in {figures['connect_seconds']:.1f} s; "
+        f"{figures['reports_per_second']:,.0f} reports/s ingested; "
+        f"RSS {figures['rss_kb'] / 1024:.0f} MiB with all sessions open "
+        f"({figures['rss_connected_kb'] / 1024:.0f} MiB after connecting)"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--agents", type=int, default=2000)
+    parser.add_argument("--reports", type=int, default=10, help="changed reports per agent")
+    parser.add_argument("--inspections", type=int, default=200)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="gpuctl-bench-live-"))
+    now = datetime.datetime.now(datetime.UTC)
+    control_plane, cluster = start_cluster(
+        root / "cluster", repository_root(), os.environ, now, die_with_parent=True
+    )
+    try:
+        ca = certs.make_ca(now, "bench-grpc-ca")
+        serving = certs.make_serving_cert(ca, now)
+        (root / "tls.crt").write_bytes(serving.cert_pem)
+        (root / "tls.key").write_bytes(serving.key_pem)
+        started = time.perf_counter()
+        agents, reader_token = prepare_cluster(cluster, args.agents)
+        print(
+            f"setup: {args.agents} Nodes, Pods and bound tokens in "
+            f"{time.perf_counter() - started:.0f} s"
+        )
+        (port,) = free_loopback_ports(1)
+        target = f"localhost:{port}"
+        tls_argv = [
+            f"--port={port}",
+            f"--tls-cert={root / 'tls.crt'}",
+            f"--tls-key={root / 'tls.key'}",
+        ]
+        nodes = [node for node, _ in agents]
+
+        def fresh() -> Any:
+            return _fresh_round_trips(target, ca.cert_pem, reader_token, nodes, args.inspections)
+
+        common: dict[str, Any] = {
+            "target": target,
+            "ca": ca.cert_pem,
+            "agents": agents,
+            "reports": args.reports,
+        }
+        bare = run_one("bare", tls_argv, **common, fresh=None)
+        coordinator_argv = [
+            *tls_argv,
+            f"--kubeconfig={cluster.kubeconfig}",
+            f"--namespace={NAMESPACE}",
+        ]
+        coordinator = run_one("coordinator", coordinator_argv, **common, fresh=fresh)
+        print(f"{args.agents} agents x {args.reports} changed reports each, TLS, one machine:")
+        _describe("coordinator (LiveNodes)", coordinator, args.agents)
+        _describe("baseline (bare grpc.aio server)", bare, args.agents)
+        print(
+            "ratio coordinator / baseline: reports/s "
+            f"{coordinator['reports_per_second'] / bare['reports_per_second']:.2f}, "
+            f"RSS {coordinator['rss_kb'] / bare['rss_kb']:.2f}, "
+            f"connect time {coordinator['connect_seconds'] / bare['connect_seconds']:.2f}"
+        )
+        status = coordinator["status"]
+        print(
+            f"coordinator: {status['token_reviews']} TokenReviews, "
+            f"{status['gpunode_writes']} GPUNode status writes so far (coalesced per node)"
+        )
+        fresh_timing, registry_timing = coordinator["fresh"]
+        for timing in (fresh_timing, registry_timing):
+            print(
+                f"{timing.label}: median {timing.median * 1e3:.2f} ms, "
+                f"p99 {timing.percentile(99) * 1e3:.2f} ms over {len(timing.seconds)} calls"
+            )
+        print(ratio_line(fresh_timing, registry_timing))
+    finally:
+        control_plane.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
