@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agent.daemon.command import add_run_parser, run_command
+from agent.daemon.flags import add_run_parser
 from agent.hostroot import HostRootError
 from agent.inspect import inspect_node
 
@@ -79,6 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     host_root: Path = args.host_root
     node_name = args.node_name if args.node_name is not None else default_node_name(host_root)
     if args.command == "run":
+        # The daemon's loop, grpc and pyudev are imported only for `run`.
+        from agent.daemon.command import run_command  # noqa: PLC0415
+
         return run_command(args, node_name, PROG)
     try:
         report = inspect_node(

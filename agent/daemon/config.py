@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.daemon.backoff import Backoff
-from gpuctl.common.grpc_client import ClientTransport
+from gpuctl.common.client_transport import ClientTransport
 
 DEFAULT_TOKEN_FILE = Path("/var/run/secrets/gpuctl/token")
 DEFAULT_HEALTH_PORT = 9460

@@ -102,3 +102,22 @@ def test_bad_usage_is_one_line_and_exit_2(host: FakeHost, tmp_path: Path) -> Non
     no_target = run("--host-root", str(host.root))
     assert no_target.returncode == 2
     assert "the following arguments are required: --coordinator" in no_target.stderr
+
+
+def test_the_one_shot_inspect_does_not_pay_for_grpc() -> None:
+    """`gpuctl node inspect --local` runs `python -m agent inspect`: the daemon's flags are in
+    its parser, but grpc, pyudev and the event loop are imported only for `run`."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, agent.__main__; "
+            "heavy = ('grpc', 'pyudev', 'agent.daemon.runner'); "
+            "print(sorted(m for m in heavy if m in sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    assert done.stdout == "[]\n"
