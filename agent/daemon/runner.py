@@ -1,4 +1,4 @@
-"""The agent daemon's event loop: stream, udev, timers, inspections and health in one place.
+"""The agent daemon's event loop: stream, udev, timers, inspections and health together.
 
 Why asyncio (grpc.aio) and not threads: everything the daemon waits for is an fd or a timer
 (the gRPC stream, the udev netlink socket, the heartbeat and rescan deadlines, the udev
@@ -10,8 +10,8 @@ under the host root, up to a /proc walk on a busy node), runs on a single worker
 The HTTP probe server is the stdlib's, on its own thread, reading a locked HealthState.
 
 Flow (see proto/gpuctl/api/v1alpha1/agent_service.proto for the contract):
-  connect loop: read token -> dial -> Hello -> Welcome -> Session; on any end, log why in
-      plain words, wait a full-jitter backoff, repeat. Welcomed sessions reset the backoff.
+  link (agent.daemon.link): read token -> dial -> Hello -> Welcome -> Session; on any end,
+      log why in plain words, wait a full-jitter backoff, repeat.
   worker: take the pending triggers (work.PendingWork), inspect once, then on the current
       session send CONNECTED (first report of a stream), REQUESTED (one per request id,
       changed or not) or DEVICE_EVENT / RESCAN (only when the report changed, within the
@@ -30,7 +30,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -42,53 +41,24 @@ from agent.daemon.dispatch import RequestDispatch
 from agent.daemon.health import HealthState
 from agent.daemon.health_grpc import HealthGrpcServer
 from agent.daemon.health_http import HealthHttpServer
-from agent.daemon.session import AgentCall, Intervals, Session, intervals_from_welcome
+from agent.daemon.link import CoordinatorLink
+from agent.daemon.session import Intervals, Session
 from agent.daemon.uevent_watch import UeventWatcher
 from agent.daemon.uevents import Debouncer, EventSource, network_namespace_warning
 from agent.daemon.work import DEVICE_EVENT, RESCAN, PendingWork, Trigger
 from agent.hostroot import HostRootError
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
-from gpuctl.api.v1alpha1 import agent_service_pb2_grpc as api_grpc
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from gpuctl.common.grpc_client import (
-    ClientConfigError,
-    bearer_metadata,
-    open_aio_channel,
-    read_token_file,
-)
-from gpuctl.common.grpc_errors import describe_rpc_failure
 
 log = logging.getLogger("agent.daemon")
 
-BOOT_ID = "proc/sys/kernel/random/boot_id"
 OWN_NETWORK_NAMESPACE = Path("/proc/self/ns/net")
-CLOSE_TIMEOUT = 2.0
 
 Inspector = Callable[[datetime.datetime], pb.NodeReport]
 
 
 def utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
-
-
-def read_boot_id(host_root: Path) -> str:
-    """The host's boot id, or "" when it cannot be read (the coordinator then cannot tell
-    a reboot from a reconnect, which it must treat as unknown)."""
-    try:
-        return (host_root / BOOT_ID).read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        return ""
-
-
-@dataclass(frozen=True)
-class SessionEnd:
-    welcomed: bool
-    reason: str
-
-
-@dataclass
-class _Progress:
-    welcomed: bool = False
 
 
 class AgentDaemon:
@@ -114,8 +84,6 @@ class AgentDaemon:
         self._wall_clock = wall_clock
         self._monotonic = monotonic
         self.pending = PendingWork()
-        self.session: Session | None = None
-        self._generation = 0
         self.rescan_interval = config.default_rescan_interval
         self.health = HealthState(
             monotonic=monotonic,
@@ -124,6 +92,15 @@ class AgentDaemon:
         )
         self.dispatch = RequestDispatch(
             {"inspect": self._on_inspect_request, "welcome": self._on_welcome}
+        )
+        self.link = CoordinatorLink(
+            config,
+            agent_version=agent_version,
+            dispatch=self.dispatch,
+            health=self.health,
+            on_session=self._on_session,
+            uniform=uniform,
+            monotonic=monotonic,
         )
         self.http_port: int | None = None
         self.grpc_health_port: int | None = None
@@ -171,7 +148,7 @@ class AgentDaemon:
             tasks = [
                 asyncio.create_task(self._worker(loop, executor), name="worker"),
                 asyncio.create_task(self._rescan_timer(), name="rescan"),
-                asyncio.create_task(self._connect_loop(), name="connect"),
+                asyncio.create_task(self.link.run(), name="connect"),
             ]
             await stop.wait()
             log.info("stopping")
@@ -226,8 +203,14 @@ class AgentDaemon:
         self.pending.add_change(trigger)
         self._work_ready.set()
 
+    def _on_session(self, session: Session) -> None:
+        """A stream was welcomed: take its intervals, owe it a CONNECTED report."""
+        self._apply_intervals(session, session.intervals)
+        self.pending.add_connected(session.generation)
+        self._work_ready.set()
+
     async def _on_inspect_request(self, message: api.CoordinatorMessage) -> None:
-        session = self.session
+        session = self.link.session
         if session is None:
             return
         log.info("inspection requested", extra={"requestId": message.inspect.request_id})
@@ -236,18 +219,9 @@ class AgentDaemon:
 
     async def _on_welcome(self, message: api.CoordinatorMessage) -> None:
         """A Welcome after the first one: the coordinator changed its mind on intervals."""
-        if self.session is not None:
-            self._apply_welcome(self.session, message.welcome)
-
-    def _apply_welcome(self, session: Session, welcome: api.Welcome) -> None:
-        self._apply_intervals(session, self._intervals(welcome))
-
-    def _intervals(self, welcome: api.Welcome) -> Intervals:
-        return intervals_from_welcome(
-            welcome,
-            default_heartbeat=self.config.default_heartbeat_interval,
-            default_rescan=self.config.default_rescan_interval,
-        )
+        session = self.link.session
+        if session is not None:
+            self._apply_intervals(session, self.link.intervals(message.welcome))
 
     def _apply_intervals(self, session: Session, intervals: Intervals) -> None:
         session.apply(intervals)
@@ -286,7 +260,7 @@ class AgentDaemon:
                 log.exception("inspection failed")
                 continue
             self.health.inspection_succeeded()
-            session = self.session
+            session = self.link.session
             if session is None:
                 continue
             try:
@@ -342,133 +316,3 @@ class AgentDaemon:
     def _deferred_change_due(self, change: Trigger) -> None:
         self._deferred_change = None
         self._add_change(change)
-
-    # -- the stream --------------------------------------------------------------------------
-
-    async def _connect_loop(self) -> None:
-        attempt = 0
-        while True:
-            end = await self._one_session()
-            self.health.connection(False, end.reason)
-            if end.welcomed:
-                attempt = 0
-            delay = self.config.backoff.delay(attempt, self._uniform)
-            log.warning(
-                "not connected to the coordinator",
-                extra={"reason": end.reason, "attempt": attempt + 1, "retryIn": round(delay, 3)},
-            )
-            attempt += 1
-            await asyncio.sleep(delay)
-
-    async def _one_session(self) -> SessionEnd:
-        try:
-            token = read_token_file(self.config.token_file)
-            channel = open_aio_channel(self.config.transport)
-        except ClientConfigError as error:
-            return SessionEnd(False, str(error))
-        call = api_grpc.AgentServiceStub(channel).Connect(metadata=bearer_metadata(token))
-        progress = _Progress()
-        try:
-            return await self._converse(call, progress)
-        except grpc.aio.AioRpcError as error:
-            code, details = error.code(), error.details() or ""
-            if progress.welcomed:
-                return SessionEnd(True, f"stream ended: {code.name}: {details}")
-            return SessionEnd(False, describe_rpc_failure(code, details))
-        except TimeoutError:
-            return SessionEnd(
-                False, f"no Welcome within {self.config.welcome_timeout:g}s after Hello"
-            )
-        finally:
-            self.session = None
-            await self._close_call(call)
-            await channel.close()
-
-    async def _converse(self, call: AgentCall, progress: _Progress) -> SessionEnd:
-        """Hello, Welcome, then serve the stream until it ends."""
-        hello = api.Hello(
-            node_name=self.config.node_name,
-            agent_version=self._agent_version,
-            boot_id=read_boot_id(self.config.host_root),
-        )
-        await call.write(api.AgentMessage(hello=hello))
-        first = await asyncio.wait_for(call.read(), self.config.welcome_timeout)
-        if not isinstance(first, api.CoordinatorMessage):
-            return SessionEnd(False, await self._describe_end(call, welcomed=False))
-        kind = first.WhichOneof("body")
-        if kind != "welcome":
-            return SessionEnd(
-                False,
-                f"protocol error: the coordinator answered Hello with "
-                f"{kind or 'an empty message'}, not Welcome",
-            )
-        progress.welcomed = True
-        await self._serve_session(call, first.welcome)
-        return SessionEnd(True, await self._describe_end(call, welcomed=True))
-
-    async def _serve_session(self, call: AgentCall, welcome: api.Welcome) -> None:
-        self._generation += 1
-        session = Session(
-            self._generation,
-            call,
-            self._intervals(welcome),
-            self._monotonic,
-        )
-        self._apply_intervals(session, session.intervals)
-        self.session = session
-        self.health.connection(True)
-        log.info(
-            "connected to the coordinator",
-            extra={
-                "heartbeatSeconds": session.intervals.heartbeat,
-                "rescanSeconds": session.intervals.rescan,
-                "maxReportsPerMinute": session.intervals.max_reports_per_minute,
-            },
-        )
-        self.pending.add_connected(session.generation)
-        self._work_ready.set()
-        heartbeats = asyncio.create_task(self._heartbeats(session), name="heartbeat")
-        try:
-            while True:
-                message = await call.read()
-                if not isinstance(message, api.CoordinatorMessage):
-                    return  # end of stream
-                await self.dispatch.dispatch(message)
-        finally:
-            heartbeats.cancel()
-            self.session = None
-
-    async def _heartbeats(self, session: Session) -> None:
-        try:
-            while True:
-                delay = session.last_write + session.intervals.heartbeat - self._monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                    continue
-                await session.send_heartbeat()
-        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
-            return
-
-    async def _describe_end(
-        self,
-        call: AgentCall,
-        *,
-        welcomed: bool,
-    ) -> str:
-        code = await call.code()
-        details = await call.details() or ""
-        if code is grpc.StatusCode.OK:
-            return "the coordinator closed the stream"
-        if welcomed:
-            return f"stream ended: {code.name}: {details}"
-        return describe_rpc_failure(code, details)
-
-    async def _close_call(self, call: AgentCall) -> None:
-        """Half-close (the coordinator sees a clean end of stream), then cancel."""
-        if not call.done():
-            try:
-                await asyncio.wait_for(call.done_writing(), CLOSE_TIMEOUT)
-            except Exception as error:  # closing is best effort
-                # grpc raises its internal ExecuteBatchError when the call failed already.
-                log.debug("half-close failed", extra={"error": repr(error)})
-            call.cancel()
