@@ -12,6 +12,7 @@ report, apply its intervals) is the owner's business, through `on_session`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -183,7 +184,10 @@ class CoordinatorLink:
             while True:
                 delay = session.last_write + session.intervals.heartbeat - self._monotonic()
                 if delay > 0:
-                    await asyncio.sleep(delay)
+                    session.intervals_changed.clear()
+                    # Wake early when a later Welcome changes the interval.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(session.intervals_changed.wait(), delay)
                     continue
                 await session.send_heartbeat()
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):

@@ -62,11 +62,15 @@ class Session:
         self._monotonic = monotonic
         self.last_write = monotonic()
         self._write_lock = asyncio.Lock()
+        # Set when `apply` changed the intervals, so a timer waiting on the old ones restarts.
+        self.intervals_changed = asyncio.Event()
 
     def apply(self, intervals: Intervals) -> None:
         """A later Welcome on the same stream changes the intervals."""
-        self.intervals = intervals
-        self.rate.max_per_minute = intervals.max_reports_per_minute
+        if intervals != self.intervals:
+            self.intervals = intervals
+            self.rate.max_per_minute = intervals.max_reports_per_minute
+            self.intervals_changed.set()
 
     async def _write(self, message: api.AgentMessage) -> None:
         async with self._write_lock:

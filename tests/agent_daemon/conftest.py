@@ -52,12 +52,17 @@ def make_coordinator() -> Iterator[MakeCoordinator]:
     started: list[FakeCoordinator] = []
 
     def make(
-        welcome: api.Welcome, *, pki: Pki | None = None, tokens: dict[str, str] | None = None
+        welcome: api.Welcome,
+        *,
+        pki: Pki | None = None,
+        tokens: dict[str, str] | None = None,
+        answer_hello_with: api.CoordinatorMessage | None = None,
     ) -> FakeCoordinator:
         coordinator = FakeCoordinator(
             welcome=welcome,
             tokens=tokens if tokens is not None else {TOKEN: NODE},
             serving=pki.serving if pki else None,
+            answer_hello_with=answer_hello_with,
         )
         coordinator.start()
         started.append(coordinator)

@@ -51,8 +51,11 @@ class FakeCoordinator(api_grpc.AgentServiceServicer):
         tokens: Mapping[str, str],
         serving: KeyPair | None = None,
         port: int = 0,
+        answer_hello_with: api.CoordinatorMessage | None = None,
     ) -> None:
         self.welcome = welcome
+        # Misbehaviour on demand: answer Hello with this instead of the Welcome.
+        self.answer_hello_with = answer_hello_with
         self.tokens = dict(tokens)
         self.serving = serving
         self.port = port
@@ -124,7 +127,7 @@ class FakeCoordinator(api_grpc.AgentServiceServicer):
             )
         context.add_callback(lambda: stream.outbox.put(None))
         threading.Thread(target=self._read, args=(stream, request_iterator), daemon=True).start()
-        yield api.CoordinatorMessage(welcome=self.welcome)
+        yield self.answer_hello_with or api.CoordinatorMessage(welcome=self.welcome)
         while (message := stream.outbox.get()) is not None:
             yield message
 
@@ -147,11 +150,13 @@ class FakeCoordinator(api_grpc.AgentServiceServicer):
 
     # -- what tests call --------------------------------------------------------------------
 
+    def send(self, message: api.CoordinatorMessage) -> None:
+        """Send `message` down the newest stream."""
+        self.streams[-1].outbox.put(message)
+
     def send_inspect(self, request_id: str) -> None:
         """Ask the newest stream for a report."""
-        self.streams[-1].outbox.put(
-            api.CoordinatorMessage(inspect=api.InspectRequest(request_id=request_id))
-        )
+        self.send(api.CoordinatorMessage(inspect=api.InspectRequest(request_id=request_id)))
 
     def wait_for(self, description: str, probe: Callable[[], object]) -> object:
         return wait_until(description, probe, timeout_seconds=WAIT_SECONDS)
