@@ -1,0 +1,65 @@
+"""What the decision asks the I/O layer to do: plain values, carried out by controller.py."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from coordinator.rollout.facts import GpuPod
+from coordinator.rollout.names import Phase
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    kind: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class PatchNode:
+    """One merge patch of a Node, made only if it still has `resource_version`.
+
+    A phase change, its annotations, the cordon and the KMM version label go together in one
+    write, so a restart never sees half of a step recorded.
+    """
+
+    node: str
+    resource_version: str
+    labels: Mapping[str, str | None] = field(default_factory=dict)
+    annotations: Mapping[str, str | None] = field(default_factory=dict)
+    unschedulable: bool | None = None
+    phase_from: Phase | None = None
+    phase_to: Phase | None = None
+    event: NodeEvent | None = None
+
+
+@dataclass(frozen=True)
+class RequestReport:
+    node: str
+    attempt: str
+
+
+@dataclass(frozen=True)
+class SendPrepare:
+    node: str
+    attempt: str
+    module_name: str
+    allow_unbind: bool
+    allow_disable_vfs: bool
+
+
+@dataclass(frozen=True)
+class SendRestore:
+    node: str
+    attempt: str
+    changes_json: str
+
+
+@dataclass(frozen=True)
+class EvictPods:
+    node: str
+    pods: tuple[GpuPod, ...]
+
+
+Action = PatchNode | RequestReport | SendPrepare | SendRestore | EvictPods

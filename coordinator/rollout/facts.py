@@ -1,0 +1,254 @@
+"""The facts the rollout decides on, as plain immutable values (no I/O, no clients).
+
+- `ReportFacts`: what one NodeReport says that matters to an unload and to verification;
+- `CallState`: the latest agent request of one kind made for a node's current step, and its
+  answer (in memory only: after a restart the step asks again);
+- `NodeFacts`: one Node (labels, annotations, cordon, Ready) plus its GPU pods, allocated GPU
+  claims and agent answers;
+- `RolloutInput`: one GPUDriver's target, settings and all its targeted nodes, and the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from coordinator.rollout import names
+from coordinator.rollout.names import Phase, parse_phase
+from coordinator.rollout.records import BoundFunction
+from coordinator.rollout.settings import RolloutSettings
+from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+
+INSPECT = "inspect"
+PREPARE = "prepare"
+RESTORE = "restore"
+
+
+@dataclass(frozen=True)
+class BlockerFact:
+    reason: str  # the NodeReport Blocker.Reason name, e.g. OPEN_CLIENTS
+    message: str  # the agent's words: pids and commands, VF addresses
+    pci_address: str = ""
+
+
+@dataclass(frozen=True)
+class ReportFacts:
+    """One NodeReport, reduced to what the rollout checks."""
+
+    module_state: str
+    module_version: str
+    srcversion: str
+    backport_tag: str
+    # Every function present -> its driver ("" when unbound).
+    drivers: Mapping[str, str]
+    # PF -> sriov_numvfs, where readable.
+    vfs: Mapping[str, int]
+    blockers: tuple[BlockerFact, ...] = ()
+    # PFs with a VF bound to a driver other than the module's (vfio-pci: handed to a VM).
+    pfs_with_foreign_vfs: frozenset[str] = frozenset()
+
+    def blocker_words(self) -> list[str]:
+        return [b.message for b in self.blockers]
+
+    def bound_to(self, driver: str) -> list[BoundFunction]:
+        return sorted(BoundFunction(a, d) for a, d in self.drivers.items() if d == driver)
+
+
+def _reason_name(reason: int) -> str:
+    try:
+        return report_pb.Blocker.Reason.Name(reason)  # type: ignore[arg-type]
+    except ValueError:
+        return f"REASON_{reason}"
+
+
+def _blocker(blocker: report_pb.Blocker) -> BlockerFact:
+    reason = _reason_name(blocker.reason)
+    return BlockerFact(reason, blocker.message or reason, blocker.pci_address)
+
+
+def report_facts(report: report_pb.NodeReport, module_driver: str = "xe") -> ReportFacts:
+    module = report.module
+    vfs = {
+        d.pci_address: int(d.sriov.num_vfs)
+        for d in report.devices
+        if d.HasField("sriov") and d.sriov.HasField("num_vfs")
+    }
+    return ReportFacts(
+        module_state=report_pb.Module.State.Name(module.state),
+        module_version=module.version,
+        srcversion=module.srcversion,
+        backport_tag=module.backport_tag,
+        drivers={d.pci_address: d.driver for d in report.devices},
+        vfs=vfs,
+        blockers=tuple(_blocker(b) for b in report.blockers),
+        pfs_with_foreign_vfs=frozenset(
+            d.physfn for d in report.devices if d.physfn and d.driver not in ("", module_driver)
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class PrepareFacts:
+    ready: bool
+    blockers: tuple[BlockerFact, ...]
+    changes: tuple[agent_pb.NodeChange, ...]
+    error: str
+    report: ReportFacts | None
+
+
+def prepare_facts(result: agent_pb.PrepareResult, module_driver: str = "xe") -> PrepareFacts:
+    report = report_facts(result.report, module_driver) if result.HasField("report") else None
+    return PrepareFacts(
+        ready=result.ready,
+        blockers=tuple(_blocker(b) for b in result.blockers),
+        changes=tuple(result.changes),
+        error=result.error,
+        report=report,
+    )
+
+
+@dataclass(frozen=True)
+class RestoreFacts:
+    errors: tuple[str, ...]
+    report: ReportFacts | None
+
+
+def restore_facts(result: agent_pb.RestoreResult, module_driver: str = "xe") -> RestoreFacts:
+    report = report_facts(result.report, module_driver) if result.HasField("report") else None
+    return RestoreFacts(errors=tuple(result.errors), report=report)
+
+
+@dataclass(frozen=True)
+class CallState:
+    """The latest request of one kind for a node's current step (`attempt`)."""
+
+    kind: str
+    attempt: str
+    started_at: float
+    finished_at: float | None = None
+    error: str = ""
+    report: ReportFacts | None = None
+    prepare: PrepareFacts | None = None
+    restore: RestoreFacts | None = None
+
+    @property
+    def in_flight(self) -> bool:
+        return self.finished_at is None
+
+    @property
+    def answered(self) -> bool:
+        return self.finished_at is not None and not self.error
+
+
+@dataclass(frozen=True)
+class GpuPod:
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    name: str
+    resource_version: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    unschedulable: bool
+    ready: bool
+    # GPU pods on the node (not finished); None when not looked at or the list failed.
+    gpu_pods: tuple[GpuPod, ...] | None = None
+    # Allocated gpu.intel.com ResourceClaims on the node, as namespace/name.
+    claims: tuple[str, ...] = ()
+    # Agent requests of the current step by kind (INSPECT, PREPARE, RESTORE).
+    calls: Mapping[str, CallState] = field(default_factory=dict)
+
+    @property
+    def phase(self) -> Phase | None:
+        return parse_phase(self.labels.get(names.STATE_LABEL))
+
+    @property
+    def since(self) -> str:
+        return self.annotations.get(names.SINCE, "")
+
+    @property
+    def state_version(self) -> str:
+        return self.annotations.get(names.STATE_VERSION, "")
+
+    @property
+    def reason(self) -> str:
+        return self.annotations.get(names.REASON, "")
+
+    @property
+    def attempt(self) -> str:
+        """Names the node's current step: agent answers belong to one attempt."""
+        return f"{self.labels.get(names.STATE_LABEL, '')}@{self.since}@{self.state_version}"
+
+    @property
+    def opted_out(self) -> bool:
+        return self.labels.get(names.OPT_OUT_LABEL) == names.OPT_OUT_VALUE
+
+    @property
+    def cordoned_by_us(self) -> bool:
+        return self.annotations.get(names.CORDONED_BY_GPUCTL) == "true"
+
+    def call(self, kind: str) -> CallState | None:
+        state = self.calls.get(kind)
+        return state if state is not None and state.attempt == self.attempt else None
+
+
+def node_is_ready(node: Mapping[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def node_facts(
+    node: Mapping[str, Any],
+    *,
+    gpu_pods: tuple[GpuPod, ...] | None = None,
+    claims: tuple[str, ...] = (),
+    calls: Mapping[str, CallState] | None = None,
+) -> NodeFacts:
+    meta = node.get("metadata") or {}
+    return NodeFacts(
+        name=str(meta["name"]),
+        resource_version=str(meta.get("resourceVersion", "")),
+        labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
+        unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+        ready=node_is_ready(node),
+        gpu_pods=gpu_pods,
+        claims=claims,
+        calls=dict(calls or {}),
+    )
+
+
+@dataclass(frozen=True)
+class KmmLabels:
+    """The node label names of one Module."""
+
+    version: str
+    ready: str
+    version_ready: str
+
+
+@dataclass(frozen=True)
+class RolloutInput:
+    driver_name: str
+    target_version: str | None
+    settings: RolloutSettings
+    module_driver: str
+    kmm: KmmLabels
+    # The Module exists, is not being deleted and has `version` == target_version.
+    module_ready: bool
+    module_wait_reason: str
+    resumed_version: str
+    nodes: Sequence[NodeFacts]
+    now: datetime
+    previous_status: Mapping[str, Any] = field(default_factory=dict)
+    # How often a Blocked node's agent is asked whether the blocker went away.
+    blocked_recheck_seconds: float = 30.0

@@ -1,0 +1,104 @@
+"""spec.rollout as the engine uses it: durations in seconds, maxUnavailable as a count.
+
+Parsing is pure; a value the CRD let through but that cannot be used (it should not happen:
+the schema and a CEL rule check both) raises SettingsError with the field named, and the
+engine reports it instead of guessing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+from coordinator import model
+
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class SettingsError(ValueError):
+    """spec.rollout cannot be used; the text names the field."""
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go duration ("90s", "1h30m", "500ms")."""
+    if not text or not re.fullmatch(model.GO_DURATION_PATTERN, text):
+        raise SettingsError(f"{text!r} is not a duration like 90s, 10m or 1h30m")
+    return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text))
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    check: float = 60.0
+    drain: float = 600.0
+    prepare: float = 120.0
+    load: float = 600.0
+    verify: float = 300.0
+
+
+@dataclass(frozen=True)
+class RolloutSettings:
+    max_unavailable: int | str = 1
+    paused: bool = False
+    hold_after_first_node: bool = True
+    cordon: bool = True
+    evict_gpu_pods: bool = False
+    unbind_idle_devices: bool = False
+    disable_idle_vfs: bool = False
+    verify_by: str = "backportTag"
+    failure_budget: int = 1
+    timeouts: Timeouts = Timeouts()
+
+    @property
+    def prepare_changes_node(self) -> bool:
+        """True when the agent may change the node before the unload."""
+        return self.unbind_idle_devices or self.disable_idle_vfs
+
+
+def max_unavailable(value: int | str, total: int) -> int:
+    """How many nodes may be unavailable at once, out of `total` targeted nodes."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise SettingsError(f"spec.rollout.maxUnavailable: {value} is less than 1")
+        return value
+    text = str(value)
+    match = re.fullmatch(r"([0-9]{1,3})%", text)
+    if match is None or not 1 <= int(match.group(1)) <= 100:
+        raise SettingsError(
+            f"spec.rollout.maxUnavailable: {text!r} is neither a number nor a percentage 1%-100%"
+        )
+    return max(1, math.floor(total * int(match.group(1)) / 100))
+
+
+def rollout_settings(spec: Mapping[str, Any]) -> RolloutSettings:
+    """The settings of a GPUDriver spec (defaults where absent)."""
+    try:
+        parsed = model.Rollout.model_validate(spec.get("rollout") or {})
+    except pydantic.ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise SettingsError(f"spec.rollout.{where}: {first['msg']}") from None
+    timeouts = {}
+    for name in ("check", "drain", "prepare", "load", "verify"):
+        try:
+            timeouts[name] = parse_duration(getattr(parsed.timeouts, name))
+        except SettingsError as err:
+            raise SettingsError(f"spec.rollout.timeouts.{name}: {err}") from None
+    max_unavailable(parsed.max_unavailable, 1)  # refuse a bad value now, not mid-rollout
+    return RolloutSettings(
+        max_unavailable=parsed.max_unavailable,
+        paused=parsed.paused,
+        hold_after_first_node=parsed.hold_after_first_node,
+        cordon=parsed.cordon,
+        evict_gpu_pods=parsed.evict_gpu_pods,
+        unbind_idle_devices=parsed.unbind_idle_devices,
+        disable_idle_vfs=parsed.disable_idle_vfs,
+        verify_by=parsed.verify_by,
+        failure_budget=parsed.failure_budget,
+        timeouts=Timeouts(**timeouts),
+    )

@@ -1,0 +1,186 @@
+"""Plain-data builders for the rollout's unit tests: Nodes, reports, agent answers, inputs."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from coordinator.rollout import names
+from coordinator.rollout.facts import (
+    INSPECT,
+    PREPARE,
+    RESTORE,
+    BlockerFact,
+    CallState,
+    GpuPod,
+    KmmLabels,
+    NodeFacts,
+    PrepareFacts,
+    ReportFacts,
+    RestoreFacts,
+    RolloutInput,
+)
+from coordinator.rollout.names import Phase
+from coordinator.rollout.settings import RolloutSettings
+from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+
+NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+TARGET = "v7.1.4.6_260728.7"
+OLD = "v6.17.13.62_260409.8"
+KMM = KmmLabels(
+    version="kmm.node.kubernetes.io/version-module.ns.gpu-gpu",
+    ready="kmm.node.kubernetes.io/ns.gpu-gpu.ready",
+    version_ready="kmm.node.kubernetes.io/ns.gpu-gpu.version.ready",
+)
+PF = "0000:03:00.0"
+
+
+def ago(seconds: float) -> str:
+    return (NOW - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def report(
+    *,
+    state: str = "LIVE",
+    tag: str = "xeb_" + OLD,
+    srcversion: str = "OLDSRC",
+    drivers: Mapping[str, str] | None = None,
+    vfs: Mapping[str, int] | None = None,
+    blockers: Sequence[BlockerFact] = (),
+    foreign_vf_pfs: Sequence[str] = (),
+) -> ReportFacts:
+    return ReportFacts(
+        module_state=state,
+        module_version="backported ...",
+        srcversion=srcversion,
+        backport_tag=tag,
+        drivers=dict(drivers if drivers is not None else {PF: "xe"}),
+        vfs=dict(vfs or {}),
+        blockers=tuple(blockers),
+        pfs_with_foreign_vfs=frozenset(foreign_vf_pfs),
+    )
+
+
+def new_report(**overrides: Any) -> ReportFacts:
+    values: dict[str, Any] = {"tag": "xeb_" + TARGET, "srcversion": "NEWSRC"}
+    values.update(overrides)
+    return report(**values)
+
+
+OPEN_CLIENT = BlockerFact(
+    "OPEN_CLIENTS", "1 process holds 0000:03:00.0 open: pid 4242 (ollama)", PF
+)
+ACTIVE_VFS = BlockerFact("ACTIVE_VFS", "0000:03:00.0 has 2 VFs enabled", PF)
+
+
+def node(
+    name: str = "n1",
+    *,
+    phase: Phase | None = None,
+    since: float = 5,
+    version: str | None = TARGET,
+    reason: str = "",
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    unschedulable: bool = False,
+    ready: bool = True,
+    pods: Sequence[GpuPod] | None = (),
+    claims: Sequence[str] = (),
+) -> NodeFacts:
+    all_labels = dict(labels or {})
+    all_annotations = dict(annotations or {})
+    if phase is not None:
+        all_labels[names.STATE_LABEL] = phase.value
+        all_annotations.setdefault(names.SINCE, ago(since))
+        if version is not None:
+            all_annotations.setdefault(names.STATE_VERSION, version)
+        if reason:
+            all_annotations[names.REASON] = reason
+    return NodeFacts(
+        name=name,
+        resource_version="7",
+        labels=all_labels,
+        annotations=all_annotations,
+        unschedulable=unschedulable,
+        ready=ready,
+        gpu_pods=None if pods is None else tuple(pods),
+        claims=tuple(claims),
+    )
+
+
+def answered(
+    facts: NodeFacts,
+    kind: str = INSPECT,
+    *,
+    report: ReportFacts | None = None,
+    prepare: PrepareFacts | None = None,
+    restore: RestoreFacts | None = None,
+    error: str = "",
+    finished_ago: float = 0.0,
+) -> NodeFacts:
+    """`facts` with an answered (or failed) agent request of `kind` for its current step."""
+    state = CallState(
+        kind=kind,
+        attempt=facts.attempt,
+        started_at=NOW.timestamp() - finished_ago - 0.1,
+        finished_at=NOW.timestamp() - finished_ago,
+        error=error,
+        report=report,
+        prepare=prepare,
+        restore=restore,
+    )
+    return dataclasses.replace(facts, calls={**facts.calls, kind: state})
+
+
+def in_flight(facts: NodeFacts, kind: str = INSPECT) -> NodeFacts:
+    state = CallState(kind=kind, attempt=facts.attempt, started_at=NOW.timestamp() - 0.1)
+    return dataclasses.replace(facts, calls={**facts.calls, kind: state})
+
+
+def prepared(
+    *,
+    ready: bool = True,
+    blockers: Sequence[BlockerFact] = (),
+    changes: Sequence[agent_pb.NodeChange] = (),
+    error: str = "",
+    after: ReportFacts | None = None,
+) -> PrepareFacts:
+    return PrepareFacts(ready, tuple(blockers), tuple(changes), error, after)
+
+
+def disabled_vfs(pf: str = PF, count: int = 2) -> agent_pb.NodeChange:
+    return agent_pb.NodeChange(disabled_vfs=agent_pb.DisabledVfs(pci_address=pf, num_vfs=count))
+
+
+def loaded_labels(version: str = TARGET) -> dict[str, str]:
+    return {KMM.version: version, KMM.ready: "", KMM.version_ready: version}
+
+
+def rollout(
+    nodes: Sequence[NodeFacts],
+    *,
+    settings: RolloutSettings | None = None,
+    target: str | None = TARGET,
+    module_ready: bool = True,
+    resumed: str = "",
+    previous: Mapping[str, Any] | None = None,
+    now: datetime = NOW,
+) -> RolloutInput:
+    return RolloutInput(
+        driver_name="gpu",
+        target_version=target,
+        settings=settings or RolloutSettings(hold_after_first_node=False),
+        module_driver="xe",
+        kmm=KMM,
+        module_ready=module_ready,
+        module_wait_reason="" if module_ready else "waiting for the Module to be recreated",
+        resumed_version=resumed,
+        nodes=list(nodes),
+        now=now,
+        previous_status=dict(previous or {}),
+    )
+
+
+__all__ = ["PREPARE", "RESTORE"]

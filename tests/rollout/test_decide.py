@@ -1,0 +1,265 @@
+"""The rollout decision over all nodes: placement, order, the unavailability bound, hold,
+pause, failure budget, opt-out, NotReady nodes, Blocked rechecks, and the status."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from coordinator.rollout import names
+from coordinator.rollout.actions import PatchNode, RequestReport
+from coordinator.rollout.decide import Decision, decide
+from coordinator.rollout.facts import NodeFacts
+from coordinator.rollout.names import Phase
+from coordinator.rollout.settings import RolloutSettings
+from tests.rollout.builders import (
+    KMM,
+    OLD,
+    OPEN_CLIENT,
+    TARGET,
+    answered,
+    loaded_labels,
+    node,
+    report,
+    rollout,
+)
+
+
+def settings(**kwargs: Any) -> RolloutSettings:
+    return dataclasses.replace(RolloutSettings(hold_after_first_node=False), **kwargs)
+
+
+def patches(decision: Decision) -> dict[str, PatchNode]:
+    out = {}
+    for action in decision.actions:
+        if isinstance(action, PatchNode):
+            assert action.node not in out, f"two writes for {action.node} in one pass"
+            out[action.node] = action
+    return out
+
+
+def started(decision: Decision) -> list[str]:
+    return [n for n, p in patches(decision).items() if p.phase_to is Phase.CHECKING]
+
+
+def pending(name: str, **kwargs: Any) -> NodeFacts:
+    return node(name, phase=Phase.PENDING, **kwargs)
+
+
+def done(name: str, version: str = TARGET, **kwargs: Any) -> NodeFacts:
+    return node(name, phase=Phase.DONE, version=version, labels=loaded_labels(version), **kwargs)
+
+
+def test_no_target_version_means_no_rollout() -> None:
+    decision = decide(rollout([node("a"), pending("b")], target=None))
+    assert decision.actions == []
+    assert decision.status is None
+
+
+def test_nodes_outside_the_rollout_are_placed_first() -> None:
+    nodes = [
+        node("fresh"),
+        done("old-done", OLD),
+        node("old-failed", phase=Phase.FAILED, version=OLD),
+        node("skip-me", labels={names.OPT_OUT_LABEL: "skip"}),
+        node("skipped-no-more", phase=Phase.SKIPPED),
+        node("hand-labelled", labels=loaded_labels()),
+    ]
+    placed = {n: p.phase_to for n, p in patches(decide(rollout(nodes))).items()}
+    assert placed == {
+        "fresh": Phase.PENDING,
+        "old-done": Phase.PENDING,
+        "old-failed": Phase.PENDING,
+        "skip-me": Phase.SKIPPED,
+        "skipped-no-more": Phase.PENDING,
+        "hand-labelled": Phase.DONE,
+    }
+    for patch in patches(decide(rollout(nodes))).values():
+        assert patch.annotations[names.STATE_VERSION] == TARGET
+        assert patch.annotations[names.GPUDRIVER] == "gpu"
+
+
+def test_one_node_at_a_time_in_name_order() -> None:
+    decision = decide(rollout([pending("c"), pending("a"), pending("b")]))
+    assert started(decision) == ["a"]
+    busy = decide(rollout([pending("c"), node("a", phase=Phase.LOADING), pending("b")]))
+    assert started(busy) == []
+
+
+def test_max_unavailable_counts_in_progress_cordoned_and_notready_nodes() -> None:
+    nodes = [
+        node("a", phase=Phase.DRAINING, unschedulable=True),
+        done("b", unschedulable=True),  # the admin's cordon
+        done("c", ready=False),
+        pending("d"),
+        pending("e"),
+    ]
+    assert started(decide(rollout(nodes, settings=settings(max_unavailable=3)))) == []
+    assert started(decide(rollout(nodes, settings=settings(max_unavailable=4)))) == ["d"]
+    assert started(decide(rollout(nodes, settings=settings(max_unavailable="100%")))) == [
+        "d",
+        "e",
+    ]
+
+
+def test_an_already_cordoned_node_starts_without_using_another_slot() -> None:
+    nodes = [pending("a"), pending("b", unschedulable=True)]
+    assert started(decide(rollout(nodes))) == ["b"]
+
+
+def test_percentages_round_down_but_allow_one() -> None:
+    nodes = [pending(f"n{i}") for i in range(5)]
+    assert len(started(decide(rollout(nodes, settings=settings(max_unavailable="40%"))))) == 2
+    assert len(started(decide(rollout(nodes, settings=settings(max_unavailable="10%"))))) == 1
+
+
+def test_hold_after_the_first_node_until_resumed_for_this_version() -> None:
+    nodes = [done("a"), pending("b")]
+    cautious = RolloutSettings()
+    held = decide(rollout(nodes, settings=cautious))
+    assert started(held) == []
+    assert held.status is not None
+    assert held.status["state"] == "Held"
+    assert started(decide(rollout(nodes, settings=cautious, resumed=OLD))) == []
+    assert started(decide(rollout(nodes, settings=cautious, resumed=TARGET))) == ["b"]
+    # Before the first node is done there is nothing to hold.
+    assert started(decide(rollout([pending("a"), pending("b")], settings=cautious))) == ["a"]
+
+
+def test_pause_lets_nodes_in_progress_finish_but_starts_none() -> None:
+    nodes = [node("a", phase=Phase.LOADING, labels=loaded_labels()), pending("b")]
+    decision = decide(rollout(nodes, settings=settings(paused=True, max_unavailable=2)))
+    assert started(decision) == []
+    assert patches(decision)["a"].phase_to is Phase.VERIFYING
+    assert decision.status is not None
+    assert decision.status["state"] == "Paused"
+
+
+def test_failure_budget_pauses_and_retried_nodes_no_longer_count() -> None:
+    nodes = [node("a", phase=Phase.FAILED), pending("b")]
+    decision = decide(rollout(nodes))
+    assert started(decision) == []
+    assert decision.status is not None
+    assert decision.status["state"] == "Failed"
+    assert "failure budget" in decision.status["message"]
+    assert started(decide(rollout(nodes, settings=settings(failure_budget=2)))) == ["b"]
+    retried = [pending("a"), pending("b")]
+    assert started(decide(rollout(retried))) == ["a"]
+
+
+def test_waits_for_the_module_before_starting() -> None:
+    decision = decide(rollout([pending("a")], module_ready=False))
+    assert started(decision) == []
+    assert decision.status is not None
+    assert "recreated" in decision.status["message"]
+
+
+def test_a_notready_pending_node_is_blocked_not_started() -> None:
+    decision = decide(
+        rollout([pending("a", ready=False), pending("b")], settings=settings(max_unavailable=2))
+    )
+    assert patches(decision)["a"].phase_to is Phase.BLOCKED
+    assert patches(decision)["a"].annotations[names.REASON] == "node is NotReady"
+    assert started(decision) == ["b"]
+
+
+def test_blocked_nodes_are_rechecked_and_restart_once_clear() -> None:
+    blocked = node("a", phase=Phase.BLOCKED, reason="pid 4242 (ollama)")
+    decision = decide(rollout([blocked]))
+    assert decision.actions == [RequestReport("a", blocked.attempt)]
+    still = answered(blocked, report=report(blockers=[OPEN_CLIENT]), finished_ago=1)
+    decision = decide(rollout([still]))
+    assert decision.actions == []
+    assert decision.requeue_after is not None
+    assert decision.requeue_after <= 30
+    old = answered(blocked, report=report(blockers=[OPEN_CLIENT]), finished_ago=31)
+    assert decide(rollout([old])).actions == [RequestReport("a", blocked.attempt)]
+    clear = answered(blocked, report=report())
+    assert started(decide(rollout([clear]))) == ["a"]
+
+
+def test_blocked_nodes_do_not_hold_the_slot() -> None:
+    nodes = [node("a", phase=Phase.BLOCKED), pending("b")]
+    assert started(decide(rollout(nodes))) == ["b"]
+
+
+def test_opt_out_of_a_node_in_progress_waits_for_it_to_finish() -> None:
+    labels = {**loaded_labels(), names.OPT_OUT_LABEL: "skip"}
+    facts = node("a", phase=Phase.LOADING, labels=labels)
+    assert patches(decide(rollout([facts])))["a"].phase_to is Phase.VERIFYING
+    idle = node("b", phase=Phase.PENDING, labels={names.OPT_OUT_LABEL: "skip"})
+    assert patches(decide(rollout([idle])))["b"].phase_to is Phase.SKIPPED
+
+
+def test_a_done_node_still_cordoned_by_us_is_uncordoned() -> None:
+    facts = done("a", unschedulable=True, annotations={names.CORDONED_BY_GPUCTL: "true"})
+    patch = patches(decide(rollout([facts])))["a"]
+    assert patch.unschedulable is False
+    assert patch.annotations[names.CORDONED_BY_GPUCTL] is None
+
+
+def test_an_admin_cordoned_done_node_stays_cordoned() -> None:
+    facts = done("a", unschedulable=True, annotations={names.CORDONED_BY_GPUCTL: "false"})
+    assert patches(decide(rollout([facts]))) == {}
+
+
+def test_a_new_target_moves_pre_label_steps_to_it() -> None:
+    facts = node("a", phase=Phase.DRAINING, version=OLD, unschedulable=True)
+    patch = patches(decide(rollout([facts])))["a"]
+    assert patch.phase_to is Phase.PREPARING
+    assert patch.annotations[names.STATE_VERSION] == TARGET
+
+
+def test_status_counts_every_phase_and_lists_the_worst_first() -> None:
+    nodes = [
+        done("a"),
+        node("b", phase=Phase.FAILED, reason="KMM did not load"),
+        node("c", phase=Phase.BLOCKED, reason="pid 4242 (ollama)"),
+        node("d", phase=Phase.SKIPPED, labels={names.OPT_OUT_LABEL: "skip"}),
+        node("e", phase=Phase.LOADING, labels={KMM.version: TARGET}),
+        pending("f"),
+    ]
+    status = decide(rollout(nodes, settings=settings(failure_budget=3))).status
+    assert status is not None
+    assert status["targetVersion"] == TARGET
+    assert status["total"] == 5
+    assert status["updated"] == 1
+    assert status["progress"] == "1/5"
+    assert set(status["counts"]) == {p.value for p in Phase}
+    assert status["counts"]["Failed"] == 1
+    assert status["counts"]["Skipped"] == 1
+    assert [n["name"] for n in status["nodes"]] == ["b", "c", "e", "f", "d"]
+    assert status["nodes"][0]["reason"] == "KMM did not load"
+    assert status["state"] == "Progressing"
+
+
+def test_status_lists_at_most_fifty_nodes() -> None:
+    nodes = [pending(f"n{i:03}") for i in range(80)]
+    status = decide(rollout(nodes)).status
+    assert status is not None
+    assert len(status["nodes"]) == 50
+
+
+def test_complete_and_its_event_once() -> None:
+    decision = decide(rollout([done("a"), done("b")]))
+    assert decision.status is not None
+    assert decision.status["state"] == "Complete"
+    assert [e.reason for e in decision.events] == ["RolloutComplete"]
+    again = decide(rollout([done("a"), done("b")], previous=decision.status))
+    assert again.events == []
+    assert again.status is not None
+    assert again.status["startedAt"] == decision.status["startedAt"]
+
+
+def test_started_at_resets_for_a_new_target() -> None:
+    previous = {"targetVersion": OLD, "startedAt": "2026-01-01T00:00:00Z", "state": "Complete"}
+    status = decide(rollout([pending("a")], previous=previous)).status
+    assert status is not None
+    assert status["startedAt"] == "2026-11-29T12:00:00Z"
+
+
+def test_a_bad_max_unavailable_is_reported_and_nothing_starts() -> None:
+    decision = decide(rollout([pending("a")], settings=settings(max_unavailable="0%")))
+    assert started(decision) == []
+    assert decision.status is not None
+    assert "maxUnavailable" in decision.status["message"]

@@ -1,0 +1,475 @@
+"""Each in-progress phase's step, from plain facts to the next write or request."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from coordinator.rollout import names
+from coordinator.rollout.actions import (
+    EvictPods,
+    PatchNode,
+    RequestReport,
+    SendPrepare,
+    SendRestore,
+)
+from coordinator.rollout.facts import INSPECT, PREPARE, RESTORE, GpuPod, NodeFacts, RestoreFacts
+from coordinator.rollout.names import Phase
+from coordinator.rollout.records import BoundFunction, encode_bound, encode_changes, encode_vfs
+from coordinator.rollout.settings import RolloutSettings, Timeouts
+from coordinator.rollout.steps import (
+    step_checking,
+    step_draining,
+    step_loading,
+    step_preparing,
+    step_verifying,
+)
+from tests.rollout.builders import (
+    ACTIVE_VFS,
+    KMM,
+    OPEN_CLIENT,
+    PF,
+    TARGET,
+    answered,
+    disabled_vfs,
+    in_flight,
+    loaded_labels,
+    new_report,
+    node,
+    prepared,
+    report,
+    rollout,
+)
+
+POD = GpuPod("ml", "trainer-0")
+VF = "0000:03:00.1"
+
+
+def only_patch(actions: Sequence[object]) -> PatchNode:
+    assert len(actions) == 1, actions
+    patch = actions[0]
+    assert isinstance(patch, PatchNode)
+    return patch
+
+
+def settings(**kwargs: Any) -> RolloutSettings:
+    return dataclasses.replace(RolloutSettings(hold_after_first_node=False), **kwargs)
+
+
+# -- Checking -----------------------------------------------------------------------------
+
+
+def test_checking_asks_for_a_fresh_report_and_waits_for_it() -> None:
+    facts = node(phase=Phase.CHECKING)
+    step = step_checking(rollout([facts]), facts)
+    assert step.actions == [RequestReport("n1", facts.attempt)]
+    waiting = in_flight(facts)
+    assert step_checking(rollout([waiting]), waiting).actions == []
+
+
+def test_checking_never_proceeds_on_an_answer_of_an_earlier_step() -> None:
+    earlier = answered(node(phase=Phase.CHECKING, since=500), report=report())
+    now = dataclasses.replace(
+        earlier, annotations={**earlier.annotations, names.SINCE: "2026-11-29T11:59:58Z"}
+    )
+    step = step_checking(rollout([now]), now)
+    assert step.actions == [RequestReport("n1", now.attempt)]
+
+
+def test_checking_without_a_report_in_time_blocks_with_the_reason() -> None:
+    facts = answered(node(phase=Phase.CHECKING, since=61), error="agent not connected")
+    patch = only_patch(step_checking(rollout([facts]), facts).actions)
+    assert patch.phase_to is Phase.BLOCKED
+    assert "no fresh agent report within 60s: agent not connected" in str(
+        patch.annotations[names.REASON]
+    )
+
+
+def test_checking_a_failed_request_is_retried_after_a_pause() -> None:
+    facts = answered(node(phase=Phase.CHECKING, since=10), error="timeout", finished_ago=0.2)
+    assert step_checking(rollout([facts]), facts).actions == []
+    later = answered(node(phase=Phase.CHECKING, since=10), error="timeout", finished_ago=1.5)
+    assert step_checking(rollout([later]), later).actions == [RequestReport("n1", later.attempt)]
+
+
+def test_checking_a_notready_node_is_blocked() -> None:
+    facts = node(phase=Phase.CHECKING, ready=False)
+    patch = only_patch(step_checking(rollout([facts]), facts).actions)
+    assert patch.phase_to is Phase.BLOCKED
+    assert patch.annotations[names.REASON] == "node is NotReady"
+
+
+def test_checking_an_open_render_fd_blocks_before_any_cordon() -> None:
+    facts = answered(node(phase=Phase.CHECKING), report=report(blockers=[OPEN_CLIENT]))
+    patch = only_patch(step_checking(rollout([facts]), facts).actions)
+    assert patch.phase_to is Phase.BLOCKED
+    assert "pid 4242 (ollama)" in str(patch.annotations[names.REASON])
+    assert patch.unschedulable is None
+    assert rollout([facts]).kmm.version not in patch.labels
+
+
+def test_checking_gpu_pods_are_drained_first_even_with_blockers() -> None:
+    facts = answered(node(phase=Phase.CHECKING, pods=[POD]), report=report(blockers=[OPEN_CLIENT]))
+    patch = only_patch(step_checking(rollout([facts]), facts).actions)
+    assert patch.phase_to is Phase.DRAINING
+    assert "ml/trainer-0" in str(patch.annotations[names.REASON])
+
+
+def test_checking_idle_vfs_go_on_when_preparation_may_disable_them() -> None:
+    facts = answered(node(phase=Phase.CHECKING), report=report(blockers=[ACTIVE_VFS]))
+    allowed = rollout([facts], settings=settings(disable_idle_vfs=True))
+    assert only_patch(step_checking(allowed, facts).actions).phase_to is Phase.DRAINING
+    assert only_patch(step_checking(rollout([facts]), facts).actions).phase_to is Phase.BLOCKED
+    to_vm = answered(
+        node(phase=Phase.CHECKING), report=report(blockers=[ACTIVE_VFS], foreign_vf_pfs=[PF])
+    )
+    assert only_patch(step_checking(allowed, to_vm).actions).phase_to is Phase.BLOCKED
+
+
+def test_checking_to_draining_cordons_and_records_the_node_once() -> None:
+    before = report(drivers={PF: "xe", "0000:04:00.0": "snd_hda_intel"}, vfs={PF: 2})
+    facts = answered(node(phase=Phase.CHECKING), report=before)
+    patch = only_patch(step_checking(rollout([facts]), facts).actions)
+    assert patch.phase_to is Phase.DRAINING
+    assert patch.unschedulable is True
+    assert patch.annotations[names.CORDONED_BY_GPUCTL] == "true"
+    assert json.loads(str(patch.annotations[names.BOUND_BEFORE])) == [
+        {"pciAddress": PF, "driver": "xe"}
+    ]
+    assert json.loads(str(patch.annotations[names.VFS_BEFORE])) == {PF: 2}
+    assert patch.annotations[names.SRCVERSION_BEFORE] == "OLDSRC"
+    assert patch.labels == {names.STATE_LABEL: "Draining"}
+    # A retried node keeps what it recorded the first time.
+    kept = answered(
+        node(
+            phase=Phase.CHECKING,
+            annotations={
+                names.BOUND_BEFORE: "[]",
+                names.VFS_BEFORE: "{}",
+                names.SRCVERSION_BEFORE: "X",
+            },
+        ),
+        report=before,
+    )
+    patch = only_patch(step_checking(rollout([kept]), kept).actions)
+    assert not {names.BOUND_BEFORE, names.VFS_BEFORE, names.SRCVERSION_BEFORE} & set(
+        patch.annotations
+    )
+
+
+def test_checking_an_admin_cordon_is_remembered_as_not_ours() -> None:
+    facts = answered(node(phase=Phase.CHECKING, unschedulable=True), report=report())
+    patch = only_patch(step_checking(rollout([facts]), facts).actions)
+    assert patch.annotations[names.CORDONED_BY_GPUCTL] == "false"
+    assert patch.unschedulable is None
+
+
+def test_checking_without_cordon_setting_leaves_the_node_schedulable() -> None:
+    facts = answered(node(phase=Phase.CHECKING), report=report())
+    patch = only_patch(
+        step_checking(rollout([facts], settings=settings(cordon=False)), facts).actions
+    )
+    assert patch.unschedulable is None
+    assert names.CORDONED_BY_GPUCTL not in patch.annotations
+
+
+def test_checking_waits_for_the_pod_list() -> None:
+    facts = answered(node(phase=Phase.CHECKING, pods=None), report=report())
+    assert step_checking(rollout([facts]), facts).actions == []
+
+
+# -- Draining -----------------------------------------------------------------------------
+
+
+def test_draining_waits_for_pods_then_prepares() -> None:
+    busy = node(
+        phase=Phase.DRAINING,
+        pods=[POD],
+        unschedulable=True,
+        annotations={names.CORDONED_BY_GPUCTL: "true"},
+    )
+    assert step_draining(rollout([busy]), busy).actions == []
+    idle = node(phase=Phase.DRAINING, unschedulable=True)
+    assert only_patch(step_draining(rollout([idle]), idle).actions).phase_to is Phase.PREPARING
+
+
+def test_draining_evicts_when_allowed() -> None:
+    busy = node(phase=Phase.DRAINING, pods=[POD], unschedulable=True)
+    step = step_draining(rollout([busy], settings=settings(evict_gpu_pods=True)), busy)
+    assert step.actions == [EvictPods("n1", (POD,))]
+    assert step.wake_in is not None
+    assert step.wake_in <= 2
+
+
+def test_draining_timeout_blocks_naming_pods_and_claims_and_releases_our_cordon() -> None:
+    busy = node(
+        phase=Phase.DRAINING,
+        since=601,
+        pods=[POD],
+        claims=["ml/claim-a"],
+        unschedulable=True,
+        annotations={names.CORDONED_BY_GPUCTL: "true", names.BOUND_BEFORE: "[]"},
+    )
+    patch = only_patch(step_draining(rollout([busy]), busy).actions)
+    assert patch.phase_to is Phase.BLOCKED
+    reason = str(patch.annotations[names.REASON])
+    assert "ml/trainer-0" in reason
+    assert "ml/claim-a" in reason
+    assert "evictGPUPods is off" in reason
+    assert patch.unschedulable is False
+    assert patch.annotations[names.CORDONED_BY_GPUCTL] is None
+    assert patch.annotations[names.BOUND_BEFORE] is None
+
+
+def test_draining_an_admin_cordon_is_never_lifted() -> None:
+    busy = node(
+        phase=Phase.DRAINING,
+        since=601,
+        pods=[POD],
+        unschedulable=True,
+        annotations={names.CORDONED_BY_GPUCTL: "false"},
+    )
+    patch = only_patch(step_draining(rollout([busy]), busy).actions)
+    assert patch.unschedulable is None
+
+
+def test_draining_restores_a_lost_cordon() -> None:
+    facts = node(phase=Phase.DRAINING, annotations={names.CORDONED_BY_GPUCTL: "true"})
+    patch = only_patch(step_draining(rollout([facts]), facts).actions)
+    assert patch.unschedulable is True
+    assert patch.phase_to is None
+
+
+# -- Preparing ----------------------------------------------------------------------------
+
+
+def test_preparing_without_permission_to_change_uses_a_fresh_report() -> None:
+    facts = node(phase=Phase.PREPARING, unschedulable=True)
+    assert step_preparing(rollout([facts]), facts).actions == [RequestReport("n1", facts.attempt)]
+    clean = answered(facts, report=report())
+    patch = only_patch(step_preparing(rollout([clean]), clean).actions)
+    assert patch.phase_to is Phase.LOADING
+    assert patch.labels[KMM.version] == TARGET
+    busy = answered(facts, report=report(blockers=[OPEN_CLIENT]))
+    patch = only_patch(step_preparing(rollout([busy]), busy).actions)
+    assert patch.phase_to is Phase.BLOCKED
+    assert KMM.version not in patch.labels
+
+
+def test_preparing_sends_prepare_with_the_settings() -> None:
+    facts = node(phase=Phase.PREPARING)
+    allowed = rollout([facts], settings=settings(disable_idle_vfs=True))
+    assert step_preparing(allowed, facts).actions == [
+        SendPrepare("n1", facts.attempt, "xe", allow_unbind=False, allow_disable_vfs=True)
+    ]
+
+
+def test_preparing_ready_records_changes_and_labels_in_one_write() -> None:
+    facts = answered(
+        node(phase=Phase.PREPARING, annotations={names.VFS_BEFORE: encode_vfs({PF: 2})}),
+        PREPARE,
+        prepare=prepared(changes=[disabled_vfs(PF, 2)], after=report(vfs={PF: 0})),
+    )
+    patch = only_patch(
+        step_preparing(rollout([facts], settings=settings(disable_idle_vfs=True)), facts).actions
+    )
+    assert patch.phase_to is Phase.LOADING
+    assert patch.labels[KMM.version] == TARGET
+    assert patch.annotations[names.PREPARE_CHANGES] == encode_changes([disabled_vfs(PF, 2)])
+
+
+def test_preparing_a_restart_after_an_unrecorded_answer_reconstructs_the_changes() -> None:
+    # The agent disabled the VFs, the coordinator died before writing its answer; asked
+    # again, the agent changes nothing and says so.
+    facts = answered(
+        node(phase=Phase.PREPARING, annotations={names.VFS_BEFORE: encode_vfs({PF: 2})}),
+        PREPARE,
+        prepare=prepared(changes=[], after=report(vfs={PF: 0})),
+    )
+    patch = only_patch(
+        step_preparing(rollout([facts], settings=settings(disable_idle_vfs=True)), facts).actions
+    )
+    assert patch.annotations[names.PREPARE_CHANGES] == encode_changes([disabled_vfs(PF, 2)])
+
+
+def test_preparing_not_ready_blocks_with_the_agents_reasons() -> None:
+    facts = answered(
+        node(
+            phase=Phase.PREPARING,
+            unschedulable=True,
+            annotations={names.CORDONED_BY_GPUCTL: "true"},
+        ),
+        PREPARE,
+        prepare=prepared(ready=False, blockers=[ACTIVE_VFS]),
+    )
+    patch = only_patch(
+        step_preparing(rollout([facts], settings=settings(disable_idle_vfs=True)), facts).actions
+    )
+    assert patch.phase_to is Phase.BLOCKED
+    assert patch.annotations[names.REASON] == ACTIVE_VFS.message
+    assert patch.unschedulable is False
+
+
+def test_preparing_half_way_failure_fails_and_keeps_the_changes() -> None:
+    facts = answered(
+        node(phase=Phase.PREPARING),
+        PREPARE,
+        prepare=prepared(ready=False, changes=[disabled_vfs(PF, 2)], error="EIO on 0000:83:00.0"),
+    )
+    patch = only_patch(
+        step_preparing(rollout([facts], settings=settings(disable_idle_vfs=True)), facts).actions
+    )
+    assert patch.phase_to is Phase.FAILED
+    assert patch.annotations[names.PREPARE_CHANGES] == encode_changes([disabled_vfs(PF, 2)])
+    assert patch.unschedulable is None
+
+
+def test_preparing_no_answer_in_time_fails() -> None:
+    facts = in_flight(node(phase=Phase.PREPARING, since=121), PREPARE)
+    patch = only_patch(
+        step_preparing(rollout([facts], settings=settings(disable_idle_vfs=True)), facts).actions
+    )
+    assert patch.phase_to is Phase.FAILED
+    assert "PrepareRequest within 2m" in str(patch.annotations[names.REASON])
+
+
+def test_preparing_new_gpu_pods_send_it_back_to_draining() -> None:
+    facts = node(phase=Phase.PREPARING, pods=[POD])
+    assert only_patch(step_preparing(rollout([facts]), facts).actions).phase_to is Phase.DRAINING
+
+
+def test_preparing_a_malformed_record_fails_the_node_not_the_process() -> None:
+    facts = answered(
+        node(phase=Phase.PREPARING, annotations={names.VFS_BEFORE: "[oops"}), report=report()
+    )
+    patch = only_patch(step_preparing(rollout([facts]), facts).actions)
+    assert patch.phase_to is Phase.FAILED
+    assert "vfs-before" in str(patch.annotations[names.REASON])
+
+
+# -- Loading ------------------------------------------------------------------------------
+
+
+def test_loading_waits_for_kmm_then_verifies() -> None:
+    waiting = node(phase=Phase.LOADING, labels={KMM.version: TARGET})
+    step = step_loading(rollout([waiting]), waiting)
+    assert step.actions == []
+    assert step.wake_in is not None
+    loaded = node(phase=Phase.LOADING, labels=loaded_labels())
+    assert only_patch(step_loading(rollout([loaded]), loaded).actions).phase_to is Phase.VERIFYING
+
+
+def test_loading_puts_back_a_removed_version_label() -> None:
+    facts = node(phase=Phase.LOADING)
+    patch = only_patch(step_loading(rollout([facts]), facts).actions)
+    assert patch.labels == {KMM.version: TARGET}
+    assert patch.phase_to is None
+
+
+def test_loading_timeout_fails() -> None:
+    facts = node(phase=Phase.LOADING, since=601, labels={KMM.version: TARGET})
+    patch = only_patch(step_loading(rollout([facts]), facts).actions)
+    assert patch.phase_to is Phase.FAILED
+    assert "did not load" in str(patch.annotations[names.REASON])
+
+
+# -- Verifying ----------------------------------------------------------------------------
+
+RECORDED = {
+    names.BOUND_BEFORE: encode_bound([BoundFunction(PF, "xe")]),
+    names.VFS_BEFORE: encode_vfs({PF: 2}),
+    names.SRCVERSION_BEFORE: "OLDSRC",
+    names.CORDONED_BY_GPUCTL: "true",
+}
+
+
+def verifying(*, since: float = 5, annotations: dict[str, str] | None = None) -> NodeFacts:
+    return node(
+        phase=Phase.VERIFYING,
+        since=since,
+        labels=loaded_labels(),
+        unschedulable=True,
+        annotations={**RECORDED, **(annotations or {})},
+    )
+
+
+def test_verifying_done_uncordons_and_clears_the_records() -> None:
+    facts = answered(verifying(), report=new_report(vfs={PF: 2}))
+    patch = only_patch(step_verifying(rollout([facts]), facts).actions)
+    assert patch.phase_to is Phase.DONE
+    assert patch.unschedulable is False
+    for key in (*names.PASS_DETAIL, names.CORDONED_BY_GPUCTL):
+        assert patch.annotations[key] is None
+
+
+def test_verifying_old_module_is_polled_then_failed() -> None:
+    facts = answered(verifying(), report=report(vfs={PF: 2}), finished_ago=2)
+    assert step_verifying(rollout([facts]), facts).actions == [RequestReport("n1", facts.attempt)]
+    late = answered(verifying(since=301), report=report(vfs={PF: 2}))
+    patch = only_patch(step_verifying(rollout([late]), late).actions)
+    assert patch.phase_to is Phase.FAILED
+    assert "backport tag xeb_v6" in str(patch.annotations[names.REASON])
+
+
+def test_verifying_by_srcversion() -> None:
+    by_src = rollout([], settings=settings(verify_by="srcversion"))
+    same = answered(verifying(since=301), report=new_report(srcversion="OLDSRC", vfs={PF: 2}))
+    patch = only_patch(step_verifying(dataclasses.replace(by_src, nodes=[same]), same).actions)
+    assert "srcversion is still OLDSRC" in str(patch.annotations[names.REASON])
+    changed = answered(verifying(), report=report(srcversion="NEWSRC", vfs={PF: 2}))
+    patch = only_patch(
+        step_verifying(dataclasses.replace(by_src, nodes=[changed]), changed).actions
+    )
+    assert patch.phase_to is Phase.DONE
+
+
+def test_verifying_restores_recorded_changes_before_done() -> None:
+    changes = encode_changes([disabled_vfs(PF, 2)])
+    facts = answered(
+        verifying(annotations={names.PREPARE_CHANGES: changes}),
+        report=new_report(vfs={PF: 0}),
+        finished_ago=0.5,
+    )
+    assert step_verifying(rollout([facts]), facts).actions == [
+        SendRestore("n1", facts.attempt, changes)
+    ]
+    restored = answered(
+        facts, RESTORE, restore=RestoreFacts((), new_report(vfs={PF: 2})), finished_ago=0
+    )
+    assert only_patch(step_verifying(rollout([restored]), restored).actions).phase_to is Phase.DONE
+    broken = answered(facts, RESTORE, restore=RestoreFacts(("sriov_numvfs: EBUSY",), None))
+    patch = only_patch(step_verifying(rollout([broken]), broken).actions)
+    assert patch.phase_to is Phase.FAILED
+    assert "EBUSY" in str(patch.annotations[names.REASON])
+
+
+def test_verifying_missing_functions_are_named() -> None:
+    facts = answered(verifying(since=301), report=new_report(drivers={PF: ""}, vfs={PF: 2}))
+    patch = only_patch(step_verifying(rollout([facts]), facts).actions)
+    assert f"{PF} not bound to xe (unbound)" in str(patch.annotations[names.REASON])
+
+
+def test_verifying_keeps_an_admin_cordon() -> None:
+    facts = answered(
+        verifying(annotations={names.CORDONED_BY_GPUCTL: "false"}),
+        report=new_report(vfs={PF: 2}),
+    )
+    patch = only_patch(step_verifying(rollout([facts]), facts).actions)
+    assert patch.phase_to is Phase.DONE
+    assert patch.unschedulable is None
+
+
+def test_verifying_a_node_that_lost_kmms_labels_waits() -> None:
+    facts = answered(verifying(), report=new_report(vfs={PF: 2}))
+    labels = {k: v for k, v in facts.labels.items() if k != KMM.ready}
+    facts = dataclasses.replace(facts, labels=labels)
+    assert step_verifying(rollout([facts]), facts).actions == []
+
+
+def test_timeouts_come_from_settings() -> None:
+    quick = settings(timeouts=Timeouts(check=5))
+    facts = in_flight(node(phase=Phase.CHECKING, since=6), INSPECT)
+    patch = only_patch(step_checking(rollout([facts], settings=quick), facts).actions)
+    assert "within 5s" in str(patch.annotations[names.REASON])
