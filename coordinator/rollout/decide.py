@@ -169,8 +169,11 @@ def decide(inp: RolloutInput) -> Decision:
         decision.status = rollout_status(inp, phases, counts, str(err), "error")
         return decision
     gate = _gate(inp, counts)
-    _start_nodes(inp, nodes, phases, decision, gate=gate, bound=bound)
-    decision.status = rollout_status(inp, phases, counts, _message(gate, counts, bound), gate)
+    held_back = _start_nodes(inp, nodes, phases, decision, gate=gate, bound=bound)
+    message = _message(gate, counts, bound)
+    if held_back and not counts.in_progress:
+        message += f"; waiting: already unavailable: {held_back}"
+    decision.status = rollout_status(inp, phases, counts, message, gate)
     decision.events.extend(_driver_events(inp, decision.status))
     return decision
 
@@ -183,8 +186,12 @@ def _start_nodes(
     *,
     gate: str,
     bound: int,
-) -> None:
-    """Start nodes within the bound (unless gated); recheck Blocked ones; repair cordons."""
+) -> str:
+    """Start nodes within the bound (unless gated); recheck Blocked ones; repair cordons.
+
+    Returns the unavailable nodes, in words, when the bound kept a node from starting.
+    """
+    held_back = ""
     target = inp.target_version or ""
     unavailable = _unavailable(nodes, phases)
     touched = {a.node for a in decision.actions if isinstance(a, PatchNode)}
@@ -206,10 +213,28 @@ def _start_nodes(
                 decision.actions.append(blocked(inp, node, "node is NotReady", target))
             continue
         if len(unavailable | {name}) > bound:
+            held_back = held_back or _unavailable_words(nodes, phases, unavailable)
             continue
         unavailable.add(name)
         reason = "asking the agent for a fresh report"
         decision.actions.append(transition(inp, node, Phase.CHECKING, reason, version=target))
+    return held_back
+
+
+def _unavailable_words(
+    nodes: Mapping[str, NodeFacts], phases: Mapping[str, Phase], unavailable: set[str]
+) -> str:
+    words = []
+    for name in sorted(unavailable)[:10]:
+        node = nodes[name]
+        why = (
+            phases[name].value
+            if phases[name] in IN_PROGRESS
+            else ("NotReady" if not node.ready else "cordoned")
+        )
+        words.append(f"{name} ({why})")
+    more = len(unavailable) - len(words)
+    return ", ".join(words) + (f" and {more} more" if more > 0 else "")
 
 
 def _release_cordon(node: NodeFacts) -> PatchNode:
