@@ -86,7 +86,7 @@ def test_an_admin_cordon_counts_against_the_bound_and_survives_the_rollout() -> 
 def test_random_worlds_with_restarts_keep_every_invariant(seed: int) -> None:
     sim = world(6, seed=seed, disable_idle_vfs=True, evict_gpu_pods=True, max_unavailable=2)
     rng = sim.rng
-    admin = set()
+    admin: set[str] = set()
     for sim_node in sim.nodes.values():
         roll = rng.random()
         if roll < 0.2:
