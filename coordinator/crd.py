@@ -140,7 +140,7 @@ def _rollout_status_schema() -> dict[str, Any]:
             "progress": {"type": "string", "description": "updated/total, for kubectl get."},
             "counts": {
                 "type": "object",
-                "properties": {phase: count for phase in ROLLOUT_PHASES},
+                "properties": dict.fromkeys(ROLLOUT_PHASES, count),
             },
             "nodes": {
                 "type": "array",

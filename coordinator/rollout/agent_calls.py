@@ -1,0 +1,122 @@
+"""The rollout's requests to node agents, and the in-memory table of their answers.
+
+`AgentCalls` is what the rollout needs of the agents' gRPC streams (report, prepare,
+restore, each with a deadline, answered through a concurrent Future); the live-nodes server
+implements it. `CallTable` remembers, per node and kind, the latest request made for the
+node's current step and its answer, and calls back when an answer arrives so the rollout
+looks again at once. Nothing here survives a restart, by design: a step whose answer was
+lost asks again.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from coordinator.rollout.facts import (
+    INSPECT,
+    PREPARE,
+    RESTORE,
+    CallState,
+    prepare_facts,
+    report_facts,
+    restore_facts,
+)
+from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+
+
+class AgentCalls(Protocol):
+    """Requests over the node agents' streams; each Future fails when not answered in time."""
+
+    def request_report(
+        self, node: str, timeout: float
+    ) -> concurrent.futures.Future[report_pb.NodeReport]: ...
+
+    def request_prepare(
+        self, node: str, request: agent_pb.PrepareRequest, timeout: float
+    ) -> concurrent.futures.Future[agent_pb.PrepareResult]: ...
+
+    def request_restore(
+        self, node: str, request: agent_pb.RestoreRequest, timeout: float
+    ) -> concurrent.futures.Future[agent_pb.RestoreResult]: ...
+
+
+def failure_words(error: BaseException) -> str:
+    if isinstance(error, TimeoutError | concurrent.futures.TimeoutError):
+        return "the agent did not answer in time"
+    return str(error) or type(error).__name__
+
+
+class CallTable:
+    """(node, kind) -> the latest CallState; thread-safe; `on_answer(node)` after each answer."""
+
+    def __init__(
+        self,
+        epoch_clock: Callable[[], float],
+        on_answer: Callable[[str], None],
+        module_driver: Callable[[str], str] = lambda _node: "xe",
+    ) -> None:
+        self._clock = epoch_clock
+        self._on_answer = on_answer
+        self._module_driver = module_driver
+        self._calls: dict[tuple[str, str], CallState] = {}
+        self._lock = threading.Lock()
+
+    def for_node(self, node: str) -> dict[str, CallState]:
+        with self._lock:
+            return {kind: s for (n, kind), s in self._calls.items() if n == node}
+
+    def forget(self, node: str) -> None:
+        with self._lock:
+            for key in [k for k in self._calls if k[0] == node]:
+                del self._calls[key]
+
+    def start(
+        self,
+        node: str,
+        kind: str,
+        attempt: str,
+        send: Callable[[], concurrent.futures.Future[Any]],
+    ) -> bool:
+        """Send a request unless one of this kind and attempt is in flight; True if sent."""
+        with self._lock:
+            current = self._calls.get((node, kind))
+            if current is not None and current.attempt == attempt and current.in_flight:
+                return False
+            self._calls[(node, kind)] = CallState(kind, attempt, started_at=self._clock())
+        try:
+            future = send()
+        except Exception as err:  # the server is not running, too many requests pending
+            self._finish(node, kind, attempt, error=failure_words(err))
+            return True
+        future.add_done_callback(lambda done: self._done(node, kind, attempt, done))
+        return True
+
+    def _done(
+        self, node: str, kind: str, attempt: str, future: concurrent.futures.Future[Any]
+    ) -> None:
+        error = future.exception()
+        if error is not None:
+            self._finish(node, kind, attempt, error=failure_words(error))
+            return
+        result = future.result()
+        driver = self._module_driver(node)
+        if kind == INSPECT:
+            self._finish(node, kind, attempt, report=report_facts(result, driver))
+        elif kind == PREPARE:
+            self._finish(node, kind, attempt, prepare=prepare_facts(result, driver))
+        elif kind == RESTORE:
+            self._finish(node, kind, attempt, restore=restore_facts(result, driver))
+
+    def _finish(self, node: str, kind: str, attempt: str, **answer: Any) -> None:
+        with self._lock:
+            current = self._calls.get((node, kind))
+            if current is None or current.attempt != attempt:
+                return  # a newer step asked since; this answer is for an older one
+            self._calls[(node, kind)] = CallState(
+                kind, attempt, current.started_at, finished_at=self._clock(), **answer
+            )
+        self._on_answer(node)

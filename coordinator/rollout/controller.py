@@ -1,0 +1,479 @@
+"""The rollout's I/O: gather the facts, run the pure decision, carry out its actions.
+
+One worker thread takes GPUDriver names from its own queue (filled by node, GPUDriver, Module
+and claim changes, by agent answers, and by the decision's own wake-up times) and makes one
+pass: nodes, claims and Modules come from the coordinator's watch caches; GPU pods are listed
+for the few nodes whose step needs them; agent answers come from the CallTable. Writes are
+merge patches carrying the resourceVersion the decision saw, so a decision made on a stale
+view fails (409) instead of acting, and the pass is made again. The copy a successful patch
+returns is used until the watch cache has caught up with it, so the next pass never counts
+a node as it was before our own write (which could break the unavailability bound).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from coordinator import model
+from coordinator.events import WARNING, EventRecorder
+from coordinator.kube import MERGE_PATCH, KubeApi, KubeError, path
+from coordinator.module_spec import module_name, node_selector, ready_label, version_label
+from coordinator.rollout import names
+from coordinator.rollout.actions import (
+    Action,
+    EvictPods,
+    PatchNode,
+    RequestReport,
+    SendPrepare,
+    SendRestore,
+)
+from coordinator.rollout.agent_calls import AgentCalls, CallTable
+from coordinator.rollout.decide import Decision, decide
+from coordinator.rollout.facts import (
+    INSPECT,
+    PREPARE,
+    RESTORE,
+    GpuPod,
+    KmmLabels,
+    NodeFacts,
+    RolloutInput,
+    node_facts,
+)
+from coordinator.rollout.metrics import RolloutMetrics
+from coordinator.rollout.names import Phase
+from coordinator.rollout.pods import claims_on_nodes, eviction, gpu_pods
+from coordinator.rollout.records import decode_changes
+from coordinator.rollout.rollout_status import resumed_version
+from coordinator.rollout.settings import RolloutSettings, SettingsError, rollout_settings
+from coordinator.watches import WorkQueue
+from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.common.node_selectors import matches_labels, node_labels
+
+log = logging.getLogger(__name__)
+
+HTTP_NOT_FOUND = 404
+HTTP_CONFLICT = 409
+HTTP_TOO_MANY_REQUESTS = 429
+CONFLICT_RETRY_SECONDS = 0.05
+API_ERROR_RETRY_SECONDS = 5.0
+POD_LIST_TTL_SECONDS = 1.0
+# Phases whose step looks at the node's GPU pods.
+NEEDS_PODS = frozenset({Phase.CHECKING, Phase.DRAINING, Phase.PREPARING, Phase.BLOCKED})
+# Phase changes worth an Event on the Node (the others are in the annotations and status).
+NODE_EVENT_PHASES = frozenset(
+    {Phase.CHECKING, Phase.LOADING, Phase.DONE, Phase.BLOCKED, Phase.FAILED, Phase.SKIPPED}
+)
+DRIVER_EVENT_PHASES = frozenset({Phase.BLOCKED, Phase.FAILED})
+
+
+class RolloutView(Protocol):
+    """The watch caches the rollout reads."""
+
+    def drivers(self) -> list[dict[str, Any]]: ...
+
+    def nodes(self) -> list[dict[str, Any]]: ...
+
+    def claims(self) -> list[dict[str, Any]]: ...
+
+    def module(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    namespace: str
+    # How often a Blocked node's agent is asked whether its blocker went away.
+    blocked_recheck_seconds: float = 30.0
+    # Deadlines of report and restore requests (prepare uses spec.rollout.timeouts.prepare).
+    report_timeout_seconds: float = 10.0
+    restore_timeout_seconds: float = 60.0
+
+
+def _resource_version(obj: Mapping[str, Any]) -> int:
+    try:
+        return int(str(obj.get("metadata", {}).get("resourceVersion", "0")))
+    except ValueError:
+        return 0
+
+
+class NodeOverlay:
+    """Nodes as our own last writes returned them, until the watch cache is as new.
+
+    resourceVersions are compared as numbers, which holds for the etcd3 storage every
+    kube-apiserver uses (the API calls them opaque; this is the one place that relies on it).
+    """
+
+    def __init__(self) -> None:
+        self._written: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def remember(self, node: dict[str, Any]) -> None:
+        with self._lock:
+            self._written[str(node["metadata"]["name"])] = node
+
+    def apply(self, nodes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        with self._lock:
+            for node in nodes:
+                name = str(node["metadata"]["name"])
+                written = self._written.get(name)
+                if written is not None and _resource_version(written) > _resource_version(node):
+                    out.append(written)
+                    continue
+                self._written.pop(name, None)
+                out.append(node)
+        return out
+
+
+def _module_readiness(module: Mapping[str, Any] | None, name: str, target: str) -> str:
+    """ "" when the Module exists, is not being deleted and asks for `target`; else why not."""
+    if module is None:
+        return f"waiting for Module {name} (KMM missing, or the Module being recreated)"
+    if (module.get("metadata") or {}).get("deletionTimestamp"):
+        return f"waiting for Module {name}: being deleted (recreated for a version change)"
+    version = (
+        ((module.get("spec") or {}).get("moduleLoader") or {}).get("container", {}).get("version")
+    )
+    if version != target:
+        return f"waiting for Module {name} to ask for version {target}"
+    return ""
+
+
+def kmm_labels(namespace: str, module: str) -> KmmLabels:
+    """The node labels of a Module: gpuctl's version label and KMM's two readiness labels."""
+    ready = ready_label(namespace, module)
+    return KmmLabels(
+        version=version_label(namespace, module),
+        ready=ready,
+        version_ready=f"{ready.removesuffix('.ready')}.version.ready",
+    )
+
+
+class RolloutController:
+    """Drives every managed GPUDriver's rollout; `run(stop)` in its own thread."""
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        view: RolloutView,
+        *,
+        agents: AgentCalls | None,
+        events: EventRecorder,
+        config: RolloutConfig,
+        wall_clock: Callable[[], datetime],
+        monotonic: Callable[[], float] = time.monotonic,
+        metrics: RolloutMetrics | None = None,
+    ) -> None:
+        self._kube = kube
+        self._view = view
+        self._agents = agents
+        self._events = events
+        self._config = config
+        self._wall = wall_clock
+        self._monotonic = monotonic
+        self._metrics = metrics
+        self.queue = WorkQueue(monotonic)
+        self.calls = CallTable(lambda: wall_clock().timestamp(), lambda _node: self.enqueue_all())
+        self.overlay = NodeOverlay()
+        self._pods: dict[str, tuple[float, tuple[GpuPod, ...] | None]] = {}
+        self.passes = 0
+
+    # -- triggers ---------------------------------------------------------------------------
+
+    def enqueue_all(self) -> None:
+        for driver in self._view.drivers():
+            self.queue.add(str(driver["metadata"]["name"]))
+
+    def changed(self, _kind: str = "", _obj: object = None) -> None:
+        """Any change that can matter (a Node, GPUDriver, Module or claim): look again."""
+        self.enqueue_all()
+
+    def run(self, stop: threading.Event) -> None:
+        self.enqueue_all()
+        while not stop.is_set():
+            name = self.queue.get(timeout=0.5)
+            if name is None:
+                continue
+            try:
+                again = self.sync(name)
+            except Exception:
+                log.exception("rollout pass failed", extra={"gpudriver": name})
+                again = API_ERROR_RETRY_SECONDS
+            self.passes += 1
+            if again is not None and not stop.is_set():
+                self.queue.add_after(name, again)
+
+    # -- one pass ---------------------------------------------------------------------------
+
+    def _driver(self, name: str) -> dict[str, Any] | None:
+        for driver in self._view.drivers():
+            if driver["metadata"]["name"] == name:
+                return driver
+        return None
+
+    def sync(self, name: str) -> float | None:
+        """One pass for one GPUDriver; seconds until it wants another, or None."""
+        driver = self._driver(name)
+        if driver is None or (driver.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        spec = driver.get("spec") or {}
+        previous = dict((driver.get("status") or {}).get("rollout") or {})
+        target = (spec.get("kernelModule") or {}).get("version")
+        if not target:
+            if previous:
+                self._write_status(driver, None)
+            return None
+        try:
+            settings = rollout_settings(spec)
+        except SettingsError as err:
+            self._refuse(driver, str(target), previous, str(err))
+            return None
+        inp = self._gather(driver, spec, str(target), settings, previous)
+        decision = decide(inp)
+        requeue = self._execute(driver, inp, decision)
+        if decision.status is not None and decision.status != previous:
+            self._write_status(driver, decision.status)
+        for event in decision.events:
+            self._events.record(driver, event.kind, event.reason, event.message)
+        if self._metrics is not None and decision.status is not None:
+            blocked = [n.reason for n in inp.nodes if n.phase is Phase.BLOCKED]
+            self._metrics.phases(name, decision.status["counts"], blocked)
+        if requeue is not None:
+            return requeue
+        return decision.requeue_after
+
+    def _refuse(
+        self, driver: dict[str, Any], target: str, previous: Mapping[str, Any], why: str
+    ) -> None:
+        status = {**previous, "targetVersion": target, "state": "Paused", "message": why}
+        if status != previous:
+            self._events.record(driver, WARNING, "InvalidRollout", why)
+            self._write_status(driver, status)
+
+    def _gather(
+        self,
+        driver: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        target: str,
+        settings: RolloutSettings,
+        previous: Mapping[str, Any],
+    ) -> RolloutInput:
+        name = str(driver["metadata"]["name"])
+        module = module_name(name)
+        namespace = self._config.namespace
+        selector = node_selector(dict(spec))
+        all_nodes = self.overlay.apply(self._view.nodes())
+        targeted = [n for n in all_nodes if matches_labels(selector, node_labels(n))]
+        claims = claims_on_nodes(self._view.claims(), all_nodes)
+        facts = []
+        for node in targeted:
+            node_name = str(node["metadata"]["name"])
+            phase = names.parse_phase(node_labels(node).get(names.STATE_LABEL))
+            pods = self._gpu_pods(node_name) if phase in NEEDS_PODS else ()
+            facts.append(
+                node_facts(
+                    node,
+                    gpu_pods=pods,
+                    claims=claims.get(node_name, ()),
+                    calls=self.calls.for_node(node_name),
+                )
+            )
+        kernel_module = spec.get("kernelModule") or {}
+        waiting_for_module = _module_readiness(self._view.module(namespace, module), module, target)
+        return RolloutInput(
+            driver_name=name,
+            target_version=target,
+            settings=settings,
+            module_driver=str(kernel_module.get("moduleName") or model.DEFAULT_MODULE_NAME),
+            kmm=kmm_labels(namespace, module),
+            module_ready=not waiting_for_module,
+            module_wait_reason=waiting_for_module,
+            resumed_version=resumed_version(driver),
+            nodes=facts,
+            now=self._wall(),
+            previous_status=previous,
+            blocked_recheck_seconds=self._config.blocked_recheck_seconds,
+        )
+
+    def _gpu_pods(self, node: str) -> tuple[GpuPod, ...] | None:
+        """The node's GPU pods (listed at most once a second); None when the list failed."""
+        now = self._monotonic()
+        cached = self._pods.get(node)
+        if cached is not None and now - cached[0] < POD_LIST_TTL_SECONDS:
+            return cached[1]
+        try:
+            answer = self._kube.request(
+                "GET", path("", "v1", "pods"), query={"fieldSelector": f"spec.nodeName={node}"}
+            )
+            found: tuple[GpuPod, ...] | None = gpu_pods(answer.get("items") or [])
+        except KubeError as err:
+            log.warning("could not list pods", extra={"node": node, "error": str(err)})
+            found = None
+        self._pods[node] = (now, found)
+        return found
+
+    # -- actions ----------------------------------------------------------------------------
+
+    def _execute(
+        self, driver: Mapping[str, Any], inp: RolloutInput, decision: Decision
+    ) -> float | None:
+        """Carry out the actions in order; a failed write stops the pass (look again soon)."""
+        by_name = {n.name: n for n in inp.nodes}
+        for action in decision.actions:
+            retry = self._carry_out(driver, inp, by_name, action)
+            if retry is not None:
+                return retry
+        return None
+
+    def _carry_out(
+        self,
+        driver: Mapping[str, Any],
+        inp: RolloutInput,
+        by_name: Mapping[str, NodeFacts],
+        action: Action,
+    ) -> float | None:
+        if isinstance(action, PatchNode):
+            return self._patch(driver, inp, by_name[action.node], action)
+        if isinstance(action, RequestReport):
+            self._send(action.node, INSPECT, action.attempt, inp)
+        elif isinstance(action, SendPrepare):
+            self._send(action.node, PREPARE, action.attempt, inp, action)
+        elif isinstance(action, SendRestore):
+            self._send(action.node, RESTORE, action.attempt, inp, action)
+        elif isinstance(action, EvictPods):
+            self._evict(action)
+        return None
+
+    def _patch(
+        self,
+        driver: Mapping[str, Any],
+        inp: RolloutInput,
+        node: NodeFacts,
+        patch: PatchNode,
+    ) -> float | None:
+        metadata: dict[str, Any] = {"resourceVersion": patch.resource_version}
+        if patch.labels:
+            metadata["labels"] = dict(patch.labels)
+        if patch.annotations:
+            metadata["annotations"] = dict(patch.annotations)
+        body: dict[str, Any] = {"metadata": metadata}
+        if patch.unschedulable is not None:
+            body["spec"] = {"unschedulable": patch.unschedulable}
+        try:
+            written = self._kube.request(
+                "PATCH",
+                path("", "v1", "nodes", name=patch.node),
+                body=body,
+                content_type=MERGE_PATCH,
+            )
+        except KubeError as err:
+            if err.status == HTTP_CONFLICT:
+                return CONFLICT_RETRY_SECONDS
+            if err.status == HTTP_NOT_FOUND:
+                return CONFLICT_RETRY_SECONDS
+            log.warning("node write failed", extra={"node": patch.node, "error": str(err)})
+            return API_ERROR_RETRY_SECONDS
+        self.overlay.remember(written)
+        if patch.phase_to is not None:
+            log.info(
+                "rollout step",
+                extra={
+                    "node": patch.node,
+                    "from": patch.phase_from.value if patch.phase_from else "",
+                    "to": patch.phase_to.value,
+                    "reason": (patch.annotations or {}).get(names.REASON, ""),
+                },
+            )
+            if self._metrics is not None:
+                self._metrics.transition(patch, node.since, inp.now)
+            self._record_events(driver, written, patch)
+        return None
+
+    def _record_events(
+        self, driver: Mapping[str, Any], written: Mapping[str, Any], patch: PatchNode
+    ) -> None:
+        if patch.event is None or patch.phase_to is None:
+            return
+        if patch.phase_to in NODE_EVENT_PHASES:
+            meta = written.get("metadata") or {}
+            node_ref = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": meta.get("name"), "uid": meta.get("uid", "")},
+            }
+            self._events.record(node_ref, patch.event.kind, patch.event.reason, patch.event.message)
+        if patch.phase_to in DRIVER_EVENT_PHASES:
+            self._events.record(
+                driver,
+                patch.event.kind,
+                f"Node{patch.phase_to.value}",
+                f"node {patch.node}: {patch.event.message}",
+            )
+
+    def _send(
+        self,
+        node: str,
+        kind: str,
+        attempt: str,
+        inp: RolloutInput,
+        action: SendPrepare | SendRestore | None = None,
+    ) -> None:
+        agents = self._agents
+        request_id = f"rollout-{uuid.uuid4().hex[:12]}"
+
+        def send() -> Any:
+            if agents is None:
+                raise RuntimeError("the coordinator serves no agents (no --grpc-port)")
+            if isinstance(action, SendPrepare):
+                request = agent_pb.PrepareRequest(
+                    request_id=request_id,
+                    module_name=action.module_name,
+                    allow_unbind=action.allow_unbind,
+                    allow_disable_vfs=action.allow_disable_vfs,
+                )
+                return agents.request_prepare(node, request, inp.settings.timeouts.prepare)
+            if isinstance(action, SendRestore):
+                restore = agent_pb.RestoreRequest(
+                    request_id=request_id, changes=decode_changes(action.changes_json)
+                )
+                return agents.request_restore(node, restore, self._config.restore_timeout_seconds)
+            return agents.request_report(node, self._config.report_timeout_seconds)
+
+        self.calls.start(node, kind, attempt, send)
+
+    def _evict(self, action: EvictPods) -> None:
+        for pod in action.pods:
+            pod_path = path("", "v1", "pods", namespace=pod.namespace, name=pod.name)
+            try:
+                self._kube.request("POST", f"{pod_path}/eviction", body=eviction(pod))
+                log.info("evicted GPU pod", extra={"node": action.node, "pod": str(pod)})
+            except KubeError as err:
+                if err.status == HTTP_TOO_MANY_REQUESTS:
+                    log.info(
+                        "eviction refused by a PodDisruptionBudget; retrying",
+                        extra={"node": action.node, "pod": str(pod)},
+                    )
+                elif err.status != HTTP_NOT_FOUND:
+                    log.warning("eviction failed", extra={"pod": str(pod), "error": str(err)})
+        self._pods.pop(action.node, None)
+
+    def _write_status(self, driver: Mapping[str, Any], status: dict[str, Any] | None) -> None:
+        name = driver["metadata"]["name"]
+        try:
+            self._kube.request(
+                "PATCH",
+                path(model.GROUP, model.VERSION, model.PLURAL, name=name, subresource="status"),
+                body={"status": {"rollout": status}},
+                content_type=MERGE_PATCH,
+            )
+        except KubeError as err:
+            if err.status != HTTP_NOT_FOUND:
+                log.warning(
+                    "rollout status write failed", extra={"gpudriver": name, "error": str(err)}
+                )

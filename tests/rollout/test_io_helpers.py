@@ -1,0 +1,145 @@
+"""The rollout I/O layer's helpers with plain data and real Futures: GPU pods, claims per
+node, the Eviction body, the node overlay, the agent call table, metrics' blocked kinds."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from coordinator.rollout.actions import PatchNode
+from coordinator.rollout.agent_calls import CallTable
+from coordinator.rollout.controller import NodeOverlay, kmm_labels
+from coordinator.rollout.facts import INSPECT, GpuPod
+from coordinator.rollout.metrics import RolloutMetrics, blocked_kind
+from coordinator.rollout.names import Phase
+from coordinator.rollout.pods import claims_on_nodes, eviction, gpu_pods
+from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from tests.rollout.builders import NOW, ago
+
+
+def pod(
+    name: str, resources: dict[str, Any], phase: str = "Running", init: bool = False
+) -> dict[str, Any]:
+    containers = [{"name": "c", "resources": resources}]
+    spec = {"initContainers": containers} if init else {"containers": containers}
+    return {"metadata": {"namespace": "ml", "name": name}, "spec": spec, "status": {"phase": phase}}
+
+
+def test_gpu_pods_are_those_using_gpu_resources_and_not_finished() -> None:
+    pods = [
+        pod("train", {"limits": {"gpu.intel.com/xe": "1"}}),
+        pod("init", {"requests": {"gpu.intel.com/i915": "1"}}, init=True),
+        pod("done", {"limits": {"gpu.intel.com/xe": "1"}}, phase="Succeeded"),
+        pod("cpu", {"limits": {"cpu": "1"}}),
+        pod("nvidia", {"limits": {"nvidia.com/gpu": "1"}}),
+    ]
+    assert gpu_pods(pods) == (GpuPod("ml", "init"), GpuPod("ml", "train"))
+
+
+def test_eviction_uses_the_policy_v1_api() -> None:
+    assert eviction(GpuPod("ml", "train")) == {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "train", "namespace": "ml"},
+    }
+
+
+def claim(name: str, node: str | None, driver: str = "gpu.intel.com") -> dict[str, Any]:
+    allocation: dict[str, Any] = {"devices": {"results": [{"driver": driver}]}}
+    if node is not None:
+        allocation["nodeSelector"] = {
+            "nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+            ]
+        }
+    return {"metadata": {"namespace": "ml", "name": name}, "status": {"allocation": allocation}}
+
+
+def test_claims_are_placed_per_node_and_anywhere_means_everywhere() -> None:
+    nodes = [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]
+    claims = [claim("on-a", "a"), claim("other-driver", "b", "nvidia.com"), claim("global", None)]
+    assert claims_on_nodes(claims, nodes) == {"a": ("ml/global", "ml/on-a"), "b": ("ml/global",)}
+
+
+def node_obj(name: str, version: str, state: str = "Pending") -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": version, "labels": {"s": state}}}
+
+
+def test_overlay_serves_our_write_until_the_cache_catches_up() -> None:
+    overlay = NodeOverlay()
+    overlay.remember(node_obj("a", "12", "Checking"))
+    assert overlay.apply([node_obj("a", "10")])[0]["metadata"]["labels"]["s"] == "Checking"
+    assert (
+        overlay.apply([node_obj("a", "12", "Checking")])[0]["metadata"]["resourceVersion"] == "12"
+    )
+    # Once the cache is as new, the cache wins (and the overlay forgets).
+    assert overlay.apply([node_obj("a", "10")])[0]["metadata"]["resourceVersion"] == "10"
+
+
+def test_call_table_records_answers_errors_and_ignores_stale_attempts() -> None:
+    answered: list[str] = []
+    table = CallTable(NOW.timestamp, answered.append)
+    future: concurrent.futures.Future[report_pb.NodeReport] = concurrent.futures.Future()
+    assert table.start("a", INSPECT, "Checking@1", lambda: future)
+    assert not table.start("a", INSPECT, "Checking@1", lambda: future)  # in flight
+    assert table.for_node("a")[INSPECT].in_flight
+    future.set_result(report_pb.NodeReport(module=report_pb.Module(state=report_pb.Module.LIVE)))
+    state = table.for_node("a")[INSPECT]
+    assert state.answered
+    assert state.report is not None
+    assert state.report.module_state == "LIVE"
+    assert answered == ["a"]
+    failing: concurrent.futures.Future[report_pb.NodeReport] = concurrent.futures.Future()
+    table.start("a", INSPECT, "Draining@2", lambda: failing)
+    old: concurrent.futures.Future[report_pb.NodeReport] = concurrent.futures.Future()
+    failing.set_exception(TimeoutError())
+    assert table.for_node("a")[INSPECT].error == "the agent did not answer in time"
+    old.set_result(report_pb.NodeReport())  # never started: nothing recorded
+
+    def refuse() -> concurrent.futures.Future[report_pb.NodeReport]:
+        raise RuntimeError("the coordinator serves no agents")
+
+    table.start("b", INSPECT, "Checking@3", refuse)
+    assert table.for_node("b")[INSPECT].error == "the coordinator serves no agents"
+
+
+def test_metrics_count_phases_steps_and_blocked_kinds() -> None:
+    registry = CollectorRegistry()
+    metrics = RolloutMetrics(registry)
+    metrics.phases("gpu", {"Done": 3, "Blocked": 1}, ["1 process holds 0000:03:00.0 open: pid 1"])
+    assert (
+        registry.get_sample_value("gpuctl_rollout_nodes", {"gpudriver": "gpu", "phase": "Done"})
+        == 3
+    )
+    assert (
+        registry.get_sample_value("gpuctl_rollout_nodes", {"gpudriver": "gpu", "phase": "Failed"})
+        == 0
+    )
+    labels = {"gpudriver": "gpu", "reason": "open-clients"}
+    assert registry.get_sample_value("gpuctl_rollout_blocked_nodes", labels) == 1
+    metrics.phases("gpu", {"Done": 4}, [])
+    assert registry.get_sample_value("gpuctl_rollout_blocked_nodes", labels) == 0
+    patch = PatchNode("a", "1", phase_from=Phase.LOADING, phase_to=Phase.VERIFYING)
+    metrics.transition(patch, ago(42), NOW)
+    assert registry.get_sample_value("gpuctl_rollout_step_seconds_sum", {"phase": "Loading"}) == 42
+
+
+def test_blocked_kinds() -> None:
+    assert blocked_kind("node is NotReady") == "node-not-ready"
+    assert (
+        blocked_kind("no fresh agent report within 60s: agent not connected") == "agent-unreachable"
+    )
+    assert blocked_kind("still on the node after 10m: GPU pods ml/a") == "gpu-pods"
+    assert blocked_kind("0000:03:00.0 has 2 VFs enabled") == "vfs"
+    assert blocked_kind("something new") == "other"
+
+
+def test_kmm_label_names() -> None:
+    labels = kmm_labels("gpuctl-system", "gpu-policy-gpu")
+    assert labels.version == "kmm.node.kubernetes.io/version-module.gpuctl-system.gpu-policy-gpu"
+    assert labels.ready == "kmm.node.kubernetes.io/gpuctl-system.gpu-policy-gpu.ready"
+    assert (
+        labels.version_ready == "kmm.node.kubernetes.io/gpuctl-system.gpu-policy-gpu.version.ready"
+    )
