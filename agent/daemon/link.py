@@ -40,6 +40,9 @@ log = logging.getLogger("agent.daemon")
 
 BOOT_ID = "proc/sys/kernel/random/boot_id"
 CLOSE_TIMEOUT = 2.0
+# Timeouts use `asyncio.timeout`, never `asyncio.wait_for`: on Python 3.11, wait_for loses
+# a cancellation that lands as the awaited call completes (CPython gh-86296), and a lost
+# cancellation is an agent that ignores SIGTERM.
 
 
 def read_boot_id(host_root: Path) -> str:
@@ -84,6 +87,7 @@ class CoordinatorLink:
         # The open, welcomed stream; None between streams.
         self.session: Session | None = None
         self._generation = 0
+        self.stopping = False
 
     def intervals(self, welcome: api.Welcome) -> Intervals:
         return intervals_from_welcome(
@@ -93,10 +97,13 @@ class CoordinatorLink:
         )
 
     async def run(self) -> None:
-        """Connect and reconnect until cancelled (cancelling closes the stream)."""
+        """Connect and reconnect until cancelled (cancelling closes the stream). `stopping`
+        also ends the loop, should a library swallow the cancellation."""
         attempt = 0
-        while True:
+        while not self.stopping:
             end = await self._one_session()
+            if self.stopping:
+                return
             self._health.connection(False, end.reason)
             if end.welcomed:
                 attempt = 0
@@ -140,7 +147,8 @@ class CoordinatorLink:
             boot_id=read_boot_id(self.config.host_root),
         )
         await call.write(api.AgentMessage(hello=hello))
-        first = await asyncio.wait_for(call.read(), self.config.welcome_timeout)
+        async with asyncio.timeout(self.config.welcome_timeout):
+            first = await call.read()
         if not isinstance(first, api.CoordinatorMessage):
             return SessionEnd(False, await self._describe_end(call, welcomed=False))
         kind = first.WhichOneof("body")
@@ -187,7 +195,8 @@ class CoordinatorLink:
                     session.intervals_changed.clear()
                     # Wake early when a later Welcome changes the interval.
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(session.intervals_changed.wait(), delay)
+                        async with asyncio.timeout(delay):
+                            await session.intervals_changed.wait()
                     continue
                 await session.send_heartbeat()
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
@@ -211,7 +220,8 @@ class CoordinatorLink:
         """Half-close (the coordinator sees a clean end of stream), then cancel."""
         if not call.done():
             try:
-                await asyncio.wait_for(call.done_writing(), CLOSE_TIMEOUT)
+                async with asyncio.timeout(CLOSE_TIMEOUT):
+                    await call.done_writing()
             except Exception as error:  # closing is best effort
                 # grpc raises its internal ExecuteBatchError when the call failed already.
                 log.debug("half-close failed", extra={"error": repr(error)})

@@ -154,6 +154,7 @@ class AgentDaemon:
             log.info("stopping")
         finally:
             # The connect loop first: it half-closes and cancels the stream.
+            self.link.stopping = True
             for task in reversed(tasks):
                 task.cancel()
                 try:
@@ -234,7 +235,9 @@ class AgentDaemon:
         while True:
             self._rescan_reset.clear()
             try:
-                await asyncio.wait_for(self._rescan_reset.wait(), self.rescan_interval)
+                # asyncio.timeout, not wait_for: see agent.daemon.link.CLOSE_TIMEOUT.
+                async with asyncio.timeout(self.rescan_interval):
+                    await self._rescan_reset.wait()
             except TimeoutError:
                 self._add_change(RESCAN)
 
