@@ -1,15 +1,20 @@
-"""Thousands of simulated agents in one asyncio loop, for bench.live_nodes.
+"""Thousands of simulated agents in a few processes, for bench.live_nodes.
 
 Each agent opens its AgentService stream with its own bound token, says Hello, waits for the
 Welcome, sends its first report, and then, when told to go, `reports` more reports, each
 different from the last (a blocker appears and disappears), as fast as the stream takes them.
 Every agent answers InspectRequests with a REQUESTED report, as the real agent does. Streams
-are spread over several channels (HTTP/2 connections), as agents on separate nodes would be.
+are spread over several channels (HTTP/2 connections), as agents on separate nodes would be,
+and over several processes (`run_in_processes`): one Python process driving more than about a
+thousand grpc.aio client streams at once saw its own calls fail with CANCELLED, which is a
+limit of the simulation, not of the server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import multiprocessing.synchronize
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -20,6 +25,7 @@ from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 
 CONNECT = "/gpuctl.api.v1alpha1.AgentService/Connect"
 STREAMS_PER_CHANNEL = 100
+AGENTS_PER_PROCESS = 500
 
 
 def report_for(node: str, marker: int) -> report_pb.NodeReport:
@@ -134,3 +140,62 @@ class Swarm:
         finally:
             for channel in channels:
                 await channel.close()
+
+
+def _process_main(
+    swarm_args: tuple[str, bytes, int],
+    agents: Sequence[tuple[str, str]],
+    go: multiprocessing.synchronize.Event,
+    stop: multiprocessing.synchronize.Event,
+    failures: multiprocessing.Queue[str],
+) -> None:
+    async def main() -> None:
+        swarm = Swarm(*swarm_args)
+        running = asyncio.create_task(swarm.run(agents))
+        await asyncio.to_thread(go.wait)
+        swarm.go.set()
+        await asyncio.to_thread(stop.wait)
+        swarm.stop.set()
+        await running
+        for failure in swarm.failed:
+            failures.put(failure)
+
+    asyncio.run(main())
+
+
+class SwarmProcesses:
+    """`agents` split over processes of AGENTS_PER_PROCESS; go() and stop() signal them all."""
+
+    def __init__(
+        self, target: str, root_certificate: bytes, reports: int, agents: Sequence[tuple[str, str]]
+    ) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._go, self._stop = context.Event(), context.Event()
+        self.failures: multiprocessing.Queue[str] = context.Queue()
+        self._processes = [
+            context.Process(
+                target=_process_main,
+                args=(
+                    (target, root_certificate, reports),
+                    list(agents[start : start + AGENTS_PER_PROCESS]),
+                    self._go,
+                    self._stop,
+                    self.failures,
+                ),
+                daemon=True,
+            )
+            for start in range(0, len(agents), AGENTS_PER_PROCESS)
+        ]
+        for process in self._processes:
+            process.start()
+
+    def go(self) -> None:
+        self._go.set()
+
+    def stop(self) -> None:
+        self._go.set()
+        self._stop.set()
+        for process in self._processes:
+            process.join(timeout=30)
+            if process.is_alive():
+                process.kill()

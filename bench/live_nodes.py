@@ -5,7 +5,8 @@
 A real control plane (tests/harness: etcd + kube-apiserver) holds N Nodes, a Pod of the agent
 ServiceAccount on each, and a TokenRequest token bound to each Pod. Then, for each server in
 its own process (bench.live_nodes_server), N simulated agents (bench.agent_swarm) connect over
-TLS and each sends `--reports` changed reports as fast as the streams take them:
+TLS (from four processes of 500) and each sends `--reports` changed reports as fast as the
+streams take them:
 
 - coordinator: coordinator.agents.live.LiveNodes, as gpuctl-coordinator runs it: a TokenReview
   per agent token, the registry, the GPUNode mirror writing every node's changes to the API
@@ -42,7 +43,7 @@ from typing import Any
 
 import grpc
 
-from bench.agent_swarm import Swarm
+from bench.agent_swarm import SwarmProcesses
 from bench.timing import Timings, ratio_line
 from coordinator.kube import Kube, path
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
@@ -149,12 +150,18 @@ class ServerProcess:
         for line in self.process.stdout:
             self.latest = json.loads(line)
 
-    def wait_for(self, what: str, probe: Callable[[dict[str, Any]], bool], timeout: float) -> None:
+    def wait_for(
+        self,
+        what: str,
+        probe: Callable[[dict[str, Any]], bool],
+        timeout: float,
+        poll: float = 0.02,
+    ) -> None:
         deadline = time.monotonic() + timeout
-        while not probe(self.latest):
+        while not (self.latest and probe(self.latest)):
             if time.monotonic() > deadline or self.process.poll() is not None:
                 raise RuntimeError(f"server never reached: {what}; last status {self.latest}")
-            time.sleep(0.02)
+            time.sleep(poll)
 
     def stop(self) -> None:
         self.process.terminate()
@@ -194,38 +201,36 @@ def run_one(
     fresh: Callable[[], Any] | None,
 ) -> dict[str, Any]:
     server = ServerProcess([kind, *server_argv])
+    swarm: SwarmProcesses | None = None
+    count = len(agents)
+    figures: dict[str, Any] = {}
     try:
         server.wait_for("listening", lambda s: "reports" in s, 60)
-        swarm = Swarm(target, ca, reports)
-        count = len(agents)
-        figures: dict[str, Any] = {}
-
-        async def drive() -> None:
-            task = asyncio.create_task(swarm.run(agents))
-            started = time.perf_counter()
-            while server.latest.get("reports", 0) < count:
-                if swarm.failed:
-                    raise RuntimeError(f"{len(swarm.failed)} agents failed: {swarm.failed[:3]}")
-                await asyncio.sleep(0.02)
-            figures["connect_seconds"] = time.perf_counter() - started
-            figures["rss_connected_kb"] = server.latest["rss_kb"]
-            swarm.go.set()
-            started = time.perf_counter()
-            while server.latest.get("reports", 0) < count * (reports + 1):
-                await asyncio.sleep(0.01)
-            figures["ingest_seconds"] = time.perf_counter() - started
-            figures["rss_kb"] = server.latest["rss_kb"]
-            figures["status"] = dict(server.latest)
-            if fresh is not None:
-                figures["fresh"] = await fresh()
-            swarm.stop.set()
-            await task
-
-        asyncio.run(drive())
-        figures["reports_per_second"] = count * reports / figures["ingest_seconds"]
-        return figures
+        started = time.perf_counter()
+        swarm = SwarmProcesses(target, ca, reports, agents)
+        server.wait_for("every agent's first report", lambda s: s["reports"] >= count, 600)
+        figures["connect_seconds"] = time.perf_counter() - started
+        figures["rss_connected_kb"] = server.latest["rss_kb"]
+        swarm.go()
+        started = time.perf_counter()
+        total = count * (reports + 1)
+        server.wait_for("every report", lambda s: s["reports"] >= total, 600, poll=0.005)
+        figures["ingest_seconds"] = time.perf_counter() - started
+        figures["rss_kb"] = server.latest["rss_kb"]
+        figures["status"] = dict(server.latest)
+        if fresh is not None:
+            figures["fresh"] = asyncio.run(fresh())
     finally:
+        if swarm is not None:
+            swarm.stop()
         server.stop()
+    failures = []
+    while swarm is not None and not swarm.failures.empty():
+        failures.append(swarm.failures.get())
+    if failures:
+        raise RuntimeError(f"{len(failures)} simulated agents failed: {failures[:3]}")
+    figures["reports_per_second"] = count * reports / figures["ingest_seconds"]
+    return figures
 
 
 def _describe(label: str, figures: dict[str, Any], agents: int) -> None:

@@ -198,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
         blocker_sources=[live.guard_source] if live else [],
         leader_scoped=[live] if live else [],
     )
+    if live is not None:
+        # A report that adds or clears a blocker re-decides refused unloads within a second.
+        live.registry.subscribe(lambda _node: coordinator.nudge())
     runner = threading.Thread(target=coordinator.run, args=(stop,), name="coordinator")
     runner.start()
     while runner.is_alive():

@@ -31,6 +31,7 @@ from coordinator.watches import Informer, Resource, WorkQueue
 log = logging.getLogger(__name__)
 
 ERROR_RETRY_SECONDS = 5.0
+NUDGE_INTERVAL_SECONDS = 1.0
 COMPONENT = "gpuctl-coordinator"
 
 
@@ -124,6 +125,7 @@ class Coordinator:
             monotonic=monotonic,
         )
         self._work_stop = threading.Event()
+        self._nudged = threading.Event()
         self._threads: list[threading.Thread] = []
         self._node_labels: dict[str, dict[str, str]] = {}
         self._claim_allocations: dict[str, Any] = {}
@@ -188,6 +190,17 @@ class Coordinator:
         if available is not None:
             informer.available = available
         return informer
+
+    def nudge(self) -> None:
+        """Something a guard decision reads changed outside the watches (an agent's report):
+        reconsider every GPUDriver soon. Cheap from any thread; at most one pass a second."""
+        self._nudged.set()
+
+    def _follow_nudges(self) -> None:
+        while not self._work_stop.wait(NUDGE_INTERVAL_SECONDS):
+            if self._nudged.is_set():
+                self._nudged.clear()
+                self._enqueue_all()
 
     def _poll_discovery(self) -> None:
         kmm = self._discovery.kmm_installed()
@@ -263,6 +276,7 @@ class Coordinator:
                     if self._work_stop.is_set():
                         return
             self._start("discovery", self._poll_discovery)
+            self._start("nudges", self._follow_nudges)
             self._start("reconcile", lambda: self._work(reconciler))
 
         self._start("start-work", start_work_once_synced)

@@ -106,6 +106,14 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         help="largest gRPC message accepted (default: %(default)s)",
     )
     group.add_argument(
+        "--gpunode-writes-per-second",
+        type=_positive,
+        default=50.0,
+        metavar="N",
+        help="at most this many GPUNode status writes per second overall; changes wait and "
+        "coalesce per node (default: %(default)g)",
+    )
+    group.add_argument(
         "--inspect-timeout",
         type=_positive,
         default=10.0,
@@ -166,4 +174,5 @@ def live_nodes_config(args: argparse.Namespace, namespace: str) -> LiveNodesConf
             max_message_bytes=args.max_message_bytes,
         ),
         inspect_timeout_seconds=args.inspect_timeout,
+        mirror_max_writes_per_second=args.gpunode_writes_per_second,
     )

@@ -34,6 +34,7 @@ class LiveNodesConfig:
     inspect_timeout_seconds: float = 10.0
     mirror_workers: int = 4
     mirror_min_interval_seconds: float = 1.0
+    mirror_max_writes_per_second: float = 50.0
 
 
 class LiveNodes:
@@ -66,6 +67,7 @@ class LiveNodes:
             monotonic=monotonic,
             workers=config.mirror_workers,
             min_interval=config.mirror_min_interval_seconds,
+            max_writes_per_second=config.mirror_max_writes_per_second,
         )
         self.inspect_requests = InspectRequests(
             self.registry, self.server.request_report, config.inspect_timeout_seconds

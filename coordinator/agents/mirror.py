@@ -4,8 +4,10 @@ The registry announces changed nodes; they go into a deduplicating work queue, s
 changes to one node becomes one write, and no node is written more often than every
 `min_interval` seconds. A few worker threads make the writes, so 2,000 agents connecting at
 once do not queue behind one HTTP request at a time, yet the API server sees a bounded number
-of concurrent requests. What the API server holds is known from the GPUNode watch (and from
-the answers to our own writes), so a restarted coordinator rewrites nothing that is current.
+of concurrent requests, and at most `max_writes_per_second` status writes overall: under a
+storm, changes wait in the queue and coalesce further instead of flooding the API server.
+What the API server holds is known from the GPUNode watch (and from the answers to our own
+writes), so a restarted coordinator rewrites nothing that is current.
 
 A GPUNode is created on a node's first write, named after the Node and owned by it, so it is
 garbage-collected with the Node. A Node that does not exist gets no GPUNode (nothing would ever
@@ -53,12 +55,15 @@ class GPUNodeMirror:
         monotonic: Callable[[], float],
         workers: int = 4,
         min_interval: float = 1.0,
+        max_writes_per_second: float = 50.0,
     ) -> None:
         self._kube = kube
         self._registry = registry
         self._monotonic = monotonic
         self._workers = workers
         self._min_interval = min_interval
+        self._write_spacing = 1.0 / max_writes_per_second
+        self._next_write_slot = 0.0
         self.queue = WorkQueue(monotonic)
         self._lock = threading.Lock()
         self._stored: dict[str, dict[str, Any]] = {}  # node -> status on the API server
@@ -130,6 +135,7 @@ class GPUNodeMirror:
                     continue
                 self._busy.add(node)
             try:
+                self._wait_for_write_slot(stop)
                 self.sync(node)
             except KubeError as err:
                 log.warning("GPUNode write failed", extra={"node": node, "error": str(err)})
@@ -140,6 +146,15 @@ class GPUNodeMirror:
             finally:
                 with self._lock:
                     self._busy.discard(node)
+
+    def _wait_for_write_slot(self, stop: threading.Event) -> None:
+        """Space writes `1 / max_writes_per_second` apart across all workers."""
+        with self._lock:
+            now = self._monotonic()
+            slot = max(now, self._next_write_slot)
+            self._next_write_slot = slot + self._write_spacing
+        if slot > now:
+            stop.wait(slot - now)
 
     def sync(self, node: str) -> None:
         """Write `node`'s status if the API server's differs in anything that matters."""

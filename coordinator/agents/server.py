@@ -47,7 +47,7 @@ class TlsFiles:
 class ServerConfig:
     agents: AgentServiceConfig
     host: str = "0.0.0.0"  # noqa: S104 - a server for agents on every node
-    port: int = 8443
+    port: int = 9443
     tls: TlsFiles | None = None
     insecure: bool = False
     report_freshness_seconds: float = 30.0

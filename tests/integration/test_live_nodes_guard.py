@@ -1,6 +1,6 @@
 """Agent reports as the unload guard's second source, with a real coordinator and KMM emulator.
 
-A GPUDriver's deletion is refused while its node reports a blocker, still refused while the
+A GPUDriver's deletion is refused while its node reports a blocker, still refused once the
 node's agent is gone (its report goes stale: unknown is never safe), and goes ahead once the
 agent is back and reports no blockers.
 """
@@ -71,6 +71,7 @@ def coordinator_with_agents(
         driver_selector=f"{TEST_LABEL}={namespace}",
     )
     coordinator = Coordinator(Kube(client), config, blocker_sources=[live.guard_source])
+    live.registry.subscribe(lambda _node: coordinator.nudge())  # as gpuctl-coordinator does
     stop = threading.Event()
     thread = threading.Thread(target=coordinator.run, args=(stop,), name="test-coordinator")
     thread.start()
@@ -128,8 +129,7 @@ def test_deletion_waits_for_blockers_and_stale_reports(
                 assert warnings[0]["type"] == "Warning"
                 assert f"node {node}" in warnings[0]["message"]
 
-                # The agent reports the node idle, then goes away before the next retry.
-                agent.report(sample_report(node))
+            # The agent goes away: its last report goes stale, and stale is unknown.
             status = wait_status(
                 api, name, lambda s: "agent report is stale" in _errors(s), "blocked as stale"
             )
