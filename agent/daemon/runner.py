@@ -273,6 +273,9 @@ class AgentDaemon:
             except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as error:
                 # The stream is ending; the connect loop says why.
                 log.debug("report not sent: stream closing", extra={"error": str(error)})
+            except Exception:
+                # Never let one bad send end the worker: inspections (and health) go on.
+                log.exception("report not sent")
 
     async def _deliver(
         self,
