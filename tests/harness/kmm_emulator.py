@@ -31,7 +31,10 @@ this control plane has no such controller: ``cordon_taint.CordonTaintMirror`` (f
 
 Tests steer it: ``delay_node`` makes every load and unload on a Node take that long;
 ``fail_node`` makes loads there fail (retried every second, as KMM retries a failed loader;
-nothing is loaded until cleared).
+nothing is loaded until cleared). ``on_change(callback)`` calls
+``callback(module, node, loaded)`` after each completed load (``loaded`` set) or unload
+(``loaded`` None), before the node's labels say so, as a real load changes the host before
+KMM reports it: tests use it to make a fake host root show the module the emulator loaded.
 """
 
 from __future__ import annotations
@@ -97,6 +100,7 @@ class KmmEmulator:
         self._worker_labels: dict[_Key, str] = {}
         self._operations: dict[_Key, _Operation] = {}
         self._errors: list[BaseException] = []
+        self._change_callbacks: list[Callable[[str, str, model.Loaded | None], None]] = []
         self._reconciler = threading.Thread(target=self._run, name="kmm-emulator", daemon=True)
         self._watches = [
             WatchWakeup("modules", self._watch_modules, self.wake),
@@ -123,6 +127,11 @@ class KmmEmulator:
                     if key[1] == node:
                         self._operations[key] = _Operation(operation.target, now)
         self.wake()
+
+    def on_change(self, callback: Callable[[str, str, model.Loaded | None], None]) -> None:
+        """Call ``callback(module, node, loaded)`` after every completed load or unload."""
+        with self._wakeup:
+            self._change_callbacks.append(callback)
 
     def loaded(self, module: str, node: str) -> model.Loaded | None:
         """What the emulator has loaded of ``module`` on ``node``."""
@@ -355,6 +364,8 @@ class KmmEmulator:
             self._loaded.pop(key, None)
         else:
             self._loaded[key] = target
+        for callback in self._change_callbacks:
+            callback(key[0], node, target)
         return True
 
     def _sync_node_labels(

@@ -17,6 +17,9 @@
   cluster-wide, so use this rather than fixed names.
 - ``kmm_emulator`` (per test): a running ``tests.harness.kmm_emulator.KmmEmulator`` for the
   test's namespace (``delay_node``, ``fail_node``, ``loaded``); stopped after the test.
+- ``rollout_rig`` (per test, opt-in): a ``tests.rollout_live.rig.RolloutRig`` for rollout
+  tests: the coordinator as a real process (TLS gRPC, metrics), agents, the KMM emulator with
+  a fake loader that changes the nodes' fake roots, and the test's GPUDriver; torn down after.
 - ``cordon_taints`` (per test, opt-in): a running ``tests.harness.cordon_taint.CordonTaintMirror``
   that taints cordoned Nodes ``node.kubernetes.io/unschedulable:NoSchedule`` as a real
   cluster's node-lifecycle controller does (KMM then un-targets them unless tolerated).
@@ -38,12 +41,15 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from coordinator.kube import Kube
 from tests.harness.access import KubeCluster
 from tests.harness.cluster import repository_root, start_cluster
 from tests.harness.cordon_taint import CordonTaintMirror
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.nodes import DEFAULT_KERNEL, create_node
 from tests.harness.waiting import wait_until
+from tests.live_nodes.cluster_agents import serving_tls
+from tests.rollout_live.rig import RolloutRig
 
 MakeNode = Callable[..., Any]
 
@@ -128,3 +134,31 @@ def kmm_emulator(kube_cluster: KubeCluster, namespace: str) -> Iterator[KmmEmula
 def cordon_taints(kube_cluster: KubeCluster) -> Iterator[CordonTaintMirror]:
     with kube_cluster.admin_client() as api_client, CordonTaintMirror(api_client) as mirror:
         yield mirror
+
+
+@pytest.fixture
+def rollout_rig(
+    *,
+    kube_cluster: KubeCluster,
+    namespace: str,
+    kube_admin: Any,
+    kmm_emulator: KmmEmulator,
+    make_node: MakeNode,
+    tmp_path: Path,
+) -> Iterator[RolloutRig]:
+    folder = tmp_path / "rollout"
+    folder.mkdir()
+    rig = RolloutRig(
+        cluster=kube_cluster,
+        namespace=namespace,
+        kube=Kube(kube_admin),
+        admin=kube_admin,
+        emulator=kmm_emulator,
+        tls=serving_tls(folder / "grpc-tls"),
+        make_node=make_node,
+        folder=folder,
+    )
+    try:
+        yield rig
+    finally:
+        rig.close()

@@ -1,0 +1,124 @@
+"""Watch the test's Nodes and check the rollout's invariants on every single event.
+
+`NodeWatch` follows a real watch of the Nodes labelled for the test (from a list's
+resourceVersion, so no event is missed) and, after applying each event, evaluates the
+invariant over all nodes as they are at that moment; every breach is kept with the event
+that caused it. `unavailable_within(bound, version_label, target)` is the rollout's bound:
+nodes cordoned, or labelled for the target but not yet Done, are at most `bound` (nodes the
+admin cordoned are passed in as allowed extras).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from coordinator.kube import Kube, KubeError, path
+from coordinator.rollout import names
+
+Nodes = Mapping[str, Mapping[str, Any]]
+Invariant = Callable[[Nodes], str]
+
+
+def _labels(node: Mapping[str, Any]) -> Mapping[str, str]:
+    return (node.get("metadata") or {}).get("labels") or {}
+
+
+def unavailable_within(
+    bound: int, version_label: str, target: str, admin_cordoned: frozenset[str] = frozenset()
+) -> Invariant:
+    """At most `bound` nodes unavailable: cordoned by the rollout, or unloading/loading (the
+    version label at the target while the node is not Done)."""
+
+    def check(nodes: Nodes) -> str:
+        busy = set()
+        for name, node in nodes.items():
+            labels = _labels(node)
+            cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+            if cordoned and name not in admin_cordoned:
+                busy.add(name)
+            state = labels.get(names.STATE_LABEL)
+            if labels.get(version_label) == target and state != "Done":
+                busy.add(name)
+        if len(busy) > bound:
+            return f"{len(busy)} nodes unavailable at once (bound {bound}): {sorted(busy)}"
+        return ""
+
+    return check
+
+
+class NodeWatch:
+    """Applies every Node watch event and runs the invariants after each one."""
+
+    def __init__(self, kube: Kube, label_selector: str, invariants: list[Invariant]) -> None:
+        self._kube = kube
+        self._selector = label_selector
+        self._invariants = invariants
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.events = 0
+        self.breaches: list[str] = []
+        self.history: list[tuple[str, str, str]] = []  # (node, state label, version label)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="node-watch", daemon=True)
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        answer = self._kube.request(
+            "GET", path("", "v1", "nodes"), query={"labelSelector": self._selector}
+        )
+        for node in answer.get("items") or []:
+            self.nodes[node["metadata"]["name"]] = node
+        self._version = str(answer["metadata"]["resourceVersion"])
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                query = {"labelSelector": self._selector, "resourceVersion": self._version}
+                for event in self._kube.watch(path("", "v1", "nodes"), query, 60):
+                    node = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        self.breaches.append(f"watch error (events may be missed): {node}")
+                        return
+                    self._apply(event.get("type", ""), node)
+                    if self._stop.is_set():
+                        return
+            except KubeError:
+                if self._stop.is_set():
+                    return
+
+    def _apply(self, kind: str, node: dict[str, Any]) -> None:
+        meta = node.get("metadata") or {}
+        self._version = str(meta.get("resourceVersion", self._version))
+        with self._lock:
+            if kind == "DELETED":
+                self.nodes.pop(meta["name"], None)
+            elif kind in ("ADDED", "MODIFIED"):
+                self.nodes[meta["name"]] = node
+            else:
+                return
+            self.events += 1
+            for invariant in self._invariants:
+                breach = invariant(self.nodes)
+                if breach:
+                    self.breaches.append(f"after event {self.events} ({meta['name']}): {breach}")
+
+    def first_reaching(self, label: str, value: str) -> list[str]:
+        """Nodes in the order their `label` first became `value` (tracked from now on)."""
+        order: list[str] = []
+
+        def remember(nodes: Nodes) -> str:
+            for name, node in nodes.items():
+                if _labels(node).get(label) == value and name not in order:
+                    order.append(name)
+            return ""
+
+        with self._lock:
+            self._invariants.append(remember)
+        return order
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._kube.close()
+        self._thread.join(timeout=10)
