@@ -209,7 +209,13 @@ class AgentService:
                 task.cancel()
             await asyncio.gather(reader, writer, return_exceptions=True)
         finished = done.pop()
-        return None if finished.cancelled() else finished.result()
+        if finished.cancelled():
+            return None
+        error = finished.exception()
+        if error is not None:  # the peer went away mid-write or mid-read: nothing to refuse
+            log.info("agent stream broke", extra={"node": session.node, "error": repr(error)})
+            return None
+        return finished.result()
 
     async def _write_all(self, session: AgentSession, context: Context) -> RefusalError:
         while True:
