@@ -30,7 +30,7 @@ class FakeApiServer:
         return obj
 
     def request(self, method: str, resource_path: str, **kwargs: Any) -> dict[str, Any]:
-        body = kwargs.get("body")
+        body: Any = kwargs.get("body")
         if method != "GET":
             self.writes.append((method, resource_path, body))
         if method == "GET" and resource_path.startswith("/api/v1/nodes/"):
