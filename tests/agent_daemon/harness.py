@@ -23,7 +23,7 @@ from google.protobuf import duration_pb2
 
 from agent.daemon.backoff import Backoff
 from agent.daemon.config import DaemonConfig
-from agent.daemon.runner import AgentDaemon
+from agent.daemon.runner import AgentDaemon, Inspector
 from agent.daemon.uevents import EventSource
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
@@ -110,7 +110,9 @@ class RunningAgent:
 
 @contextmanager
 def running_agent(
-    config: DaemonConfig, event_source: Callable[[], EventSource] | None = None
+    config: DaemonConfig,
+    event_source: Callable[[], EventSource] | None = None,
+    inspect: Inspector | None = None,
 ) -> Iterator[RunningAgent]:
     logs = LogRecords()
     logger = logging.getLogger("agent")
@@ -118,7 +120,8 @@ def running_agent(
     logger.setLevel(logging.DEBUG)
     daemon = AgentDaemon(
         config,
-        inspect=lambda now: inspect_node(config.host_root, node_name=config.node_name, now=now),
+        inspect=inspect
+        or (lambda now: inspect_node(config.host_root, node_name=config.node_name, now=now)),
         agent_version=AGENT_VERSION,
         uniform=random.Random(7).uniform,  # noqa: S311 - backoff jitter, not secrecy
         event_source=event_source,
