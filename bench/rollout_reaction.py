@@ -1,0 +1,442 @@
+"""The rollout engine's own reaction time and API cost per node, against a polling baseline.
+
+    .venv/bin/python -m bench.rollout_reaction [--nodes 200] [--baseline-nodes 20] [--poll 1.0]
+
+A real control plane (tests/harness: etcd + kube-apiserver) holds the Nodes, a GPUDriver and
+its KMM Module; the test-side KMM emulator loads instantly; agents answer instantly (an
+in-process stand-in for the gRPC streams, so the figure is the coordinator's own delay, not
+an agent's inspection). Nodes start labelled and loaded at an old version; the GPUDriver and
+its Module then ask for a new one, and the engine rolls every node, one at a time.
+
+Measured, per node: the delay between the write that marks one node Done and the write that
+sets the next node's version label (that next node's check, cordon, drain and preparation
+steps included), median and p99; and the API requests the engine made per node (a counting
+wrapper around its API client; watches count once).
+
+- subject: coordinator.rollout.controller.RolloutController as gpuctl-coordinator runs it:
+  watch caches, a pass on every change;
+- baseline: the same engine and decisions, driven the way upgrade controllers in the field
+  are: a pass every `--poll` seconds that relists everything (GPUDrivers, Nodes, Modules,
+  claims) instead of watching. Field controllers poll every 120 s; the figure for that
+  interval is the measured per-step polls times 120 s, printed as the reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from bench.timing import Timings, ratio_line
+from coordinator.events import EventRecorder
+from coordinator.kube import JSON, MERGE_PATCH, Kube, KubeApi, path
+from coordinator.module_spec import KMM_GROUP, KMM_PLURAL, KMM_VERSION, desired_module
+from coordinator.rollout import names
+from coordinator.rollout.controller import RolloutConfig, RolloutController, kmm_labels
+from coordinator.rollout.metrics import RolloutMetrics
+from coordinator.watches import Informer, Resource
+from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from tests.harness.cluster import repository_root, start_cluster
+from tests.harness.kmm_emulator import KmmEmulator
+from tests.harness.nodes import create_node
+
+NAMESPACE = "gpuctl-bench"
+OLD, NEW = "v6.17.13.62_260409.8", "v7.1.4.6_260728.7"
+PF = "0000:03:00.0"
+ROLLOUT = {
+    "holdAfterFirstNode": False,
+    "timeouts": {"check": "60s", "drain": "60s", "prepare": "60s", "load": "60s", "verify": "60s"},
+}
+
+
+class CountingKube:
+    """A KubeApi that counts requests and timestamps the node writes that matter here."""
+
+    def __init__(self, inner: Kube, version_label: str) -> None:
+        self._inner = inner
+        self._label = version_label
+        self._lock = threading.Lock()
+        self.counts: Counter[str] = Counter()
+        self.done_at: dict[str, float] = {}
+        self.labelled_at: dict[str, float] = {}
+
+    def reset(self) -> None:
+        with self._lock:
+            self.counts.clear()
+
+    def request(
+        self,
+        method: str,
+        resource_path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+    ) -> dict[str, Any]:
+        answer = self._inner.request(
+            method, resource_path, query=query, body=body, content_type=content_type
+        )
+        now = time.perf_counter()
+        with self._lock:
+            self.counts[method] += 1
+            if method == "PATCH" and resource_path.startswith("/api/v1/nodes/"):
+                node = resource_path.rsplit("/", 1)[1]
+                meta = (body or {}).get("metadata") or {}
+                labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
+                if (
+                    labels.get(names.STATE_LABEL) == "Done"
+                    and notes.get(names.STATE_VERSION) == NEW
+                ):
+                    self.done_at[node] = now
+                if labels.get(self._label) == NEW:
+                    self.labelled_at[node] = now
+        return answer
+
+    def watch(
+        self, resource_path: str, query: dict[str, Any], timeout_seconds: int
+    ) -> Iterator[dict[str, Any]]:
+        with self._lock:
+            self.counts["WATCH"] += 1
+        return self._inner.watch(resource_path, query, timeout_seconds)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def total(self) -> int:
+        with self._lock:
+            return sum(self.counts.values())
+
+
+class InstantAgents:
+    """Agents answering at once with what the emulator has loaded on their node."""
+
+    def __init__(self, emulator: KmmEmulator, module: str) -> None:
+        self._emulator = emulator
+        self._module = module
+
+    def _report(self, node: str) -> report_pb.NodeReport:
+        report = report_pb.NodeReport(node_name=node)
+        loaded = self._emulator.loaded(self._module, node)
+        report.devices.add(pci_address=PF, driver="xe" if loaded else "")
+        if loaded:
+            report.module.state = report_pb.Module.LIVE
+            report.module.backport_tag = f"xeb_{loaded.version}"
+            report.module.srcversion = loaded.version
+        else:
+            report.module.state = report_pb.Module.NOT_LOADED
+        return report
+
+    def request_report(self, node: str, timeout: float) -> Future[report_pb.NodeReport]:
+        future: Future[report_pb.NodeReport] = Future()
+        future.set_result(self._report(node))
+        return future
+
+    def request_prepare(
+        self, node: str, request: agent_pb.PrepareRequest, timeout: float
+    ) -> Future[agent_pb.PrepareResult]:
+        future: Future[agent_pb.PrepareResult] = Future()
+        future.set_result(agent_pb.PrepareResult(request_id=request.request_id, ready=True))
+        return future
+
+    def request_restore(
+        self, node: str, request: agent_pb.RestoreRequest, timeout: float
+    ) -> Future[agent_pb.RestoreResult]:
+        future: Future[agent_pb.RestoreResult] = Future()
+        future.set_result(agent_pb.RestoreResult(request_id=request.request_id))
+        return future
+
+
+class WatchedView:
+    """The coordinator's way: watch caches, a callback on every change."""
+
+    def __init__(self, kube: KubeApi, on_change: Callable[[str, dict[str, Any]], None]) -> None:
+        self.stop = threading.Event()
+        self._informers = {
+            "drivers": Informer(
+                kube, Resource("gpuctl.dev", "v1alpha1", "gpudrivers"), on_change, self.stop
+            ),
+            "nodes": Informer(kube, Resource("", "v1", "nodes"), on_change, self.stop),
+            "modules": Informer(
+                kube, Resource(KMM_GROUP, KMM_VERSION, KMM_PLURAL, NAMESPACE), on_change, self.stop
+            ),
+            "claims": Informer(
+                kube, Resource("resource.k8s.io", "v1", "resourceclaims"), on_change, self.stop
+            ),
+        }
+        for informer in self._informers.values():
+            threading.Thread(target=informer.run, daemon=True).start()
+        for informer in self._informers.values():
+            informer.wait_synced(30)
+
+    def drivers(self) -> list[dict[str, Any]]:
+        return self._informers["drivers"].snapshot()
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._informers["nodes"].snapshot()
+
+    def claims(self) -> list[dict[str, Any]]:
+        return self._informers["claims"].snapshot()
+
+    def module(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._informers["modules"].get(f"{namespace}/{name}")
+
+
+class RelistingView:
+    """The polling way: every read is a fresh LIST."""
+
+    def __init__(self, kube: KubeApi, selector: str) -> None:
+        self._kube = kube
+        self._selector = selector
+
+    def _list(
+        self, resource_path: str, query: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        return list(self._kube.request("GET", resource_path, query=query).get("items") or [])
+
+    def drivers(self) -> list[dict[str, Any]]:
+        return self._list(
+            path("gpuctl.dev", "v1alpha1", "gpudrivers"), {"labelSelector": self._selector}
+        )
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._list(path("", "v1", "nodes"))
+
+    def claims(self) -> list[dict[str, Any]]:
+        return self._list(path("resource.k8s.io", "v1", "resourceclaims"))
+
+    def module(self, namespace: str, name: str) -> dict[str, Any] | None:
+        for module in self._list(path(KMM_GROUP, KMM_VERSION, KMM_PLURAL, namespace=namespace)):
+            if module["metadata"]["name"] == name:
+                return module
+        return None
+
+
+def set_up(kube: Kube, driver: str, nodes: int, now: datetime.datetime, admin: Any) -> list[str]:
+    """`nodes` Nodes labelled and loaded at OLD, a GPUDriver and its Module asking for OLD."""
+    labels = kmm_labels(NAMESPACE, f"{driver}-gpu")
+    names_ = []
+    for index in range(nodes):
+        name = f"{driver}-{index:04}"
+        create_node(
+            admin, name, {"kubernetes.io/arch": "amd64", "bench": driver, labels.version: OLD}, now
+        )
+        names_.append(name)
+    spec = {
+        "nodeSelector": {"bench": driver},
+        "kernelModule": {
+            "version": OLD,
+            "kernelMappings": [{"regexp": "^.+$", "containerImage": "registry.example.com/xe:1"}],
+        },
+        "rollout": ROLLOUT,
+    }
+    created = kube.request(
+        "POST",
+        path("gpuctl.dev", "v1alpha1", "gpudrivers"),
+        body={
+            "apiVersion": "gpuctl.dev/v1alpha1",
+            "kind": "GPUDriver",
+            "metadata": {"name": driver, "labels": {"bench": driver}},
+            "spec": spec,
+        },
+    )
+    module = desired_module(created, NAMESPACE)
+    assert module is not None
+    kube.request("POST", path(KMM_GROUP, KMM_VERSION, KMM_PLURAL, namespace=NAMESPACE), body=module)
+    return names_
+
+
+def wait_for(description: str, check: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {description}")
+        time.sleep(0.2)
+
+
+def all_in(kube: Kube, selector: str, label: str, value: str) -> bool:
+    items = kube.request("GET", path("", "v1", "nodes"), query={"labelSelector": selector})["items"]
+    return all((n["metadata"].get("labels") or {}).get(label) == value for n in items)
+
+
+def upgrade(kube: Kube, driver: str) -> None:
+    """The admin's change, and the reconciler's Module update it causes (in place)."""
+    kube.request(
+        "PATCH",
+        path("gpuctl.dev", "v1alpha1", "gpudrivers", name=driver),
+        body={"spec": {"kernelModule": {"version": NEW}}},
+        content_type=MERGE_PATCH,
+    )
+    kube.request(
+        "PATCH",
+        path(KMM_GROUP, KMM_VERSION, KMM_PLURAL, namespace=NAMESPACE, name=f"{driver}-gpu"),
+        body={"spec": {"moduleLoader": {"container": {"version": NEW}}}},
+        content_type=MERGE_PATCH,
+    )
+
+
+def reactions(counting: CountingKube, nodes: list[str]) -> Timings:
+    delays = []
+    ordered = sorted(nodes)
+    for previous, following in itertools.pairwise(ordered):
+        delays.append(counting.labelled_at[following] - counting.done_at[previous])
+    return Timings("delay Done -> next label", tuple(delays))
+
+
+def run(
+    *,
+    kube: Kube,
+    admin: Any,
+    emulator: KmmEmulator,
+    driver: str,
+    nodes: int,
+    poll: float | None,
+    now: datetime.datetime,
+) -> tuple[Timings, float, float]:
+    """One rollout; (reaction delays, API requests per node, seconds for the whole rollout)."""
+    names_ = set_up(kube, driver, nodes, now, admin)
+    selector = f"bench={driver}"
+    module = f"{driver}-gpu"
+    labels = kmm_labels(NAMESPACE, module)
+    wait_for(
+        "KMM loads the old version", lambda: all_in(kube, selector, labels.version_ready, OLD), 300
+    )
+    counting = CountingKube(Kube(admin), labels.version)
+    events = EventRecorder(
+        counting, "default", "gpuctl-coordinator", lambda: now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
+    stop = threading.Event()
+    view: WatchedView | RelistingView
+    controller: RolloutController
+    agents = InstantAgents(emulator, module)
+    if poll is None:
+        holder: list[RolloutController] = []
+        view = WatchedView(counting, lambda _k, _o: holder[0].changed() if holder else None)
+        controller = RolloutController(
+            counting,
+            view,
+            agents=agents,
+            events=events,
+            config=RolloutConfig(NAMESPACE),
+            wall_clock=lambda: datetime.datetime.now(datetime.UTC),
+            metrics=RolloutMetrics(CollectorRegistry()),
+        )
+        holder.append(controller)
+        threading.Thread(target=controller.run, args=(stop,), daemon=True).start()
+    else:
+        view = RelistingView(counting, selector)
+        controller = RolloutController(
+            counting,
+            view,
+            agents=agents,
+            events=events,
+            config=RolloutConfig(NAMESPACE),
+            wall_clock=lambda: datetime.datetime.now(datetime.UTC),
+        )
+
+        def poll_loop() -> None:
+            while not stop.wait(poll):
+                controller.sync(driver)
+
+        threading.Thread(target=poll_loop, daemon=True).start()
+    try:
+        wait_for(
+            "the old version marked Done",
+            lambda: all_in(kube, selector, names.STATE_LABEL, "Done"),
+            600,
+        )
+        counting.reset()
+        started = time.perf_counter()
+        upgrade(kube, driver)
+        wait_for(
+            "every node Done at the new version",
+            lambda: len(counting.done_at) == nodes,
+            3600,
+        )
+        elapsed = time.perf_counter() - started
+    finally:
+        stop.set()
+        if isinstance(view, WatchedView):
+            view.stop.set()
+    return reactions(counting, names_), counting.total() / nodes, elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--baseline-nodes", type=int, default=20)
+    parser.add_argument("--poll", type=float, default=1.0, help="baseline poll interval (s)")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="gpuctl-bench-rollout-"))
+    now = datetime.datetime.now(datetime.UTC)
+    control_plane, cluster = start_cluster(
+        root / "cluster", repository_root(), os.environ, now, die_with_parent=True
+    )
+    try:
+        with cluster.admin_client() as admin:
+            kube = Kube(admin)
+            kube.request(
+                "POST", path("", "v1", "namespaces"), body={"metadata": {"name": NAMESPACE}}
+            )
+            with KmmEmulator(cluster.admin_client(), NAMESPACE) as emulator:
+                subject, subject_requests, subject_seconds = run(
+                    kube=kube,
+                    admin=admin,
+                    emulator=emulator,
+                    driver="watched",
+                    nodes=args.nodes,
+                    poll=None,
+                    now=now,
+                )
+                baseline, baseline_requests, baseline_seconds = run(
+                    kube=kube,
+                    admin=admin,
+                    emulator=emulator,
+                    driver="polled",
+                    nodes=args.baseline_nodes,
+                    poll=args.poll,
+                    now=now,
+                )
+        baseline = Timings(f"relist every {args.poll:g}s", baseline.seconds)
+        subject = Timings("watch-driven engine", subject.seconds)
+        polls_per_node = baseline.median / args.poll
+        print(f"rollout of {args.nodes} nodes, KMM and agents instant, one machine:")
+        print(
+            f"  {subject.label}: median {subject.median * 1e3:.0f} ms, "
+            f"p99 {subject.percentile(99) * 1e3:.0f} ms between one node Done and the next "
+            f"node's version label; {subject_requests:.1f} API requests per node; "
+            f"{subject_seconds:.0f} s in all"
+        )
+        print(
+            f"  baseline ({args.baseline_nodes} nodes, {baseline.label}): median "
+            f"{baseline.median * 1e3:.0f} ms, p99 {baseline.percentile(99) * 1e3:.0f} ms; "
+            f"{baseline_requests:.1f} API requests per node; {baseline_seconds:.0f} s in all"
+        )
+        print(f"  {ratio_line(subject, baseline)}")
+        request_ratio = subject_requests / baseline_requests
+        print(f"  API requests per node, engine / baseline: {request_ratio:.2f}")
+        field = polls_per_node * 120.0
+        print(
+            f"  reference: a 120 s poll needs the same {polls_per_node:.1f} polls per node: "
+            f"~{field:.0f} s per node; ratio engine / 120 s poll: {subject.median / field:.5f}"
+        )
+    finally:
+        control_plane.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
