@@ -71,7 +71,12 @@ def test_the_node_the_token_is_bound_to_is_accepted(
 
 
 def test_a_hello_naming_another_node_is_refused(
-    make_node: Any, agents: AgentPods, live: LiveNodes, tls: ServingTls
+    *,
+    make_node: Any,
+    agents: AgentPods,
+    live: LiveNodes,
+    tls: ServingTls,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     mine = make_node("mine").metadata.name
     other = make_node("other").metadata.name
@@ -81,6 +86,30 @@ def test_a_hello_naming_another_node_is_refused(
     assert code is grpc.StatusCode.PERMISSION_DENIED
     assert f"speaks for node {mine!r}, not {other!r}" in details
     assert live.registry.get(other) is None
+    refused = [r for r in caplog.records if r.getMessage() == "agent stream refused"]
+    assert [(r.__dict__["token_node"], r.__dict__["code"]) for r in refused] == [
+        (mine, "PERMISSION_DENIED")
+    ]
+
+
+def test_a_newer_stream_for_the_node_replaces_the_older(
+    make_node: Any, agents: AgentPods, live: LiveNodes, tls: ServingTls
+) -> None:
+    node = make_node("n").metadata.name
+    token = agents.token(node)
+    with connect(live, tls, token) as first:
+        first.hello(node, version="old")
+        first.welcome()
+        with connect(live, tls, token) as second:
+            second.hello(node, version="new")
+            second.welcome()
+            code, details = first.final_status()
+            assert code is grpc.StatusCode.ABORTED
+            assert details == f"replaced by a newer stream for node {node}"
+            second.report(sample_report(node))
+            record = wait_until("the newer stream's report", lambda: _with_report(live, node))
+            assert (record.session, record.agent_version) == (Session.CONNECTED, "new")
+            assert live.server.connected_nodes() == 1
 
 
 def test_no_token_is_unauthenticated(make_node: Any, live: LiveNodes, tls: ServingTls) -> None:
