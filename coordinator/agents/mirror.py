@@ -72,7 +72,11 @@ class GPUNodeMirror:
         self._busy: set[str] = set()
         self._last_write: dict[str, float] = {}
         self.writes = 0
-        registry.subscribe(self.queue.add)
+        # Nodes waiting in the queue (now or delayed): a change to one of them needs no new
+        # entry, since the write reads the registry's latest record when its turn comes. So
+        # thousands of reports a second cost a set lookup each, not a worker wake-up each.
+        self._scheduled: set[str] = set()
+        registry.subscribe(self.changed)
 
     # -- what the API server holds ------------------------------------------------------------
 
@@ -97,7 +101,15 @@ class GPUNodeMirror:
             else:
                 self._remember(obj)
         if kind == "DELETED" and self._registry.get(name) is not None:
-            self.queue.add(name)  # someone deleted it while the node lives: write it again
+            self.changed(name)  # someone deleted it while the node lives: write it again
+
+    def changed(self, node: str) -> None:
+        """`node`'s record changed: make sure a write is scheduled."""
+        with self._lock:
+            if node in self._scheduled:
+                return
+            self._scheduled.add(node)
+        self.queue.add(node)
 
     def stored_session(self, name: str) -> str | None:
         with self._lock:
@@ -133,19 +145,28 @@ class GPUNodeMirror:
                 if wait > 0:
                     self.queue.add_after(node, wait)
                     continue
+                # From here on a change schedules a new write, which sees it.
+                self._scheduled.discard(node)
                 self._busy.add(node)
             try:
                 self._wait_for_write_slot(stop)
                 self.sync(node)
             except KubeError as err:
                 log.warning("GPUNode write failed", extra={"node": node, "error": str(err)})
-                self.queue.add_after(node, RETRY_SECONDS)
+                self._retry_later(node, RETRY_SECONDS)
             except Exception:
                 log.exception("GPUNode write failed", extra={"node": node})
-                self.queue.add_after(node, RETRY_SECONDS)
+                self._retry_later(node, RETRY_SECONDS)
             finally:
                 with self._lock:
                     self._busy.discard(node)
+
+    def _retry_later(self, node: str, seconds: float) -> None:
+        with self._lock:
+            if node in self._scheduled:
+                return  # a change already scheduled it
+            self._scheduled.add(node)
+        self.queue.add_after(node, seconds)
 
     def _wait_for_write_slot(self, stop: threading.Event) -> None:
         """Space writes `1 / max_writes_per_second` apart across all workers."""
@@ -198,7 +219,7 @@ class GPUNodeMirror:
         except KubeError as err:
             if err.status == HTTP_NOT_FOUND:
                 log.warning("no Node for an agent's GPUNode", extra={"node": node})
-                self.queue.add_after(node, RETRY_SECONDS * 6)
+                self._retry_later(node, RETRY_SECONDS * 6)
                 return False
             raise
         body = {
@@ -237,4 +258,4 @@ class GPUNodeMirror:
             record = self._registry.get(name)
             connected = record is not None and record.session is Session.CONNECTED
             if not connected and self.stored_session(name) == Session.CONNECTED.value:
-                self.queue.add(name)
+                self.changed(name)
