@@ -45,7 +45,7 @@ def add_source_flags(parser: argparse.ArgumentParser) -> None:
     add_kube_flags(parser.add_argument_group("reading through the Kubernetes API (default)"))
     direct = parser.add_argument_group("reading from the coordinator directly (gRPC)")
     add_transport_arguments(
-        direct,  # type: ignore[arg-type]
+        direct,
         required=False,
         target_help="read from the coordinator's NodeService at HOST:PORT instead of the API",
     )

@@ -76,9 +76,13 @@ def bearer_metadata(token: str) -> tuple[tuple[str, str], ...]:
 
 
 def add_transport_arguments(
-    parser: argparse.ArgumentParser, *, required: bool, target_help: str
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    required: bool,
+    target_help: str,
 ) -> None:
-    """Add --coordinator, --ca-file, --tls-server-name and --insecure to `parser`."""
+    """Add --coordinator, --ca-file, --tls-server-name and --insecure to `parser` (or to one
+    of its argument groups)."""
     parser.add_argument("--coordinator", metavar="HOST:PORT", required=required, help=target_help)
     parser.add_argument(
         "--ca-file",
