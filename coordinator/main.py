@@ -26,8 +26,9 @@ from kubernetes import config as k8s_config
 from coordinator import json_logs
 from coordinator.agents.flags import AgentFlagsError, add_agent_arguments, live_nodes_config
 from coordinator.agents.live import LiveNodes, LiveNodesConfig
+from coordinator.agents.serving_label import ServingLabel
 from coordinator.kube import Kube
-from coordinator.runner import COMPONENT, Coordinator, CoordinatorConfig
+from coordinator.runner import COMPONENT, Coordinator, CoordinatorConfig, LeaderScoped
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 FALLBACK_NAMESPACE = "gpuctl-system"
@@ -192,11 +193,19 @@ def main(argv: list[str] | None = None) -> int:
     log.info("starting", extra={"namespace": config.namespace, "identity": identity})
     kube = Kube(client)
     live = live_nodes(kube, args.live_nodes)
+    leader_scoped: list[LeaderScoped] = []
+    if live is not None:
+        leader_scoped.append(live)
+        pod = os.environ.get("POD_NAME")
+        if pod:  # in the cluster: label this Pod while it serves, for the gRPC Service
+            label = ServingLabel(kube, config.namespace, pod)
+            label.stop()
+            leader_scoped.append(label)
     coordinator = Coordinator(
         kube,
         config,
         blocker_sources=[live.guard_source] if live else [],
-        leader_scoped=[live] if live else [],
+        leader_scoped=leader_scoped,
     )
     if live is not None:
         # A report that adds or clears a blocker re-decides refused unloads within a second.

@@ -55,7 +55,8 @@ CLUSTER_RULES: list[dict[str, Any]] = [
     },
 ]
 
-# In the coordinator's namespace: the KMM Modules it writes and its leader-election Lease.
+# In the coordinator's namespace: the KMM Modules it writes, its leader-election Lease, and its
+# own Pod's gRPC serving label (coordinator/agents/serving_label.py).
 NAMESPACE_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": [KMM_GROUP],
@@ -67,4 +68,5 @@ NAMESPACE_RULES: list[dict[str, Any]] = [
         "resources": ["leases"],
         "verbs": ["get", "create", "update"],
     },
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},
 ]

@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from agent.__main__ import build_parser as build_agent_parser
+from coordinator.agents.serving_label import SERVING_LABEL
 from coordinator.main import parse_args
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "gpuctl"
@@ -93,3 +94,11 @@ def test_every_flag_the_daemonset_passes_exists() -> None:
     assert str(args.token_file) == "/var/run/secrets/gpuctl/token"
     assert str(args.host_root) == "/host"
     assert str(args.ca_file) == "/etc/gpuctl/ca/ca.crt"
+
+
+def test_the_grpc_service_selects_the_serving_leader_only() -> None:
+    service = (CHART / "templates" / "coordinator-grpc.yaml").read_text()
+    deployment = (CHART / "templates" / "coordinator-deployment.yaml").read_text()
+    assert f'{SERVING_LABEL}: "true"' in service
+    assert "name: POD_NAME" in deployment  # the Pod the leader labels is its own
+    assert "readinessProbe" not in deployment  # a never-Ready standby would stall rollouts

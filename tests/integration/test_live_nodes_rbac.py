@@ -14,8 +14,9 @@ from typing import Any
 import grpc
 import pytest
 
+from coordinator.agents.serving_label import SERVING_LABEL, ServingLabel
 from coordinator.kube import Kube, path
-from coordinator.rbac import CLUSTER_RULES
+from coordinator.rbac import CLUSTER_RULES, NAMESPACE_RULES
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as node_grpc
 from tests.harness.access import KubeCluster
@@ -37,7 +38,7 @@ RBAC = "rbac.authorization.k8s.io"
 
 @pytest.fixture
 def coordinator_client(kube_cluster: KubeCluster, namespace: str, kube_admin: Any) -> Iterator[Any]:
-    """An ApiClient of ServiceAccount `coordinator`, bound to the chart's cluster rules only."""
+    """An ApiClient of ServiceAccount `coordinator`, bound to the chart's rules only."""
     kube = Kube(kube_admin)
     name = f"{namespace}-live-coordinator"
     kube.request(
@@ -56,6 +57,20 @@ def coordinator_client(kube_cluster: KubeCluster, namespace: str, kube_admin: An
         body={
             "metadata": {"name": name},
             "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": "coordinator", "namespace": namespace}],
+        },
+    )
+    kube.request(
+        "POST",
+        path(RBAC, "v1", "roles", namespace=namespace),
+        body={"metadata": {"name": "coordinator"}, "rules": NAMESPACE_RULES},
+    )
+    kube.request(
+        "POST",
+        path(RBAC, "v1", "rolebindings", namespace=namespace),
+        body={
+            "metadata": {"name": "coordinator"},
+            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "coordinator"},
             "subjects": [{"kind": "ServiceAccount", "name": "coordinator", "namespace": namespace}],
         },
     )
@@ -108,3 +123,31 @@ def test_live_nodes_under_the_charts_rbac(
     finally:
         agents.delete_pods()
         delete_gpunode(admin, node)
+
+
+def test_the_leader_labels_its_own_pod_for_the_grpc_service(
+    namespace: str, kube_admin: Any, coordinator_client: Any
+) -> None:
+    admin = Kube(kube_admin)
+    pods = path("", "v1", "pods", namespace=namespace)
+    admin.request(
+        "POST",
+        pods,
+        body={
+            "metadata": {"name": "coordinator-0"},
+            "spec": {"containers": [{"name": "c", "image": "registry.invalid/gpuctl"}]},
+        },
+    )
+
+    def labels() -> dict[str, str]:
+        pod = admin.request("GET", f"{pods}/coordinator-0")
+        return dict(pod["metadata"].get("labels") or {})
+
+    try:
+        label = ServingLabel(Kube(coordinator_client), namespace, "coordinator-0")
+        label.start()
+        assert labels() == {SERVING_LABEL: "true"}
+        label.stop()
+        assert labels() == {}
+    finally:
+        admin.request("DELETE", f"{pods}/coordinator-0", body={"gracePeriodSeconds": 0})
