@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 
 from gpuctl.cli import node_inspect, nodes_command, rollout_command
+from gpuctl.cli.errors import CommandError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +34,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.run(args)
+    except CommandError as error:
+        sys.stderr.write(f"gpuctl: {error}\n")
+        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

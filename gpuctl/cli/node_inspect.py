@@ -100,7 +100,7 @@ def run(
         return 2
     if args.local:
         return _run_local(args, out, err)
-    return _run_remote(args, out, err, clock)
+    return _run_remote(args, out, clock)
 
 
 def _run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -113,15 +113,10 @@ def _run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-def _run_remote(args: argparse.Namespace, out: TextIO, err: TextIO, clock: Clock) -> int:
-    try:
-        view = make_source(args, clock).get_node(args.node, fresh=args.fresh, timeout=args.timeout)
-    except CommandError as error:
-        err.write(f"gpuctl: {error}\n")
-        return 1
+def _run_remote(args: argparse.Namespace, out: TextIO, clock: Clock) -> int:
+    view = make_source(args, clock).get_node(args.node, fresh=args.fresh, timeout=args.timeout)
     if view.report is None:
-        err.write(f'gpuctl: no report for "{view.name}": {view.problem}\n')
-        return 1
+        raise CommandError(f'no report for "{view.name}": {view.problem}')
     if args.output == "table":
         out.write(remote_header(view))
     out.write(_render(view.report, args.output))

@@ -116,25 +116,16 @@ def _rollout_of(obj: object, name: str) -> RolloutView:
     return view
 
 
-def run_status(
-    args: argparse.Namespace,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
-    clock: Clock = utc_now,
-) -> int:
-    try:
-        api = _api(args)
-        obj = api.resolve(args.name)
-        name = str(obj["metadata"]["name"])
-        view = _rollout_of(obj, name)
-        if not args.watch:
-            out.write(render_status(view, clock()))
-            code = exit_code(view)
-            return EXIT_NOT_DONE if code is None else code
+def run_status(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock = utc_now) -> int:
+    api = _api(args)
+    obj = api.resolve(args.name)
+    name = str(obj["metadata"]["name"])
+    view = _rollout_of(obj, name)
+    if args.watch:
         return _watch(api, name, args.timeout, out, clock)
-    except CommandError as error:
-        err.write(f"gpuctl: {error}\n")
-        return 1
+    out.write(render_status(view, clock()))
+    code = exit_code(view)
+    return EXIT_NOT_DONE if code is None else code
 
 
 def _watch(api: GpuDriverApi, name: str, timeout: float | None, out: TextIO, clock: Clock) -> int:
@@ -162,63 +153,41 @@ def _watch(api: GpuDriverApi, name: str, timeout: float | None, out: TextIO, clo
                 return code
 
 
-def run_plan(
-    args: argparse.Namespace,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
-    clock: Clock = utc_now,
-) -> int:
-    try:
-        api_client = load_api_client(args.kubeconfig, args.context)
-        driver = GpuDriverApi(api_client).resolve(args.name)
-        target = str((driver.get("spec", {}).get("kernelModule") or {}).get("version") or "")
-        if not target:
-            raise CommandError(
-                f'GPUDriver "{driver["metadata"]["name"]}" has no kernelModule.version: without '
-                "one KMM reloads every node at once and there is no rollout to plan"
-            )
-        facts = gather_facts(api_client, module_selector(api_client, driver), clock)
-    except CommandError as error:
-        err.write(f"gpuctl: {error}\n")
-        return 1
-    planned = plan_rollout(target, plan_settings(driver), facts)
-    out.write(render_plan(str(driver["metadata"]["name"]), target, planned))
+def run_plan(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock = utc_now) -> int:
+    api_client = load_api_client(args.kubeconfig, args.context)
+    driver = GpuDriverApi(api_client).resolve(args.name)
+    name = str(driver["metadata"]["name"])
+    target = str((driver.get("spec", {}).get("kernelModule") or {}).get("version") or "")
+    if not target:
+        raise CommandError(
+            f'GPUDriver "{name}" has no kernelModule.version: without one KMM reloads every '
+            "node at once and there is no rollout to plan"
+        )
+    facts = gather_facts(api_client, module_selector(api_client, driver), clock)
+    out.write(render_plan(name, target, plan_rollout(target, plan_settings(driver), facts)))
     return 0
 
 
-def run_pause(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    try:
-        api = _api(args)
-        name = str(api.resolve(args.name)["metadata"]["name"])
-        api.set_paused(name, paused=True, resumed_version=None)
-    except CommandError as error:
-        err.write(f"gpuctl: {error}\n")
-        return 1
+def run_pause(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    api = _api(args)
+    name = str(api.resolve(args.name)["metadata"]["name"])
+    api.set_paused(name, paused=True, resumed_version=None)
     out.write(f"rollout of {name} paused: nodes mid-step finish their step, no new node starts\n")
     return 0
 
 
-def run_resume(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    try:
-        api = _api(args)
-        obj = api.resolve(args.name)
-        name = str(obj["metadata"]["name"])
-        version = (obj.get("spec", {}).get("kernelModule") or {}).get("version")
-        api.set_paused(name, paused=False, resumed_version=str(version) if version else None)
-    except CommandError as error:
-        err.write(f"gpuctl: {error}\n")
-        return 1
-    out.write(
-        f"rollout of {name} resumed" + (f" (hold released for {version})" if version else "") + "\n"
-    )
+def run_resume(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    api = _api(args)
+    obj = api.resolve(args.name)
+    name = str(obj["metadata"]["name"])
+    version = (obj.get("spec", {}).get("kernelModule") or {}).get("version")
+    api.set_paused(name, paused=False, resumed_version=str(version) if version else None)
+    released = f" (hold released for {version})" if version else ""
+    out.write(f"rollout of {name} resumed{released}\n")
     return 0
 
 
-def run_retry(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    try:
-        was = _api(args).retry_node(args.node)
-    except CommandError as error:
-        err.write(f"gpuctl: {error}\n")
-        return 1
+def run_retry(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    was = _api(args).retry_node(args.node)
     out.write(f"node {args.node} was {was}: back to Pending, the coordinator will start it again\n")
     return 0
