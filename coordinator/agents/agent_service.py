@@ -115,10 +115,11 @@ class AgentService:
 
     async def _token_node(self, context: Context) -> str:
         token = require_token(bearer_token(context.invocation_metadata()))
+        audiences = (self._config.audience,)
         try:
-            reviewed = await asyncio.to_thread(
-                self._reviewer.review, token, (self._config.audience,)
-            )
+            reviewed = self._reviewer.cached(token, audiences)
+            if reviewed is None:
+                reviewed = await asyncio.to_thread(self._reviewer.review, token, audiences)
         except ReviewUnavailableError as err:
             raise RefusalError(grpc.StatusCode.UNAVAILABLE, str(err)) from None
         return agent_node(reviewed, self._config.agent_username, self._config.audience)

@@ -122,6 +122,10 @@ class TokenReviewer:
             while len(self._cache) > self._max:
                 self._cache.popitem(last=False)
 
+    def cached(self, token: str, audiences: Sequence[str] = ()) -> Reviewed | None:
+        """A remembered successful review, without asking anyone (cheap: no I/O)."""
+        return self._cached(_key(token, audiences))
+
     def review(self, token: str, audiences: Sequence[str] = ()) -> Reviewed:
         """The API server's verdict on `token` for `audiences` (empty: the API server's own).
 
