@@ -15,6 +15,8 @@
 - ``make_node`` (per test): ``make_node(name, labels=None, kernel_version=...) -> V1Node``
   creates a Ready Node named ``<namespace>-<name>``; deleted after the test. Nodes are
   cluster-wide, so use this rather than fixed names.
+- ``api`` (per test): a ``tests.coordinator.live.Api`` (plain-dict admin access for the
+  coordinator and CLI tests); the test's GPUDrivers are removed afterwards.
 - ``kmm_emulator`` (per test): a running ``tests.harness.kmm_emulator.KmmEmulator`` for the
   test's namespace (``delay_node``, ``fail_node``, ``loaded``); stopped after the test.
 - ``rollout_rig`` (per test, opt-in): a ``tests.rollout_live.rig.RolloutRig`` for rollout
@@ -42,6 +44,7 @@ import pytest
 from kubernetes import client as k8s
 
 from coordinator.kube import Kube
+from tests.coordinator.live import Api, remove_test_drivers
 from tests.harness.access import KubeCluster
 from tests.harness.cluster import repository_root, start_cluster
 from tests.harness.cordon_taint import CordonTaintMirror
@@ -162,3 +165,11 @@ def rollout_rig(
         yield rig
     finally:
         rig.close()
+
+
+@pytest.fixture
+def api(kube_cluster: KubeCluster, namespace: str) -> Iterator[Api]:
+    client = Api(kube_cluster)
+    yield client
+    remove_test_drivers(client, namespace)
+    client.close()

@@ -19,7 +19,7 @@ import pytest
 from google.protobuf import json_format
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from tests.coordinator.live import Api, gpudriver, node_labels, remove_test_drivers, simple_spec
+from tests.coordinator.live import Api, gpudriver, node_labels, simple_spec
 from tests.harness.access import KubeCluster
 
 pytestmark = pytest.mark.integration
@@ -41,17 +41,14 @@ def gpuctl(
     )
 
 
-@pytest.fixture
-def api(kube_cluster: KubeCluster, namespace: str) -> Iterator[Api]:
-    client = Api(kube_cluster)
-    yield client
-    remove_test_drivers(client, namespace)
-    for item in client.kube.request("GET", "/apis/gpuctl.dev/v1alpha1/gpunodes").get("items", []):
+@pytest.fixture(autouse=True)
+def _remove_test_gpunodes(api: Api, namespace: str) -> Iterator[None]:
+    yield
+    for item in api.kube.request("GET", "/apis/gpuctl.dev/v1alpha1/gpunodes").get("items", []):
         if item["metadata"]["name"].startswith(f"{namespace}-"):
-            client.kube.request(
+            api.kube.request(
                 "DELETE", f"/apis/gpuctl.dev/v1alpha1/gpunodes/{item['metadata']['name']}"
             )
-    client.close()
 
 
 def _report(node: str, *, busy: bool = False) -> dict[str, Any]:

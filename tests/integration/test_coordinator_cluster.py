@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,7 +23,6 @@ from tests.coordinator.live import (
     Api,
     gpudriver,
     node_labels,
-    remove_test_drivers,
     running_coordinator,
     simple_spec,
     wait_status,
@@ -36,14 +34,6 @@ from tests.harness.waiting import wait_until
 pytestmark = pytest.mark.integration
 
 KMM_NOT_INSTALLED = "KMM is not installed in the cluster."
-
-
-@pytest.fixture
-def api(kube_cluster: KubeCluster, namespace: str) -> Iterator[Api]:
-    client = Api(kube_cluster)
-    yield client
-    remove_test_drivers(client, namespace)
-    client.close()
 
 
 class SwitchableKmm:

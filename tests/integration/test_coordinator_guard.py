@@ -9,7 +9,6 @@ values are patched in place, with no unload to guard.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,7 +18,6 @@ from tests.coordinator.live import (
     Api,
     gpudriver,
     node_labels,
-    remove_test_drivers,
     running_coordinator,
     simple_spec,
     wait_status,
@@ -29,14 +27,6 @@ from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def api(kube_cluster: KubeCluster, namespace: str) -> Iterator[Api]:
-    client = Api(kube_cluster)
-    yield client
-    remove_test_drivers(client, namespace)
-    client.close()
 
 
 def blocked_message(module: str) -> str:

@@ -7,7 +7,6 @@ GPUDriver removes the Module. Scenarios of the reference operator's controller t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +17,6 @@ from tests.coordinator.live import (
     Api,
     gpudriver,
     node_labels,
-    remove_test_drivers,
     running_coordinator,
     simple_spec,
     wait_status,
@@ -28,14 +26,6 @@ from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def api(kube_cluster: KubeCluster, namespace: str) -> Iterator[Api]:
-    client = Api(kube_cluster)
-    yield client
-    remove_test_drivers(client, namespace)
-    client.close()
 
 
 def full_spec(namespace: str) -> dict[str, Any]:

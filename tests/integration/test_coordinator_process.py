@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ from tests.coordinator.live import (
     TEST_LABEL,
     Api,
     gpudriver,
-    remove_test_drivers,
     simple_spec,
     wait_status,
 )
@@ -27,14 +25,6 @@ from tests.harness.waiting import wait_until
 pytestmark = pytest.mark.integration
 
 SCRIPT = Path(sys.executable).parent / "gpuctl-coordinator"
-
-
-@pytest.fixture
-def api(kube_cluster: KubeCluster, namespace: str) -> Iterator[Api]:
-    client = Api(kube_cluster)
-    yield client
-    remove_test_drivers(client, namespace)
-    client.close()
 
 
 def test_process_reconciles_logs_json_and_stops_cleanly_on_sigterm(

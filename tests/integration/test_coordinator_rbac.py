@@ -15,7 +15,6 @@ from tests.coordinator.live import (
     Api,
     gpudriver,
     node_labels,
-    remove_test_drivers,
     running_coordinator,
     simple_spec,
     wait_status,
@@ -27,14 +26,6 @@ from tests.harness.waiting import wait_until
 pytestmark = pytest.mark.integration
 
 RBAC = "rbac.authorization.k8s.io"
-
-
-@pytest.fixture
-def api(kube_cluster: KubeCluster, namespace: str) -> Iterator[Api]:
-    client = Api(kube_cluster)
-    yield client
-    remove_test_drivers(client, namespace)
-    client.close()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ naming the field, and writes no Module. The reference's webhook test scenarios.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,21 +13,12 @@ from coordinator.kube import KubeError
 from tests.coordinator.live import (
     Api,
     gpudriver,
-    remove_test_drivers,
     running_coordinator,
     wait_status,
 )
 from tests.harness.access import KubeCluster
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def api(kube_cluster: KubeCluster, namespace: str) -> Iterator[Api]:
-    client = Api(kube_cluster)
-    yield client
-    remove_test_drivers(client, namespace)
-    client.close()
 
 
 def mapping(**fields: Any) -> dict[str, Any]:

@@ -15,8 +15,7 @@ import pytest
 
 from coordinator.kube import Kube
 from coordinator.watches import Informer, Resource
-from tests.coordinator.live import TEST_LABEL, Api, gpudriver, remove_test_drivers
-from tests.harness.access import KubeCluster
+from tests.coordinator.live import TEST_LABEL, Api, gpudriver
 from tests.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -53,14 +52,6 @@ class FirstWatchTooOld:
 
     def close(self) -> None:
         self._kube.close()
-
-
-@pytest.fixture
-def api(kube_cluster: KubeCluster, namespace: str) -> Iterator[Api]:
-    client = Api(kube_cluster)
-    yield client
-    remove_test_drivers(client, namespace)
-    client.close()
 
 
 def test_gone_relists_and_keeps_every_change(namespace: str, api: Api) -> None:
