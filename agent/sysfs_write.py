@@ -102,7 +102,8 @@ _HINTS = {
     errno.EPERM: "the agent may not write sysfs (it must run as root on the host's /sys)",
     errno.EBUSY: "the kernel says it is busy",
     errno.ENOENT: "no such attribute, or the function has no driver to do it",
-    errno.ENODEV: "the function is gone or not bound to that driver",
+    errno.ENODEV: "the function is gone, or that driver is not bound to it (unbind) or does "
+    "not take it (bind)",
 }
 
 
