@@ -284,10 +284,10 @@ class Coordinator:
             try:
                 part.start()
             except Exception:
-                # The guard then has no agent reports and refuses every unload: safe, and the
-                # gRPC readiness probe shows the failure.
+                # The guard then has no agent reports and refuses every unload: safe. Later
+                # parts depend on earlier ones (the serving label on the server), so stop here.
                 log.exception("could not start", extra={"part": type(part).__name__})
-                continue
+                break
             self._leader_scoped_started.append(part)
 
     def _stop_leading(self) -> None:
