@@ -111,6 +111,7 @@ class FakeKmmLoader:
     hosts: dict[str, FakeHost]
     violations: list[str] = field(default_factory=list)
     loads: list[tuple[str, str]] = field(default_factory=list)
+    unloads: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, _module: str, node: str, loaded: Loaded | None) -> None:
@@ -120,6 +121,7 @@ class FakeKmmLoader:
         with self._lock:
             bound = [a for a in (B580, *B70_PFS) if (host.real(f"{PCI_DEVICES}/{a}")).exists()]
             if loaded is None:
+                self.unloads.append(node)
                 busy = busy_reasons(host)
                 if busy:
                     self.violations.append(f"{node}: unloaded while busy: {busy}")

@@ -1,0 +1,236 @@
+"""The rollout controller's I/O around the pure decision, against the hand-written in-memory
+API of the reconciler tests and agents that answer at once (real concurrent Futures)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+import datetime
+from typing import Any
+
+from coordinator.events import EventRecorder
+from coordinator.kube import KubeError
+from coordinator.rollout import names
+from coordinator.rollout.controller import (
+    CONFLICT_RETRY_SECONDS,
+    RolloutConfig,
+    RolloutController,
+    kmm_labels,
+)
+from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from tests.coordinator import samples
+from tests.coordinator.test_reconciler import MemoryApi
+
+OLD, NEW = "v6.17.13.62_260409.8", "v7.1.4.6_260728.7"
+NS = samples.NAMESPACE
+DRIVER = "gpu"
+MODULE = f"{DRIVER}-gpu"
+LABELS = kmm_labels(NS, MODULE)
+NODE_PATH = "/api/v1/nodes/n1"
+DRIVER_PATH = f"/apis/gpuctl.dev/v1alpha1/gpudrivers/{DRIVER}"
+PODS_PATH = "/api/v1/pods"
+PF = "0000:03:00.0"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.UTC)
+
+    def __call__(self) -> datetime.datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += datetime.timedelta(seconds=seconds)
+
+
+class Agents:
+    """Answers at once with the node's module at `loaded` (None: no answer at all)."""
+
+    def __init__(self) -> None:
+        self.loaded = OLD
+        self.reachable = True
+        self.asked: list[str] = []
+
+    def _done(self, value: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        if self.reachable:
+            future.set_result(value)
+        else:
+            future.set_exception(TimeoutError())
+        return future
+
+    def request_report(
+        self, node: str, timeout: float
+    ) -> concurrent.futures.Future[report_pb.NodeReport]:
+        self.asked.append("report")
+        report = report_pb.NodeReport(node_name=node)
+        report.devices.add(pci_address=PF, driver="xe")
+        report.module.state = report_pb.Module.LIVE
+        report.module.backport_tag = f"xeb_{self.loaded}"
+        return self._done(report)
+
+    def request_prepare(
+        self, node: str, request: agent_pb.PrepareRequest, timeout: float
+    ) -> concurrent.futures.Future[agent_pb.PrepareResult]:
+        self.asked.append("prepare")
+        return self._done(agent_pb.PrepareResult(request_id=request.request_id, ready=True))
+
+    def request_restore(
+        self, node: str, request: agent_pb.RestoreRequest, timeout: float
+    ) -> concurrent.futures.Future[agent_pb.RestoreResult]:
+        self.asked.append("restore")
+        return self._done(agent_pb.RestoreResult(request_id=request.request_id))
+
+
+class View:
+    def __init__(self, api: MemoryApi) -> None:
+        self.api = api
+
+    def drivers(self) -> list[dict[str, Any]]:
+        return [copy.deepcopy(self.api.objects[DRIVER_PATH])]
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return [copy.deepcopy(self.api.objects[NODE_PATH])]
+
+    def claims(self) -> list[dict[str, Any]]:
+        return []
+
+    def module(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return {
+            "metadata": {"name": name},
+            "spec": {"moduleLoader": {"container": {"version": NEW}}},
+        }
+
+
+def world(
+    *, agents: Agents | None = None, pods: list[dict[str, Any]] | None = None
+) -> tuple[MemoryApi, RolloutController, Clock]:
+    api = MemoryApi()
+    spec = samples.minimal_spec()
+    spec["kernelModule"]["version"] = NEW
+    spec["nodeSelector"] = {"gpu": "yes"}
+    spec["rollout"] = {"holdAfterFirstNode": False, "evictGPUPods": True}
+    api.objects[DRIVER_PATH] = samples.driver(DRIVER, spec)
+    node = samples.node("n1", {"kubernetes.io/arch": "amd64", "gpu": "yes"})
+    node["metadata"]["labels"].update(
+        {LABELS.version: OLD, LABELS.ready: "", LABELS.version_ready: OLD}
+    )
+    node["metadata"]["resourceVersion"] = "50"
+    node["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    api.objects[NODE_PATH] = node
+    api.objects[PODS_PATH] = {"items": pods or []}
+    clock = Clock()
+    controller = RolloutController(
+        api,
+        View(api),
+        agents=agents or Agents(),
+        events=EventRecorder(api, "default", "test", lambda: "2026-11-29T12:00:00Z"),
+        config=RolloutConfig(NS),
+        wall_clock=clock,
+    )
+    return api, controller, clock
+
+
+def phase(api: MemoryApi) -> str:
+    return str(api.objects[NODE_PATH]["metadata"]["labels"].get(names.STATE_LABEL, ""))
+
+
+def test_a_node_goes_from_pending_to_done_through_real_writes() -> None:
+    agents = Agents()
+    api, controller, clock = world(agents=agents)
+    seen = []
+    for _ in range(12):
+        controller.sync(DRIVER)
+        seen.append(phase(api))
+        if phase(api) == "Loading":
+            labels = api.objects[NODE_PATH]["metadata"]["labels"]
+            assert labels[LABELS.version] == NEW
+            labels[LABELS.version_ready] = NEW  # KMM loaded it
+            agents.loaded = NEW
+        clock.advance(1.5)
+    steps = [p for i, p in enumerate(seen) if i == 0 or seen[i - 1] != p]
+    assert steps == ["Pending", "Checking", "Draining", "Preparing", "Loading", "Verifying", "Done"]
+    assert agents.asked.count("report") == 3  # checking, preparing, verifying: each fresh
+    node = api.objects[NODE_PATH]
+    assert not node.get("spec", {}).get("unschedulable")
+    assert names.CORDONED_BY_GPUCTL not in node["metadata"].get("annotations", {})
+    status = api.objects[DRIVER_PATH]["status"]["rollout"]
+    assert status["state"] == "Complete"
+    assert status["progress"] == "1/1"
+    node_events = [
+        o
+        for p, o in api.objects.items()
+        if "/events/" in p and o["involvedObject"]["kind"] == "Node"
+    ]
+    assert {e["reason"] for e in node_events} >= {
+        "RolloutChecking",
+        "RolloutLoading",
+        "RolloutDone",
+    }
+
+
+def test_a_write_conflict_stops_the_pass_and_asks_for_another_soon() -> None:
+    api, controller, _clock = world()
+    api.fail[("PATCH", NODE_PATH)] = KubeError(409, "Conflict")
+    assert controller.sync(DRIVER) == CONFLICT_RETRY_SECONDS
+    assert phase(api) == ""
+
+
+class LaggingView(View):
+    """A watch cache that never catches up: always the Node as it was at the start."""
+
+    def __init__(self, api: MemoryApi) -> None:
+        super().__init__(api)
+        self.stale = copy.deepcopy(api.objects[NODE_PATH])
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return [copy.deepcopy(self.stale)]
+
+
+def test_our_own_write_is_seen_by_the_next_pass_before_the_cache_has_it() -> None:
+    api, _controller, clock = world()
+    controller = RolloutController(
+        api,
+        LaggingView(api),
+        agents=Agents(),
+        events=EventRecorder(api, "default", "test", lambda: "2026-11-29T12:00:00Z"),
+        config=RolloutConfig(NS),
+        wall_clock=clock,
+    )
+    controller.sync(DRIVER)
+    assert phase(api) == "Pending"
+    controller.sync(DRIVER)
+    # Decided on the node as written (Pending), not as the cache has it (no state): started.
+    assert phase(api) == "Checking"
+    assert [w for w in api.writes if w == ("PATCH", NODE_PATH)] == [("PATCH", NODE_PATH)] * 2
+
+
+def test_gpu_pods_are_evicted_and_a_pdb_refusal_is_retried() -> None:
+    pod = {
+        "metadata": {"namespace": "ml", "name": "train"},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"gpu.intel.com/xe": "1"}}}]},
+        "status": {"phase": "Running"},
+    }
+    api, controller, clock = world(pods=[pod])
+    eviction = "/api/v1/namespaces/ml/pods/train/eviction"
+    api.fail[("POST", eviction)] = KubeError(429, "TooManyRequests")
+    for _ in range(6):
+        controller.sync(DRIVER)
+        clock.advance(1.5)
+    assert phase(api) == "Draining"
+    assert ("POST", eviction) in api.writes
+    assert api.writes.count(("POST", eviction)) >= 2  # refused by the PDB, then asked again
+
+
+def test_without_agents_a_node_is_never_labelled() -> None:
+    agents = Agents()
+    agents.reachable = False
+    api, controller, clock = world(agents=agents)
+    for _ in range(50):
+        controller.sync(DRIVER)
+        clock.advance(2)
+    assert phase(api) == "Blocked"
+    node = api.objects[NODE_PATH]
+    assert node["metadata"]["labels"][LABELS.version] == OLD
+    assert "no fresh agent report within 60s" in node["metadata"]["annotations"][names.REASON]
