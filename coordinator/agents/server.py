@@ -5,9 +5,10 @@ stream. The loop runs in its own thread (`AgentServer.start`); the rest of the c
 threaded and talks to it only through the thread-safe Registry and `request_report`, which
 schedules an inspect request onto the loop and returns a concurrent Future.
 
-Transport: TLS on every connection (`TlsFiles`), or plaintext only when explicitly asked for
-(`insecure=True`, local runs). Limits: the maximum message size both ways, keepalive pings
-so dead peers are noticed, and the per-stream limits of agent_service.py.
+Transport: TLS on every connection (`TlsFiles`, re-read when the files change: tls_reload.py),
+or plaintext only when explicitly asked for (`insecure=True`, local runs). Limits: the maximum
+message size both ways, keepalive pings so dead peers are noticed, and the per-stream limits
+of agent_service.py.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from coordinator.agents.agent_service import AgentService, AgentServiceConfig
 from coordinator.agents.node_service import NodeService
 from coordinator.agents.registry import Registry
 from coordinator.agents.sessions import Sessions
+from coordinator.agents.tls_reload import ReloadingCertificate
 from coordinator.agents.token_review import TokenReviewer
 from coordinator.kube import KubeApi
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
@@ -85,6 +87,8 @@ class AgentServer:
         epoch_clock: Callable[[], float],
     ) -> None:
         self._config = config
+        self._monotonic = monotonic
+        self.certificate: ReloadingCertificate | None = None
         self.registry = registry
         self.sessions = Sessions()
         self.reviewer = TokenReviewer(kube, wall_clock=epoch_clock)
@@ -115,10 +119,10 @@ class AgentServer:
         address = f"{self._config.host}:{self._config.port}"
         if self._config.tls is None:
             return server.add_insecure_port(address)
-        credentials = grpc.ssl_server_credentials(
-            [(self._config.tls.key_file.read_bytes(), self._config.tls.cert_file.read_bytes())]
+        self.certificate = ReloadingCertificate(
+            self._config.tls.cert_file, self._config.tls.key_file, monotonic=self._monotonic
         )
-        return server.add_secure_port(address, credentials)
+        return server.add_secure_port(address, self.certificate.credentials())
 
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()

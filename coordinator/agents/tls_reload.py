@@ -1,0 +1,80 @@
+"""The gRPC server's TLS certificate, re-read when its files change (cert-manager rotations).
+
+gRPC asks `fetch` at each new TLS handshake; it returns a new configuration only when the
+files' modification times changed (checked at most every `check_seconds`), else None (keep the
+current one). A half-written or unreadable pair is logged and ignored: the server keeps
+serving with the certificate it has, and tries again at the next check.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+log = logging.getLogger(__name__)
+
+
+def _load_pair(cert_file: Path, key_file: Path) -> tuple[bytes, bytes]:
+    """(key PEM, certificate PEM), checked to parse and to belong together."""
+    cert_pem, key_pem = cert_file.read_bytes(), key_file.read_bytes()
+    certificate = x509.load_pem_x509_certificate(cert_pem)
+    key = serialization.load_pem_private_key(key_pem, password=None)
+    public = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    if certificate.public_key().public_bytes(*public) != key.public_key().public_bytes(*public):
+        raise ValueError(f"{key_file} is not the key of {cert_file}")
+    return key_pem, cert_pem
+
+
+class ReloadingCertificate:
+    """A certificate/key pair on disk as gRPC server credentials that follow the files."""
+
+    def __init__(
+        self,
+        cert_file: Path,
+        key_file: Path,
+        *,
+        monotonic: Callable[[], float],
+        check_seconds: float = 10.0,
+    ) -> None:
+        self._cert_file, self._key_file = cert_file, key_file
+        self._monotonic = monotonic
+        self._check_seconds = check_seconds
+        self._lock = threading.Lock()
+        self._stamp = self._mtimes()
+        self._next_check = monotonic() + check_seconds
+        self.reloads = 0
+        key, cert = _load_pair(cert_file, key_file)  # a bad pair at start is a startup error
+        self._initial = grpc.ssl_server_certificate_configuration([(key, cert)])
+
+    def _mtimes(self) -> tuple[int, int]:
+        return (self._cert_file.stat().st_mtime_ns, self._key_file.stat().st_mtime_ns)
+
+    def credentials(self) -> grpc.ServerCredentials:
+        # gRPC documents None as "no change"; the stubs' Callable type leaves it out.
+        return grpc.dynamic_ssl_server_credentials(self._initial, self.fetch)  # type: ignore[arg-type]
+
+    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
+        """A new configuration if the files changed since the last one, else None."""
+        with self._lock:
+            now = self._monotonic()
+            if now < self._next_check:
+                return None
+            self._next_check = now + self._check_seconds
+            try:
+                stamp = self._mtimes()
+                if stamp == self._stamp:
+                    return None
+                key, cert = _load_pair(self._cert_file, self._key_file)
+            except (OSError, ValueError) as err:
+                log.warning("TLS certificate not reloaded", extra={"error": str(err)})
+                return None
+            self._stamp = stamp
+            self.reloads += 1
+        log.info("TLS certificate reloaded", extra={"cert_file": str(self._cert_file)})
+        return grpc.ssl_server_certificate_configuration([(key, cert)])

@@ -1,0 +1,101 @@
+"""The gRPC server follows its certificate files (rotation) over real TLS sockets.
+
+No API server is needed: streams without a token end UNAUTHENTICATED before any review, and
+reaching that status proves the TLS handshake succeeded.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from coordinator.agents.agent_service import AgentServiceConfig
+from coordinator.agents.registry import Registry
+from coordinator.agents.server import AgentServer, ServerConfig, TlsFiles
+from coordinator.agents.tls_reload import ReloadingCertificate
+from tests.harness import certs
+from tests.live_nodes.agent_client import AgentClient
+from tests.live_nodes.clocks import ManualClock
+
+NOW = datetime.datetime.now(datetime.UTC)
+
+
+class NoApiServer:
+    """A KubeApi that must not be called."""
+
+    def request(self, *_args: Any, **_kwargs: Any) -> dict[str, Any]:
+        raise AssertionError("no API request expected")
+
+    def watch(self, *_args: Any) -> Iterator[dict[str, Any]]:
+        raise AssertionError("no watch expected")
+
+    def close(self) -> None:
+        pass
+
+
+def _write_pair(folder: Path, ca: certs.KeyPair, stamp: int) -> TlsFiles:
+    serving = certs.make_serving_cert(ca, NOW)
+    files = TlsFiles(folder / "tls.crt", folder / "tls.key")
+    files.cert_file.write_bytes(serving.cert_pem)
+    files.key_file.write_bytes(serving.key_pem)
+    for path in (files.cert_file, files.key_file):
+        os.utime(path, ns=(stamp, stamp))
+    return files
+
+
+def _status(port: int, ca: certs.KeyPair) -> grpc.StatusCode:
+    with AgentClient(f"localhost:{port}", token=None, root_certificate=ca.cert_pem) as agent:
+        agent.hello("gpu-1")
+        code, _ = agent.final_status()
+    return code
+
+
+def test_a_rotated_certificate_is_served_from_the_next_handshake(tmp_path: Path) -> None:
+    first_ca, second_ca = certs.make_ca(NOW, "first"), certs.make_ca(NOW, "second")
+    files = _write_pair(tmp_path, first_ca, 1_000_000_000)
+    clock = ManualClock()
+    server = AgentServer(
+        NoApiServer(),
+        ServerConfig(
+            agents=AgentServiceConfig(audience="a", agent_username="u"),
+            host="127.0.0.1",
+            port=0,
+            tls=files,
+        ),
+        Registry(clock, clock.wall),
+        monotonic=clock,
+        wall_clock=clock.wall,
+        epoch_clock=clock,
+    )
+    server.start()
+    try:
+        assert _status(server.port, first_ca) is grpc.StatusCode.UNAUTHENTICATED
+        _write_pair(tmp_path, second_ca, 2_000_000_000)
+        clock.advance(11)  # past the check interval
+        assert _status(server.port, second_ca) is grpc.StatusCode.UNAUTHENTICATED
+        assert _status(server.port, first_ca) is grpc.StatusCode.UNAVAILABLE
+        assert server.certificate is not None
+        assert server.certificate.reloads == 1
+
+        # A pair that does not belong together is ignored; the rotated one stays in service.
+        files.key_file.write_bytes(certs.make_serving_cert(second_ca, NOW).key_pem)
+        os.utime(files.key_file, ns=(3_000_000_000, 3_000_000_000))
+        clock.advance(11)
+        assert _status(server.port, second_ca) is grpc.StatusCode.UNAUTHENTICATED
+        assert server.certificate.reloads == 1
+    finally:
+        server.stop()
+
+
+def test_a_mismatched_pair_at_start_is_refused(tmp_path: Path) -> None:
+    ca = certs.make_ca(NOW)
+    files = _write_pair(tmp_path, ca, 1_000_000_000)
+    files.key_file.write_bytes(certs.make_serving_cert(ca, NOW).key_pem)
+    with pytest.raises(ValueError, match="is not the key of"):
+        ReloadingCertificate(files.cert_file, files.key_file, monotonic=ManualClock())
