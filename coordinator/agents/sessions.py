@@ -127,7 +127,7 @@ class Sessions:
         assert pending.future is not None
         try:
             return await asyncio.wait_for(asyncio.shield(pending.future), timeout)
-        except TimeoutError:
+        except BaseException:  # a deadline, or the caller went away (cancelled): forget it
             if session.pending.get(request_id) is pending:
                 del session.pending[request_id]
             raise
