@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agent.apply_changes import apply_changes
-from agent.hostroot import HostRootError
 from agent.prepare_plan import plan_preparation
 from agent.sysfs_write import SysfsWriter
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
@@ -68,10 +67,9 @@ def prepare_node(
     result.error = applied.error
     try:
         after = inspect()
-    except HostRootError as error:
-        result.error = "; ".join(
-            e for e in (applied.error, f"the node could not be inspected afterwards: {error}") if e
-        )
+    except Exception as error:  # the changes made must reach the coordinator whatever happens
+        afterwards = f"the node could not be inspected afterwards: {error}"
+        result.error = "; ".join(e for e in (applied.error, afterwards) if e)
         return result
     result.report.CopyFrom(after)
     result.blockers.extend(after.blockers)

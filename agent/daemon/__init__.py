@@ -7,6 +7,7 @@ rescan shows a change, answers the coordinator's requests, and heartbeats in bet
 - `link`: connect, Hello/Welcome, serve the stream, reconnect with backoff; `session`: one
   welcomed stream (sequence numbers, last report sent, writes).
 - `dispatch`: request kind -> handler; `work`: coalescing what the next inspection is for;
+  `node_actions`: PrepareRequest/RestoreRequest, run on the inspection worker;
   `changes`: what counts as a change, the report rate; `backoff`.
 - `uevents`: which kernel uevents matter, debounce, the pyudev source; `uevent_watch`: the
   source in the event loop.

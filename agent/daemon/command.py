@@ -20,6 +20,7 @@ from agent.daemon.runner import AgentDaemon
 from agent.daemon.uevents import UdevSource
 from agent.hostroot import HostRootError, validate_host_root
 from agent.inspect import agent_version, inspect_node
+from agent.sysfs_write import HostSysfsWriter
 from gpuctl.common.client_transport import ClientConfigError
 
 EXIT_USAGE = 2
@@ -55,6 +56,7 @@ def run_command(args: argparse.Namespace, node_name: str, prog: str) -> int:
         agent_version=agent_version(),
         uniform=random.uniform,
         event_source=UdevSource if config.udev else None,
+        writer=HostSysfsWriter(host_root),
     )
     try:
         asyncio.run(_run_until_signalled(daemon))

@@ -16,6 +16,10 @@ Flow (see proto/gpuctl/api/v1alpha1/agent_service.proto for the contract):
       session send CONNECTED (first report of a stream), REQUESTED (one per request id,
       changed or not) or DEVICE_EVENT / RESCAN (only when the report changed, within the
       coordinator's report rate).
+  node changes (agent.daemon.node_actions): PrepareRequest / RestoreRequest are queued for
+      the worker, which runs them on its thread before the next inspection (never during
+      one, never two at once) and answers on the stream they came on; a change trigger
+      follows, so the report shows the node after.
   rescan timer, udev watcher, heartbeat timer: add triggers or fill silences.
 The loop inspects at startup and on every rescan even while disconnected, so /healthz
 tells whether inspections work, independently of the coordinator.
@@ -29,6 +33,7 @@ import datetime
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,11 +47,21 @@ from agent.daemon.health import HealthState
 from agent.daemon.health_grpc import HealthGrpcServer
 from agent.daemon.health_http import HealthHttpServer
 from agent.daemon.link import CoordinatorLink
+from agent.daemon.node_actions import (
+    NODE_ACTION_KINDS,
+    NodeActionJob,
+    NodeActions,
+    describe_answer,
+    request_id_of,
+)
 from agent.daemon.session import Intervals, Session
 from agent.daemon.uevent_watch import UeventWatcher
 from agent.daemon.uevents import Debouncer, EventSource, network_namespace_warning
 from agent.daemon.work import DEVICE_EVENT, RESCAN, PendingWork, Trigger
+from agent.hostfs import HostFiles
 from agent.hostroot import HostRootError
+from agent.inspect import MODULE_NAME
+from agent.sysfs_write import SysfsWriter
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 
@@ -73,9 +88,12 @@ class AgentDaemon:
         agent_version: str,
         uniform: Callable[[float, float], float],
         event_source: Callable[[], EventSource] | None,
+        writer: SysfsWriter | None = None,
         wall_clock: Callable[[], datetime.datetime] = utc_now,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`writer` makes the node changes of PrepareRequest/RestoreRequest; without one
+        the agent answers them with an error and changes nothing."""
         self.config = config
         self._inspect = inspect
         self._agent_version = agent_version
@@ -90,8 +108,19 @@ class AgentDaemon:
             wall_clock=wall_clock,
             stale_after=config.stale_after(config.default_rescan_interval),
         )
+        self.node_actions = NodeActions(
+            inspect=lambda: inspect(wall_clock()),
+            files=HostFiles(config.host_root),
+            writer=writer,
+            module_name=MODULE_NAME,
+        )
+        self._node_action_jobs: deque[NodeActionJob] = deque()
         self.dispatch = RequestDispatch(
-            {"inspect": self._on_inspect_request, "welcome": self._on_welcome}
+            {
+                "inspect": self._on_inspect_request,
+                "welcome": self._on_welcome,
+                **dict.fromkeys(NODE_ACTION_KINDS, self._on_node_action_request),
+            }
         )
         self.link = CoordinatorLink(
             config,
@@ -218,6 +247,17 @@ class AgentDaemon:
         self.pending.add_request(session.generation, message.inspect.request_id)
         self._work_ready.set()
 
+    async def _on_node_action_request(self, message: api.CoordinatorMessage) -> None:
+        session = self.link.session
+        if session is None:
+            return
+        log.info(
+            "node change requested",
+            extra={"kind": message.WhichOneof("body"), "requestId": request_id_of(message)},
+        )
+        self._node_action_jobs.append(NodeActionJob(session.generation, message))
+        self._work_ready.set()
+
     async def _on_welcome(self, message: api.CoordinatorMessage) -> None:
         """A Welcome after the first one: the coordinator changed its mind on intervals."""
         session = self.link.session
@@ -249,6 +289,8 @@ class AgentDaemon:
         while True:
             await self._work_ready.wait()
             self._work_ready.clear()
+            while self._node_action_jobs:
+                await self._run_node_action(loop, executor, self._node_action_jobs.popleft())
             batch = self.pending.take()
             if batch is None:
                 continue
@@ -276,6 +318,31 @@ class AgentDaemon:
             except Exception:
                 # Never let one bad send end the worker: inspections (and health) go on.
                 log.exception("report not sent")
+
+    async def _run_node_action(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        executor: concurrent.futures.Executor,
+        job: NodeActionJob,
+    ) -> None:
+        """Run one prepare/restore on the worker's thread and answer it on its stream."""
+        answer = await loop.run_in_executor(executor, self.node_actions.answer, job.message)
+        fields = describe_answer(answer)
+        # The node may have changed: the next inspection reports it (if it did).
+        self._add_change(DEVICE_EVENT)
+        session = self.link.session
+        if session is None or session.generation != job.generation:
+            log.warning("answer not sent: the stream the request came on has closed", extra=fields)
+            return
+        try:
+            await session.send_answer(answer)
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as error:
+            log.warning("answer not sent: stream closing", extra={**fields, "error": str(error)})
+            return
+        except Exception:
+            log.exception("answer not sent", extra=fields)
+            return
+        log.info("answer sent", extra={**fields, "kind": answer.WhichOneof("body")})
 
     async def _deliver(
         self,

@@ -93,5 +93,9 @@ class Session:
             self.rate.record(now)
             return self.sequence
 
+    async def send_answer(self, answer: api.AgentMessage) -> None:
+        """Send the answer to a coordinator request (a PrepareResult, a RestoreResult)."""
+        await self._write(answer)
+
     async def send_heartbeat(self) -> None:
         await self._write(api.AgentMessage(heartbeat=api.Heartbeat(last_sequence=self.sequence)))

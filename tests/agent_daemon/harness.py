@@ -26,6 +26,7 @@ from agent.daemon.config import DaemonConfig
 from agent.daemon.runner import AgentDaemon, Inspector
 from agent.daemon.uevents import EventSource
 from agent.inspect import inspect_node
+from agent.sysfs_write import SysfsWriter
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.common.grpc_client import ClientTransport
 from tests.harness.certs import KeyPair, make_ca, make_serving_cert
@@ -113,6 +114,7 @@ def running_agent(
     config: DaemonConfig,
     event_source: Callable[[], EventSource] | None = None,
     inspect: Inspector | None = None,
+    writer: SysfsWriter | None = None,
 ) -> Iterator[RunningAgent]:
     logs = LogRecords()
     logger = logging.getLogger("agent")
@@ -125,6 +127,7 @@ def running_agent(
         agent_version=AGENT_VERSION,
         uniform=random.Random(7).uniform,  # noqa: S311 - backoff jitter, not secrecy
         event_source=event_source,
+        writer=writer,
     )
     loop = asyncio.new_event_loop()
     stop = asyncio.Event()

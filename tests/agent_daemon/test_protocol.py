@@ -47,21 +47,19 @@ def test_an_empty_answer_to_hello_is_a_protocol_error(
 def test_a_request_this_agent_cannot_handle_is_ignored_and_the_stream_lives_on(
     host: FakeHost, token_file: Path, make_coordinator: MakeCoordinator
 ) -> None:
-    """PrepareRequest is in the API, its handler comes with the rollout: until then the
-    agent logs it and keeps serving."""
+    """A request kind from a newer coordinator (a body this agent's API does not know) is
+    logged and ignored; the agent keeps serving."""
     coordinator = make_coordinator(welcome())
+    # Field 15 of CoordinatorMessage: unknown here, kept as an unknown field and sent on.
+    newer = api.CoordinatorMessage.FromString(bytes([0x7A, 0x00]))
     with running_agent(agent_config(host.root, token_file, plaintext(coordinator.target))) as agent:
         coordinator.wait_reports(1)
-        coordinator.send(
-            api.CoordinatorMessage(
-                prepare=api.PrepareRequest(request_id="p-1", module_name="xe", allow_unbind=True)
-            )
-        )
-        coordinator.send_inspect("after-prepare")
+        coordinator.send(newer)
+        coordinator.send_inspect("after-newer")
         answer = coordinator.wait_reports(2)[1]
         ignored = [getattr(r, "kind", None) for r in agent.logs.records if hasattr(r, "kind")]
-    assert (answer.request_id, answer.sequence) == ("after-prepare", 2)
-    assert ignored == ["prepare"]
+    assert (answer.request_id, answer.sequence) == ("after-newer", 2)
+    assert ignored == ["(empty or unknown to this agent's API version)"]
     assert len(coordinator.streams) == 1
 
 
