@@ -97,7 +97,7 @@ def bind_path(driver: str) -> str:
 
 _HINTS = {
     errno.EROFS: "the host's /sys is mounted read-only in the agent's pod: the DaemonSet must "
-    "mount it read-write at /host/sys (chart value agent.writableSys)",
+    "mount it read-write at /host/sys (chart value agent.allowNodeChanges)",
     errno.EACCES: "the agent may not write sysfs (it must run as root on the host's /sys)",
     errno.EPERM: "the agent may not write sysfs (it must run as root on the host's /sys)",
     errno.EBUSY: "the kernel says it is busy",

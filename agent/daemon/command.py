@@ -56,7 +56,7 @@ def run_command(args: argparse.Namespace, node_name: str, prog: str) -> int:
         agent_version=agent_version(),
         uniform=random.uniform,
         event_source=UdevSource if config.udev else None,
-        writer=HostSysfsWriter(host_root),
+        writer=HostSysfsWriter(host_root) if config.allow_node_changes else None,
     )
     try:
         asyncio.run(_run_until_signalled(daemon))

@@ -36,6 +36,8 @@ class DaemonConfig:
     debounce_quiet: float = 0.2
     debounce_max: float = 2.0
     udev: bool = True
+    # Serve PrepareRequest/RestoreRequest by writing the host's sysfs (--allow-node-changes).
+    allow_node_changes: bool = False
     # Healthy while the last successful inspection is at most this many rescan intervals old.
     stale_rescans: float = 3.0
     # ... and never judged stale sooner than this many seconds.

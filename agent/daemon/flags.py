@@ -143,6 +143,13 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         help="do not listen to kernel uevents; rely on the periodic rescan",
     )
     run.add_argument(
+        "--allow-node-changes",
+        action="store_true",
+        help="serve the coordinator's PrepareRequest/RestoreRequest by writing the host's "
+        "sysfs (unbind idle functions, sriov_numvfs); needs DIR/sys writable. Without it "
+        "they are answered with an error and nothing is changed",
+    )
+    run.add_argument(
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
@@ -164,4 +171,5 @@ def config_from_args(args: argparse.Namespace, node_name: str) -> DaemonConfig:
         backoff=Backoff(initial=args.backoff_initial, cap=args.backoff_max),
         default_rescan_interval=args.rescan_interval,
         udev=not args.no_udev,
+        allow_node_changes=args.allow_node_changes,
     )

@@ -27,7 +27,10 @@ from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 log = logging.getLogger("agent.daemon")
 
 NODE_ACTION_KINDS = ("prepare", "restore")
-NO_WRITER = "this agent was started without write access to sysfs: it changes nothing"
+NO_WRITER = (
+    "this agent may not change the node (started without --allow-node-changes; chart value "
+    "agent.allowNodeChanges): nothing was changed"
+)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from agent.__main__ import build_parser
+from agent.daemon.flags import config_from_args
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
@@ -137,7 +139,8 @@ def test_an_agent_without_a_writer_changes_nothing_and_says_so(
         result = answer(coordinator, "prepare_result", "p-1").prepare_result
     assert (result.ready, list(result.changes)) == (False, [])
     assert (
-        result.error == "this agent was started without write access to sysfs: it changes nothing"
+        result.error == "this agent may not change the node (started without "
+        "--allow-node-changes; chart value agent.allowNodeChanges): nothing was changed"
     )
 
 
@@ -218,3 +221,11 @@ def test_node_changes_never_overlap_an_inspection_or_each_other(
     assert len(writes) == 8
     assert sum(1 for _, _, what in activity.spans if what == "inspect") > 5
     assert activity.overlaps() == []
+
+
+def test_node_changes_are_off_unless_the_flag_allows_them(host: FakeHost) -> None:
+    def config(*extra: str) -> bool:
+        argv = ["run", "--coordinator", "127.0.0.1:1", "--host-root", str(host.root), *extra]
+        return config_from_args(build_parser().parse_args(argv), NODE).allow_node_changes
+
+    assert (config(), config("--allow-node-changes")) == (False, True)
