@@ -37,10 +37,16 @@ from coordinator.agents.identity import (
     check_claimed_node,
     require_token,
 )
-from coordinator.agents.limits import InvalidMessageError, Limits, check_hello, check_report_update
+from coordinator.agents.limits import (
+    InvalidMessageError,
+    Limits,
+    check_call_result,
+    check_hello,
+    check_report_update,
+)
 from coordinator.agents.ratelimit import TokenBucket
 from coordinator.agents.registry import Registry
-from coordinator.agents.sessions import AgentSession, Pending, Sessions
+from coordinator.agents.sessions import AgentSession, CallResult, Pending, Sessions
 from coordinator.agents.token_review import ReviewUnavailableError, TokenReviewer
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 
@@ -249,6 +255,9 @@ class AgentService:
             kind == "report"
             and message.report.trigger == agent_pb.ReportUpdate.REQUESTED
             and message.report.request_id in session.pending
+        ) or (
+            kind in ("prepare_result", "restore_result")
+            and getattr(message, kind).request_id in session.calls
         )
         if not answered and not session.message_bucket.take():
             raise RefusalError(
@@ -259,6 +268,8 @@ class AgentService:
             self._report(session, message.report)
         elif kind == "heartbeat":
             self._heartbeat(session, message.heartbeat)
+        elif kind in ("prepare_result", "restore_result"):
+            self._call_result(session, getattr(message, kind), kind)
         elif kind == "hello":
             raise RefusalError(grpc.StatusCode.INVALID_ARGUMENT, "Hello is only the first message")
         else:
@@ -299,6 +310,19 @@ class AgentService:
         )
         if pending is not None and pending.future is not None and not pending.future.done():
             pending.future.set_result(update.report)
+
+    def _call_result(self, session: AgentSession, result: CallResult, kind: str) -> None:
+        try:
+            check_call_result(result, kind, self._config.limits)
+        except InvalidMessageError as err:
+            raise RefusalError(grpc.StatusCode.INVALID_ARGUMENT, f"bad {kind}: {err}") from None
+        if result.HasField("report"):
+            check_claimed_node(session.node, result.report.node_name)
+        if not session.answered(result):
+            log.info(
+                "late or unknown call result ignored",
+                extra={"node": session.node, "kind": kind, "request_id": result.request_id},
+            )
 
     def _heartbeat(self, session: AgentSession, heartbeat: agent_pb.Heartbeat) -> None:
         in_sync = self._registry.heard(session.node, session.stream_id, heartbeat.last_sequence)

@@ -108,3 +108,15 @@ def check_report_update(update: agent_pb.ReportUpdate, limits: Limits = Limits()
     check_short_text("report_update.request_id", update.request_id)
     check_node_name(update.report.node_name)
     _check_fields(update.report, "report", limits, 0)
+
+
+def check_call_result(
+    result: agent_pb.PrepareResult | agent_pb.RestoreResult, where: str, limits: Limits = Limits()
+) -> None:
+    """Shape of a PrepareResult or RestoreResult: an id, and bounded sizes throughout."""
+    if not result.request_id:
+        raise InvalidMessageError(f"{where} without the request_id it answers")
+    check_short_text(f"{where}.request_id", result.request_id)
+    if result.HasField("report"):
+        check_node_name(result.report.node_name)
+    _check_fields(result, where, limits, 0)

@@ -17,10 +17,12 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 
@@ -28,15 +30,26 @@ from coordinator.agents.access_review import AccessReviewer
 from coordinator.agents.agent_service import AgentService, AgentServiceConfig
 from coordinator.agents.node_service import NodeService
 from coordinator.agents.registry import Registry
-from coordinator.agents.sessions import Sessions
+from coordinator.agents.sessions import CallResult, Sessions
 from coordinator.agents.tls_reload import ReloadingCertificate
 from coordinator.agents.token_review import TokenReviewer
 from coordinator.kube import KubeApi
+from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+_Request = TypeVar("_Request", agent_pb.PrepareRequest, agent_pb.RestoreRequest)
+
+
+def _with_id(request: _Request) -> _Request:
+    if request.request_id:
+        return request
+    named = type(request)()
+    named.CopyFrom(request)
+    named.request_id = f"rq-{uuid.uuid4().hex}"
+    return named
 
 
 @dataclass(frozen=True)
@@ -189,6 +202,32 @@ class AgentServer:
         return asyncio.run_coroutine_threadsafe(
             self.sessions.inspect(node, timeout, gpunode_request_id), self._loop
         )
+
+    def _call(
+        self, node: str, message: agent_pb.CoordinatorMessage, request_id: str, timeout: float
+    ) -> concurrent.futures.Future[CallResult]:
+        if self._loop is None:
+            raise RuntimeError("the gRPC server is not running")
+        return asyncio.run_coroutine_threadsafe(
+            self.sessions.call(node, message, request_id, timeout), self._loop
+        )
+
+    def request_prepare(
+        self, node: str, request: agent_pb.PrepareRequest, timeout: float
+    ) -> concurrent.futures.Future[agent_pb.PrepareResult]:
+        """Ask `node`'s agent to prepare for an unload, from any thread (a request without an
+        id gets one). Fails like request_report."""
+        request = _with_id(request)
+        message = agent_pb.CoordinatorMessage(prepare=request)
+        return self._call(node, message, request.request_id, timeout)  # type: ignore[return-value]
+
+    def request_restore(
+        self, node: str, request: agent_pb.RestoreRequest, timeout: float
+    ) -> concurrent.futures.Future[agent_pb.RestoreResult]:
+        """Ask `node`'s agent to undo a preparation, from any thread. Fails like request_report."""
+        request = _with_id(request)
+        message = agent_pb.CoordinatorMessage(restore=request)
+        return self._call(node, message, request.request_id, timeout)  # type: ignore[return-value]
 
     def connected_nodes(self) -> int:
         """How many nodes have an open stream (approximate when read from another thread)."""

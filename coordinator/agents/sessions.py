@@ -22,6 +22,7 @@ from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 
 MAX_PENDING_REQUESTS = 64
+CallResult = agent_pb.PrepareResult | agent_pb.RestoreResult
 _stream_ids = itertools.count(1)
 
 
@@ -54,6 +55,8 @@ class AgentSession:
         default_factory=asyncio.Queue
     )
     pending: dict[str, Pending] = field(default_factory=dict)
+    # Prepare/restore requests sent and not yet answered, by request id.
+    calls: dict[str, asyncio.Future[CallResult]] = field(default_factory=dict)
     last_sequence: int = 0
     resync_pending: bool = False
     dropped_reports: int = 0
@@ -72,6 +75,18 @@ class AgentSession:
             if pending.future is not None and not pending.future.done():
                 pending.future.set_exception(NotConnectedError(why))
         self.pending.clear()
+        for call in self.calls.values():
+            if not call.done():
+                call.set_exception(NotConnectedError(why))
+        self.calls.clear()
+
+    def answered(self, result: CallResult) -> bool:
+        """A PrepareResult/RestoreResult for a call we made; False for an unknown id."""
+        call = self.calls.pop(result.request_id, None)
+        if call is None or call.done():
+            return False
+        call.set_result(result)
+        return True
 
 
 class Sessions:
@@ -130,4 +145,25 @@ class Sessions:
         except BaseException:  # a deadline, or the caller went away (cancelled): forget it
             if session.pending.get(request_id) is pending:
                 del session.pending[request_id]
+            raise
+
+    async def call(
+        self, node: str, message: agent_pb.CoordinatorMessage, request_id: str, timeout: float
+    ) -> CallResult:
+        """Send a PrepareRequest/RestoreRequest (`message`) and wait for its result by id."""
+        session = self._by_node.get(node)
+        if session is None:
+            raise NotConnectedError(f"the agent of node {node} is not connected")
+        if len(session.calls) >= MAX_PENDING_REQUESTS:
+            raise TooManyRequestsError(f"node {node} has {MAX_PENDING_REQUESTS} calls pending")
+        if request_id in session.calls:
+            raise ValueError(f"request {request_id} is already pending on node {node}")
+        future: asyncio.Future[CallResult] = asyncio.get_running_loop().create_future()
+        session.calls[request_id] = future
+        session.outbox.put_nowait(message)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except BaseException:  # a deadline, or the caller went away: forget it
+            if session.calls.get(request_id) is future:
+                del session.calls[request_id]
             raise

@@ -16,6 +16,7 @@ from coordinator.agents.sessions import (
     Sessions,
     TooManyRequestsError,
 )
+from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from tests.live_nodes.clocks import ManualClock
 
@@ -95,5 +96,27 @@ def test_pending_requests_are_bounded() -> None:
         session = sessions.get("n1")
         assert session is not None
         assert session.pending == {}
+
+    asyncio.run(scenario())
+
+
+def test_prepare_and_restore_calls_are_answered_by_id() -> None:
+    async def scenario() -> None:
+        sessions = Sessions()
+        session = _session("n1")
+        sessions.open(session)
+        request = agent_pb.CoordinatorMessage(prepare=agent_pb.PrepareRequest(request_id="p-1"))
+        waiting = asyncio.create_task(sessions.call("n1", request, "p-1", 5.0))
+        await asyncio.sleep(0)
+        assert session.outbox.get_nowait() == request
+        assert not session.answered(agent_pb.PrepareResult(request_id="other"))
+        assert session.answered(agent_pb.PrepareResult(request_id="p-1", ready=True))
+        result = await waiting
+        assert isinstance(result, agent_pb.PrepareResult)
+        assert result.ready
+        assert session.calls == {}
+        with pytest.raises(TimeoutError):
+            await sessions.call("n1", request, "p-2", 0.01)
+        assert session.calls == {}
 
     asyncio.run(scenario())
