@@ -144,8 +144,7 @@ def resigned_token(cluster: KubeCluster, token: str, *, expires_in: int) -> str:
     return f"{signing_input}.{_b64url(signature)}"
 
 
-@contextlib.contextmanager
-def running_live_nodes(
+def make_live_nodes(
     cluster: KubeCluster,
     namespace: str,
     tls: ServingTls,
@@ -156,8 +155,8 @@ def running_live_nodes(
     inspect_timeout: float = 3.0,
     mirror_min_interval: float = 0.2,
     api_client: Any = None,
-) -> Iterator[LiveNodes]:
-    """LiveNodes as the admin, or as whoever `api_client` authenticates as (closed after)."""
+) -> tuple[LiveNodes, Kube, Any]:
+    """A LiveNodes not yet started, its Kube and ApiClient (the admin's unless given)."""
     api_client = api_client if api_client is not None else cluster.admin_client()
     kube = Kube(api_client)
     config = LiveNodesConfig(
@@ -185,6 +184,34 @@ def running_live_nodes(
         monotonic=time.monotonic,
         wall_clock=lambda: datetime.datetime.now(datetime.UTC),
         epoch_clock=time.time,
+    )
+    return live, kube, api_client
+
+
+@contextlib.contextmanager
+def running_live_nodes(
+    cluster: KubeCluster,
+    namespace: str,
+    tls: ServingTls,
+    *,
+    freshness: float = 3.0,
+    heartbeat: float = 1.0,
+    max_reports_per_minute: int = 60,
+    inspect_timeout: float = 3.0,
+    mirror_min_interval: float = 0.2,
+    api_client: Any = None,
+) -> Iterator[LiveNodes]:
+    """LiveNodes as the admin, or as whoever `api_client` authenticates as (closed after)."""
+    live, kube, api_client = make_live_nodes(
+        cluster,
+        namespace,
+        tls,
+        freshness=freshness,
+        heartbeat=heartbeat,
+        max_reports_per_minute=max_reports_per_minute,
+        inspect_timeout=inspect_timeout,
+        mirror_min_interval=mirror_min_interval,
+        api_client=api_client,
     )
     live.start()
     try:
