@@ -23,6 +23,7 @@ as soon as the limit allows.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -109,6 +110,9 @@ class AgentService:
         self._registry = registry
         self._sessions = sessions
         self._monotonic = monotonic
+        # Figures for metrics (read from other threads; plain counts, updated on the loop).
+        self.refused: collections.Counter[str] = collections.Counter()
+        self.dropped_reports = 0
 
     def handler(self) -> grpc.GenericRpcHandler:
         connect: grpc.RpcMethodHandler[bytes, agent_pb.CoordinatorMessage]
@@ -162,6 +166,7 @@ class AgentService:
             hello = await self._hello(requests)
             check_claimed_node(node, hello.node_name)
         except RefusalError as refused:
+            self.refused[refused.code.name] += 1
             log.warning(
                 "agent stream refused",
                 extra={
@@ -238,6 +243,7 @@ class AgentService:
             async for raw in requests:
                 self._receive(session, _parse(raw))
         except RefusalError as bad_input:
+            self.refused[bad_input.code.name] += 1
             log.warning(
                 "agent stream closed for bad input",
                 extra={
@@ -295,6 +301,7 @@ class AgentService:
             pending = session.pending.pop(update.request_id, None)
         if pending is None and not session.report_bucket.take():
             session.dropped_reports += 1
+            self.dropped_reports += 1
             self._registry.dropped(session.node, session.stream_id)
             if session.dropped_reports == 1 or session.dropped_reports % 100 == 0:
                 log.warning(

@@ -85,6 +85,10 @@ class LiveNodes:
     def port(self) -> int:
         return self.server.port
 
+    @property
+    def freshness_seconds(self) -> float:
+        return self._config.server.report_freshness_seconds
+
     def _on_gpunode(self, kind: str, obj: dict[str, Any]) -> None:
         self.mirror.observed(kind, obj)
         self.inspect_requests.observed(kind, obj)

@@ -105,7 +105,7 @@ class AgentServer:
         self.registry = registry
         self.sessions = Sessions()
         self.reviewer = TokenReviewer(kube, wall_clock=epoch_clock)
-        self._agent_service = AgentService(
+        self.agent_service = AgentService(
             config.agents,
             reviewer=self.reviewer,
             registry=registry,
@@ -145,7 +145,7 @@ class AgentServer:
             maximum_concurrent_rpcs=self._config.max_concurrent_rpcs,
         )
         server.add_generic_rpc_handlers(
-            (self._agent_service.handler(), self._node_service.handler())
+            (self.agent_service.handler(), self._node_service.handler())
         )
         try:
             self.port = self._credentials_port(server)

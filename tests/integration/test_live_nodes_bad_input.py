@@ -6,15 +6,18 @@ coordinator neither crashes nor blocks, and nothing it knew is lost.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from coordinator.agents.freshness import is_fresh
 from coordinator.agents.live import LiveNodes
+from coordinator.agents.metrics import LiveNodesCollector
 from coordinator.agents.registry import NodeRecord
 from coordinator.kube import Kube
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
@@ -146,6 +149,12 @@ CASES: list[Case] = [
 ]
 
 
+def _metrics(live: LiveNodes) -> str:
+    registry = CollectorRegistry()
+    registry.register(LiveNodesCollector(live, time.monotonic))
+    return generate_latest(registry).decode()
+
+
 def _healthy_still_served(healthy: AgentClient, live: LiveNodes, node: str, mark: int) -> None:
     healthy.report(sample_report(node, observed_seconds=mark))
     healthy.heartbeat()
@@ -180,6 +189,11 @@ def test_garbage_ends_only_its_own_stream(
                 assert (got_code, text in details) == (code, True), (what, got_code, details)
                 _healthy_still_served(healthy, live, healthy_node, mark)
             assert live.server.connected_nodes() == 1
+            metrics = _metrics(live)
+            assert 'gpuctl_agent_streams_refused_total{code="INVALID_ARGUMENT"} 7.0' in metrics
+            assert 'gpuctl_agent_streams_refused_total{code="PERMISSION_DENIED"} 1.0' in metrics
+            assert "gpuctl_agent_sessions 1.0" in metrics
+            assert 'gpuctl_agent_nodes{state="fresh"} 1.0' in metrics
     finally:
         delete_gpunode(Kube(kube_admin), healthy_node)
         delete_gpunode(Kube(kube_admin), bad_node)
