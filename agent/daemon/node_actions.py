@@ -3,7 +3,9 @@ on the stream they came on, with their request id.
 
 They change the node, so they run on the worker's single thread, one at a time and never
 during an inspection (each inspects the node itself, before and after). The handler only
-queues a `NodeActionJob` tagged with the stream's generation; `NodeActions.answer` turns the
+queues a `NodeActionJob` tagged with the stream's generation (a request without an id is
+logged and dropped: its answer could not be matched, and the coordinator closes a stream that
+sends an answer without one); `NodeActions.answer` turns the
 request into its answer (agent.prepare / agent.restore) and never raises: a request it
 cannot serve, or an unexpected failure, becomes an answer saying so in words. An agent
 started without a sysfs writer changes nothing and says why.
@@ -27,6 +29,7 @@ from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 log = logging.getLogger("agent.daemon")
 
 NODE_ACTION_KINDS = ("prepare", "restore")
+NO_REQUEST_ID = "node change request without a request_id ignored: nothing was changed"
 NO_WRITER = (
     "this agent may not change the node (started without --allow-node-changes; chart value "
     "agent.allowNodeChanges): nothing was changed"

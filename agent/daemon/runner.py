@@ -48,6 +48,7 @@ from agent.daemon.health_grpc import HealthGrpcServer
 from agent.daemon.health_http import HealthHttpServer
 from agent.daemon.link import CoordinatorLink
 from agent.daemon.node_actions import (
+    NO_REQUEST_ID,
     NODE_ACTION_KINDS,
     NodeActionJob,
     NodeActions,
@@ -251,10 +252,13 @@ class AgentDaemon:
         session = self.link.session
         if session is None:
             return
-        log.info(
-            "node change requested",
-            extra={"kind": message.WhichOneof("body"), "requestId": request_id_of(message)},
-        )
+        kind, request_id = message.WhichOneof("body"), request_id_of(message)
+        if not request_id:
+            # An answer could not be matched, and the coordinator closes a stream that sends
+            # one without an id: say so here and change nothing.
+            log.warning(NO_REQUEST_ID, extra={"kind": kind})
+            return
+        log.info("node change requested", extra={"kind": kind, "requestId": request_id})
         self._node_action_jobs.append(NodeActionJob(session.generation, message))
         self._work_ready.set()
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agent.__main__ import build_parser
 from agent.daemon.flags import config_from_args
+from agent.daemon.node_actions import NO_REQUEST_ID
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
@@ -96,7 +97,7 @@ def test_requests_that_make_no_sense_get_answers_and_the_stream_stays_up(
     kernel = FakeKernel(host)
     coordinator = make_coordinator(welcome())
     config = agent_config(host.root, token_file, ClientTransport(coordinator.target, insecure=True))
-    with running_agent(config, writer=kernel):
+    with running_agent(config, writer=kernel) as agent:
         coordinator.wait_reports(1)
         coordinator.send(prepare_request("p-other", module="i915"))
         coordinator.send(prepare_request(""))
@@ -114,8 +115,6 @@ def test_requests_that_make_no_sense_get_answers_and_the_stream_stays_up(
         assert other.error == (
             "this agent manages the xe module; it cannot prepare an unload of 'i915'"
         )
-        no_id = answer(coordinator, "prepare_result", "").prepare_result
-        assert no_id.error.startswith("the PrepareRequest has no request_id")
         unknown = answer(coordinator, "restore_result", "r-unknown").restore_result
         assert list(unknown.errors) == [
             "undoing unbinding 0000:99:00.0 from xe: there is no PCI function 0000:99:00.0 on "
@@ -124,6 +123,16 @@ def test_requests_that_make_no_sense_get_answers_and_the_stream_stays_up(
         coordinator.send_inspect("still-here")
         reports = coordinator.wait_reports(2)
         assert reports[-1].request_id == "still-here"
+        # The request without an id was not answered (an answer without one closes the
+        # stream at the real coordinator), only logged.
+        answered = [
+            getattr(m, kind).request_id
+            for m in coordinator.streams[-1].messages
+            if (kind := m.WhichOneof("body") or "") in ("prepare_result", "restore_result")
+        ]
+        assert sorted(answered) == ["p-other", "r-unknown"]
+        logged = [r.getMessage() for r in agent.logs.records]
+        assert NO_REQUEST_ID in logged
     assert kernel.writes == []
     assert len(coordinator.streams) == 1
 
