@@ -17,6 +17,7 @@
   cluster-wide, so use this rather than fixed names.
 - ``api`` (per test): a ``tests.coordinator.live.Api`` (plain-dict admin access for the
   coordinator and CLI tests); the test's GPUDrivers are removed afterwards.
+- ``reader_token`` (per test): a token of a ServiceAccount allowed to get/list gpunodes.
 - ``kmm_emulator`` (per test): a running ``tests.harness.kmm_emulator.KmmEmulator`` for the
   test's namespace (``delay_node``, ``fail_node``, ``loaded``); stopped after the test.
 - ``rollout_rig`` (per test, opt-in): a ``tests.rollout_live.rig.RolloutRig`` for rollout
@@ -173,3 +174,38 @@ def api(kube_cluster: KubeCluster, namespace: str) -> Iterator[Api]:
     yield client
     remove_test_drivers(client, namespace)
     client.close()
+
+
+@pytest.fixture
+def reader_token(kube_cluster: KubeCluster, namespace: str, kube_admin: Any) -> Iterator[str]:
+    """A token of ServiceAccount `reader`, which a ClusterRole lets get/list gpunodes (the
+    namespace also gets a ServiceAccount `nobody`, which nothing grants)."""
+    core: Any = k8s.CoreV1Api(kube_admin)
+    rbac: Any = k8s.RbacAuthorizationV1Api(kube_admin)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "reader"}})
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "nobody"}})
+    name = f"{namespace}-gpunode-reader"
+    rbac.create_cluster_role(
+        {
+            "metadata": {"name": name},
+            "rules": [
+                {"apiGroups": ["gpuctl.dev"], "resources": ["gpunodes"], "verbs": ["get", "list"]}
+            ],
+        }
+    )
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
+        }
+    )
+    try:
+        yield kube_cluster.service_account_token(namespace, "reader")
+    finally:
+        rbac.delete_cluster_role_binding(name)
+        rbac.delete_cluster_role(name)

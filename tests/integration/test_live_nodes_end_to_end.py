@@ -3,7 +3,9 @@
 Each agent inspects its own fake host root with a token bound to a Pod on its Node. Every
 node's GPUNode appears with its summary; a process opening a node's render device shows up in
 that node's GPUNode (the agents rescan every second, as the coordinator's Welcome tells them),
-and the other nodes' GPUNodes are not rewritten, since nothing changed there.
+and the other nodes' GPUNodes are not rewritten, since nothing changed there. The installed
+`gpuctl` shows the same: `gpuctl nodes` through the API and straight from the coordinator,
+and `gpuctl node inspect NODE --fresh` round-trips through the coordinator to the agent.
 """
 
 from __future__ import annotations
@@ -113,9 +115,20 @@ def _agent(
     )
 
 
+def _gpuctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "gpuctl"), *args], capture_output=True, text=True, check=False, timeout=60
+    )
+
+
+def _rows(listing: str) -> dict[str, str]:
+    return {line.split()[0]: line for line in listing.splitlines()[1:] if line.strip()}
+
+
 def test_agents_on_fake_hosts_reach_gpunode_status(
     *,
     kube_cluster: KubeCluster,
+    reader_token: str,
     namespace: str,
     make_node: Any,
     kube_admin: Any,
@@ -173,6 +186,34 @@ def test_agents_on_fake_hosts_reach_gpunode_status(
         assert [(c["pid"], c["command"]) for c in clients] == [(4242, "ollama")]
         for quiet in (names[0], names[2]):  # rescanned every second, unchanged: never written
             assert get_gpunode(kube, quiet)["metadata"]["resourceVersion"] == versions[quiet]  # type: ignore[index]
+
+        kubeconfig = str(kube_cluster.kubeconfig)
+        through_api = _gpuctl("nodes", "--kubeconfig", kubeconfig)
+        assert through_api.returncode == 0, through_api.stderr
+        rows = _rows(through_api.stdout)
+        assert set(names) <= set(rows)
+        assert "OPEN_CLIENTS" in rows[busy]
+        assert all("OPEN_CLIENTS" not in rows[n] for n in names if n != busy)
+        assert all(rows[n].endswith("connected") for n in names)
+        reader = tmp_path / "reader-token"
+        reader.write_text(reader_token)
+        direct = _gpuctl(
+            "nodes",
+            f"--coordinator=localhost:{coordinator_port}",
+            f"--ca-file={tls.files.cert_file.parent / 'ca.crt'}",
+            f"--token-file={reader}",
+        )
+        assert direct.returncode == 0, direct.stderr
+        assert set(_rows(direct.stdout)) == set(names)
+        assert "OPEN_CLIENTS" in _rows(direct.stdout)[busy]
+
+        hosts[busy].remove_process(4242)
+        hosts[busy].write("sys/module/xe/refcnt", "1\n")
+        fresh = _gpuctl("node", "inspect", busy, "--fresh", "--kubeconfig", kubeconfig)
+        assert fresh.returncode == 0, fresh.stderr
+        assert fresh.stdout.startswith("Agent connected, report received ")
+        assert "pid 4242" not in fresh.stdout, "the process is gone from the fresh report"
+        assert "xe is held by xe_compat" in fresh.stdout
     finally:
         for process in agents:
             _stop(process)

@@ -15,7 +15,6 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
-from kubernetes import client as k8s
 
 from coordinator.agents.live import LiveNodes
 from coordinator.kube import Kube
@@ -52,40 +51,6 @@ def agents(kube_cluster: KubeCluster, namespace: str, kube_admin: Any) -> Iterat
 def live(kube_cluster: KubeCluster, namespace: str, tls: ServingTls) -> Iterator[LiveNodes]:
     with running_live_nodes(kube_cluster, namespace, tls, inspect_timeout=2.0) as running:
         yield running
-
-
-@pytest.fixture
-def reader_token(kube_cluster: KubeCluster, namespace: str, kube_admin: Any) -> Iterator[str]:
-    """A token of ServiceAccount `reader`, which a ClusterRole lets get/list gpunodes."""
-    core: Any = k8s.CoreV1Api(kube_admin)
-    rbac: Any = k8s.RbacAuthorizationV1Api(kube_admin)
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": "reader"}})
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": "nobody"}})
-    name = f"{namespace}-gpunode-reader"
-    rbac.create_cluster_role(
-        {
-            "metadata": {"name": name},
-            "rules": [
-                {"apiGroups": ["gpuctl.dev"], "resources": ["gpunodes"], "verbs": ["get", "list"]}
-            ],
-        }
-    )
-    rbac.create_cluster_role_binding(
-        {
-            "metadata": {"name": name},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": name,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
-        }
-    )
-    try:
-        yield kube_cluster.service_account_token(namespace, "reader")
-    finally:
-        rbac.delete_cluster_role_binding(name)
-        rbac.delete_cluster_role(name)
 
 
 @contextlib.contextmanager
