@@ -323,6 +323,10 @@ class AgentDaemon:
                 # Never let one bad send end the worker: inspections (and health) go on.
                 log.exception("report not sent")
 
+    def _stream_open(self, generation: int) -> bool:
+        session = self.link.session
+        return session is not None and session.generation == generation
+
     async def _run_node_action(
         self,
         loop: asyncio.AbstractEventLoop,
@@ -330,6 +334,13 @@ class AgentDaemon:
         job: NodeActionJob,
     ) -> None:
         """Run one prepare/restore on the worker's thread and answer it on its stream."""
+        if not self._stream_open(job.generation):
+            # Its answer could not be delivered: change nothing; the coordinator asks again.
+            log.warning(
+                "node change request dropped: its stream closed before it ran",
+                extra={"requestId": request_id_of(job.message)},
+            )
+            return
         answer = await loop.run_in_executor(executor, self.node_actions.answer, job.message)
         fields = describe_answer(answer)
         # The node may have changed: the next inspection reports it (if it did).

@@ -4,6 +4,8 @@ and requests that make no sense get answers saying so while the stream stays up.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import datetime
 import threading
 import time
@@ -13,7 +15,8 @@ from pathlib import Path
 
 from agent.__main__ import build_parser
 from agent.daemon.flags import config_from_args
-from agent.daemon.node_actions import NO_REQUEST_ID
+from agent.daemon.node_actions import NO_REQUEST_ID, NodeActionJob
+from agent.daemon.runner import AgentDaemon
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
@@ -238,3 +241,27 @@ def test_node_changes_are_off_unless_the_flag_allows_them(host: FakeHost) -> Non
         return config_from_args(build_parser().parse_args(argv), NODE).allow_node_changes
 
     assert (config(), config("--allow-node-changes")) == (False, True)
+
+
+def test_a_request_whose_stream_closed_before_it_ran_changes_nothing(
+    host: FakeHost, token_file: Path
+) -> None:
+    kernel = FakeKernel(host)
+    config = agent_config(host.root, token_file, ClientTransport("127.0.0.1:1", insecure=True))
+    daemon = AgentDaemon(
+        config,
+        inspect=lambda now: inspect_node(host.root, node_name=NODE, now=now),
+        agent_version="test",
+        uniform=lambda low, high: low,
+        event_source=None,
+        writer=kernel,
+    )
+    job = NodeActionJob(generation=1, message=prepare_request("p-late"))
+
+    async def run() -> None:
+        with concurrent.futures.ThreadPoolExecutor(1) as executor:
+            await daemon._run_node_action(asyncio.get_running_loop(), executor, job)
+
+    asyncio.run(run())  # no stream is open: generation 1 has closed
+    assert kernel.writes == []
+    assert daemon.pending.take() is None  # not even a report is owed
