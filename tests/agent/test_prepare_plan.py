@@ -11,6 +11,7 @@ from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from tests.fakehost.scenarios import (
     B70_PFS,
     B580,
+    arc_a770_on_i915,
     arc_b580_in_tree,
     dkms_out_of_tree,
     fdinfo_unreadable,
@@ -114,6 +115,12 @@ def test_an_idle_bound_device_is_unbound_only_when_allowed(tmp_path: Path) -> No
     assert list(plan(report, allow_unbind=True).changes) == [unbound(B580)]
     untouched = plan(report, allow_disable_vfs=True)
     assert (untouched.refused, untouched.changes) == (False, ())
+
+
+def test_a_gpu_on_another_driver_is_left_alone_even_when_busy(tmp_path: Path) -> None:
+    """Scenario 4: the A770 is i915's and Xorg holds it; unloading xe does not touch it."""
+    result = plan(arc_a770_on_i915(tmp_path).inspect(), allow_unbind=True, allow_disable_vfs=True)
+    assert (result.refused, result.changes) == (False, ())
 
 
 def test_nothing_to_do_is_ready_without_changes(tmp_path: Path) -> None:
