@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from agent.fdscan import find_fd_holders
-from bench.timing import measure, ratio_line
+from bench.timing import measure_interleaved, ratio_line
 
 FDS_PER_PROCESS = 40
 
@@ -82,10 +82,13 @@ def main() -> int:
                     f"{args.processes} sleepers x {FDS_PER_PROCESS} shared fds; "
                     f"both found {len(ours)} holders of the target"
                 )
-                baseline = measure("fuser", lambda: fuser_pids(fuser, target), args.runs)
-                subject = measure(
-                    "find_fd_holders",
-                    lambda: find_fd_holders("/proc", frozenset({str(target)})),
+                baseline, subject = measure_interleaved(
+                    {
+                        "fuser": lambda: fuser_pids(fuser, target),
+                        "find_fd_holders": lambda: find_fd_holders(
+                            "/proc", frozenset({str(target)})
+                        ),
+                    },
                     args.runs,
                 )
         finally:

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from agent.inspect import inspect_node
-from bench.timing import measure, ratio_line
+from bench.timing import measure, measure_interleaved, ratio_line
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from tests.fakehost.scenarios import LARGE_CLIENTS, large_node
 
@@ -63,8 +63,13 @@ def main() -> int:
         if len(clients) != LARGE_CLIENTS:
             print("the inspection did not find every client", file=sys.stderr)
             return 1
-        full = measure("full inspection", lambda: inspect(root), runs)
-        floor = measure("plain pathlib fd sweep", lambda: read_every_fd_link(root / "proc"), runs)
+        full, floor = measure_interleaved(
+            {
+                "full inspection": lambda: inspect(root),
+                "plain pathlib fd sweep": lambda: read_every_fd_link(root / "proc"),
+            },
+            runs,
+        )
         # Nothing holds the drivers now: xe's only reference is its xe_compat holder.
         host.write("sys/module/xe/refcnt", "1\n")
         host.write("sys/module/vfio_pci/refcnt", "0\n")

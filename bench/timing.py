@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 
@@ -45,6 +45,23 @@ def measure(label: str, action: Callable[[], object], runs: int, warmup: int = 1
         action()
         seconds.append(time.perf_counter() - started)
     return Timings(label, tuple(seconds))
+
+
+def measure_interleaved(
+    actions: Mapping[str, Callable[[], object]], runs: int, warmup: int = 1
+) -> list[Timings]:
+    """Time several things in alternation (a, b, a, b, ...), so a change in the machine's load
+    during the run weighs on each of them alike; one Timings per action, in order."""
+    for _ in range(warmup):
+        for action in actions.values():
+            action()
+    seconds: dict[str, list[float]] = {label: [] for label in actions}
+    for _ in range(runs):
+        for label, action in actions.items():
+            started = time.perf_counter()
+            action()
+            seconds[label].append(time.perf_counter() - started)
+    return [Timings(label, tuple(values)) for label, values in seconds.items()]
 
 
 def ratio_line(subject: Timings, baseline: Timings) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.timing import Timings, ratio_line
+from bench.timing import Timings, measure_interleaved, ratio_line
 
 
 def test_percentiles_use_nearest_rank() -> None:
@@ -23,3 +23,13 @@ def test_ratio_is_subject_over_baseline() -> None:
     fast = Timings("ours", (1.0, 1.0, 1.0))
     slow = Timings("fuser", (4.0, 4.0, 4.0))
     assert ratio_line(fast, slow).endswith(": 0.25")
+
+
+def test_interleaved_runs_alternate_and_keep_their_order() -> None:
+    calls: list[str] = []
+    first, second = measure_interleaved(
+        {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, runs=3, warmup=1
+    )
+    assert calls == ["a", "b"] * 4
+    assert (first.label, len(first.seconds)) == ("a", 3)
+    assert (second.label, len(second.seconds)) == ("b", 3)
