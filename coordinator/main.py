@@ -22,12 +22,16 @@ from pathlib import Path
 
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
+from prometheus_client import CollectorRegistry
 
 from coordinator import json_logs
 from coordinator.agents.flags import AgentFlagsError, add_agent_arguments, live_nodes_config
 from coordinator.agents.live import LiveNodes, LiveNodesConfig
+from coordinator.agents.metrics import LiveNodesCollector
 from coordinator.agents.serving_label import ServingLabel
 from coordinator.kube import Kube
+from coordinator.metrics_http import MetricsServerError, add_metrics_arguments, serve_metrics
+from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.runner import COMPONENT, Coordinator, CoordinatorConfig, LeaderScoped
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -125,8 +129,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=["debug", "info", "warning", "error"],
         help="log level (default: %(default)s)",
     )
+    parser.add_argument(
+        "--rollout-blocked-recheck",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how often the rollout asks a Blocked node's agent whether its blocker went "
+        "away (default: %(default)g)",
+    )
+    add_metrics_arguments(parser)
     add_agent_arguments(parser)
     args = parser.parse_args(argv)
+    if args.rollout_blocked_recheck <= 0:
+        parser.error("--rollout-blocked-recheck must be more than 0")
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        parser.error(f"--metrics-port {args.metrics_port} is not a TCP port")
     if args.renew_deadline >= args.lease_duration:
         parser.error("--renew-deadline must be shorter than --lease-duration")
     args.namespace = args.namespace or default_namespace()
@@ -176,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         renew_deadline=args.renew_deadline,
         retry_period=args.retry_period,
         driver_selector=args.gpudriver_selector,
+        rollout_blocked_recheck_seconds=args.rollout_blocked_recheck,
     )
     try:
         client = api_client(args.kubeconfig)
@@ -201,12 +219,24 @@ def main(argv: list[str] | None = None) -> int:
             label = ServingLabel(kube, config.namespace, pod)
             label.stop()
             leader_scoped.append(label)
+    registry = CollectorRegistry()
+    if live is not None:
+        registry.register(LiveNodesCollector(live, time.monotonic))
     coordinator = Coordinator(
         kube,
         config,
         blocker_sources=[live.guard_source] if live else [],
         leader_scoped=leader_scoped,
+        rollout_agents=live.server if live else None,
+        rollout_metrics=RolloutMetrics(registry),
     )
+    metrics_server = None
+    if args.metrics_port is not None:
+        try:
+            metrics_server, _ = serve_metrics(args.metrics_address, args.metrics_port, registry)
+        except MetricsServerError as err:
+            log.error("cannot serve metrics", extra={"error": str(err)})
+            return 2
     if live is not None:
         # A report that adds or clears a blocker re-decides refused unloads within a second.
         live.registry.subscribe(lambda _node: coordinator.nudge())
@@ -214,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     runner.start()
     while runner.is_alive():
         runner.join(timeout=0.5)
+    if metrics_server is not None:
+        metrics_server.shutdown()
     client.close()  # type: ignore[no-untyped-call]
     return 1 if coordinator.lost_leadership else 0
 

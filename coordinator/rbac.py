@@ -34,7 +34,11 @@ CLUSTER_RULES: list[dict[str, Any]] = [
         "resources": [f"{model.PLURAL}/finalizers"],
         "verbs": ["update"],
     },
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": READ},
+    # The rollout writes its state, cordons and KMM's version label on Nodes, lists each
+    # node's GPU pods, and evicts them when spec.rollout.evictGPUPods allows it.
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": [*READ, "patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": READ},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     {

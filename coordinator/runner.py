@@ -2,10 +2,11 @@
 
 `Coordinator.run(stop)` campaigns for the Lease; once leading it starts the watch caches
 (GPUDrivers, the namespace's Modules, Nodes, ResourceClaims), a discovery poller that notices
-KMM (or DRA) being installed or removed, and one worker that reconciles GPUDrivers by name.
-Every relevant change enqueues the GPUDrivers it concerns, so the coordinator reacts within a
-second. It returns when `stop` is set (releasing the Lease) or leadership is lost. Clients and
-clocks are parameters, so tests run it in a thread against the test API server.
+KMM (or DRA) being installed or removed, one worker that reconciles GPUDrivers by name, and
+the rollout engine's worker (coordinator/rollout) over the same caches. Every relevant change
+enqueues the GPUDrivers it concerns, so the coordinator reacts within a second. It returns
+when `stop` is set (releasing the Lease) or leadership is lost. Clients and clocks are
+parameters, so tests run it in a thread against the test API server.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from coordinator.kube import KubeApi
 from coordinator.leader import LeaderElector, LeaseConfig
 from coordinator.module_spec import DRIVER_LABEL, KMM_GROUP, KMM_PLURAL, KMM_VERSION
 from coordinator.reconciler import Reconciler, ReconcilerConfig
+from coordinator.rollout.agent_calls import AgentCalls
+from coordinator.rollout.controller import RolloutConfig, RolloutController
+from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.watches import Informer, Resource, WorkQueue
 
 log = logging.getLogger(__name__)
@@ -53,6 +57,8 @@ class CoordinatorConfig:
     resync_seconds: float = 60.0
     # Manage only the GPUDrivers with these labels (a label selector; None: all of them).
     driver_selector: str | None = None
+    # How often the rollout asks a Blocked node's agent whether its blocker went away.
+    rollout_blocked_recheck_seconds: float = 30.0
 
 
 class LeaderScoped(Protocol):
@@ -64,10 +70,16 @@ class LeaderScoped(Protocol):
 
 
 class _Caches:
-    """The informers, read by the reconciler as its ClusterView."""
+    """The informers, read by the reconciler (ClusterView) and the rollout (RolloutView)."""
 
-    def __init__(self, drivers: Informer, nodes: Informer, claims: Informer) -> None:
+    def __init__(
+        self, drivers: Informer, nodes: Informer, claims: Informer, modules: Informer
+    ) -> None:
         self._drivers, self._nodes, self._claims = drivers, nodes, claims
+        self._modules = modules
+
+    def module(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._modules.get(f"{namespace}/{name}")
 
     def drivers(self) -> list[dict[str, Any]]:
         return self._drivers.snapshot()
@@ -98,6 +110,8 @@ class Coordinator:
         discover: Discover | None = None,
         blocker_sources: Sequence[BlockerSource] = (),
         leader_scoped: Sequence[LeaderScoped] = (),
+        rollout_agents: AgentCalls | None = None,
+        rollout_metrics: RolloutMetrics | None = None,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -108,6 +122,10 @@ class Coordinator:
         self._blocker_sources = tuple(blocker_sources)
         self._leader_scoped = tuple(leader_scoped)
         self._leader_scoped_started: list[LeaderScoped] = []
+        # The node agents the rollout asks (None: no --grpc-port, so no node is ever labelled).
+        self._rollout_agents = rollout_agents
+        self._rollout_metrics = rollout_metrics
+        self.rollout: RolloutController | None = None
         self._wall_clock = wall_clock
         self._monotonic = monotonic
         self.queue = WorkQueue(monotonic)
@@ -138,12 +156,18 @@ class Coordinator:
         for driver in self._drivers.snapshot():
             self.queue.add(driver["metadata"]["name"])
 
+    def _rollout_changed(self) -> None:
+        if self.rollout is not None:
+            self.rollout.changed()
+
     def _on_driver(self, _kind: str, obj: dict[str, Any]) -> None:
+        self._rollout_changed()
         self.queue.add(obj["metadata"]["name"])
         # A GPUDriver going or changing its selector can end another one's conflict.
         self._enqueue_all()
 
     def _on_module(self, _kind: str, obj: dict[str, Any]) -> None:
+        self._rollout_changed()
         owner = _labels(obj).get(DRIVER_LABEL)
         owners = [
             r["name"]
@@ -154,6 +178,8 @@ class Coordinator:
             self.queue.add(name)
 
     def _on_node(self, kind: str, obj: dict[str, Any]) -> None:
+        # Every change matters to the rollout (cordon, Ready, its own annotations).
+        self._rollout_changed()
         name = obj["metadata"]["name"]
         labels = None if kind == "DELETED" else _labels(obj)
         if self._node_labels.get(name) != labels:
@@ -164,6 +190,7 @@ class Coordinator:
             self._enqueue_all()
 
     def _on_claim(self, kind: str, obj: dict[str, Any]) -> None:
+        self._rollout_changed()
         meta = obj["metadata"]
         key = f"{meta.get('namespace')}/{meta['name']}"
         allocation = None if kind == "DELETED" else _allocation(obj)
@@ -256,14 +283,28 @@ class Coordinator:
             rfc3339_now,
             host=self._config.identity,
         )
+        caches = _Caches(self._drivers, nodes, claims, modules)
         reconciler = Reconciler(
             self._kube,
             discovery=self._discovery,
-            view=_Caches(self._drivers, nodes, claims),
+            view=caches,
             events=events,
             config=ReconcilerConfig(self._config.namespace, self._config.loader_service_account),
             now=rfc3339_now,
             extra_blocker_sources=self._blocker_sources,
+        )
+        rollout = RolloutController(
+            self._kube,
+            caches,
+            agents=self._rollout_agents,
+            events=events,
+            config=RolloutConfig(
+                self._config.namespace,
+                blocked_recheck_seconds=self._config.rollout_blocked_recheck_seconds,
+            ),
+            wall_clock=self._wall_clock,
+            monotonic=self._monotonic,
+            metrics=self._rollout_metrics,
         )
         for informer in (nodes, claims, modules, self._drivers):
             self._start(f"watch-{informer.resource.plural}", informer.run)
@@ -278,6 +319,12 @@ class Coordinator:
             self._start("discovery", self._poll_discovery)
             self._start("nudges", self._follow_nudges)
             self._start("reconcile", lambda: self._work(reconciler))
+            # The rollout also needs the Modules (is the target version asked for yet?).
+            while not modules.wait_synced(0.5):
+                if self._work_stop.is_set():
+                    return
+            self.rollout = rollout
+            self._start("rollout", lambda: rollout.run(self._work_stop))
 
         self._start("start-work", start_work_once_synced)
         for part in self._leader_scoped:

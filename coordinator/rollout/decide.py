@@ -3,9 +3,10 @@
 Per pass, over every targeted node (in name order):
 
 1. Nodes not yet part of this rollout are put in their place: `Skipped` (opted out with
-   `gpuctl.dev/rollout=skip`), `Done` (already labelled and loaded at the target), or
-   `Pending` (everything else: no state, an older version's Done/Failed/Blocked, a Skipped
-   node whose opt-out was removed).
+   `gpuctl.dev/rollout=skip`), `Done` (already labelled and loaded at the target), `Loading`
+   (labelled at the target by someone else, KMM not done: it is verified like any other),
+   or `Pending` (everything else: no state, an older version's Done/Failed/Blocked, a
+   Skipped node whose opt-out was removed).
 2. Nodes in progress take their next step (steps.py).
 3. New nodes start (Pending, or Blocked nodes whose blocker went away) while the rollout is
    neither paused, held after its first node, failed (at its failure budget) nor waiting for
@@ -84,9 +85,13 @@ def _placement(inp: RolloutInput, node: NodeFacts, target: str) -> PatchNode | N
     if node.opted_out:
         reason = f"opted out with {names.OPT_OUT_LABEL}={names.OPT_OUT_VALUE}"
         return transition(inp, node, Phase.SKIPPED, reason, version=target)
-    if node.labels.get(inp.kmm.version) == target and kmm_loaded(inp, node, target):
-        reason = f"already labelled and loaded at {target} before the rollout reached it"
-        return transition(inp, node, Phase.DONE, reason, version=target)
+    if node.labels.get(inp.kmm.version) == target:
+        if kmm_loaded(inp, node, target):
+            reason = f"already labelled and loaded at {target} before the rollout reached it"
+            return transition(inp, node, Phase.DONE, reason, version=target)
+        # Labelled by someone else: KMM acts on it whatever gpuctl does; verify its result.
+        reason = f"labelled for {target} before the rollout reached it; waiting for KMM"
+        return transition(inp, node, Phase.LOADING, reason, version=target)
     return transition(inp, node, Phase.PENDING, "", version=target)
 
 

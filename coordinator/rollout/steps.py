@@ -554,10 +554,8 @@ def _latest_report(
 
 def _done(inp: RolloutInput, node: NodeFacts, version: str, report: ReportFacts) -> PatchNode:
     annotations: dict[str, str | None] = dict.fromkeys(names.PASS_DETAIL)
-    unschedulable = None
-    if node.cordoned_by_us:
-        unschedulable = False
-        annotations[names.CORDONED_BY_GPUCTL] = None
+    annotations[names.CORDONED_BY_GPUCTL] = None  # "false" (the admin's cordon) goes too
+    unschedulable = False if node.cordoned_by_us else None
     evidence = (
         f"srcversion {report.srcversion}"
         if inp.settings.verify_by == "srcversion"

@@ -64,6 +64,7 @@ def test_nodes_outside_the_rollout_are_placed_first() -> None:
         node("skip-me", labels={names.OPT_OUT_LABEL: "skip"}),
         node("skipped-no-more", phase=Phase.SKIPPED),
         node("hand-labelled", labels=loaded_labels()),
+        node("kmm-busy", labels={KMM.version: TARGET}),
     ]
     placed = {n: p.phase_to for n, p in patches(decide(rollout(nodes))).items()}
     assert placed == {
@@ -73,6 +74,7 @@ def test_nodes_outside_the_rollout_are_placed_first() -> None:
         "skip-me": Phase.SKIPPED,
         "skipped-no-more": Phase.PENDING,
         "hand-labelled": Phase.DONE,
+        "kmm-busy": Phase.LOADING,
     }
     for patch in patches(decide(rollout(nodes))).values():
         assert patch.annotations[names.STATE_VERSION] == TARGET

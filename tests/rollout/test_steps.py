@@ -459,6 +459,7 @@ def test_verifying_keeps_an_admin_cordon() -> None:
     patch = only_patch(step_verifying(rollout([facts]), facts).actions)
     assert patch.phase_to is Phase.DONE
     assert patch.unschedulable is None
+    assert patch.annotations[names.CORDONED_BY_GPUCTL] is None  # the record goes, the cordon stays
 
 
 def test_verifying_a_node_that_lost_kmms_labels_waits() -> None:

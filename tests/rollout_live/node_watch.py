@@ -16,6 +16,7 @@ from typing import Any
 
 from coordinator.kube import Kube, KubeError, path
 from coordinator.rollout import names
+from tests.harness.waiting import wait_until
 
 Nodes = Mapping[str, Mapping[str, Any]]
 Invariant = Callable[[Nodes], str]
@@ -87,6 +88,9 @@ class NodeWatch:
             except KubeError:
                 if self._stop.is_set():
                     return
+            except Exception as err:  # a broken invariant or event: never silently
+                self.breaches.append(f"node watch failed: {type(err).__name__}: {err}")
+                return
 
     def _apply(self, kind: str, node: dict[str, Any]) -> None:
         meta = node.get("metadata") or {}
@@ -117,6 +121,22 @@ class NodeWatch:
         with self._lock:
             self._invariants.append(remember)
         return order
+
+    def wait_until_seen(
+        self, nodes: list[str], phase: str, version: str, timeout: float = 30.0
+    ) -> None:
+        """Waits until the watch itself has delivered every node in `phase` about `version`
+        (it may lag behind what a GET shows), so every event up to then has been checked."""
+
+        def state(node: Mapping[str, Any]) -> tuple[str, str]:
+            notes = (node.get("metadata") or {}).get("annotations") or {}
+            return _labels(node).get(names.STATE_LABEL, ""), notes.get(names.STATE_VERSION, "")
+
+        def seen() -> bool:
+            with self._lock:
+                return all(state(self.nodes.get(n, {})) == (phase, version) for n in nodes)
+
+        wait_until(f"the node watch sees {nodes} {phase}", seen, timeout_seconds=timeout)
 
     def stop(self) -> None:
         self._stop.set()

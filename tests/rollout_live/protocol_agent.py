@@ -14,6 +14,7 @@ import contextlib
 import datetime
 import queue
 import threading
+import time
 
 import grpc
 
@@ -24,6 +25,7 @@ from tests.fakehost import FakeHost
 from tests.live_nodes.agent_client import AgentClient
 from tests.rollout_live.fake_nodes import disable_vfs, enable_vfs
 
+CONNECT_TIMEOUT_SECONDS = 30.0
 BLOCKING_PREPARE = (
     report_pb.Blocker.OPEN_CLIENTS,
     report_pb.Blocker.CLIENTS_UNKNOWN,
@@ -45,15 +47,29 @@ class ProtocolAgent:
         self.prepares: list[agent_pb.PrepareRequest] = []
         self.restores: list[agent_pb.RestoreRequest] = []
         self._lock = threading.Lock()
-        self.client = AgentClient(target, token=token, root_certificate=root_certificate)
-        self.client.hello(node)
-        self.client.welcome()
+        self.client = self._connect(target, token, root_certificate)
         self.client.answer_inspects(lambda _request_id: self.inspect())
         self.client.report(self.inspect(), trigger=agent_pb.ReportUpdate.CONNECTED)
         self.client.keep_heartbeating(0.5)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name=f"agent-{node}", daemon=True)
         self._thread.start()
+
+    def _connect(self, target: str, token: str, root_certificate: bytes) -> AgentClient:
+        """Hello and Welcome, retried while the coordinator is not listening yet."""
+        deadline = time.monotonic() + CONNECT_TIMEOUT_SECONDS
+        while True:
+            client = AgentClient(target, token=token, root_certificate=root_certificate)
+            client.hello(self.node)
+            try:
+                client.welcome()
+            except AssertionError:
+                client.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+                continue
+            return client
 
     def inspect(self) -> report_pb.NodeReport:
         with self._lock:

@@ -222,10 +222,18 @@ class RolloutRig:
     def annotation(self, name: str, key: str) -> str:
         return str((self.node(name)["metadata"].get("annotations") or {}).get(key, ""))
 
-    def wait_phases(self, wanted: dict[str, str], timeout: float = 60.0) -> None:
+    def state(self, name: str) -> str:
+        """ "<phase> <version>": the node's phase and the version it is about."""
+        return f"{self.phase(name)} {self.annotation(name, names.STATE_VERSION)}"
+
+    def wait_phases(
+        self, wanted: dict[str, str], timeout: float = 60.0, version: str = NEW
+    ) -> None:
+        """Waits until each node is in its phase about `version`."""
+
         def check() -> dict[str, str] | None:
-            now = {n: self.phase(n) for n in wanted}
-            return now if now == wanted else None
+            now = {n: self.state(n) for n in wanted}
+            return now if now == {n: f"{p} {version}" for n, p in wanted.items()} else None
 
         try:
             wait_until(f"phases {wanted}", check, timeout_seconds=timeout)
