@@ -30,7 +30,12 @@ from coordinator.agents.live import LiveNodes, LiveNodesConfig
 from coordinator.agents.metrics import LiveNodesCollector
 from coordinator.agents.serving_label import ServingLabel
 from coordinator.kube import Kube
-from coordinator.metrics_http import MetricsServerError, add_metrics_arguments, serve_metrics
+from coordinator.metrics_http import (
+    MetricsServerError,
+    add_metrics_arguments,
+    serve_metrics,
+    stop_metrics,
+)
 from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.runner import COMPONENT, Coordinator, CoordinatorConfig, LeaderScoped
 
@@ -245,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     while runner.is_alive():
         runner.join(timeout=0.5)
     if metrics_server is not None:
-        metrics_server.shutdown()
+        stop_metrics(metrics_server)
     client.close()  # type: ignore[no-untyped-call]
     return 1 if coordinator.lost_leadership else 0
 

@@ -43,3 +43,9 @@ def serve_metrics(
         raise MetricsServerError(
             f"--metrics-port {port}: cannot listen on {address}: {err}"
         ) from err
+
+
+def stop_metrics(server: WSGIServer) -> None:
+    """Stop serving and close the listening socket."""
+    server.shutdown()
+    server.server_close()

@@ -46,6 +46,8 @@ def test_every_flag_the_deployment_passes_exists(tmp_path: Path) -> None:
         "--tls-cert-file": tmp_path / "tls.crt",
         "--tls-key-file": tmp_path / "tls.key",
         **{flag: values["grpc"][key] for flag, key in GRPC_FLAG_VALUES.items()},
+        "--metrics-port": values["metricsPort"],
+        "--rollout-blocked-recheck": values["rolloutBlockedRecheckSeconds"],
     }
     for name in ("tls.crt", "tls.key"):
         (tmp_path / name).write_text("mounted from the Secret")
@@ -54,6 +56,8 @@ def test_every_flag_the_deployment_passes_exists(tmp_path: Path) -> None:
     assert args.namespace == "x"
     assert args.live_nodes.server.port == values["grpc"]["port"]
     assert args.live_nodes.server.tls is not None
+    assert args.metrics_port == values["metricsPort"]
+    assert args.rollout_blocked_recheck == values["rolloutBlockedRecheckSeconds"]
 
 
 def test_the_agent_daemonset_matches_the_coordinator() -> None:

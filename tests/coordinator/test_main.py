@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
+import urllib.request
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from coordinator.json_logs import JsonFormatter
 from coordinator.main import parse_args
+from coordinator.metrics_http import MetricsServerError, serve_metrics, stop_metrics
+from coordinator.rollout.metrics import RolloutMetrics
 
 
 def test_help_explains_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
@@ -44,3 +49,41 @@ def test_json_log_line_carries_extra_fields() -> None:
     assert line["logger"] == "coordinator.x"
     assert line["gpudriver"] == "gpu-policy"
     assert line["time"].endswith("+00:00")
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--rollout-blocked-recheck", "0"], "--rollout-blocked-recheck"),
+        (["--metrics-port", "70000"], "--metrics-port"),
+    ],
+)
+def test_bad_rollout_and_metrics_flags_are_refused(
+    argv: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(argv)
+    assert exit_info.value.code == 2
+    assert named in capsys.readouterr().err
+
+
+def test_a_metrics_port_in_use_is_a_clear_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(MetricsServerError, match=f"--metrics-port {port}"):
+            serve_metrics("127.0.0.1", port, CollectorRegistry())
+
+
+def test_metrics_are_served_from_the_registry_passed_in() -> None:
+    registry = CollectorRegistry()
+    RolloutMetrics(registry).phases("gpu", {"Done": 2}, [])
+    server, thread = serve_metrics("127.0.0.1", 0, registry)
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/metrics"
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+    finally:
+        stop_metrics(server)
+        thread.join(timeout=5)
+    assert 'gpuctl_rollout_nodes{gpudriver="gpu",phase="Done"} 2.0' in text
