@@ -193,8 +193,8 @@ def unfixable_blockers(inp: RolloutInput, report: ReportFacts) -> list[str]:
     return out
 
 
-def _request(node: NodeFacts, kind: str, call: CallState | None, now: float, every: float) -> bool:
-    """True when `kind` should be (re)sent: never sent, or the last one ended `every` ago."""
+def _due(call: CallState | None, now: float, every: float) -> bool:
+    """True when a request should be (re)sent: never sent, or the last one ended `every` ago."""
     if call is None:
         return True
     if call.in_flight:
@@ -279,7 +279,7 @@ def step_checking(inp: RolloutInput, node: NodeFacts) -> StepResult:
             reason = f"no fresh agent report within {duration_words(timeout)}: {why}"
             result.actions.append(blocked(inp, node, reason, version))
             return result
-        if _request(node, INSPECT, call, now, CALL_RETRY_SECONDS):
+        if _due(call, now, CALL_RETRY_SECONDS):
             _ask_report(result, node)
         result.wake(min(CALL_RETRY_SECONDS, timeout - elapsed))
         return result
@@ -387,7 +387,7 @@ def _ask_prepared(
         reason = f"no answer to the {what} within {duration_words(timeout)}: {why}"
         result.actions.append(failed(inp, node, reason, _target(inp)))
         return result
-    if _request(node, kind, call, epoch(inp.now), CALL_RETRY_SECONDS):
+    if _due(call, epoch(inp.now), CALL_RETRY_SECONDS):
         if kind == PREPARE:
             result.actions.append(
                 SendPrepare(
@@ -595,7 +595,7 @@ class _Verification:
             result.actions.append(failed(self.inp, self.node, reason, self.version))
             return result
         now = epoch(self.inp.now)
-        if ask and _request(self.node, INSPECT, self.inspect, now, VERIFY_POLL_SECONDS):
+        if ask and _due(self.inspect, now, VERIFY_POLL_SECONDS):
             _ask_report(result, self.node)
         result.wake(min(VERIFY_POLL_SECONDS, timeout - self.elapsed))
         return result
@@ -606,7 +606,7 @@ class _Verification:
         if not decode_changes(changes):
             return None
         restore, now = self.restore, epoch(self.inp.now)
-        if restore is None or (restore.error and _request(self.node, RESTORE, restore, now, 1.0)):
+        if restore is None or (restore.error and _due(restore, now, CALL_RETRY_SECONDS)):
             if self.elapsed >= self.inp.settings.timeouts.verify:
                 return self.not_yet("the RestoreRequest was not answered", ask=False)
             result = StepResult()
