@@ -11,6 +11,7 @@ parameters, so tests run it in a thread against the test API server.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -95,6 +96,18 @@ def _labels(obj: dict[str, Any]) -> dict[str, str]:
     return dict(obj.get("metadata", {}).get("labels") or {})
 
 
+def _reconciled_part(driver: dict[str, Any]) -> str:
+    """What the reconciler reads of a GPUDriver: all of it but status.rollout and the
+    bookkeeping every write changes."""
+    meta = {
+        k: v
+        for k, v in (driver.get("metadata") or {}).items()
+        if k not in ("resourceVersion", "managedFields")
+    }
+    status = {k: v for k, v in (driver.get("status") or {}).items() if k != "rollout"}
+    return json.dumps([meta, driver.get("spec"), status], sort_keys=True, default=str)
+
+
 def _allocation(obj: dict[str, Any]) -> Any:
     return (obj.get("status") or {}).get("allocation")
 
@@ -146,6 +159,7 @@ class Coordinator:
         self._nudged = threading.Event()
         self._threads: list[threading.Thread] = []
         self._node_labels: dict[str, dict[str, str]] = {}
+        self._drivers_seen: dict[str, str] = {}
         self._claim_allocations: dict[str, Any] = {}
         self.reconciles = 0
         self.lost_leadership = False
@@ -160,9 +174,17 @@ class Coordinator:
         if self.rollout is not None:
             self.rollout.changed()
 
-    def _on_driver(self, _kind: str, obj: dict[str, Any]) -> None:
+    def _on_driver(self, kind: str, obj: dict[str, Any]) -> None:
         self._rollout_changed()
-        self.queue.add(obj["metadata"]["name"])
+        name = obj["metadata"]["name"]
+        seen = None if kind == "DELETED" else _reconciled_part(obj)
+        if kind == "MODIFIED" and self._drivers_seen.get(name) == seen:
+            return  # only status.rollout changed (the rollout's own write): nothing to reconcile
+        if seen is None:
+            self._drivers_seen.pop(name, None)
+        else:
+            self._drivers_seen[name] = seen
+        self.queue.add(name)
         # A GPUDriver going or changing its selector can end another one's conflict.
         self._enqueue_all()
 

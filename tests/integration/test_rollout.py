@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import time
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -70,6 +71,22 @@ def scrape(rig: RolloutRig) -> dict[str, float]:
     return samples
 
 
+def wait_status(
+    rig: RolloutRig, description: str, probe: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """status.rollout once `probe` holds (it is written in the pass after the nodes')."""
+
+    def check() -> dict[str, Any] | None:
+        status = rig.rollout_status()
+        return status if status and probe(status) else None
+
+    return wait_until(f"the rollout status {description}", check)
+
+
+def wait_complete(rig: RolloutRig) -> dict[str, Any]:
+    return wait_status(rig, "says Complete", lambda s: s.get("state") == "Complete")
+
+
 def module_version(rig: RolloutRig, node: str) -> str:
     text = rig.hosts[node].real("sys/module/xe/version").read_text()
     return text.split("using backports xeb_", 1)[1].split()[0]
@@ -103,8 +120,7 @@ def test_five_nodes_roll_one_at_a_time_in_order_and_end_verified(
         assert annotations[names.REASON].startswith("verified: xe live with backport tag xeb_")
         assert names.CORDONED_BY_GPUCTL not in annotations
         assert names.BOUND_BEFORE not in annotations
-    status = rig.rollout_status()
-    assert status["state"] == "Complete"
+    status = wait_complete(rig)
     assert (status["updated"], status["total"], status["progress"]) == (5, 5, "5/5")
     assert status["counts"]["Done"] == 5
     assert status["nodes"] == []
@@ -131,8 +147,7 @@ def test_an_open_render_fd_blocks_its_node_the_rest_proceed_and_closing_it_lets_
     assert "pid 4242 (ollama)" in reason
     assert not rig.node(busy)["spec"].get("unschedulable")
     assert module_version(rig, busy) == OLD
-    status = rig.rollout_status()
-    assert status["counts"]["Blocked"] == 1
+    status = wait_status(rig, "counts the blocked node", lambda s: s["counts"]["Blocked"] == 1)
     assert status["nodes"][0]["name"] == busy
     assert "pid 4242" in status["nodes"][0]["reason"]
     host.remove_process(4242)
@@ -185,10 +200,7 @@ def test_a_failed_load_fails_the_node_and_pauses_at_the_budget_until_retried(
     rig.wait_phases({first: "Done", broken: "Failed", last: "Pending"}, timeout=60)
     assert "KMM did not load" in rig.annotation(broken, names.REASON)
     assert rig.node(broken)["spec"].get("unschedulable")  # kept cordoned for the admin
-    status = wait_until(
-        "the rollout paused at its failure budget",
-        lambda: (s := rig.rollout_status()) and s.get("state") == "Failed" and s,
-    )
+    status = wait_status(rig, "says Failed", lambda s: s.get("state") == "Failed")
     assert "failure budget" in status["message"]
     time.sleep(2)
     assert rig.phase(last) == "Pending"  # the rollout does not march on
@@ -207,7 +219,7 @@ def test_a_failed_load_fails_the_node_and_pauses_at_the_budget_until_retried(
     )
     rig.wait_phases({first: "Done", broken: "Done", last: "Done"}, timeout=60)
     assert not rig.node(broken)["spec"].get("unschedulable")
-    assert rig.rollout_status()["state"] == "Complete"
+    wait_complete(rig)
 
 
 def test_an_admin_cordon_stays_after_the_rollout(
