@@ -20,6 +20,7 @@ from tests.coordinator.live import TEST_LABEL
 from tests.fakehost import FakeHost
 from tests.fakehost.scenarios import B70_PFS, B580
 from tests.harness.cordon_taint import CordonTaintMirror
+from tests.harness.kmm_model import Loaded
 from tests.harness.waiting import wait_until
 from tests.rollout_live.fake_nodes import gpu_node_root, vf_node_root
 from tests.rollout_live.node_watch import NodeWatch, unavailable_within
@@ -56,6 +57,7 @@ def watch(rig: RolloutRig, bound: int, admin: frozenset[str] = frozenset()) -> N
     return node_watch
 
 
+MODULE = "gpu-gpu"
 LOADING_COUNT = 'gpuctl_rollout_step_seconds_count{phase="Loading"}'
 
 
@@ -265,3 +267,35 @@ def test_a_coordinator_killed_at_random_points_resumes_without_breaking_the_boun
     for node in nodes:
         assert module_version(rig, node) == NEW
         assert not rig.node(node)["spec"].get("unschedulable")
+
+
+def test_the_first_version_recreates_the_module_then_labels_nodes_one_at_a_time(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    nodes = [rig.add_node(short, old_root, labelled=False) for short in ("f1", "f2", "f3")]
+    rig.create_driver(None, FAST)
+    rig.start_coordinator()
+    for node in nodes:
+        rig.start_agent(node)
+    wait_until(
+        "KMM loads the unversioned Module everywhere",
+        lambda: all(rig.emulator.loaded(MODULE, node) for node in nodes),
+    )
+    node_watch = watch(rig, bound=1)
+    order = node_watch.first_reaching(rig.labels.version, NEW)
+    try:
+        # Empty -> set: the guarded Module recreate unloads everywhere (nothing is busy), then
+        # KMM loads nothing until a node has the version label, which the rollout sets.
+        rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+        rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=90)
+        node_watch.wait_until_seen(nodes, "Done", NEW)
+    finally:
+        node_watch.stop()
+    assert node_watch.breaches == []
+    assert order == sorted(nodes)
+    assert rig.loader.violations == []
+    for node in nodes:
+        assert module_version(rig, node) == NEW
+        assert (rig.emulator.loaded(MODULE, node) or Loaded("", "")).version == NEW
+    wait_complete(rig)

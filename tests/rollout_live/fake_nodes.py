@@ -22,6 +22,7 @@ from tests.fakehost.scenarios import B70_PFS, B580, arc_b580_in_tree, two_pro_b7
 from tests.harness.kmm_model import Loaded
 
 VF_COUNT = 4
+UNVERSIONED = "v6.17.13.62_260409.8"
 
 
 def srcversion_of(version: str) -> str:
@@ -130,7 +131,8 @@ class FakeKmmLoader:
                         host.unbind(address)
                 host.remove("sys/module/xe")
                 return
-            load_module(host, loaded.version)
+            # A Module without `version` loads the image's driver: the old one here.
+            load_module(host, loaded.version or UNVERSIONED)
             for address in bound:
                 if not host.real(f"{PCI_DEVICES}/{address}/driver").is_symlink():
                     host.bind(address, "xe")

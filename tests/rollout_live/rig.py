@@ -89,11 +89,14 @@ class RolloutRig:
 
     # -- nodes and their agents -------------------------------------------------------------
 
-    def add_node(self, short: str, make_root: Callable[[Path], FakeHost]) -> str:
-        """A Node selected by the test GPUDriver, already labelled and loaded at OLD (as a
-        rollout before left it), with its fake root."""
+    def add_node(
+        self, short: str, make_root: Callable[[Path], FakeHost], *, labelled: bool = True
+    ) -> str:
+        """A Node selected by the test GPUDriver, with its fake root; `labelled`: with the
+        version label at OLD, as a rollout before left it."""
+        extra = {self.labels.version: OLD} if labelled else {}
         name: str = self._make_node(
-            short, labels=node_labels(self.namespace, **{self.labels.version: OLD})
+            short, labels=node_labels(self.namespace, **extra)
         ).metadata.name
         self.hosts[name] = make_root(self.folder / name / "root")
         return name
@@ -182,11 +185,11 @@ class RolloutRig:
 
     # -- the GPUDriver ----------------------------------------------------------------------
 
-    def create_driver(self, version: str, rollout: dict[str, Any]) -> None:
+    def create_driver(self, version: str | None, rollout: dict[str, Any]) -> None:
         spec = {
             "nodeSelector": {TEST_LABEL: self.namespace},
             "kernelModule": {
-                "version": version,
+                **({"version": version} if version else {}),
                 "kernelMappings": [
                     {"regexp": "^.+$", "containerImage": "registry.example.com/xe:1"}
                 ],
