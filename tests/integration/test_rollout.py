@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from coordinator.rollout import names
-from tests.coordinator.live import TEST_LABEL
+from tests.coordinator.live import TEST_LABEL, Api
 from tests.fakehost import FakeHost
 from tests.fakehost.scenarios import B70_PFS, B580
 from tests.harness.cordon_taint import CordonTaintMirror
@@ -299,3 +299,22 @@ def test_the_first_version_recreates_the_module_then_labels_nodes_one_at_a_time(
         assert module_version(rig, node) == NEW
         assert (rig.emulator.loaded(MODULE, node) or Loaded("", "")).version == NEW
     wait_complete(rig)
+
+
+def test_an_allocated_gpu_claim_blocks_its_node_until_it_is_released(
+    rollout_rig: RolloutRig, api: Api
+) -> None:
+    rig = rollout_rig
+    quick_drain = {**FAST, "timeouts": {**TIMEOUTS, "drain": "3s"}}
+    claimed, free = start(rig, ["a", "b"], quick_drain)
+    api.create_claim(rig.namespace, "inference", claimed)
+    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.wait_phases({claimed: "Blocked", free: "Done"}, timeout=60)
+    reason = rig.annotation(claimed, names.REASON)
+    assert f"allocated GPU ResourceClaims {rig.namespace}/inference" in reason
+    assert not rig.node(claimed)["spec"].get("unschedulable")  # released while blocked
+    assert module_version(rig, claimed) == OLD
+    api.delete_claim(rig.namespace, "inference")
+    rig.wait_phases({claimed: "Done", free: "Done"}, timeout=60)
+    assert module_version(rig, claimed) == NEW
+    assert rig.loader.violations == []
