@@ -318,3 +318,24 @@ def test_an_allocated_gpu_claim_blocks_its_node_until_it_is_released(
     rig.wait_phases({claimed: "Done", free: "Done"}, timeout=60)
     assert module_version(rig, claimed) == NEW
     assert rig.loader.violations == []
+
+
+def test_the_rollout_holds_after_the_first_node_until_resumed_for_its_version(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    first, second = start(rig, ["a", "b"], {**FAST, "holdAfterFirstNode": True})
+    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    wait_status(rig, "says Held", lambda s: s.get("state") == "Held")
+    assert rig.state(first) == f"Done {NEW}"
+    time.sleep(1)
+    assert rig.state(second) == f"Pending {NEW}"
+    # What `gpuctl rollout resume NAME` writes.
+    rig.patch_driver(
+        {
+            "metadata": {"annotations": {names.RESUMED_VERSION: NEW}},
+            "spec": {"rollout": {"paused": False}},
+        }
+    )
+    rig.wait_phases({first: "Done", second: "Done"}, timeout=60)
+    wait_complete(rig)
