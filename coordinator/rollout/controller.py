@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from coordinator import model
+from coordinator.conflicts import conflicting_driver
 from coordinator.events import WARNING, EventRecorder
 from coordinator.kube import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.module_spec import module_name, node_selector, ready_label, version_label
@@ -228,6 +229,12 @@ class RolloutController:
         if not target:
             if previous:
                 self._write_status(driver, None)
+            return None
+        rival = conflicting_driver(driver, self._view.drivers())
+        if rival is not None:
+            # Its nodes are the older GPUDriver's to roll; touching them would fight it.
+            why = f"no rollout: GPUDriver {rival} already loads the driver on these nodes"
+            self._refuse(driver, str(target), previous, why)
             return None
         try:
             settings = rollout_settings(spec)

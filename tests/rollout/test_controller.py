@@ -234,3 +234,28 @@ def test_without_agents_a_node_is_never_labelled() -> None:
     node = api.objects[NODE_PATH]
     assert node["metadata"]["labels"][LABELS.version] == OLD
     assert "no fresh agent report within 60s" in node["metadata"]["annotations"][names.REASON]
+
+
+def test_a_conflicting_newer_gpudriver_never_touches_the_nodes() -> None:
+    api, _controller, clock = world()
+    older = samples.driver("older", samples.minimal_spec(), created="2026-01-01T00:00:00Z")
+    older["spec"]["nodeSelector"] = {"gpu": "yes"}
+    api.objects["/apis/gpuctl.dev/v1alpha1/gpudrivers/older"] = older
+
+    class BothDrivers(View):
+        def drivers(self) -> list[dict[str, Any]]:
+            return [copy.deepcopy(api.objects[DRIVER_PATH]), copy.deepcopy(older)]
+
+    rival = RolloutController(
+        api,
+        BothDrivers(api),
+        agents=Agents(),
+        events=EventRecorder(api, "default", "test", lambda: "2026-11-29T12:00:00Z"),
+        config=RolloutConfig(NS),
+        wall_clock=clock,
+    )
+    assert rival.sync(DRIVER) is None
+    assert phase(api) == ""
+    assert ("PATCH", NODE_PATH) not in api.writes
+    status = api.objects[DRIVER_PATH]["status"]["rollout"]
+    assert "GPUDriver older already loads the driver" in status["message"]
