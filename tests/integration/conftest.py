@@ -18,6 +18,12 @@
 - ``api`` (per test): a ``tests.coordinator.live.Api`` (plain-dict admin access for the
   coordinator and CLI tests); the test's GPUDrivers are removed afterwards.
 - ``reader_token`` (per test): a token of a ServiceAccount allowed to get/list gpunodes.
+- ``tls`` (per module): a CA and serving certificate for a coordinator's gRPC server
+  (``tests.live_nodes.cluster_agents.ServingTls``).
+- ``agents`` (per test): ``AgentPods``, Pods bound to the test's Nodes whose tokens the agents
+  present; deleted after the test.
+- ``live`` (per test): the coordinator's live-node server (``LiveNodes``) for the test's
+  namespace, on loopback with ``tls``.
 - ``kmm_emulator`` (per test): a running ``tests.harness.kmm_emulator.KmmEmulator`` for the
   test's namespace (``delay_node``, ``fail_node``, ``loaded``); stopped after the test.
 - ``rollout_rig`` (per test, opt-in): a ``tests.rollout_live.rig.RolloutRig`` for rollout
@@ -44,6 +50,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from coordinator.agents.live import LiveNodes
 from coordinator.kube import Kube
 from tests.coordinator.live import Api, remove_test_drivers
 from tests.harness.access import KubeCluster
@@ -52,7 +59,12 @@ from tests.harness.cordon_taint import CordonTaintMirror
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.nodes import DEFAULT_KERNEL, create_node
 from tests.harness.waiting import wait_until
-from tests.live_nodes.cluster_agents import serving_tls
+from tests.live_nodes.cluster_agents import (
+    AgentPods,
+    ServingTls,
+    running_live_nodes,
+    serving_tls,
+)
 from tests.rollout_live.rig import RolloutRig
 
 MakeNode = Callable[..., Any]
@@ -209,3 +221,21 @@ def reader_token(kube_cluster: KubeCluster, namespace: str, kube_admin: Any) -> 
     finally:
         rbac.delete_cluster_role_binding(name)
         rbac.delete_cluster_role(name)
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> ServingTls:
+    return serving_tls(Path(tmp_path_factory.mktemp("grpc-tls")))
+
+
+@pytest.fixture
+def agents(kube_cluster: KubeCluster, namespace: str, kube_admin: Any) -> Iterator[AgentPods]:
+    pods = AgentPods(kube_cluster, namespace, kube_admin)
+    yield pods
+    pods.delete_pods()
+
+
+@pytest.fixture
+def live(kube_cluster: KubeCluster, namespace: str, tls: ServingTls) -> Iterator[LiveNodes]:
+    with running_live_nodes(kube_cluster, namespace, tls) as running:
+        yield running

@@ -7,8 +7,7 @@ coordinator neither crashes nor blocks, and nothing it knew is lost.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -30,28 +29,9 @@ from tests.live_nodes.cluster_agents import (
     connect,
     delete_gpunode,
     running_live_nodes,
-    serving_tls,
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> ServingTls:
-    return serving_tls(Path(tmp_path_factory.mktemp("grpc-tls")))
-
-
-@pytest.fixture
-def agents(kube_cluster: KubeCluster, namespace: str, kube_admin: Any) -> Iterator[AgentPods]:
-    pods = AgentPods(kube_cluster, namespace, kube_admin)
-    yield pods
-    pods.delete_pods()
-
-
-@pytest.fixture
-def live(kube_cluster: KubeCluster, namespace: str, tls: ServingTls) -> Iterator[LiveNodes]:
-    with running_live_nodes(kube_cluster, namespace, tls) as running:
-        yield running
 
 
 def _huge_devices(node: str) -> agent_pb.AgentMessage:

@@ -8,8 +8,6 @@ its deadline; a result claiming another node ends the stream.
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -18,36 +16,15 @@ import pytest
 from coordinator.agents.live import LiveNodes
 from coordinator.kube import Kube
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
-from tests.harness.access import KubeCluster
 from tests.live_nodes.agent_client import sample_report
 from tests.live_nodes.cluster_agents import (
     AgentPods,
     ServingTls,
     connect,
     delete_gpunode,
-    running_live_nodes,
-    serving_tls,
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> ServingTls:
-    return serving_tls(Path(tmp_path_factory.mktemp("grpc-tls")))
-
-
-@pytest.fixture
-def agents(kube_cluster: KubeCluster, namespace: str, kube_admin: Any) -> Iterator[AgentPods]:
-    pods = AgentPods(kube_cluster, namespace, kube_admin)
-    yield pods
-    pods.delete_pods()
-
-
-@pytest.fixture
-def live(kube_cluster: KubeCluster, namespace: str, tls: ServingTls) -> Iterator[LiveNodes]:
-    with running_live_nodes(kube_cluster, namespace, tls) as running:
-        yield running
 
 
 def test_prepare_and_restore_round_trip(

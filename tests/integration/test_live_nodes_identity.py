@@ -7,8 +7,6 @@ the test API server; agents are the test package's AgentClient over real TLS soc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -24,29 +22,9 @@ from tests.live_nodes.cluster_agents import (
     ServingTls,
     connect,
     resigned_token,
-    running_live_nodes,
-    serving_tls,
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> ServingTls:
-    return serving_tls(Path(tmp_path_factory.mktemp("grpc-tls")))
-
-
-@pytest.fixture
-def agents(kube_cluster: KubeCluster, namespace: str, kube_admin: Any) -> Iterator[AgentPods]:
-    pods = AgentPods(kube_cluster, namespace, kube_admin)
-    yield pods
-    pods.delete_pods()
-
-
-@pytest.fixture
-def live(kube_cluster: KubeCluster, namespace: str, tls: ServingTls) -> Iterator[LiveNodes]:
-    with running_live_nodes(kube_cluster, namespace, tls) as running:
-        yield running
 
 
 def _with_report(live: LiveNodes, node: str) -> NodeRecord | None:

@@ -7,15 +7,12 @@ resourceVersion changes with every write, so an unchanged resourceVersion proves
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from coordinator.agents.live import LiveNodes
 from coordinator.kube import MERGE_PATCH, Kube, path
-from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until
 from tests.live_nodes.agent_client import OPEN_CLIENTS, sample_report
 from tests.live_nodes.cluster_agents import (
@@ -24,35 +21,15 @@ from tests.live_nodes.cluster_agents import (
     connect,
     delete_gpunode,
     get_gpunode,
-    running_live_nodes,
-    serving_tls,
 )
 
 pytestmark = pytest.mark.integration
 REQUESTED_AT = "2026-11-29T23:00:00Z"
 
 
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> ServingTls:
-    return serving_tls(Path(tmp_path_factory.mktemp("grpc-tls")))
-
-
-@pytest.fixture
-def agents(kube_cluster: KubeCluster, namespace: str, kube_admin: Any) -> Iterator[AgentPods]:
-    pods = AgentPods(kube_cluster, namespace, kube_admin)
-    yield pods
-    pods.delete_pods()
-
-
 @pytest.fixture
 def kube(kube_admin: Any) -> Kube:
     return Kube(kube_admin)
-
-
-@pytest.fixture
-def live(kube_cluster: KubeCluster, namespace: str, tls: ServingTls) -> Iterator[LiveNodes]:
-    with running_live_nodes(kube_cluster, namespace, tls) as running:
-        yield running
 
 
 def _status(kube: Kube, node: str) -> dict[str, Any]:

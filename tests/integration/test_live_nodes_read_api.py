@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -29,22 +28,9 @@ from tests.live_nodes.cluster_agents import (
     connect,
     delete_gpunode,
     running_live_nodes,
-    serving_tls,
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> ServingTls:
-    return serving_tls(Path(tmp_path_factory.mktemp("grpc-tls")))
-
-
-@pytest.fixture
-def agents(kube_cluster: KubeCluster, namespace: str, kube_admin: Any) -> Iterator[AgentPods]:
-    pods = AgentPods(kube_cluster, namespace, kube_admin)
-    yield pods
-    pods.delete_pods()
 
 
 @pytest.fixture
