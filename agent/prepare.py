@@ -6,7 +6,8 @@ with an error and changes nothing; a refused plan changes nothing and answers th
 with the report it was decided on; otherwise the changes are made (up to the first failed
 write) and the node is inspected again, so `ready` and `blockers` describe the node after.
 The agent keeps no state: what it changed travels back in `changes`. The inspection and the
-writer are parameters.
+writer are parameters. A holder module the request says the unload removes too
+(`unloaded_with`) blocks nothing, in the plan and in the answer.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agent.apply_changes import apply_changes
-from agent.prepare_plan import plan_preparation
+from agent.prepare_plan import plan_preparation, remaining_blockers
 from agent.sysfs_write import SysfsWriter
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
@@ -49,15 +50,17 @@ def prepare_node(
         result.error = problem
         return result
     before = inspect()
+    unloaded = tuple(request.unloaded_with)
     # The module's PCI driver carries the module's name (xe).
     plan = plan_preparation(
         before,
         driver=request.module_name,
         allow_unbind=request.allow_unbind,
         allow_disable_vfs=request.allow_disable_vfs,
+        unloaded_with=unloaded,
     )
     if plan.refused or not plan.changes:
-        blockers = plan.refusals if plan.refused else tuple(before.blockers)
+        blockers = plan.refusals if plan.refused else tuple(remaining_blockers(before, unloaded))
         result.ready = not blockers
         result.blockers.extend(blockers)
         result.report.CopyFrom(before)
@@ -72,6 +75,7 @@ def prepare_node(
         result.error = "; ".join(e for e in (applied.error, afterwards) if e)
         return result
     result.report.CopyFrom(after)
-    result.blockers.extend(after.blockers)
-    result.ready = not applied.error and not after.blockers
+    left = remaining_blockers(after, unloaded)
+    result.blockers.extend(left)
+    result.ready = not applied.error and not left
     return result

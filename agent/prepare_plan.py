@@ -6,6 +6,9 @@ be changed) or the ordered changes. Rules:
 
 - Every blocker that preparation cannot clear refuses: OPEN_CLIENTS, CLIENTS_UNKNOWN,
   MODULE_HOLDERS, BUILTIN, TRANSITIONING, MODULE_IN_USE, STATE_UNKNOWN (anything unknown).
+- MODULE_HOLDERS does not refuse when every holder is one the unload removes first
+  (`unloaded_with`: KMM unloads modulesLoadingOrder in reverse); otherwise it refuses naming
+  only the holders the unload leaves in place.
 - ACTIVE_VFS refuses when disabling VFs is not allowed, when any VF of the PF is handed to a
   VM (vfio-pci, xe-vfio-pci) or bound to another driver, has open clients, cannot be seen,
   or when fewer VFs are listed than `sriov_numvfs` says; otherwise it plans DisabledVfs.
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from agent.blockers import VM_PASSTHROUGH_DRIVERS
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+from gpuctl.common.module_holders import holders_unloaded_with
 
 DISABLE_VFS_SETTING = "rollout.disableIdleVFs"
 
@@ -41,12 +45,51 @@ class PreparePlan:
         return bool(self.refusals)
 
 
+def remaining_blockers(
+    report: pb.NodeReport, unloaded_with: Sequence[str] = ()
+) -> list[pb.Blocker]:
+    """The report's blockers once the modules unloaded with the module are accounted for.
+
+    A MODULE_HOLDERS blocker whose holders are all in `unloaded_with` is dropped; one with
+    other holders too is kept, reworded to name only those. The rest are kept as they are.
+    """
+    out = []
+    for blocker in report.blockers:
+        if blocker.reason != pb.Blocker.MODULE_HOLDERS or not report.module.holders:
+            out.append(blocker)
+            continue
+        still = holders_unloaded_with(report.module.holders, unloaded_with)
+        if len(still) == len(report.module.holders):
+            out.append(blocker)
+        elif still:
+            out.append(_holders_refusal(report.module.name, still))
+    return out
+
+
+def _holders_refusal(module: str, holders: Sequence[str]) -> pb.Blocker:
+    message = (
+        f"{module} is held by {', '.join(holders)}, which the unload does not remove: unload "
+        f"{'it' if len(holders) == 1 else 'them'} first"
+    )
+    return pb.Blocker(reason=pb.Blocker.MODULE_HOLDERS, message=message)
+
+
 def plan_preparation(
-    report: pb.NodeReport, *, driver: str, allow_unbind: bool, allow_disable_vfs: bool
+    report: pb.NodeReport,
+    *,
+    driver: str,
+    allow_unbind: bool,
+    allow_disable_vfs: bool,
+    unloaded_with: Sequence[str] = (),
 ) -> PreparePlan:
-    """The plan for unloading the module whose PCI driver is `driver` on the reported node."""
+    """The plan for unloading the module whose PCI driver is `driver` on the reported node.
+
+    `unloaded_with` names the modules the unload removes before the module itself.
+    """
     devices = {device.pci_address: device for device in report.devices}
-    refusals = [b for b in report.blockers if b.reason != pb.Blocker.ACTIVE_VFS]
+    refusals = [
+        b for b in remaining_blockers(report, unloaded_with) if b.reason != pb.Blocker.ACTIVE_VFS
+    ]
     disable: list[api.NodeChange] = []
     for blocker in report.blockers:
         if blocker.reason != pb.Blocker.ACTIVE_VFS:

@@ -193,3 +193,31 @@ def test_any_other_blocker_refuses_the_whole_plan() -> None:
     result = plan(report, allow_disable_vfs=True, allow_unbind=True)
     assert result.changes == ()
     assert [b.message for b in result.refusals] == ["cannot read xe's refcnt"]
+
+
+def test_a_holder_the_unload_removes_first_does_not_refuse(tmp_path: Path) -> None:
+    report = dkms_out_of_tree(tmp_path).inspect()
+    result = plan_preparation(
+        report, driver="xe", allow_unbind=True, allow_disable_vfs=False, unloaded_with=["xe_compat"]
+    )
+    assert not result.refused
+    assert list(result.changes) == [unbound(B580)]
+
+
+def test_a_holder_the_unload_leaves_refuses_naming_only_it() -> None:
+    report = pb.NodeReport(
+        module=pb.Module(name="xe", holders=["xe_compat", "xe_debug"]),
+        blockers=[
+            pb.Blocker(
+                reason=pb.Blocker.MODULE_HOLDERS,
+                message="xe is held by xe_compat, xe_debug: unload them first",
+            )
+        ],
+    )
+    result = plan_preparation(
+        report, driver="xe", allow_unbind=True, allow_disable_vfs=True, unloaded_with=["xe_compat"]
+    )
+    assert reasons(result) == ["MODULE_HOLDERS"]
+    assert result.refusals[0].message == (
+        "xe is held by xe_debug, which the unload does not remove: unload it first"
+    )

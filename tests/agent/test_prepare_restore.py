@@ -16,7 +16,13 @@ from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from tests.agent.fake_kernel import FakeKernel
 from tests.fakehost import FakeHost
-from tests.fakehost.scenarios import B70_PFS, B580, arc_b580_in_tree, two_pro_b70_with_vfs
+from tests.fakehost.scenarios import (
+    B70_PFS,
+    B580,
+    arc_b580_in_tree,
+    dkms_out_of_tree,
+    two_pro_b70_with_vfs,
+)
 
 PF0, PF1 = B70_PFS
 
@@ -227,3 +233,24 @@ def test_the_host_writer_writes_existing_attributes_and_never_creates_files(
     with pytest.raises(FileNotFoundError):
         writer.write("sys/missing", "0")
     assert not (tmp_path / "sys/missing").exists()
+
+
+@pytest.mark.parametrize(
+    ("unloaded_with", "ready", "reasons"),
+    [(["xe_compat"], True, []), ([], False, ["MODULE_HOLDERS"])],
+)
+def test_a_holder_the_unload_removes_first_blocks_neither_plan_nor_answer(
+    tmp_path: Path, unloaded_with: list[str], ready: bool, reasons: list[str]
+) -> None:
+    host = dkms_out_of_tree(tmp_path)
+    kernel = FakeKernel(host)
+    request = api.PrepareRequest(
+        request_id="p-1", module_name="xe", allow_unbind=True, unloaded_with=unloaded_with
+    )
+    result = prepare_node(
+        request, inspected_module=MODULE_NAME, inspect=host.inspect, writer=kernel
+    )
+    assert (result.ready, result.error) == (ready, "")
+    assert [pb.Blocker.Reason.Name(b.reason) for b in result.blockers] == reasons
+    assert list(result.changes) == ([unbound(B580)] if ready else [])
+    assert list(result.report.module.holders) == ["xe_compat"]

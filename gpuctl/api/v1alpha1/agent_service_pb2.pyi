@@ -282,6 +282,7 @@ class PrepareRequest(_message.Message):
     MODULE_NAME_FIELD_NUMBER: _builtins.int
     ALLOW_UNBIND_FIELD_NUMBER: _builtins.int
     ALLOW_DISABLE_VFS_FIELD_NUMBER: _builtins.int
+    UNLOADED_WITH_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     module_name: _builtins.str
     allow_unbind: _builtins.bool
@@ -290,6 +291,12 @@ class PrepareRequest(_message.Message):
     """Set sriov_numvfs to 0 on physical functions whose VFs are all idle and bound to the
     module's driver (or unbound).
     """
+    @_builtins.property
+    def unloaded_with(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Modules the unload removes together with module_name, in KMM's order (the GPUDriver's
+        modulesLoadingOrder after its first entry): their holding module_name does not block.
+        """
+
     def __init__(
         self,
         *,
@@ -297,10 +304,11 @@ class PrepareRequest(_message.Message):
         module_name: _builtins.str = ...,
         allow_unbind: _builtins.bool = ...,
         allow_disable_vfs: _builtins.bool = ...,
+        unloaded_with: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_disable_vfs", b"allow_disable_vfs", "allow_unbind", b"allow_unbind", "module_name", b"module_name", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_disable_vfs", b"allow_disable_vfs", "allow_unbind", b"allow_unbind", "module_name", b"module_name", "request_id", b"request_id", "unloaded_with", b"unloaded_with"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
