@@ -55,6 +55,7 @@ from coordinator.rollout.rollout_status import resumed_version
 from coordinator.rollout.settings import RolloutSettings, SettingsError, rollout_settings
 from coordinator.watches import WorkQueue
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.common.module_holders import modules_unloaded_with
 from gpuctl.common.node_selectors import matches_labels, node_labels
 
 log = logging.getLogger(__name__)
@@ -306,6 +307,7 @@ class RolloutController:
             now=self._wall(),
             previous_status=previous,
             blocked_recheck_seconds=self._config.blocked_recheck_seconds,
+            unloaded_with=tuple(modules_unloaded_with(kernel_module.get("modulesLoadingOrder"))),
         )
 
     def _gpu_pods(self, node: str) -> tuple[GpuPod, ...] | None:
@@ -443,6 +445,7 @@ class RolloutController:
                     module_name=action.module_name,
                     allow_unbind=action.allow_unbind,
                     allow_disable_vfs=action.allow_disable_vfs,
+                    unloaded_with=action.unloaded_with,
                 )
                 return agents.request_prepare(node, request, inp.settings.timeouts.prepare)
             if isinstance(action, SendRestore):

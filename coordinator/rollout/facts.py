@@ -21,8 +21,10 @@ from coordinator.rollout.records import BoundFunction
 from coordinator.rollout.settings import RolloutSettings
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from gpuctl.common.module_holders import holders_unloaded_with
 
 INSPECT = "inspect"
+MODULE_HOLDERS = "MODULE_HOLDERS"
 PREPARE = "prepare"
 RESTORE = "restore"
 
@@ -49,9 +51,19 @@ class ReportFacts:
     blockers: tuple[BlockerFact, ...] = ()
     # PFs with a VF bound to a driver other than the module's (vfio-pci: handed to a VM).
     pfs_with_foreign_vfs: frozenset[str] = frozenset()
+    # The modules holding the module (/sys/module/<module>/holders).
+    module_holders: tuple[str, ...] = ()
 
     def blocker_words(self) -> list[str]:
         return [b.message for b in self.blockers]
+
+    def blocking(self, unloaded_with: Sequence[str]) -> tuple[BlockerFact, ...]:
+        """The blockers left once KMM's unload of `unloaded_with` is counted: a MODULE_HOLDERS
+        blocker whose holders are all among them is gone (KMM removes them first)."""
+        holders_gone = bool(self.module_holders) and not holders_unloaded_with(
+            self.module_holders, unloaded_with
+        )
+        return tuple(b for b in self.blockers if not (holders_gone and b.reason == MODULE_HOLDERS))
 
     def bound_to(self, driver: str) -> list[BoundFunction]:
         return sorted(BoundFunction(a, d) for a, d in self.drivers.items() if d == driver)
@@ -87,6 +99,7 @@ def report_facts(report: report_pb.NodeReport, module_driver: str = "xe") -> Rep
         pfs_with_foreign_vfs=frozenset(
             d.physfn for d in report.devices if d.physfn and d.driver not in ("", module_driver)
         ),
+        module_holders=tuple(module.holders),
     )
 
 
@@ -252,3 +265,5 @@ class RolloutInput:
     previous_status: Mapping[str, Any] = field(default_factory=dict)
     # How often a Blocked node's agent is asked whether the blocker went away.
     blocked_recheck_seconds: float = 30.0
+    # The modules KMM unloads before the module: modulesLoadingOrder after its first entry.
+    unloaded_with: tuple[str, ...] = ()

@@ -180,9 +180,12 @@ def failed(
 
 
 def unfixable_blockers(inp: RolloutInput, report: ReportFacts) -> list[str]:
-    """The blockers neither draining nor the allowed preparation can clear, in words."""
+    """The blockers neither draining nor the allowed preparation can clear, in words.
+
+    A holder module KMM unloads first (listed in modulesLoadingOrder) blocks nothing.
+    """
     out = []
-    for blocker in report.blockers:
+    for blocker in report.blocking(inp.unloaded_with):
         if (
             blocker.reason == FIXABLE_BY_DISABLING_VFS
             and inp.settings.disable_idle_vfs
@@ -396,6 +399,7 @@ def _ask_prepared(
                     inp.module_driver,
                     allow_unbind=inp.settings.unbind_idle_devices,
                     allow_disable_vfs=inp.settings.disable_idle_vfs,
+                    unloaded_with=inp.unloaded_with,
                 )
             )
         else:
@@ -422,8 +426,9 @@ def _after_prepare(inp: RolloutInput, node: NodeFacts, prepared: PrepareFacts) -
 def _after_inspect(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> PatchNode:
     """Without preparation, a fresh report without blockers lets the load go ahead."""
     version = _target(inp)
-    if report.blockers:
-        return blocked(inp, node, "; ".join(report.blocker_words()), version)
+    left = report.blocking(inp.unloaded_with)
+    if left:
+        return blocked(inp, node, "; ".join(b.message for b in left), version)
     changes = _all_changes(node, report, [])
     return _label_and_load(inp, node, changes, f"nothing holds the devices; KMM loads {version}")
 

@@ -50,6 +50,7 @@ def report(
     vfs: Mapping[str, int] | None = None,
     blockers: Sequence[BlockerFact] = (),
     foreign_vf_pfs: Sequence[str] = (),
+    holders: Sequence[str] = (),
 ) -> ReportFacts:
     return ReportFacts(
         module_state=state,
@@ -60,6 +61,7 @@ def report(
         vfs=dict(vfs or {}),
         blockers=tuple(blockers),
         pfs_with_foreign_vfs=frozenset(foreign_vf_pfs),
+        module_holders=tuple(holders),
     )
 
 
@@ -73,6 +75,7 @@ OPEN_CLIENT = BlockerFact(
     "OPEN_CLIENTS", "1 process holds 0000:03:00.0 open: pid 4242 (ollama)", PF
 )
 ACTIVE_VFS = BlockerFact("ACTIVE_VFS", "0000:03:00.0 has 2 VFs enabled", PF)
+HELD = BlockerFact("MODULE_HOLDERS", "xe is held by xe_compat: unload it first")
 
 
 def node(
@@ -167,6 +170,7 @@ def rollout(
     resumed: str = "",
     previous: Mapping[str, Any] | None = None,
     now: datetime = NOW,
+    unloaded_with: Sequence[str] = (),
 ) -> RolloutInput:
     return RolloutInput(
         driver_name="gpu",
@@ -180,6 +184,7 @@ def rollout(
         nodes=list(nodes),
         now=now,
         previous_status=dict(previous or {}),
+        unloaded_with=tuple(unloaded_with),
     )
 
 

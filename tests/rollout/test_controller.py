@@ -51,6 +51,8 @@ class Agents:
         self.loaded = OLD
         self.reachable = True
         self.asked: list[str] = []
+        self.holders: list[str] = []  # modules holding xe (xe_compat of the backport)
+        self.prepares: list[agent_pb.PrepareRequest] = []
 
     def _done(self, value: Any) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -68,13 +70,21 @@ class Agents:
         report.devices.add(pci_address=PF, driver="xe")
         report.module.state = report_pb.Module.LIVE
         report.module.backport_tag = f"xeb_{self.loaded}"
+        if self.holders:
+            report.module.holders.extend(self.holders)
+            report.blockers.add(
+                reason=report_pb.Blocker.MODULE_HOLDERS,
+                message=f"xe is held by {', '.join(self.holders)}: unload it first",
+            )
         return self._done(report)
 
     def request_prepare(
         self, node: str, request: agent_pb.PrepareRequest, timeout: float
     ) -> concurrent.futures.Future[agent_pb.PrepareResult]:
         self.asked.append("prepare")
-        return self._done(agent_pb.PrepareResult(request_id=request.request_id, ready=True))
+        self.prepares.append(request)
+        ready = set(self.holders) <= set(request.unloaded_with)
+        return self._done(agent_pb.PrepareResult(request_id=request.request_id, ready=ready))
 
     def request_restore(
         self, node: str, request: agent_pb.RestoreRequest, timeout: float
@@ -104,13 +114,19 @@ class View:
 
 
 def world(
-    *, agents: Agents | None = None, pods: list[dict[str, Any]] | None = None
+    *,
+    agents: Agents | None = None,
+    pods: list[dict[str, Any]] | None = None,
+    loading_order: list[str] | None = None,
+    rollout: dict[str, Any] | None = None,
 ) -> tuple[MemoryApi, RolloutController, Clock]:
     api = MemoryApi()
     spec = samples.minimal_spec()
     spec["kernelModule"]["version"] = NEW
+    if loading_order is not None:
+        spec["kernelModule"]["modulesLoadingOrder"] = loading_order
     spec["nodeSelector"] = {"gpu": "yes"}
-    spec["rollout"] = {"holdAfterFirstNode": False, "evictGPUPods": True}
+    spec["rollout"] = {"holdAfterFirstNode": False, "evictGPUPods": True, **(rollout or {})}
     api.objects[DRIVER_PATH] = samples.driver(DRIVER, spec)
     node = samples.node("n1", {"kubernetes.io/arch": "amd64", "gpu": "yes"})
     node["metadata"]["labels"].update(
@@ -168,6 +184,44 @@ def test_a_node_goes_from_pending_to_done_through_real_writes() -> None:
         "RolloutLoading",
         "RolloutDone",
     }
+
+
+def run_until_settled(api: MemoryApi, controller: RolloutController, clock: Clock) -> list[str]:
+    """The node's phases over a few passes (each new one once)."""
+    seen: list[str] = []
+    for _ in range(8):
+        controller.sync(DRIVER)
+        if not seen or seen[-1] != phase(api):
+            seen.append(phase(api))
+        clock.advance(1.5)
+    return seen
+
+
+def test_a_holder_listed_in_modules_loading_order_does_not_block() -> None:
+    for prepare in (False, True):
+        agents = Agents()
+        agents.holders = ["xe_compat"]
+        api, controller, clock = world(
+            agents=agents,
+            loading_order=["xe", "xe_compat"],
+            rollout={"unbindIdleDevices": prepare},
+        )
+        seen = run_until_settled(api, controller, clock)
+        assert seen[-1] == "Loading", (prepare, seen)
+        assert [list(r.unloaded_with) for r in agents.prepares] == (
+            [["xe_compat"]] if prepare else []
+        )
+
+
+def test_a_holder_not_in_modules_loading_order_blocks_before_any_cordon() -> None:
+    agents = Agents()
+    agents.holders = ["xe_compat"]
+    api, controller, clock = world(agents=agents)
+    seen = run_until_settled(api, controller, clock)
+    assert seen[-1] == "Blocked", seen
+    assert "Draining" not in seen, seen
+    annotations = api.objects[NODE_PATH]["metadata"]["annotations"]
+    assert annotations[names.REASON] == "xe is held by xe_compat: unload it first"
 
 
 def test_a_write_conflict_stops_the_pass_and_asks_for_another_soon() -> None:

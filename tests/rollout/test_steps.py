@@ -28,6 +28,7 @@ from coordinator.rollout.steps import (
 )
 from tests.rollout.builders import (
     ACTIVE_VFS,
+    HELD,
     KMM,
     OPEN_CLIENT,
     PF,
@@ -126,6 +127,21 @@ def test_checking_idle_vfs_go_on_when_preparation_may_disable_them() -> None:
         node(phase=Phase.CHECKING), report=report(blockers=[ACTIVE_VFS], foreign_vf_pfs=[PF])
     )
     assert only_patch(step_checking(allowed, to_vm).actions).phase_to is Phase.BLOCKED
+
+
+def test_checking_a_holder_module_blocks_unless_kmm_unloads_it_first() -> None:
+    held = answered(
+        node(phase=Phase.CHECKING), report=report(blockers=[HELD], holders=["xe_compat"])
+    )
+    with_compat = rollout([held], unloaded_with=["xe_compat"])
+    assert only_patch(step_checking(with_compat, held).actions).phase_to is Phase.DRAINING
+    patch = only_patch(step_checking(rollout([held]), held).actions)
+    assert patch.phase_to is Phase.BLOCKED
+    assert patch.annotations[names.REASON] == HELD.message
+    two = answered(
+        node(phase=Phase.CHECKING), report=report(blockers=[HELD], holders=["xe_compat", "kvmgt"])
+    )
+    assert only_patch(step_checking(with_compat, two).actions).phase_to is Phase.BLOCKED
 
 
 def test_checking_to_draining_cordons_and_records_the_node_once() -> None:
@@ -264,6 +280,31 @@ def test_preparing_sends_prepare_with_the_settings() -> None:
     assert step_preparing(allowed, facts).actions == [
         SendPrepare("n1", facts.attempt, "xe", allow_unbind=False, allow_disable_vfs=True)
     ]
+    with_compat = rollout(
+        [facts], settings=settings(unbind_idle_devices=True), unloaded_with=["xe_compat"]
+    )
+    assert step_preparing(with_compat, facts).actions == [
+        SendPrepare(
+            "n1",
+            facts.attempt,
+            "xe",
+            allow_unbind=True,
+            allow_disable_vfs=False,
+            unloaded_with=("xe_compat",),
+        )
+    ]
+
+
+def test_preparing_from_a_report_a_holder_kmm_unloads_first_does_not_block() -> None:
+    facts = answered(
+        node(phase=Phase.PREPARING, unschedulable=True),
+        report=report(blockers=[HELD], holders=["xe_compat"]),
+    )
+    patch = only_patch(step_preparing(rollout([facts], unloaded_with=["xe_compat"]), facts).actions)
+    assert patch.phase_to is Phase.LOADING
+    patch = only_patch(step_preparing(rollout([facts]), facts).actions)
+    assert patch.phase_to is Phase.BLOCKED
+    assert patch.annotations[names.REASON] == HELD.message
 
 
 def test_preparing_ready_records_changes_and_labels_in_one_write() -> None:
