@@ -30,9 +30,15 @@ class Blocker:
 
 
 class BlockerSource(Protocol):
-    """Anything that can say what blocks an unload on some nodes."""
+    """Anything that can say what blocks an unload on some nodes.
 
-    def blockers(self, nodes: frozenset[str]) -> list[Blocker]: ...
+    `unloaded_with` names the modules KMM's unload removes before the module itself (the
+    Module's modulesLoadingOrder after its first entry): a holder among them blocks nothing.
+    """
+
+    def blockers(
+        self, nodes: frozenset[str], unloaded_with: Sequence[str] = ()
+    ) -> list[Blocker]: ...
 
 
 @dataclass(frozen=True)
@@ -51,13 +57,20 @@ class UnloadDecision:
         return "; ".join(b.message for b in self.blockers)
 
 
-def decide_unload(target_nodes: Iterable[str], sources: Sequence[BlockerSource]) -> UnloadDecision:
-    """Ask every source about the targeted nodes; any blocker refuses the unload."""
+def decide_unload(
+    target_nodes: Iterable[str],
+    sources: Sequence[BlockerSource],
+    unloaded_with: Sequence[str] = (),
+) -> UnloadDecision:
+    """Ask every source about the targeted nodes; any blocker refuses the unload.
+
+    `unloaded_with`: the modules the unload removes before the module (see BlockerSource).
+    """
     nodes = frozenset(target_nodes)
     found: set[Blocker] = set()
     if nodes:
         for source in sources:
-            for blocker in source.blockers(nodes):
+            for blocker in source.blockers(nodes, unloaded_with):
                 if blocker.node is None or blocker.node in nodes:
                     found.add(blocker)
     return UnloadDecision(nodes, tuple(sorted(found, key=lambda b: (b.node or "", b.message))))
@@ -71,7 +84,8 @@ class ResourceClaimSource:
     nodes: tuple[Mapping[str, Any], ...]
     dra_driver: str = GPU_DRA_DRIVER
 
-    def blockers(self, nodes: frozenset[str]) -> list[Blocker]:
+    def blockers(self, nodes: frozenset[str], unloaded_with: Sequence[str] = ()) -> list[Blocker]:
+        """Every allocated GPU claim on `nodes` (`unloaded_with` changes nothing here)."""
         found: list[Blocker] = []
         for claim in self.claims:
             if not is_gpu_allocation(claim, self.dra_driver):

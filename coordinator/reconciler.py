@@ -35,6 +35,7 @@ from coordinator.status import (
     status_changed,
 )
 from coordinator.validation import validate
+from gpuctl.common.module_holders import modules_unloaded_with
 from gpuctl.common.node_selectors import nodes_matching
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,14 @@ class ClusterView(Protocol):
 class ReconcilerConfig:
     namespace: str
     loader_service_account: str | None = None
+
+
+def unloaded_with_module(module: Mapping[str, Any] | None) -> list[str]:
+    """The modules KMM unloads before the Module's own: its modulesLoadingOrder after the
+    first entry (the GPUDriver's, copied into the Module), [] when unset."""
+    spec = (module or {}).get("spec") or {}
+    modprobe = ((spec.get("moduleLoader") or {}).get("container") or {}).get("modprobe") or {}
+    return modules_unloaded_with(modprobe.get("modulesLoadingOrder"))
 
 
 def _driver_path(name: str | None = None, subresource: str | None = None) -> str:
@@ -161,7 +170,7 @@ class Reconciler:
             ResourceClaimSource(tuple(self._view.claims()), tuple(nodes)),
             *self._extra_sources,
         ]
-        return decide_unload(targets, sources)
+        return decide_unload(targets, sources, unloaded_with_module(module))
 
     def _carry_out(
         self,

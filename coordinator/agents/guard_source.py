@@ -2,18 +2,21 @@
 
 `report_blockers` is pure: for each targeted node, every blocker its fresh report lists, or
 one blocker saying the node's state is unknown (no report, a stale one, or one the agent has
-since superseded). `LiveReportSource` feeds it the registry's records and the clock each time
-the guard asks.
+since superseded). A MODULE_HOLDERS blocker whose holders are all modules the unload removes
+first (`unloaded_with`: KMM unloads modulesLoadingOrder in reverse) is left out. Blockers
+are otherwise the agent's own words. `LiveReportSource` feeds it the registry's records and
+the clock each time the guard asks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from coordinator.agents.freshness import is_fresh, staleness
 from coordinator.agents.registry import NodeRecord, Registry
 from coordinator.guard import Blocker
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from gpuctl.common.module_holders import holders_unloaded_with
 
 SOURCE = "agents"
 REASON_UNKNOWN = "NodeStateUnknown"
@@ -26,9 +29,20 @@ def _reason_name(reason: int) -> str:
         return f"REASON_{reason}"
 
 
+def _holders_unloaded_first(report: report_pb.NodeReport, unloaded_with: Sequence[str]) -> bool:
+    """True when the module has holders and the unload removes every one of them first."""
+    holders = report.module.holders
+    return bool(holders) and not holders_unloaded_with(holders, unloaded_with)
+
+
 def report_blockers(
-    records: Mapping[str, NodeRecord], nodes: frozenset[str], now: float, bound_seconds: float
+    records: Mapping[str, NodeRecord],
+    nodes: frozenset[str],
+    now: float,
+    bound_seconds: float,
+    unloaded_with: Sequence[str] = (),
 ) -> list[Blocker]:
+    """Every blocker of each targeted node's fresh report, or why its state is unknown."""
     found: list[Blocker] = []
     for node in sorted(nodes):
         record = records.get(node)
@@ -38,7 +52,10 @@ def report_blockers(
                 Blocker(node, REASON_UNKNOWN, f"node {node}: {why} (unknown is never safe)", SOURCE)
             )
             continue
+        holders_gone = _holders_unloaded_first(record.report, unloaded_with)
         for blocker in record.report.blockers:
+            if holders_gone and blocker.reason == report_pb.Blocker.MODULE_HOLDERS:
+                continue
             reason = _reason_name(blocker.reason)
             text = blocker.message or reason
             found.append(Blocker(node, reason, f"node {node}: {text} ({reason})", SOURCE))
@@ -55,6 +72,6 @@ class LiveReportSource:
         self._bound = bound_seconds
         self._monotonic = monotonic
 
-    def blockers(self, nodes: frozenset[str]) -> list[Blocker]:
+    def blockers(self, nodes: frozenset[str], unloaded_with: Sequence[str] = ()) -> list[Blocker]:
         records = {r.node: r for r in self._registry.records() if r.node in nodes}
-        return report_blockers(records, nodes, self._monotonic(), self._bound)
+        return report_blockers(records, nodes, self._monotonic(), self._bound, unloaded_with)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from coordinator.guard import Blocker, ResourceClaimSource, decide_unload
@@ -65,7 +66,7 @@ class FakeAgentSource:
 
     busy: dict[str, str]
 
-    def blockers(self, nodes: frozenset[str]) -> list[Blocker]:
+    def blockers(self, nodes: frozenset[str], unloaded_with: Sequence[str] = ()) -> list[Blocker]:
         return [Blocker(n, "OPEN_CLIENTS", m, "agent") for n, m in self.busy.items()]
 
 

@@ -138,3 +138,54 @@ def test_the_guard_combines_claims_and_agent_reports() -> None:
     decision = decide_unload({"n1"}, [claims, source])
     assert not decision.allowed
     assert [b.reason for b in decision.blockers] == ["NodeStateUnknown"]
+
+
+def _held_by(node: str, *holders: str) -> report_pb.NodeReport:
+    """A report of xe held by `holders` (the backport's xe_compat), with an open client too."""
+    report = sample_report(node, (OPEN_CLIENTS,))
+    report.module.holders[:] = list(holders)
+    report.blockers.add(
+        reason=report_pb.Blocker.MODULE_HOLDERS,
+        message=f"xe is held by {', '.join(holders)}: unload them first",
+    )
+    return report
+
+
+def test_holders_kmm_unloads_first_do_not_block_other_blockers_still_do() -> None:
+    registry, clock, _ = _registry()
+    registry.connected("n1", 1, "v1", "boot")
+    registry.connected("n2", 2, "v1", "boot")
+    registry.reported("n1", 1, _held_by("n1", "xe_compat"), 1)
+    registry.reported("n2", 2, _held_by("n2", "xe_compat", "kvmgt"), 1)
+    records = {r.node: r for r in registry.records()}
+    both = frozenset({"n1", "n2"})
+
+    def reasons(unloaded_with: list[str]) -> list[tuple[str | None, str]]:
+        return [
+            (b.node, b.reason)
+            for b in report_blockers(records, both, clock(), BOUND, unloaded_with)
+        ]
+
+    assert reasons(["xe_compat"]) == [
+        ("n1", "OPEN_CLIENTS"),
+        ("n2", "OPEN_CLIENTS"),
+        ("n2", "MODULE_HOLDERS"),
+    ]
+    assert reasons([]) == [
+        ("n1", "OPEN_CLIENTS"),
+        ("n1", "MODULE_HOLDERS"),
+        ("n2", "OPEN_CLIENTS"),
+        ("n2", "MODULE_HOLDERS"),
+    ]
+
+
+def test_the_guard_passes_the_unload_list_to_the_agent_source() -> None:
+    registry, clock, _ = _registry()
+    registry.connected("n1", 1, "v1", "boot")
+    report = _held_by("n1", "xe_compat")
+    del report.blockers[0]  # the open client: only the holder is left
+    registry.reported("n1", 1, report, 1)
+    source = LiveReportSource(registry, BOUND, clock)
+    assert decide_unload({"n1"}, [source], ["xe_compat", "drm_buddy"]).allowed
+    refused = decide_unload({"n1"}, [source])
+    assert [b.reason for b in refused.blockers] == ["MODULE_HOLDERS"]

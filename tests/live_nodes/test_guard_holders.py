@@ -1,0 +1,84 @@
+"""The unload guard with the agents' reports: a holder module the Module's own unload removes
+first (modulesLoadingOrder) does not refuse deleting the GPUDriver; any other holder does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from coordinator.agents.guard_source import LiveReportSource
+from coordinator.agents.registry import Registry
+from coordinator.events import EventRecorder
+from coordinator.kmm_discovery import Discovery
+from coordinator.reconciler import Reconciler, ReconcilerConfig, unloaded_with_module
+from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from tests.coordinator import samples
+from tests.coordinator.test_reconciler import DRIVERS, MODULES, NOW, MemoryApi, View
+from tests.live_nodes.agent_client import sample_report
+from tests.live_nodes.clocks import ManualClock
+
+DRIVER = f"{DRIVERS}/gpu-policy"
+MODULE = f"{MODULES}/gpu-policy-gpu"
+
+
+def _held_by_compat() -> report_pb.NodeReport:
+    report = sample_report("n1")
+    report.module.holders.append("xe_compat")
+    report.blockers.add(
+        reason=report_pb.Blocker.MODULE_HOLDERS, message="xe is held by xe_compat: unload it first"
+    )
+    return report
+
+
+def _reconciler(api: MemoryApi) -> Reconciler:
+    clock = ManualClock()
+    registry = Registry(clock, clock.wall)
+    registry.connected("n1", 1, "v1", "boot")
+    registry.reported("n1", 1, _held_by_compat(), 1)
+    return Reconciler(
+        api,
+        discovery=Discovery(lambda: {"kmm.sigs.x-k8s.io": ["v1beta1"]}),
+        view=View(api),
+        events=EventRecorder(api, "default", "test", lambda: NOW),
+        config=ReconcilerConfig(samples.NAMESPACE),
+        now=lambda: NOW,
+        extra_blocker_sources=[LiveReportSource(registry, 30.0, clock)],
+    )
+
+
+def test_the_unload_list_is_the_modules_loading_order_after_its_first_entry() -> None:
+    module: dict[str, Any] = {
+        "spec": {
+            "moduleLoader": {
+                "container": {"modprobe": {"modulesLoadingOrder": ["xe", "xe_compat", "drm_buddy"]}}
+            }
+        }
+    }
+    assert unloaded_with_module(module) == ["xe_compat", "drm_buddy"]
+    assert unloaded_with_module({"spec": {"moduleLoader": {"container": {"modprobe": {}}}}}) == []
+    assert unloaded_with_module(None) == []
+
+
+@pytest.mark.parametrize("loading_order", [["xe", "xe_compat"], None])
+def test_deleting_a_gpudriver_is_refused_only_for_holders_kmm_leaves(
+    loading_order: list[str] | None,
+) -> None:
+    api = MemoryApi()
+    spec = samples.minimal_spec()
+    if loading_order is not None:
+        spec["kernelModule"]["modulesLoadingOrder"] = loading_order
+    driver = samples.driver(spec=spec)
+    del driver["metadata"]["resourceVersion"]
+    api.objects[DRIVER] = api._stamp(driver)
+    rec = _reconciler(api)
+    rec.reconcile("gpu-policy")
+    assert MODULE in api.objects
+    api.objects[DRIVER]["metadata"]["deletionTimestamp"] = "2026-11-29T12:00:00Z"
+    rec.reconcile("gpu-policy")
+    if loading_order is not None:
+        assert MODULE not in api.objects
+    else:
+        assert MODULE in api.objects
+        errors = " | ".join(api.objects[DRIVER]["status"]["errors"])
+        assert "node n1: xe is held by xe_compat: unload it first (MODULE_HOLDERS)" in errors
