@@ -339,3 +339,25 @@ def test_the_rollout_holds_after_the_first_node_until_resumed_for_its_version(
     )
     rig.wait_phases({first: "Done", second: "Done"}, timeout=60)
     wait_complete(rig)
+
+
+def test_a_holder_module_blocks_until_modules_loading_order_lists_it(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    [node] = start(rig, ["a"], FAST)
+    host = rig.hosts[node]
+    # The backport's companion module holds xe, as on a DKMS or KMM out-of-tree node.
+    host.add_module("xe_compat", taint="OE")
+    host.symlink("sys/module/xe/holders/xe_compat", "../../xe_compat")
+    host.write("sys/module/xe/refcnt", "1\n")
+    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.wait_phases({node: "Blocked"}, timeout=60)
+    assert "xe is held by xe_compat" in rig.annotation(node, names.REASON)
+    assert module_version(rig, node) == OLD
+    assert node not in rig.loader.unloads
+    # KMM unloads modulesLoadingOrder in reverse: xe_compat goes first, so it blocks nothing.
+    rig.patch_driver({"spec": {"kernelModule": {"modulesLoadingOrder": ["xe", "xe_compat"]}}})
+    rig.wait_phases({node: "Done"}, timeout=60)
+    assert module_version(rig, node) == NEW
+    assert rig.loader.violations == []
