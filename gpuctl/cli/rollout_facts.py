@@ -20,16 +20,20 @@ from gpuctl.cli.node_view import from_gpunode
 from gpuctl.cli.rollout_plan import NodeFacts, PlanSettings
 from gpuctl.cli.source_flags import Clock
 from gpuctl.common.gpu_claims import claim_nodes, is_gpu_allocation
+from gpuctl.common.module_holders import modules_unloaded_with
 
 GPU_RESOURCE_PREFIX = "gpu.intel.com/"
 CLAIMS = "resourceclaims.resource.k8s.io"
 
 
 def plan_settings(driver: Mapping[str, Any]) -> PlanSettings:
-    rollout = (driver.get("spec") or {}).get("rollout") or {}
+    spec = driver.get("spec") or {}
+    rollout = spec.get("rollout") or {}
+    loading_order = (spec.get("kernelModule") or {}).get("modulesLoadingOrder")
     return PlanSettings(
         evict_gpu_pods=bool(rollout.get("evictGPUPods", False)),
         disable_idle_vfs=bool(rollout.get("disableIdleVFs", False)),
+        unloaded_with=tuple(modules_unloaded_with(loading_order)),
     )
 
 

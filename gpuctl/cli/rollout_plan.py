@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.node_view import NodeView
 from gpuctl.cli.table import format_table
+from gpuctl.common.module_holders import holders_unloaded_with
 
 OPT_OUT_LABEL, OPT_OUT_VALUE = "gpuctl.dev/rollout", "skip"
 STATE_LABEL = "gpuctl.dev/driver-state"
@@ -30,6 +31,9 @@ Reason = pb.Blocker.Reason
 class PlanSettings:
     evict_gpu_pods: bool = False
     disable_idle_vfs: bool = False
+    # Modules KMM unloads before the driver (modulesLoadingOrder after its first entry): their
+    # holding the driver does not block.
+    unloaded_with: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,9 +102,17 @@ def _agent_blockers(view: NodeView | None, settings: PlanSettings, notes: list[s
         return [f"the agent's report is not fresh ({view.problem or 'agent disconnected'})"]
     report = view.report
     found: list[str] = []
+    holders = list(report.module.holders)
     for blocker in report.blockers:
         if blocker.reason == Reason.ACTIVE_VFS and _vfs_can_be_disabled(report, blocker, settings):
             notes.append(f"would disable the idle VFs of {blocker.pci_address}, then restore them")
+            continue
+        if (
+            blocker.reason == Reason.MODULE_HOLDERS
+            and holders
+            and not holders_unloaded_with(holders, settings.unloaded_with)
+        ):
+            notes.append(f"KMM unloads {', '.join(holders)} first (modulesLoadingOrder)")
             continue
         found.append(blocker.message)
     return found

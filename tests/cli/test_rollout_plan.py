@@ -6,7 +6,7 @@ import datetime
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.node_view import NodeView
-from gpuctl.cli.rollout_facts import requests_gpu
+from gpuctl.cli.rollout_facts import plan_settings, requests_gpu
 from gpuctl.cli.rollout_plan import NodeFacts, PlanSettings, plan_rollout, render_plan
 
 AGE = datetime.timedelta(seconds=5)
@@ -114,6 +114,36 @@ def test_idle_vfs_on_the_host_go_only_when_disabling_them_is_allowed() -> None:
 def test_vfs_handed_to_vms_block_even_when_disabling_is_allowed() -> None:
     node = NodeFacts("n", view=_view(_pf_with_vfs("vfio-pci")))
     assert _verdicts([node], PlanSettings(disable_idle_vfs=True)) == {"n": "blocked"}
+
+
+def _held(*holders: str) -> pb.NodeReport:
+    report = _idle()
+    report.module.holders.extend(holders)
+    report.blockers.add(
+        reason=pb.Blocker.MODULE_HOLDERS, message=f"xe is held by {', '.join(holders)}"
+    )
+    return report
+
+
+def test_holders_kmm_unloads_first_do_not_block() -> None:
+    node = NodeFacts("n", view=_view(_held("xe_compat")))
+    assert _verdicts([node]) == {"n": "blocked"}
+    planned = plan_rollout("v2", PlanSettings(unloaded_with=("xe_compat",)), [node])
+    assert planned[0].verdict == "go"
+    assert planned[0].reasons == ("KMM unloads xe_compat first (modulesLoadingOrder)",)
+
+
+def test_a_holder_kmm_does_not_unload_still_blocks() -> None:
+    node = NodeFacts("n", view=_view(_held("xe_compat", "xe_vfio_pci")))
+    planned = plan_rollout("v2", PlanSettings(unloaded_with=("xe_compat",)), [node])
+    assert planned[0].verdict == "blocked"
+    assert planned[0].reasons == ("xe is held by xe_compat, xe_vfio_pci",)
+
+
+def test_plan_settings_read_the_loading_order() -> None:
+    driver = {"spec": {"kernelModule": {"modulesLoadingOrder": ["xe", "xe_compat"]}}}
+    assert plan_settings(driver).unloaded_with == ("xe_compat",)
+    assert plan_settings({"spec": {}}).unloaded_with == ()
 
 
 def test_gpu_pods_are_recognised_by_their_resources() -> None:
