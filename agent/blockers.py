@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from agent.drm_clients import ClientScanOutcome, DrmClientFacts, ScanState
 from agent.kmod import ModuleFacts, ModuleState
 from agent.pci import GpuFunction
+from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
 
 # Drivers that hand a VF to a virtual machine: in use, invisible from the host.
-VM_PASSTHROUGH_DRIVERS = frozenset({"vfio-pci", "xe-vfio-pci", "xe_vfio_pci"})
 
 
 class BlockerReason(enum.Enum):

@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from agent.blockers import VM_PASSTHROUGH_DRIVERS
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.common.module_holders import holders_unloaded_with
+from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
 
 DISABLE_VFS_SETTING = "rollout.disableIdleVFs"
 

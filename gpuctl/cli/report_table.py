@@ -10,10 +10,9 @@ from collections.abc import Iterable
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.table import format_table
+from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
 
 UNKNOWN = "unknown"
-# Drivers that hand a function to a VM: its users are inside the guest, invisible here.
-PASSTHROUGH_DRIVERS = frozenset({"vfio-pci", "xe-vfio-pci", "xe_vfio_pci"})
 
 
 def render_report(report: pb.NodeReport) -> str:
@@ -95,7 +94,7 @@ def _vfs_cell(device: pb.Device) -> str:
 
 
 def clients_cell(device: pb.Device, clients_known: bool) -> str:
-    if device.driver in PASSTHROUGH_DRIVERS:
+    if device.driver in VM_PASSTHROUGH_DRIVERS:
         return f"{UNKNOWN} (VM)"
     if not clients_known:
         return UNKNOWN

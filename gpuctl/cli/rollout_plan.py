@@ -19,11 +19,11 @@ from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.node_view import NodeView
 from gpuctl.cli.table import format_table
 from gpuctl.common.module_holders import holders_unloaded_with
+from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
 
 OPT_OUT_LABEL, OPT_OUT_VALUE = "gpuctl.dev/rollout", "skip"
 STATE_LABEL = "gpuctl.dev/driver-state"
 STATE_VERSION_ANNOTATION = "gpuctl.dev/driver-state-version"
-PASSTHROUGH_DRIVERS = frozenset({"vfio-pci", "xe-vfio-pci", "xe_vfio_pci"})
 Reason = pb.Blocker.Reason
 
 
@@ -127,7 +127,7 @@ def _vfs_can_be_disabled(
     vfs = [
         d for d in report.devices if d.role == pb.Device.VIRTUAL and d.physfn == blocker.pci_address
     ]
-    return all(vf.driver not in PASSTHROUGH_DRIVERS and not vf.clients for vf in vfs)
+    return all(vf.driver not in VM_PASSTHROUGH_DRIVERS and not vf.clients for vf in vfs)
 
 
 def render_plan(name: str, target: str, planned: Sequence[PlannedNode]) -> str:
