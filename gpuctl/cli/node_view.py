@@ -16,6 +16,7 @@ from google.protobuf import json_format
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.api.v1alpha1 import node_service_pb2 as service_pb
+from gpuctl.cli.durations import parse_rfc3339
 
 
 @dataclass(frozen=True)
@@ -29,16 +30,6 @@ class NodeView:
     agent_version: str = ""
     # Why the report is missing or not to be trusted, in words; empty when all is well.
     problem: str = ""
-
-
-def _parse_time(text: object) -> datetime.datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 
 def from_gpunode(obj: Mapping[str, Any], now: datetime.datetime) -> NodeView:
@@ -58,7 +49,7 @@ def from_gpunode(obj: Mapping[str, Any], now: datetime.datetime) -> NodeView:
             report, problem = None, f"the stored report cannot be read: {error}"
     elif raw_report is not None:
         problem = "the stored report is not an object"
-    received = _parse_time(status.get("reportReceivedAt"))
+    received = parse_rfc3339(status.get("reportReceivedAt"))
     age = now - received if received is not None and report is not None else None
     if report is None and not problem:
         problem = "no report received yet"

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuctl.cli.durations import short_age
+from gpuctl.cli.durations import parse_rfc3339, short_age
 from gpuctl.cli.table import format_table
 
 COMPLETE, FAILED = "Complete", "Failed"
@@ -41,16 +41,6 @@ class RolloutView:
     started_at: datetime.datetime | None = None
 
 
-def parse_time(text: object) -> datetime.datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
-
-
 def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
@@ -70,7 +60,7 @@ def from_gpudriver(obj: Mapping[str, Any]) -> RolloutView | None:
             name=str(node.get("name", "")),
             phase=str(node.get("phase", "")),
             reason=str(node.get("reason", "")),
-            since=parse_time(node.get("since")),
+            since=parse_rfc3339(node.get("since")),
         )
         for node in rollout.get("nodes") or []
         if isinstance(node, Mapping)
@@ -84,7 +74,7 @@ def from_gpudriver(obj: Mapping[str, Any]) -> RolloutView | None:
         updated=_int(rollout.get("updated")),
         counts=counts,
         nodes=nodes,
-        started_at=parse_time(rollout.get("startedAt")),
+        started_at=parse_rfc3339(rollout.get("startedAt")),
     )
 
 
