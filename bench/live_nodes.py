@@ -8,7 +8,7 @@ its own process (bench.live_nodes_server), N simulated agents (bench.agent_swarm
 TLS (from four processes of 500) and each sends `--reports` changed reports as fast as the
 streams take them:
 
-- coordinator: coordinator.agents.live.LiveNodes, as gpuctl-coordinator runs it: a TokenReview
+- coordinator: coordinator.live_nodes.live.LiveNodes, as gpuctl-coordinator runs it: a TokenReview
   per agent token, the registry, the GPUNode mirror writing every node's changes to the API
   server (coalesced per node), NodeService;
 - baseline: a bare grpc.aio AgentService server that accepts the same streams (no token
@@ -45,7 +45,7 @@ import grpc
 
 from bench.agent_swarm import SwarmProcesses
 from bench.timing import Timings, ratio_line
-from coordinator.kube import Kube, path
+from coordinator.kube.client import Kube, path
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as node_grpc
 from tests.harness import certs

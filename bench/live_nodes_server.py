@@ -4,7 +4,7 @@
         --kubeconfig KC --namespace NS
     python -m bench.live_nodes_server bare --port P --tls-cert C --tls-key K
 
-`coordinator` is coordinator.agents.live.LiveNodes, as gpuctl-coordinator runs it: TokenReview
+`coordinator` is coordinator.live_nodes.live.LiveNodes, as gpuctl-coordinator runs it: TokenReview
 per token, the registry, the GPUNode mirror writing to the API server, NodeService. `bare` is
 the baseline: a grpc.aio AgentService server with the same TLS and message limit that accepts
 every stream (no token check), answers Hello with a Welcome, parses each message and discards
@@ -29,10 +29,10 @@ import grpc
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from coordinator.agents.agent_service import AgentServiceConfig
-from coordinator.agents.live import LiveNodes, LiveNodesConfig
-from coordinator.agents.server import DEFAULT_MAX_MESSAGE_BYTES, ServerConfig, TlsFiles
-from coordinator.kube import Kube
+from coordinator.kube.client import Kube
+from coordinator.live_nodes.agent_service import AgentServiceConfig
+from coordinator.live_nodes.live import LiveNodes, LiveNodesConfig
+from coordinator.live_nodes.server import DEFAULT_MAX_MESSAGE_BYTES, ServerConfig, TlsFiles
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 
 AUDIENCE = "gpuctl.dev/agent"

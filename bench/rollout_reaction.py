@@ -40,13 +40,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from bench.timing import Timings, ratio_line
-from coordinator.events import EventRecorder
-from coordinator.kube import JSON, MERGE_PATCH, Kube, KubeApi, path
-from coordinator.module_spec import KMM_GROUP, KMM_PLURAL, KMM_VERSION, desired_module
+from coordinator.drivers.module_spec import KMM_GROUP, KMM_PLURAL, KMM_VERSION, desired_module
+from coordinator.kube.client import JSON, MERGE_PATCH, Kube, KubeApi, path
+from coordinator.kube.events import EventRecorder
+from coordinator.kube.watches import Informer, Resource
 from coordinator.rollout import names
 from coordinator.rollout.controller import RolloutConfig, RolloutController, kmm_labels
 from coordinator.rollout.metrics import RolloutMetrics
-from coordinator.watches import Informer, Resource
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from tests.harness.cluster import repository_root, start_cluster

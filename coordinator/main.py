@@ -1,7 +1,7 @@
 """`gpuctl-coordinator`: the command line of the coordinator process.
 
 Reads flags, builds the Kubernetes client (in-cluster by default, `--kubeconfig` for local
-runs), sets up JSON logs and SIGTERM/SIGINT handling, and runs coordinator.runner.Coordinator
+runs), sets up JSON logs and SIGTERM/SIGINT handling, and runs coordinator.manager.Coordinator
 until told to stop. Exit status: 0 after a clean stop, 1 when leadership was lost (the
 Deployment restarts the pod, which campaigns again), 2 on bad usage.
 """
@@ -24,12 +24,13 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from prometheus_client import CollectorRegistry
 
-from coordinator import json_logs
-from coordinator.agents.flags import AgentFlagsError, add_agent_arguments, live_nodes_config
-from coordinator.agents.live import LiveNodes, LiveNodesConfig
-from coordinator.agents.metrics import LiveNodesCollector
-from coordinator.agents.serving_label import ServingLabel
-from coordinator.kube import Kube
+from coordinator import logs as json_logs
+from coordinator.kube.client import Kube
+from coordinator.live_nodes.flags import AgentFlagsError, add_agent_arguments, live_nodes_config
+from coordinator.live_nodes.live import LiveNodes, LiveNodesConfig
+from coordinator.live_nodes.metrics import LiveNodesCollector
+from coordinator.live_nodes.serving_label import ServingLabel
+from coordinator.manager import COMPONENT, Coordinator, CoordinatorConfig, LeaderScoped
 from coordinator.metrics_http import (
     MetricsServerError,
     add_metrics_arguments,
@@ -37,7 +38,6 @@ from coordinator.metrics_http import (
     stop_metrics,
 )
 from coordinator.rollout.metrics import RolloutMetrics
-from coordinator.runner import COMPONENT, Coordinator, CoordinatorConfig, LeaderScoped
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 FALLBACK_NAMESPACE = "gpuctl-system"

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator import model
-from coordinator.agents import gpunode_crd
-from coordinator.module_spec import KMM_GROUP, KMM_PLURAL
+from coordinator.drivers import model
+from coordinator.drivers.module_spec import KMM_GROUP, KMM_PLURAL
+from coordinator.live_nodes import gpunode_crd
 
 READ = ["get", "list", "watch"]
 
@@ -60,7 +60,7 @@ CLUSTER_RULES: list[dict[str, Any]] = [
 ]
 
 # In the coordinator's namespace: the KMM Modules it writes, its leader-election Lease, and its
-# own Pod's gRPC serving label (coordinator/agents/serving_label.py).
+# own Pod's gRPC serving label (coordinator/live_nodes/serving_label.py).
 NAMESPACE_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": [KMM_GROUP],

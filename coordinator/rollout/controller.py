@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from coordinator import model
-from coordinator.conflicts import conflicting_driver
-from coordinator.events import WARNING, EventRecorder
-from coordinator.kube import MERGE_PATCH, KubeApi, KubeError, path
-from coordinator.module_spec import module_name, node_selector, ready_label, version_label
+from coordinator.drivers import model
+from coordinator.drivers.conflicts import conflicting_driver
+from coordinator.drivers.module_spec import module_name, node_selector, ready_label, version_label
+from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
+from coordinator.kube.events import WARNING, EventRecorder
+from coordinator.kube.watches import WorkQueue
 from coordinator.rollout import names
 from coordinator.rollout.actions import (
     Action,
@@ -53,7 +54,6 @@ from coordinator.rollout.pods import claims_on_nodes, eviction, gpu_pods
 from coordinator.rollout.records import decode_changes
 from coordinator.rollout.rollout_status import resumed_version
 from coordinator.rollout.settings import RolloutSettings, SettingsError, rollout_settings
-from coordinator.watches import WorkQueue
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common.module_holders import modules_unloaded_with
 from gpuctl.common.node_selectors import matches_labels, node_labels

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator.events import NORMAL, WARNING
+from coordinator.kube.events import NORMAL, WARNING
 from coordinator.rollout import names
 from coordinator.rollout.actions import Action, PatchNode, RequestReport
 from coordinator.rollout.facts import INSPECT, NodeFacts, RolloutInput

@@ -15,7 +15,7 @@ from typing import Any
 
 import pydantic
 
-from coordinator import model
+from coordinator.drivers import model
 
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}

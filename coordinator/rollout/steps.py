@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from coordinator.events import NORMAL, WARNING
+from coordinator.kube.events import NORMAL, WARNING
 from coordinator.rollout import names
 from coordinator.rollout.actions import (
     Action,

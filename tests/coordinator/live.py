@@ -14,9 +14,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from coordinator.kmm_discovery import Discover
-from coordinator.kube import MERGE_PATCH, Kube, KubeError, path
-from coordinator.runner import Coordinator, CoordinatorConfig
+from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
+from coordinator.kube.discovery import Discover
+from coordinator.manager import Coordinator, CoordinatorConfig
 from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until
 

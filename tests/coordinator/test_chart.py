@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from agent.__main__ import build_parser as build_agent_parser
-from coordinator.agents.serving_label import SERVING_LABEL
+from coordinator.live_nodes.serving_label import SERVING_LABEL
 from coordinator.main import parse_args
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "gpuctl"

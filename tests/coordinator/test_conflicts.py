@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.conflicts import conflicting_driver
+from coordinator.drivers.conflicts import conflicting_driver
 from tests.coordinator import samples
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from coordinator import model
-from coordinator.crd import gpudriver_crd
+from coordinator.drivers import model
+from coordinator.drivers.crd import gpudriver_crd
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO / "charts" / "gpuctl" / "crds" / "gpudrivers.gpuctl.dev.yaml"

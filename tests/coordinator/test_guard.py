@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from coordinator.guard import Blocker, ResourceClaimSource, decide_unload
+from coordinator.drivers.guard import Blocker, ResourceClaimSource, decide_unload
 from gpuctl.common.gpu_claims import claim_nodes
 from tests.coordinator.samples import claim, node
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coordinator.kmm_discovery import Discovery, ServedGroups
+from coordinator.kube.discovery import Discovery, ServedGroups
 
 
 class Answers:

@@ -6,8 +6,8 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from coordinator.kube import KubeError
-from coordinator.leader import (
+from coordinator.kube.client import KubeError
+from coordinator.kube.leader import (
     LeaderElector,
     LeaseAction,
     LeaseConfig,

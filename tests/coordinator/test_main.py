@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from prometheus_client import CollectorRegistry
 
-from coordinator.json_logs import JsonFormatter
+from coordinator.logs import JsonFormatter
 from coordinator.main import parse_args
 from coordinator.metrics_http import MetricsServerError, serve_metrics, stop_metrics
 from coordinator.rollout.metrics import RolloutMetrics

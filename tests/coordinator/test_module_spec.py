@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from coordinator import module_spec as ms
+from coordinator.drivers import module_spec as ms
 from tests.coordinator import samples
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.guard import Blocker, UnloadDecision
-from coordinator.module_spec import desired_module
-from coordinator.plan import FINALIZER, Action, PlanInput, plan
-from coordinator.validation import FieldError
+from coordinator.drivers.guard import Blocker, UnloadDecision
+from coordinator.drivers.module_spec import desired_module
+from coordinator.drivers.plan import FINALIZER, Action, PlanInput, plan
+from coordinator.drivers.validation import FieldError
 from tests.coordinator import samples
 
 MOD = "gpu-policy-gpu"

@@ -6,11 +6,11 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
-from coordinator.events import EventRecorder
-from coordinator.kmm_discovery import Discovery
-from coordinator.kube import KubeError
-from coordinator.plan import FINALIZER
-from coordinator.reconciler import CONFLICT_RETRY_SECONDS, Reconciler, ReconcilerConfig
+from coordinator.drivers.plan import FINALIZER
+from coordinator.drivers.reconciler import CONFLICT_RETRY_SECONDS, Reconciler, ReconcilerConfig
+from coordinator.kube.client import KubeError
+from coordinator.kube.discovery import Discovery
+from coordinator.kube.events import EventRecorder
 from tests.coordinator import samples
 
 DRIVERS = "/apis/gpuctl.dev/v1alpha1/gpudrivers"

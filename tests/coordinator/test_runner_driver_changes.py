@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.runner import _reconciled_part
+from coordinator.manager import _reconciled_part
 from tests.coordinator import samples
 
 

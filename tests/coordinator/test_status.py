@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.status import (
+from coordinator.drivers.status import (
     KMM_NOT_INSTALLED,
     Observation,
     Problem,

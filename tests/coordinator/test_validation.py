@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.validation import (
+from coordinator.drivers.validation import (
     FieldError,
     expand_template_variables,
     image_problem,

@@ -6,8 +6,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from coordinator.kube import KubeError
-from coordinator.watches import Informer, Resource, WorkQueue, object_key
+from coordinator.kube.client import KubeError
+from coordinator.kube.watches import Informer, Resource, WorkQueue, object_key
 
 
 def obj(name: str, rv: str, namespace: str | None = None) -> dict[str, Any]:

@@ -50,8 +50,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from coordinator.agents.live import LiveNodes
-from coordinator.kube import Kube
+from coordinator.kube.client import Kube
+from coordinator.live_nodes.live import LiveNodes
 from tests.coordinator.live import Api, remove_test_drivers
 from tests.harness.access import KubeCluster
 from tests.harness.cluster import repository_root, start_cluster

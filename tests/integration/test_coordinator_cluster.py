@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from coordinator.kmm_discovery import ServedGroups, api_discovery
-from coordinator.kube import Kube
-from coordinator.leader import format_micro_time
+from coordinator.kube.client import Kube
+from coordinator.kube.discovery import ServedGroups, api_discovery
+from coordinator.kube.leader import format_micro_time
 from tests.coordinator.live import (
     Api,
     gpudriver,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.module_spec import version_label
+from coordinator.drivers.module_spec import version_label
 from tests.coordinator.live import (
     Api,
     gpudriver,

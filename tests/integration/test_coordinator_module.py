@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.module_spec import desired_module
-from coordinator.plan import FINALIZER
+from coordinator.drivers.module_spec import desired_module
+from coordinator.drivers.plan import FINALIZER
 from tests.coordinator.live import (
     Api,
     gpudriver,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.kube import path
+from coordinator.kube.client import path
 from tests.coordinator.live import (
     TEST_LABEL,
     Api,

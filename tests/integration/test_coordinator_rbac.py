@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.kube import path
+from coordinator.kube.client import path
 from coordinator.rbac import CLUSTER_RULES, NAMESPACE_RULES
 from tests.coordinator.live import (
     Api,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.kube import Kube
-from coordinator.watches import Informer, Resource
+from coordinator.kube.client import Kube
+from coordinator.kube.watches import Informer, Resource
 from tests.coordinator.live import TEST_LABEL, Api, gpudriver
 from tests.harness.waiting import wait_until
 

@@ -13,8 +13,8 @@ from typing import Any
 import grpc
 import pytest
 
-from coordinator.agents.live import LiveNodes
-from coordinator.kube import Kube
+from coordinator.kube.client import Kube
+from coordinator.live_nodes.live import LiveNodes
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from tests.live_nodes.agent_client import sample_report
 from tests.live_nodes.cluster_agents import (

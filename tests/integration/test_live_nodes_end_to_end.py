@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.kube import Kube
+from coordinator.kube.client import Kube
 from tests.coordinator.live import TEST_LABEL
 from tests.fakehost import FakeHost
 from tests.fakehost.scenarios import B580, BACKPORT_TAG, kmm_out_of_tree

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from coordinator.agents.live import LiveNodes
-from coordinator.kube import Kube
-from coordinator.runner import Coordinator, CoordinatorConfig
+from coordinator.kube.client import Kube
+from coordinator.live_nodes.live import LiveNodes
+from coordinator.manager import Coordinator, CoordinatorConfig
 from tests.coordinator.live import (
     TEST_LABEL,
     Api,

@@ -12,8 +12,8 @@ from typing import Any
 import grpc
 import pytest
 
-from coordinator.agents.live import LiveNodes
-from coordinator.agents.registry import NodeRecord, Session
+from coordinator.live_nodes.live import LiveNodes
+from coordinator.live_nodes.registry import NodeRecord, Session
 from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until
 from tests.live_nodes.agent_client import sample_report

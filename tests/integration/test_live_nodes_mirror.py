@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.agents.live import LiveNodes
-from coordinator.kube import MERGE_PATCH, Kube, path
+from coordinator.kube.client import MERGE_PATCH, Kube, path
+from coordinator.live_nodes.live import LiveNodes
 from tests.harness.waiting import wait_until
 from tests.live_nodes.agent_client import OPEN_CLIENTS, sample_report
 from tests.live_nodes.cluster_agents import (

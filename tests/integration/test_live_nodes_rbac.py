@@ -14,8 +14,8 @@ from typing import Any
 import grpc
 import pytest
 
-from coordinator.agents.serving_label import SERVING_LABEL, ServingLabel
-from coordinator.kube import Kube, path
+from coordinator.kube.client import Kube, path
+from coordinator.live_nodes.serving_label import SERVING_LABEL, ServingLabel
 from coordinator.rbac import CLUSTER_RULES, NAMESPACE_RULES
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as node_grpc

@@ -15,8 +15,8 @@ import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
-from coordinator.agents.live import LiveNodes
-from coordinator.kube import Kube
+from coordinator.kube.client import Kube
+from coordinator.live_nodes.live import LiveNodes
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as node_grpc
 from tests.harness.access import KubeCluster

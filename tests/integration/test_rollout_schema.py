@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.kube import KubeError
+from coordinator.kube.client import KubeError
 from tests.coordinator.live import Api, gpudriver, simple_spec
 
 pytestmark = pytest.mark.integration

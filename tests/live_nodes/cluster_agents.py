@@ -5,7 +5,7 @@
 - `AgentPods` creates the agent ServiceAccount and one Pod per Node (bound to it by
   spec.nodeName; nothing runs it), and mints TokenRequest tokens bound to those Pods, exactly
   what the DaemonSet's projected token is.
-- `running_live_nodes` runs coordinator.agents.live.LiveNodes in the test process.
+- `running_live_nodes` runs coordinator.live_nodes.live.LiveNodes in the test process.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from kubernetes import client as k8s
 
-from coordinator.agents.agent_service import AgentServiceConfig
-from coordinator.agents.gpunode_crd import GROUP, PLURAL, VERSION
-from coordinator.agents.live import LiveNodes, LiveNodesConfig
-from coordinator.agents.server import ServerConfig, TlsFiles
-from coordinator.kube import Kube, KubeError, path
+from coordinator.kube.client import Kube, KubeError, path
+from coordinator.live_nodes.agent_service import AgentServiceConfig
+from coordinator.live_nodes.gpunode_crd import GROUP, PLURAL, VERSION
+from coordinator.live_nodes.live import LiveNodes, LiveNodesConfig
+from coordinator.live_nodes.server import ServerConfig, TlsFiles
 from tests.harness import certs
 from tests.harness.access import KubeCluster
 from tests.live_nodes.agent_client import AgentClient

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from coordinator.agents.access_review import AccessReviewer, access_review_body
-from coordinator.agents.token_review import Reviewed
+from coordinator.live_nodes.access_review import AccessReviewer, access_review_body
+from coordinator.live_nodes.token_review import Reviewed
 from tests.live_nodes.clocks import ManualClock
 
 ALICE = Reviewed(

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from coordinator.agents.gpunode_crd import gpunode_crd
+from coordinator.live_nodes.gpunode_crd import gpunode_crd
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO / "charts" / "gpuctl" / "crds" / "gpunodes.gpuctl.dev.yaml"

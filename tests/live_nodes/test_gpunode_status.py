@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
-from coordinator.agents.gpunode_status import (
+from coordinator.live_nodes.gpunode_status import (
     apply_merge,
     desired_status,
     merge_diff,
@@ -13,7 +13,7 @@ from coordinator.agents.gpunode_status import (
     status_patch,
     summary,
 )
-from coordinator.agents.registry import NodeRecord, Session
+from coordinator.live_nodes.registry import NodeRecord, Session
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from tests.live_nodes.agent_client import OPEN_CLIENTS, sample_report
 

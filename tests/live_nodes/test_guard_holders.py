@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from coordinator.agents.guard_source import LiveReportSource
-from coordinator.agents.registry import Registry
-from coordinator.events import EventRecorder
-from coordinator.kmm_discovery import Discovery
-from coordinator.reconciler import Reconciler, ReconcilerConfig, unloaded_with_module
+from coordinator.drivers.reconciler import Reconciler, ReconcilerConfig, unloaded_with_module
+from coordinator.kube.discovery import Discovery
+from coordinator.kube.events import EventRecorder
+from coordinator.live_nodes.guard_source import LiveReportSource
+from coordinator.live_nodes.registry import Registry
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from tests.coordinator import samples
 from tests.coordinator.test_reconciler import DRIVERS, MODULES, NOW, MemoryApi, View

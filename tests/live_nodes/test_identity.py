@@ -10,14 +10,15 @@ from typing import Any
 import grpc
 import pytest
 
-from coordinator.agents.identity import (
+from coordinator.kube.client import KubeError
+from coordinator.live_nodes.identity import (
     RefusalError,
     agent_node,
     bearer_token,
     check_claimed_node,
     require_token,
 )
-from coordinator.agents.token_review import (
+from coordinator.live_nodes.token_review import (
     NODE_NAME_EXTRA,
     Reviewed,
     ReviewUnavailableError,
@@ -25,7 +26,6 @@ from coordinator.agents.token_review import (
     parse_review,
     token_expiry,
 )
-from coordinator.kube import KubeError
 
 AGENT = "system:serviceaccount:gpuctl-system:gpuctl-agent"
 AUDIENCE = "gpuctl.dev/agent"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import concurrent.futures
 
-from coordinator.agents.inspect_requests import InspectRequests, unanswered_request
-from coordinator.agents.registry import Registry
-from coordinator.agents.sessions import NotConnectedError
+from coordinator.live_nodes.inspect_requests import InspectRequests, unanswered_request
+from coordinator.live_nodes.registry import Registry
+from coordinator.live_nodes.sessions import NotConnectedError
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from tests.live_nodes.clocks import ManualClock
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.agents.limits import (
+from coordinator.live_nodes.limits import (
     InvalidMessageError,
     check_hello,
     check_node_name,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from coordinator.agents.gpunode_status import apply_merge
-from coordinator.agents.mirror import GPUNodeMirror
-from coordinator.agents.registry import Registry
-from coordinator.kube import KubeError
+from coordinator.kube.client import KubeError
+from coordinator.live_nodes.gpunode_status import apply_merge
+from coordinator.live_nodes.mirror import GPUNodeMirror
+from coordinator.live_nodes.registry import Registry
 from tests.live_nodes.agent_client import OPEN_CLIENTS, sample_report
 from tests.live_nodes.clocks import ManualClock
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.agents.ratelimit import TokenBucket
+from coordinator.live_nodes.ratelimit import TokenBucket
 from tests.live_nodes.clocks import ManualClock
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from coordinator.agents.freshness import is_fresh, staleness
-from coordinator.agents.guard_source import LiveReportSource, report_blockers
-from coordinator.agents.registry import Registry, Session
-from coordinator.guard import Blocker, ResourceClaimSource, decide_unload
+from coordinator.drivers.guard import Blocker, ResourceClaimSource, decide_unload
+from coordinator.live_nodes.freshness import is_fresh, staleness
+from coordinator.live_nodes.guard_source import LiveReportSource, report_blockers
+from coordinator.live_nodes.registry import Registry, Session
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from tests.live_nodes.agent_client import OPEN_CLIENTS, sample_report
 from tests.live_nodes.clocks import ManualClock

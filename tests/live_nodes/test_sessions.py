@@ -7,9 +7,9 @@ import asyncio
 import grpc
 import pytest
 
-from coordinator.agents.identity import RefusalError
-from coordinator.agents.ratelimit import TokenBucket
-from coordinator.agents.sessions import (
+from coordinator.live_nodes.identity import RefusalError
+from coordinator.live_nodes.ratelimit import TokenBucket
+from coordinator.live_nodes.sessions import (
     MAX_PENDING_REQUESTS,
     AgentSession,
     NotConnectedError,

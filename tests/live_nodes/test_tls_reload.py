@@ -15,10 +15,10 @@ from typing import Any
 import grpc
 import pytest
 
-from coordinator.agents.agent_service import AgentServiceConfig
-from coordinator.agents.registry import Registry
-from coordinator.agents.server import AgentServer, ServerConfig, TlsFiles
-from coordinator.agents.tls_reload import ReloadingCertificate
+from coordinator.live_nodes.agent_service import AgentServiceConfig
+from coordinator.live_nodes.registry import Registry
+from coordinator.live_nodes.server import AgentServer, ServerConfig, TlsFiles
+from coordinator.live_nodes.tls_reload import ReloadingCertificate
 from tests.harness import certs
 from tests.live_nodes.agent_client import AgentClient
 from tests.live_nodes.clocks import ManualClock

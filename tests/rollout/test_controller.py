@@ -8,8 +8,8 @@ import copy
 import datetime
 from typing import Any
 
-from coordinator.events import EventRecorder
-from coordinator.kube import KubeError
+from coordinator.kube.client import KubeError
+from coordinator.kube.events import EventRecorder
 from coordinator.rollout import names
 from coordinator.rollout.controller import (
     CONFLICT_RETRY_SECONDS,

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from coordinator.kube import Kube, KubeError, path
+from coordinator.kube.client import Kube, KubeError, path
 from coordinator.rollout import names
 from tests.harness.waiting import wait_until
 

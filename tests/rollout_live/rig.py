@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from coordinator.kube import MERGE_PATCH, Kube, KubeError, path
+from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
 from coordinator.rollout import names
 from coordinator.rollout.controller import kmm_labels
 from tests.coordinator.live import TEST_LABEL, gpudriver, node_labels

@@ -1,8 +1,0 @@
-"""Live node reports: the agents' gRPC streams, their identities, and what they tell us.
-
-The coordinator serves AgentService (one stream per node) and NodeService (the direct read
-API) on one grpc.aio server running its event loop in its own thread (server.py). Facts cross
-into the rest of the coordinator through a thread-safe registry (registry.py): the GPUNode
-mirror (mirror_*.py) writes them into the API, and the unload guard reads them as its second
-blocker source (guard_source.py).
-"""

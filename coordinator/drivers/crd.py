@@ -1,0 +1,220 @@
+"""Build the GPUDriver CustomResourceDefinition from the pydantic spec model.
+
+The spec's openAPIV3Schema is derived from coordinator.drivers.model (pydantic's JSON schema, turned
+into a Kubernetes structural schema: references inlined, `null` alternatives and titles
+dropped, CEL rules kept); the status schema is written here, beside the status the
+coordinator writes (coordinator.drivers.status). hack/gen_crd.py writes the result into the Helm
+chart and checks that the committed file is current.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator.drivers import model
+
+_DROPPED_KEYS = frozenset({"title", "additionalProperties", "$defs"})
+
+
+def _structural(node: Any, defs: dict[str, Any]) -> Any:
+    """Rewrite one pydantic JSON-schema node as a Kubernetes structural schema node."""
+    if isinstance(node, list):
+        return [_structural(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = dict(node)
+    ref = node.pop("$ref", None)
+    if ref is not None:
+        resolved = dict(defs[ref.rsplit("/", 1)[-1]])
+        resolved.update(node)  # the field's own description wins over the class docstring
+        node = resolved
+    alternatives = node.pop("anyOf", None)
+    if alternatives is not None:
+        non_null = [a for a in alternatives if a != {"type": "null"}]
+        if len(non_null) != 1:
+            raise ValueError(f"cannot express anyOf {alternatives} structurally")
+        merged = _structural(non_null[0], defs)
+        merged.update(node)  # the field's own description and default win
+        node = merged
+    if node.get("default", "") is None:
+        del node["default"]
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROPPED_KEYS and not (key == "additionalProperties" and value is not False):
+            continue
+        if key == "properties":
+            out[key] = {name: _structural(sub, defs) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties"):
+            out[key] = _structural(value, defs)
+        else:
+            out[key] = value
+    return out
+
+
+def spec_schema() -> dict[str, Any]:
+    """The openAPIV3Schema of GPUDriver.spec, derived from the pydantic model."""
+    raw = model.GPUDriverSpec.model_json_schema(by_alias=True, mode="validation")
+    defs = raw.get("$defs", {})
+    schema: dict[str, Any] = _structural(raw, defs)
+    return schema
+
+
+def _condition_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["type", "status", "lastTransitionTime", "reason", "message"],
+        "properties": {
+            "type": {"type": "string", "maxLength": 316},
+            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+            "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0},
+            "lastTransitionTime": {"type": "string", "format": "date-time"},
+            "reason": {"type": "string", "maxLength": 1024},
+            "message": {"type": "string", "maxLength": 32768},
+        },
+    }
+
+
+def status_schema() -> dict[str, Any]:
+    """The openAPIV3Schema of GPUDriver.status (written only by the coordinator)."""
+    return {
+        "type": "object",
+        "description": "Observed state, written by gpuctl-coordinator.",
+        "properties": {
+            "observedGeneration": {"type": "integer", "format": "int64"},
+            "kmmStatus": {
+                "type": "string",
+                "description": "<available>/<desired> module loaders, N/A, Removing or Recreating.",
+            },
+            "errors": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Why the driver is not fully loaded; cleared when no longer true.",
+            },
+            "module": {
+                "type": "string",
+                "description": "The KMM Module, as modules.kmm.sigs.x-k8s.io/<namespace>/<name>.",
+            },
+            "readyLabel": {
+                "type": "string",
+                "description": "Node label KMM sets where the module is loaded; gate GPU "
+                "DaemonSets on it.",
+            },
+            "conditions": {
+                "type": "array",
+                "items": _condition_schema(),
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["type"],
+            },
+            "rollout": _rollout_status_schema(),
+        },
+    }
+
+
+ROLLOUT_PHASES = (
+    "Pending",
+    "Checking",
+    "Draining",
+    "Preparing",
+    "Loading",
+    "Verifying",
+    "Done",
+    "Blocked",
+    "Failed",
+    "Skipped",
+)
+ROLLOUT_STATES = ("Progressing", "Held", "Paused", "Complete", "Failed")
+
+
+def _rollout_status_schema() -> dict[str, Any]:
+    count = {"type": "integer", "minimum": 0}
+    return {
+        "type": "object",
+        "description": "The node-by-node rollout of kernelModule.version (see "
+        "coordinator/rollout).",
+        "properties": {
+            "targetVersion": {"type": "string"},
+            "state": {"type": "string", "enum": list(ROLLOUT_STATES)},
+            "message": {"type": "string"},
+            "total": {**count, "description": "Targeted nodes, skipped ones not counted."},
+            "updated": {**count, "description": "Nodes Done at targetVersion."},
+            "progress": {"type": "string", "description": "updated/total, for kubectl get."},
+            "counts": {
+                "type": "object",
+                "properties": dict.fromkeys(ROLLOUT_PHASES, count),
+            },
+            "nodes": {
+                "type": "array",
+                "maxItems": 50,
+                "description": "Nodes not Done, worst first (at most 50).",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "phase": {"type": "string", "enum": list(ROLLOUT_PHASES)},
+                        "reason": {"type": "string"},
+                        "since": {"type": "string", "format": "date-time"},
+                    },
+                },
+            },
+            "startedAt": {"type": "string", "format": "date-time"},
+        },
+    }
+
+
+PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Module", "type": "string", "jsonPath": ".spec.kernelModule.moduleName"},
+    {"name": "Version", "type": "string", "jsonPath": ".spec.kernelModule.version"},
+    {"name": "KMM", "type": "string", "jsonPath": ".status.kmmStatus"},
+    {
+        "name": "Ready",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+    },
+    {"name": "Updated", "type": "string", "jsonPath": ".status.rollout.progress"},
+    {"name": "Blocked", "type": "integer", "jsonPath": ".status.rollout.counts.Blocked"},
+    {"name": "Failed", "type": "integer", "jsonPath": ".status.rollout.counts.Failed"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def gpudriver_crd() -> dict[str, Any]:
+    """The whole CustomResourceDefinition object for gpudrivers.gpuctl.dev."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{model.PLURAL}.{model.GROUP}"},
+        "spec": {
+            "group": model.GROUP,
+            "scope": "Cluster",
+            "names": {
+                "kind": model.KIND,
+                "listKind": f"{model.KIND}List",
+                "plural": model.PLURAL,
+                "singular": model.SINGULAR,
+                "shortNames": list(model.SHORT_NAMES),
+            },
+            "versions": [
+                {
+                    "name": model.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": "GPUDriver: the out-of-tree Intel xe driver gpuctl "
+                            "installs through KMM on the selected nodes.",
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec_schema(),
+                                "status": status_schema(),
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }

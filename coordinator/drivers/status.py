@@ -1,0 +1,189 @@
+"""GPUDriver status, computed from what the reconciler saw and did (pure, clock passed in).
+
+The fields follow the reference operator: `kmmStatus` is `<available>/<desired>` module
+loaders, `N/A` without a `kernelModule` (or without KMM), `Removing` while the Module is being
+deleted and `Recreating` while it is deleted to be created again (a `version` toggle).
+`errors` carries the reference's messages, recomputed every time so a stale one disappears
+once it is no longer true. Conditions `Ready` and `Degraded` keep their lastTransitionTime
+while their status does not change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from coordinator.drivers.module_spec import KMM_GROUP, KMM_PLURAL, module_ref, ready_label
+
+KMM_NOT_INSTALLED = "KMM is not installed in the cluster."
+NOT_APPLICABLE = "N/A"
+REMOVING = "Removing"
+RECREATING = "Recreating"
+# status fields written by the rollout engine (coordinator/rollout), left alone here.
+ROLLOUT_OWNED_STATUS = frozenset({"rollout"})
+
+
+def loader_not_available(module: str, available: int, desired: int) -> str:
+    return f"module loader not fully available ({available}/{desired}) for {module_ref(module)}"
+
+
+def claims_block_deletion(module: str) -> str:
+    return f"allocated GPU ResourceClaims blocking {module_ref(module)} deletion"
+
+
+def stuck_deletion(module: str, since: str) -> str:
+    return f"{module_ref(module)} deletion pending since {since}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A reason the GPUDriver is not as asked; `message` goes to status.errors verbatim."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the reconciler found and did in one pass, the input of the status."""
+
+    driver: Mapping[str, Any]
+    namespace: str
+    module_name: str
+    wants_module: bool
+    kmm_installed: bool
+    module: Mapping[str, Any] | None
+    problems: Sequence[Problem] = field(default_factory=tuple)
+    # The Module was just deleted to be created again (a version toggle).
+    recreating: bool = False
+    # Seconds after which a Module still being deleted is reported as stuck.
+    stuck_after_seconds: float = 120.0
+
+
+def _deleting(obj: Mapping[str, Any]) -> bool:
+    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
+
+
+def loader_counts(module: Mapping[str, Any]) -> tuple[int, int]:
+    loader = (module.get("status") or {}).get("moduleLoader") or {}
+    return int(loader.get("availableNumber") or 0), int(loader.get("desiredNumber") or 0)
+
+
+def kmm_status(obs: Observation) -> str:
+    """The kmmStatus column."""
+    module = obs.module
+    deleting_driver = _deleting(obs.driver)
+    if obs.recreating and obs.wants_module and not deleting_driver:
+        return RECREATING
+    if module is not None and module.get("metadata", {}).get("deletionTimestamp"):
+        return RECREATING if obs.wants_module and not deleting_driver else REMOVING
+    if module is not None and (deleting_driver or not obs.wants_module):
+        return REMOVING
+    if not obs.wants_module or not obs.kmm_installed:
+        return NOT_APPLICABLE
+    if module is None:
+        return "0/0"
+    available, desired = loader_counts(module)
+    return f"{available}/{desired}"
+
+
+def _seconds_between(start: str, end: str) -> float:
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    return (datetime.strptime(end, fmt) - datetime.strptime(start, fmt)).total_seconds()
+
+
+def errors(obs: Observation, now: str) -> list[str]:
+    """status.errors: the reconciler's problems, then the Module's own state."""
+    out = [p.message for p in obs.problems]
+    if obs.wants_module and not obs.kmm_installed and KMM_NOT_INSTALLED not in out:
+        out.insert(0, KMM_NOT_INSTALLED)
+    module = obs.module
+    if module is not None:
+        since = module.get("metadata", {}).get("deletionTimestamp")
+        if since and _seconds_between(since, now) >= obs.stuck_after_seconds:
+            out.append(stuck_deletion(obs.module_name, since))
+        elif not since and obs.wants_module and not _deleting(obs.driver):
+            available, desired = loader_counts(module)
+            if available != desired:
+                out.append(loader_not_available(obs.module_name, available, desired))
+    return out
+
+
+def _condition(
+    kind: str, status: bool, reason: str, message: str, generation: int
+) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+    }
+
+
+def conditions(obs: Observation, kmm: str, errs: list[str]) -> list[dict[str, Any]]:
+    generation = int(obs.driver.get("metadata", {}).get("generation") or 0)
+    first_problem = obs.problems[0] if obs.problems else None
+    if not obs.kmm_installed and obs.wants_module:
+        first_problem = Problem("KMMNotInstalled", KMM_NOT_INSTALLED)
+    if kmm in (REMOVING, RECREATING):
+        ready = _condition("Ready", False, kmm, "; ".join(errs) or kmm, generation)
+    elif errs:
+        reason = first_problem.reason if first_problem else "ModuleNotAvailable"
+        ready = _condition("Ready", False, reason, "; ".join(errs), generation)
+    elif not obs.wants_module:
+        ready = _condition("Ready", True, "NoKernelModule", "kernelModule is not set", generation)
+    else:
+        ready = _condition("Ready", True, "ModuleAvailable", f"module loader {kmm}", generation)
+    if first_problem:
+        degraded = _condition(
+            "Degraded",
+            True,
+            first_problem.reason,
+            "; ".join([first_problem.message] + [p.message for p in obs.problems[1:]]),
+            generation,
+        )
+    else:
+        degraded = _condition("Degraded", False, "AsExpected", "", generation)
+    return [ready, degraded]
+
+
+def _carry_transition_times(
+    new: list[dict[str, Any]], previous: Sequence[Mapping[str, Any]], now: str
+) -> list[dict[str, Any]]:
+    before = {c.get("type"): c for c in previous}
+    for cond in new:
+        old = before.get(cond["type"])
+        same = old is not None and old.get("status") == cond["status"]
+        cond["lastTransitionTime"] = old.get("lastTransitionTime", now) if same and old else now
+    return new
+
+
+def compute_status(obs: Observation, now: str) -> dict[str, Any]:
+    """The whole status object; `now` is an RFC 3339 UTC timestamp with seconds."""
+    previous = obs.driver.get("status") or {}
+    kmm = kmm_status(obs)
+    errs = errors(obs, now)
+    status: dict[str, Any] = {
+        "observedGeneration": int(obs.driver.get("metadata", {}).get("generation") or 0),
+        "kmmStatus": kmm,
+        "errors": errs,
+        "conditions": _carry_transition_times(
+            conditions(obs, kmm, errs), previous.get("conditions") or [], now
+        ),
+    }
+    if obs.wants_module:
+        status["module"] = f"{KMM_PLURAL}.{KMM_GROUP}/{obs.namespace}/{obs.module_name}"
+        status["readyLabel"] = ready_label(obs.namespace, obs.module_name)
+    return status
+
+
+def status_changed(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """True when writing `new` would change anything (ignores missing-vs-empty errors, and
+    the fields the rollout engine owns)."""
+    current = {k: v for k, v in (current or {}).items() if k not in ROLLOUT_OWNED_STATUS}
+    if not current.get("errors"):
+        current["errors"] = []
+    return current != dict(new)

@@ -1,0 +1,145 @@
+"""Checks on a GPUDriver that the CRD's schema and CEL rules cannot express.
+
+The API server already refuses what OpenAPI and CEL can say (see
+coordinator/drivers/model.py). What is left is checked here, before the coordinator writes
+anything, and reported as a status error and a Warning Event that name the field:
+
+- a `regexp` that does not compile (KMM uses Go's RE2: lookarounds and backreferences,
+  which Python accepts, are refused too);
+- a `containerImage` without an explicit tag or digest once KMM's template variables
+  (`$KERNEL_FULL_VERSION`, `$MOD_NAME`, `${VAR}`) are filled in;
+- KMM's limit of 41 characters on namespace + Module name (its node label names).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+from coordinator.drivers import model
+from coordinator.drivers.module_spec import KMM_MAX_NAMESPACE_PLUS_NAME, module_name
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem with one field of a GPUDriver."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+_TEMPLATE_VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Za-z_][A-Za-z0-9_]*")
+_DIGEST = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}$")
+_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_REPOSITORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+# Constructs Python's `re` accepts and Go's RE2 (which KMM uses) does not.
+_NOT_RE2 = re.compile(r"\(\?[=!]|\(\?<[=!]|\\[1-9]|\(\?P=")
+# Sample values for KMM's template variables: what a kernel version looks like.
+_SAMPLE_VALUE = "6.8.0-1-generic"
+
+
+def expand_template_variables(image: str) -> str:
+    """The image reference with KMM's template variables replaced by a sample value."""
+    return _TEMPLATE_VARIABLE.sub(_SAMPLE_VALUE, image)
+
+
+def _path_of(repository: str) -> str:
+    """The repository path without its registry host (which may be in any case)."""
+    first, slash, rest = repository.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return rest
+    return repository
+
+
+def _reference_problem(image: str, expanded: str) -> str | None:
+    """Problems of the tag or digest part; returns None when there is one and it is well formed."""
+    name, at, digest = expanded.partition("@")
+    if at:
+        return None if _DIGEST.match(digest) else f"image {image!r} has a malformed digest"
+    last = name.rsplit("/", 1)[-1]
+    repo_part, colon, tag = last.partition(":")
+    if not colon:
+        return (
+            f"image {image!r} needs an explicit tag or digest "
+            "(e.g. registry.example.com/xe:1.0-$KERNEL_FULL_VERSION)"
+        )
+    if not _TAG.match(tag) or not repo_part:
+        return f"image {image!r} has an invalid tag {tag!r}"
+    return None
+
+
+def image_problem(image: str) -> str | None:
+    """Why an image reference is unusable, or None. KMM needs an explicit tag or digest."""
+    expanded = expand_template_variables(image)
+    if "$" in expanded:
+        return f"image {image!r} has a malformed template variable"
+    problem = _reference_problem(image, expanded)
+    if problem:
+        return problem
+    name = expanded.partition("@")[0]
+    if "@" not in expanded:
+        name = name.rsplit(":", 1)[0]
+    if not _REPOSITORY.match(name) or _path_of(name) != _path_of(name).lower():
+        return f"image {image!r} is not a valid reference (the repository path is lowercase)"
+    return None
+
+
+def regexp_problem(pattern: str) -> str | None:
+    """Why a kernel-version regexp would not compile in KMM, or None."""
+    if _NOT_RE2.search(pattern):
+        return f"regexp {pattern!r} uses lookaround or backreferences, which KMM's RE2 refuses"
+    try:
+        re.compile(pattern)
+    except re.error as err:
+        return f"regexp {pattern!r} does not compile: {err}"
+    return None
+
+
+def _schema_errors(spec: dict[str, Any]) -> list[FieldError]:
+    try:
+        model.parse_spec(spec)
+    except pydantic.ValidationError as err:
+        return [
+            FieldError(
+                "spec." + ".".join(str(p) for p in e["loc"]),
+                e["msg"],
+            )
+            for e in err.errors()
+        ]
+    return []
+
+
+def validate(driver: dict[str, Any], namespace: str) -> list[FieldError]:
+    """Every problem with a GPUDriver that would make its Module wrong or refused."""
+    spec = driver.get("spec") or {}
+    errors = _schema_errors(spec)
+    kernel_module = spec.get("kernelModule")
+    if not kernel_module:
+        return errors
+    for i, mapping in enumerate(kernel_module.get("kernelMappings") or []):
+        where = f"spec.kernelModule.kernelMappings[{i}]"
+        problem = regexp_problem(str(mapping.get("regexp", "")))
+        if problem:
+            errors.append(FieldError(f"{where}.regexp", problem))
+        image = mapping.get("containerImage")
+        if image:
+            problem = image_problem(str(image))
+            if problem:
+                errors.append(FieldError(f"{where}.containerImage", problem))
+    name = module_name(driver["metadata"]["name"])
+    length = len(namespace) + len(name)
+    if length > KMM_MAX_NAMESPACE_PLUS_NAME:
+        errors.append(
+            FieldError(
+                "metadata.name",
+                f"namespace {namespace!r} + Module name {name!r} is {length} characters; "
+                f"KMM allows at most {KMM_MAX_NAMESPACE_PLUS_NAME} (shorten the GPUDriver's name)",
+            )
+        )
+    return errors

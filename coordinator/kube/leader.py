@@ -1,0 +1,182 @@
+"""Leader election on a coordination.k8s.io/v1 Lease: of several replicas only one acts.
+
+The decision (`lease_action`) is pure: given the Lease as stored, who we are and the time, it
+says whether to create, renew, take over or wait. `LeaderElector` does the I/O with optimistic
+concurrency (the Lease's resourceVersion), so two replicas racing for an expired Lease cannot
+both win. A leader that cannot renew before `renew_deadline` stops leading; on shutdown it
+releases the Lease so a standby takes over at once instead of after `lease_duration`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import Enum
+from typing import Any
+
+from coordinator.kube.client import KubeApi, KubeError, path
+
+log = logging.getLogger(__name__)
+
+MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+HTTP_NOT_FOUND = 404
+
+
+class LeaseAction(Enum):
+    CREATE = "create"
+    RENEW = "renew"
+    TAKE_OVER = "take-over"
+    WAIT = "wait"
+
+
+def format_micro_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime(MICRO_TIME)
+
+
+def parse_micro_time(text: str) -> datetime:
+    for fmt in (MICRO_TIME, "%Y-%m-%dT%H:%M:%SZ"):
+        try:
+            return datetime.strptime(text, fmt).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    raise ValueError(f"not a MicroTime: {text!r}")
+
+
+def lease_action(lease: Mapping[str, Any] | None, identity: str, now: datetime) -> LeaseAction:
+    """What a candidate should do with the Lease as it is stored (None: no Lease yet)."""
+    if lease is None:
+        return LeaseAction.CREATE
+    spec = lease.get("spec") or {}
+    holder = spec.get("holderIdentity") or ""
+    if holder == identity:
+        return LeaseAction.RENEW
+    renewed = spec.get("renewTime") or spec.get("acquireTime")
+    duration = int(spec.get("leaseDurationSeconds") or 0)
+    if not holder or not renewed:
+        return LeaseAction.TAKE_OVER
+    if parse_micro_time(str(renewed)) + timedelta(seconds=duration) < now:
+        return LeaseAction.TAKE_OVER
+    return LeaseAction.WAIT
+
+
+@dataclass(frozen=True)
+class LeaseConfig:
+    namespace: str
+    name: str
+    identity: str
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+class LeaderElector:
+    """Campaigns for the Lease; calls `on_started` once leading and `on_stopped` on losing it."""
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        config: LeaseConfig,
+        now: Callable[[], datetime],
+        monotonic: Callable[[], float],
+    ) -> None:
+        self._kube = kube
+        self._config = config
+        self._now = now
+        self._monotonic = monotonic
+        self.leading = threading.Event()
+        # Set when a round saw another replica holding an unexpired Lease.
+        self.held_by_other = False
+
+    def _path(self, name: str | None = None) -> str:
+        return path(
+            "coordination.k8s.io", "v1", "leases", namespace=self._config.namespace, name=name
+        )
+
+    def _spec(self, lease: Mapping[str, Any] | None, action: LeaseAction) -> dict[str, Any]:
+        now = format_micro_time(self._now())
+        old = dict((lease or {}).get("spec") or {})
+        spec = {
+            **old,
+            "holderIdentity": self._config.identity,
+            "leaseDurationSeconds": int(self._config.lease_duration),
+            "renewTime": now,
+        }
+        if action is not LeaseAction.RENEW:
+            spec["acquireTime"] = now
+            spec["leaseTransitions"] = int(old.get("leaseTransitions") or 0) + (
+                1 if action is LeaseAction.TAKE_OVER else 0
+            )
+        return spec
+
+    def try_acquire_or_renew(self) -> bool:
+        """One round; True when we hold the Lease afterwards."""
+        try:
+            lease: dict[str, Any] | None = self._kube.request("GET", self._path(self._config.name))
+        except KubeError as err:
+            if err.status != HTTP_NOT_FOUND:
+                log.warning("cannot read lease", extra={"error": str(err)})
+                return False
+            lease = None
+        action = lease_action(lease, self._config.identity, self._now())
+        self.held_by_other = action is LeaseAction.WAIT
+        if action is LeaseAction.WAIT:
+            return False
+        body: dict[str, Any] = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self._config.name, "namespace": self._config.namespace},
+            "spec": self._spec(lease, action),
+        }
+        try:
+            if lease is None:
+                self._kube.request("POST", self._path(), body=body)
+            else:
+                body["metadata"]["resourceVersion"] = lease["metadata"]["resourceVersion"]
+                self._kube.request("PUT", self._path(self._config.name), body=body)
+        except KubeError as err:
+            log.info("lost the race for the lease", extra={"error": str(err)})
+            return False
+        if action is not LeaseAction.RENEW:
+            log.info("acquired lease", extra={"lease": self._config.name, "action": action.value})
+        return True
+
+    def run(
+        self, stop: threading.Event, on_started: Callable[[], None], on_stopped: Callable[[], None]
+    ) -> None:
+        """Campaign, then renew, until `stop` is set or renewing fails past the deadline."""
+        while not stop.is_set():
+            if self.try_acquire_or_renew():
+                break
+            stop.wait(self._config.retry_period)
+        if stop.is_set():
+            return
+        self.leading.set()
+        on_started()
+        last_renew = self._monotonic()
+        while not stop.wait(self._config.retry_period):
+            if self.try_acquire_or_renew():
+                last_renew = self._monotonic()
+            elif self.held_by_other:
+                log.error("another replica holds the lease; stopping leading")
+                break
+            elif self._monotonic() - last_renew > self._config.renew_deadline:
+                log.error("could not renew the lease in time; stopping leading")
+                break
+        self.leading.clear()
+        on_stopped()
+
+    def release(self) -> None:
+        """Give the Lease up (on shutdown) so a standby need not wait for it to expire."""
+        try:
+            lease = self._kube.request("GET", self._path(self._config.name))
+            spec = lease.get("spec") or {}
+            if spec.get("holderIdentity") != self._config.identity:
+                return
+            lease["spec"] = {**spec, "holderIdentity": "", "leaseDurationSeconds": 1}
+            self._kube.request("PUT", self._path(self._config.name), body=lease)
+            log.info("released lease", extra={"lease": self._config.name})
+        except KubeError as err:
+            log.warning("could not release lease", extra={"error": str(err)})

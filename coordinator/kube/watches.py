@@ -1,0 +1,228 @@
+"""List-and-watch caches of the objects the coordinator reacts to, and its work queue.
+
+An `Informer` keeps an in-memory copy of one collection (GPUDrivers, the namespace's Modules,
+Nodes, ResourceClaims) and calls back on every change, so the reconciler reacts within a
+second and reads nodes and claims without asking the API server each time. It survives what
+long watches meet:
+
+- the server ends a watch (timeoutSeconds): it watches again from the last resourceVersion;
+- the connection breaks: it retries from the last resourceVersion after a short pause;
+- the resourceVersion is too old (410 Gone, or an ERROR event with code 410): it lists again
+  and reports every difference between the old cache and the new list, deletions included,
+  so no change is lost;
+- the collection is not served (KMM or DRA not installed): it empties its cache, reports the
+  removals, and waits until `available()` says it is served.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from coordinator.kube.client import KubeApi, KubeError, path
+
+log = logging.getLogger(__name__)
+
+HTTP_GONE = 410
+HTTP_NOT_FOUND = 404
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A collection: group ("" for core), version, plural, and namespace for namespaced ones."""
+
+    group: str
+    version: str
+    plural: str
+    namespace: str | None = None
+
+    def collection_path(self) -> str:
+        return path(self.group, self.version, self.plural, namespace=self.namespace)
+
+    def __str__(self) -> str:
+        where = f" in {self.namespace}" if self.namespace else ""
+        return f"{self.plural}.{self.group or 'core'}/{self.version}{where}"
+
+
+def object_key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
+
+
+def _version(obj: dict[str, Any]) -> str:
+    return str(obj.get("metadata", {}).get("resourceVersion", ""))
+
+
+# Called with the change ("ADDED", "MODIFIED", "DELETED") and the object (its last state).
+Handler = Callable[[str, dict[str, Any]], None]
+
+
+def _always() -> bool:
+    return True
+
+
+@dataclass
+class Informer:
+    """One collection's cache, kept current by list + watch; `on_change` on each change."""
+
+    kube: KubeApi
+    resource: Resource
+    on_change: Handler
+    stop: threading.Event
+    available: Callable[[], bool] = _always
+    label_selector: str | None = None
+    watch_timeout_seconds: int = 240
+    retry_seconds: float = 1.0
+    _cache: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _synced: threading.Event = field(default_factory=threading.Event)
+    relists: int = 0
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._cache.values())
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._cache.get(key)
+
+    def wait_synced(self, timeout: float) -> bool:
+        return self._synced.wait(timeout)
+
+    def _query(self) -> dict[str, Any]:
+        return {"labelSelector": self.label_selector} if self.label_selector else {}
+
+    def _replace(self, items: list[dict[str, Any]]) -> None:
+        fresh = {object_key(o): o for o in items}
+        with self._lock:
+            old, self._cache = self._cache, fresh
+        for key, obj in fresh.items():
+            before = old.get(key)
+            if before is None:
+                self.on_change("ADDED", obj)
+            elif _version(before) != _version(obj):
+                self.on_change("MODIFIED", obj)
+        for key, obj in old.items():
+            if key not in fresh:
+                self.on_change("DELETED", obj)
+
+    def _apply(self, kind: str, obj: dict[str, Any]) -> None:
+        key = object_key(obj)
+        with self._lock:
+            if kind == "DELETED":
+                self._cache.pop(key, None)
+            else:
+                self._cache[key] = obj
+        self.on_change(kind, obj)
+
+    def _list(self) -> str:
+        answer = self.kube.request("GET", self.resource.collection_path(), query=self._query())
+        self._replace(list(answer.get("items") or []))
+        self.relists += 1
+        self._synced.set()
+        return str(answer.get("metadata", {}).get("resourceVersion", ""))
+
+    def _watch(self, resource_version: str) -> str | None:
+        """Follow one watch; the resourceVersion to go on from, or None to list again."""
+        query = {**self._query(), "resourceVersion": resource_version, "allowWatchBookmarks": True}
+        events = self.kube.watch(self.resource.collection_path(), query, self.watch_timeout_seconds)
+        for event in events:
+            kind = event.get("type")
+            obj = event.get("object") or {}
+            if kind == "ERROR":
+                if obj.get("code") == HTTP_GONE:
+                    return None
+                raise KubeError(int(obj.get("code") or 0), str(obj.get("message")), obj)
+            resource_version = str(obj.get("metadata", {}).get("resourceVersion", resource_version))
+            if kind in ("ADDED", "MODIFIED", "DELETED"):
+                self._apply(kind, obj)
+            if self.stop.is_set():
+                break
+        return resource_version
+
+    def _go_unavailable(self) -> None:
+        if self._cache:
+            self._replace([])
+        self._synced.set()
+
+    def run(self) -> None:
+        """List and watch until `stop` is set."""
+        resource_version: str | None = None
+        while not self.stop.is_set():
+            if not self.available():
+                self._go_unavailable()
+                resource_version = None
+                self.stop.wait(self.retry_seconds)
+                continue
+            try:
+                if resource_version is None:
+                    resource_version = self._list()
+                resource_version = self._watch(resource_version)
+                if resource_version is None:
+                    log.info("watch expired, listing again", extra={"resource": str(self.resource)})
+            except KubeError as err:
+                if err.status == HTTP_GONE:
+                    resource_version = None
+                elif err.status == HTTP_NOT_FOUND:
+                    self._go_unavailable()
+                    resource_version = None
+                if not self.stop.is_set():
+                    log.warning(
+                        "watch failed, retrying",
+                        extra={"resource": str(self.resource), "error": str(err)},
+                    )
+                self.stop.wait(self.retry_seconds)
+
+
+class WorkQueue:
+    """Deduplicating queue of keys with delayed re-adds, for one worker thread."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._ready: list[str] = []
+        self._queued: set[str] = set()
+        self._delayed: list[tuple[float, str]] = []
+        self._cond = threading.Condition()
+
+    def add(self, key: str) -> None:
+        with self._cond:
+            if key not in self._queued:
+                self._queued.add(key)
+                self._ready.append(key)
+                self._cond.notify()
+
+    def add_after(self, key: str, seconds: float) -> None:
+        with self._cond:
+            heapq.heappush(self._delayed, (self._clock() + seconds, key))
+            self._cond.notify()
+
+    def _promote_due(self) -> float | None:
+        now = self._clock()
+        while self._delayed and self._delayed[0][0] <= now:
+            _, key = heapq.heappop(self._delayed)
+            if key not in self._queued:
+                self._queued.add(key)
+                self._ready.append(key)
+        return self._delayed[0][0] - now if self._delayed else None
+
+    def get(self, timeout: float) -> str | None:
+        """The next key, or None after `timeout` seconds without one."""
+        deadline = self._clock() + timeout
+        with self._cond:
+            while True:
+                until_delayed = self._promote_due()
+                if self._ready:
+                    key = self._ready.pop(0)
+                    self._queued.discard(key)
+                    return key
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    return None
+                wait = remaining if until_delayed is None else min(remaining, until_delayed)
+                self._cond.wait(wait)

@@ -1,0 +1,134 @@
+"""The GPUNode status the coordinator wants for a node, and the patch that gets it there.
+
+Pure functions. `desired_status` turns a NodeRecord into the status shape of gpunode_crd.py;
+`status_patch` compares it with what the API server holds and returns only what changed —
+`report.observedAt` (and so `reportReceivedAt`) alone is no change, so periodic rescans that
+find nothing new never write. Nothing known is ever erased: a record without a report (e.g.
+after a coordinator restart, before the agent reconnects) leaves the stored report alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+
+from coordinator.live_nodes.registry import NodeRecord, Session
+from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+
+SRCVERSION_PREFIX = 12
+# Keys of the report's content: a change in any other key alone is not worth a write.
+_VOLATILE_REPORT_KEYS = frozenset({"observedAt"})
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def module_word(report: report_pb.NodeReport) -> str:
+    """Backport tag, else version, else srcversion prefix, else the module's state."""
+    if not report.HasField("module"):
+        return "unknown"
+    module = report.module
+    if module.backport_tag:
+        return module.backport_tag
+    if module.version:
+        return module.version
+    if module.srcversion:
+        return module.srcversion[:SRCVERSION_PREFIX]
+    if module.state == report_pb.Module.STATE_UNSPECIFIED:
+        return "unknown"
+    return report_pb.Module.State.Name(module.state).lower().replace("_", " ")
+
+
+def summary(report: report_pb.NodeReport) -> dict[str, Any]:
+    return {
+        "gpus": sum(1 for d in report.devices if d.role != report_pb.Device.VIRTUAL),
+        "drivers": sorted({d.driver for d in report.devices if d.driver}),
+        "module": module_word(report),
+        "blockers": len(report.blockers),
+    }
+
+
+def report_json(report: report_pb.NodeReport) -> dict[str, Any]:
+    """proto3 JSON, lowerCamelCase, default-valued fields left out (as `-o json` prints)."""
+    return MessageToDict(report)
+
+
+def desired_status(record: NodeRecord | None) -> dict[str, Any]:
+    """The status for `record`; None values mean "remove" (merge-patch semantics)."""
+    if record is None:
+        return {"session": Session.DISCONNECTED.value}
+    status: dict[str, Any] = {"session": record.session.value}
+    if record.agent_version:
+        status["agentVersion"] = record.agent_version
+    if record.boot_id:
+        status["bootId"] = record.boot_id
+    if record.report is not None:
+        status["summary"] = summary(record.report)
+        status["report"] = report_json(record.report)
+        if record.report_received_at is not None:
+            status["reportReceivedAt"] = rfc3339(record.report_received_at)
+    if record.answered_request:
+        status["answeredInspectRequest"] = record.answered_request
+        status["inspectError"] = record.inspect_error or None
+    return status
+
+
+def _content(report: Any) -> Any:
+    if not isinstance(report, Mapping):
+        return report
+    return {k: v for k, v in report.items() if k not in _VOLATILE_REPORT_KEYS}
+
+
+def merge_diff(old: Any, new: Any) -> Any:
+    """The JSON merge patch (RFC 7386) that turns `old` into `new`.
+
+    Keys `new` lacks become null, so a blocker list that emptied (and so vanished from the
+    proto3 JSON) is removed from the stored report instead of surviving the merge.
+    """
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return new
+    patch: dict[str, Any] = {k: None for k in old if k not in new}
+    for key, value in new.items():
+        if key not in old:
+            patch[key] = value
+        elif old[key] != value:
+            patch[key] = merge_diff(old[key], value)
+    return patch
+
+
+def apply_merge(current: Any, patch: Any) -> Any:
+    """`current` after the JSON merge patch `patch` (RFC 7386)."""
+    if not isinstance(patch, Mapping):
+        return patch
+    result = dict(current) if isinstance(current, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = apply_merge(result.get(key), value)
+    return result
+
+
+def status_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge patch from `current` to `desired` ({} when nothing worth writing changed)."""
+    patch: dict[str, Any] = {}
+    for key, value in desired.items():
+        if key in ("report", "reportReceivedAt"):
+            continue
+        if value is None:
+            if current.get(key) is not None:
+                patch[key] = None
+        elif current.get(key) != value:
+            patch[key] = merge_diff(current.get(key), value)
+    if "report" in desired and (
+        _content(current.get("report")) != _content(desired["report"])
+        or "answeredInspectRequest" in patch
+    ):
+        patch["report"] = merge_diff(current.get("report"), desired["report"])
+        if "reportReceivedAt" in desired:
+            patch["reportReceivedAt"] = desired["reportReceivedAt"]
+    return patch

@@ -1,0 +1,126 @@
+"""Live node reports, assembled: gRPC server, registry, GPUNode mirror and inspect requests.
+
+`LiveNodes.start()` listens for agents and NodeService callers, watches GPUNodes (to know what
+the API server holds, and to answer `spec.inspectRequest`), and starts the mirror's writers;
+`stop()` ends it all. `guard_source` is the unload guard's blocker source over the same
+registry. Only the leading coordinator replica runs this: the standby does not listen, so
+agents and callers reach the leader (the Service's readiness check is the gRPC port).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from coordinator.kube.client import KubeApi
+from coordinator.kube.watches import Informer, Resource
+from coordinator.live_nodes import gpunode_crd as crd
+from coordinator.live_nodes.guard_source import LiveReportSource
+from coordinator.live_nodes.inspect_requests import InspectRequests
+from coordinator.live_nodes.mirror import GPUNodeMirror
+from coordinator.live_nodes.registry import Registry
+from coordinator.live_nodes.server import AgentServer, ServerConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LiveNodesConfig:
+    server: ServerConfig
+    inspect_timeout_seconds: float = 10.0
+    mirror_workers: int = 4
+    mirror_min_interval_seconds: float = 1.0
+    mirror_max_writes_per_second: float = 50.0
+
+
+class LiveNodes:
+    """Everything the coordinator knows about nodes from their agents."""
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        config: LiveNodesConfig,
+        *,
+        monotonic: Callable[[], float],
+        wall_clock: Callable[[], datetime],
+        epoch_clock: Callable[[], float],
+    ) -> None:
+        self._kube = kube
+        self._config = config
+        self._monotonic = monotonic
+        self.registry = Registry(monotonic, wall_clock)
+        self.server = AgentServer(
+            kube,
+            config.server,
+            self.registry,
+            monotonic=monotonic,
+            wall_clock=wall_clock,
+            epoch_clock=epoch_clock,
+        )
+        self.mirror = GPUNodeMirror(
+            kube,
+            self.registry,
+            monotonic=monotonic,
+            workers=config.mirror_workers,
+            min_interval=config.mirror_min_interval_seconds,
+            max_writes_per_second=config.mirror_max_writes_per_second,
+        )
+        self.inspect_requests = InspectRequests(
+            self.registry, self.server.request_report, config.inspect_timeout_seconds
+        )
+        self.guard_source = LiveReportSource(
+            self.registry, config.server.report_freshness_seconds, monotonic
+        )
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._gpunodes = Informer(
+            kube, Resource(crd.GROUP, crd.VERSION, crd.PLURAL), self._on_gpunode, self._stop
+        )
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def freshness_seconds(self) -> float:
+        return self._config.server.report_freshness_seconds
+
+    def _on_gpunode(self, kind: str, obj: dict[str, Any]) -> None:
+        self.mirror.observed(kind, obj)
+        self.inspect_requests.observed(kind, obj)
+
+    def _start_thread(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _write_when_synced(self) -> None:
+        # Writing before the watch has listed what the API server holds would rewrite it.
+        while not self._gpunodes.wait_synced(0.5):
+            if self._stop.is_set():
+                return
+        self.mirror.run(self._stop)
+
+    def _sweep(self) -> None:
+        grace = self._config.server.report_freshness_seconds
+        while not self._stop.wait(grace):
+            self.mirror.mark_orphans_disconnected()
+
+    def start(self) -> None:
+        self.server.start()
+        # The watch thread is not joined on stop: it ends when its stream does (the caller
+        # closes the Kube client, or the server ends the watch).
+        watch = threading.Thread(target=self._gpunodes.run, name="watch-gpunodes", daemon=True)
+        watch.start()
+        self._start_thread("gpunode-mirror", self._write_when_synced)
+        self._start_thread("gpunode-sweep", self._sweep)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self.server.stop(timeout)
+        for thread in self._threads:
+            thread.join(timeout)

@@ -1,0 +1,261 @@
+"""Writes each node's record into its GPUNode, only on change, coalesced per node.
+
+The registry announces changed nodes; they go into a deduplicating work queue, so a burst of
+changes to one node becomes one write, and no node is written more often than every
+`min_interval` seconds. A few worker threads make the writes, so 2,000 agents connecting at
+once do not queue behind one HTTP request at a time, yet the API server sees a bounded number
+of concurrent requests, and at most `max_writes_per_second` status writes overall: under a
+storm, changes wait in the queue and coalesce further instead of flooding the API server.
+What the API server holds is known from the GPUNode watch (and from the answers to our own
+writes), so a restarted coordinator rewrites nothing that is current.
+
+A GPUNode is created on a node's first write, named after the Node and owned by it, so it is
+garbage-collected with the Node. A Node that does not exist gets no GPUNode (nothing would ever
+delete it); that is logged and retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
+from coordinator.kube.watches import WorkQueue
+from coordinator.live_nodes import gpunode_crd as crd
+from coordinator.live_nodes.gpunode_status import apply_merge, desired_status, status_patch
+from coordinator.live_nodes.registry import Registry, Session
+
+log = logging.getLogger(__name__)
+
+HTTP_NOT_FOUND = 404
+HTTP_CONFLICT = 409
+RETRY_SECONDS = 5.0
+
+
+def _resource_version(obj: dict[str, Any]) -> int:
+    """etcd's revision behind a resourceVersion (opaque to clients, but numeric in practice)."""
+    version = str(obj.get("metadata", {}).get("resourceVersion", ""))
+    return int(version) if version.isdigit() else -1
+
+
+def gpunode_path(name: str | None = None, subresource: str | None = None) -> str:
+    return path(crd.GROUP, crd.VERSION, crd.PLURAL, name=name, subresource=subresource)
+
+
+class GPUNodeMirror:
+    """Keeps GPUNode objects' status equal to the registry's records."""
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        registry: Registry,
+        *,
+        monotonic: Callable[[], float],
+        workers: int = 4,
+        min_interval: float = 1.0,
+        max_writes_per_second: float = 50.0,
+    ) -> None:
+        self._kube = kube
+        self._registry = registry
+        self._monotonic = monotonic
+        self._workers = workers
+        self._min_interval = min_interval
+        self._write_spacing = 1.0 / max_writes_per_second
+        self._next_write_slot = 0.0
+        self.queue = WorkQueue(monotonic)
+        self._lock = threading.Lock()
+        self._stored: dict[str, dict[str, Any]] = {}  # node -> status on the API server
+        self._stored_version: dict[str, int] = {}
+        self._exists: set[str] = set()
+        self._busy: set[str] = set()
+        self._last_write: dict[str, float] = {}
+        self.writes = 0
+        # Nodes waiting in the queue (now or delayed): a change to one of them needs no new
+        # entry, since the write reads the registry's latest record when its turn comes. So
+        # thousands of reports a second cost a set lookup each, not a worker wake-up each.
+        self._scheduled: set[str] = set()
+        registry.subscribe(self.changed)
+
+    # -- what the API server holds ------------------------------------------------------------
+
+    def _remember(self, obj: dict[str, Any]) -> None:
+        """Take `obj` as the stored state unless we already know a newer one (lock held)."""
+        name = obj["metadata"]["name"]
+        version = _resource_version(obj)
+        if version < self._stored_version.get(name, -1):
+            return  # a watch event older than the answer to our own write
+        self._exists.add(name)
+        self._stored[name] = dict(obj.get("status") or {})
+        self._stored_version[name] = version
+
+    def observed(self, kind: str, obj: dict[str, Any]) -> None:
+        """A GPUNode watch event."""
+        name = obj["metadata"]["name"]
+        with self._lock:
+            if kind == "DELETED":
+                self._exists.discard(name)
+                self._stored.pop(name, None)
+                self._stored_version.pop(name, None)
+            else:
+                self._remember(obj)
+        if kind == "DELETED" and self._registry.get(name) is not None:
+            self.changed(name)  # someone deleted it while the node lives: write it again
+
+    def changed(self, node: str) -> None:
+        """`node`'s record changed: make sure a write is scheduled."""
+        with self._lock:
+            if node in self._scheduled:
+                return
+            self._scheduled.add(node)
+        self.queue.add(node)
+
+    def stored_session(self, name: str) -> str | None:
+        with self._lock:
+            return (self._stored.get(name) or {}).get("session")
+
+    def stored_names(self) -> list[str]:
+        with self._lock:
+            return list(self._exists)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Write until `stop` is set, with `workers` threads."""
+        threads = [
+            threading.Thread(target=self._work, args=(stop,), name=f"gpunode-writer-{i}")
+            for i in range(self._workers)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _work(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            node = self.queue.get(timeout=0.5)
+            if node is None:
+                continue
+            with self._lock:
+                if node in self._busy:
+                    self.queue.add_after(node, 0.05)
+                    continue
+                wait = self._last_write.get(node, -1e9) + self._min_interval - self._monotonic()
+                if wait > 0:
+                    self.queue.add_after(node, wait)
+                    continue
+                # From here on a change schedules a new write, which sees it.
+                self._scheduled.discard(node)
+                self._busy.add(node)
+            try:
+                self._wait_for_write_slot(stop)
+                self.sync(node)
+            except KubeError as err:
+                log.warning("GPUNode write failed", extra={"node": node, "error": str(err)})
+                self._retry_later(node, RETRY_SECONDS)
+            except Exception:
+                log.exception("GPUNode write failed", extra={"node": node})
+                self._retry_later(node, RETRY_SECONDS)
+            finally:
+                with self._lock:
+                    self._busy.discard(node)
+
+    def _retry_later(self, node: str, seconds: float) -> None:
+        with self._lock:
+            if node in self._scheduled:
+                return  # a change already scheduled it
+            self._scheduled.add(node)
+        self.queue.add_after(node, seconds)
+
+    def _wait_for_write_slot(self, stop: threading.Event) -> None:
+        """Space writes `1 / max_writes_per_second` apart across all workers."""
+        with self._lock:
+            now = self._monotonic()
+            slot = max(now, self._next_write_slot)
+            self._next_write_slot = slot + self._write_spacing
+        if slot > now:
+            stop.wait(slot - now)
+
+    def sync(self, node: str) -> None:
+        """Write `node`'s status if the API server's differs in anything that matters."""
+        record = self._registry.get(node)
+        with self._lock:
+            stored = dict(self._stored.get(node) or {})
+            exists = node in self._exists
+        if record is None and not exists:
+            return
+        patch = status_patch(stored, desired_status(record))
+        if not patch:
+            return
+        if not exists and not self._create(node):
+            return
+        try:
+            answer = self._kube.request(
+                "PATCH",
+                gpunode_path(node, "status"),
+                body={"status": patch},
+                content_type=MERGE_PATCH,
+            )
+        except KubeError as err:
+            if err.status != HTTP_NOT_FOUND:
+                raise
+            with self._lock:
+                self._exists.discard(node)
+                self._stored.pop(node, None)
+                self._stored_version.pop(node, None)
+            raise
+        with self._lock:
+            if answer.get("metadata"):
+                self._remember(answer)
+            else:
+                self._stored[node] = apply_merge(stored, patch)
+            self._last_write[node] = self._monotonic()
+            self.writes += 1
+
+    def _create(self, node: str) -> bool:
+        try:
+            owner = self._kube.request("GET", path("", "v1", "nodes", name=node))
+        except KubeError as err:
+            if err.status == HTTP_NOT_FOUND:
+                log.warning("no Node for an agent's GPUNode", extra={"node": node})
+                self._retry_later(node, RETRY_SECONDS * 6)
+                return False
+            raise
+        body = {
+            "apiVersion": f"{crd.GROUP}/{crd.VERSION}",
+            "kind": crd.KIND,
+            "metadata": {
+                "name": node,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "name": node,
+                        "uid": owner["metadata"]["uid"],
+                    }
+                ],
+            },
+            "spec": {},
+        }
+        try:
+            created = self._kube.request("POST", gpunode_path(), body=body)
+        except KubeError as err:
+            if err.status != HTTP_CONFLICT:
+                raise
+            created = self._kube.request("GET", gpunode_path(node))
+        with self._lock:
+            self._remember(created)
+        return True
+
+    def mark_orphans_disconnected(self) -> None:
+        """GPUNodes that say Connected while no stream of ours is open become Disconnected.
+
+        After a coordinator restart or a leader change, agents reconnect within seconds;
+        call this once that grace period has passed.
+        """
+        for name in self.stored_names():
+            record = self._registry.get(name)
+            connected = record is not None and record.session is Session.CONNECTED
+            if not connected and self.stored_session(name) == Session.CONNECTED.value:
+                self.changed(name)

@@ -1,0 +1,377 @@
+"""The coordinator process wired together: leader election, watches, work queue, reconciler.
+
+`Coordinator.run(stop)` campaigns for the Lease; once leading it starts the watch caches
+(GPUDrivers, the namespace's Modules, Nodes, ResourceClaims), a discovery poller that notices
+KMM (or DRA) being installed or removed, one worker that reconciles GPUDrivers by name, and
+the rollout engine's worker (coordinator/rollout) over the same caches. Every relevant change
+enqueues the GPUDrivers it concerns, so the coordinator reacts within a second. It returns
+when `stop` is set (releasing the Lease) or leadership is lost. Clients and clocks are
+parameters, so tests run it in a thread against the test API server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from coordinator.drivers import model
+from coordinator.drivers.guard import BlockerSource
+from coordinator.drivers.module_spec import DRIVER_LABEL, KMM_GROUP, KMM_PLURAL, KMM_VERSION
+from coordinator.drivers.reconciler import Reconciler, ReconcilerConfig
+from coordinator.kube.client import KubeApi
+from coordinator.kube.discovery import DRA_GROUP, Discover, Discovery, api_discovery
+from coordinator.kube.events import EventRecorder
+from coordinator.kube.leader import LeaderElector, LeaseConfig
+from coordinator.kube.watches import Informer, Resource, WorkQueue
+from coordinator.rollout.agent_calls import AgentCalls
+from coordinator.rollout.controller import RolloutConfig, RolloutController
+from coordinator.rollout.metrics import RolloutMetrics
+
+log = logging.getLogger(__name__)
+
+ERROR_RETRY_SECONDS = 5.0
+NUDGE_INTERVAL_SECONDS = 1.0
+COMPONENT = "gpuctl-coordinator"
+
+
+def rfc3339_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class CoordinatorConfig:
+    namespace: str
+    identity: str
+    lease_name: str = COMPONENT
+    events_namespace: str = "default"
+    loader_service_account: str | None = None
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    discovery_interval: float = 2.0
+    resync_seconds: float = 60.0
+    # Manage only the GPUDrivers with these labels (a label selector; None: all of them).
+    driver_selector: str | None = None
+    # How often the rollout asks a Blocked node's agent whether its blocker went away.
+    rollout_blocked_recheck_seconds: float = 30.0
+
+
+class LeaderScoped(Protocol):
+    """Something only the leader runs (the agents' gRPC server): started when leading."""
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float = 10.0) -> None: ...
+
+
+class _Caches:
+    """The informers, read by the reconciler (ClusterView) and the rollout (RolloutView)."""
+
+    def __init__(
+        self, drivers: Informer, nodes: Informer, claims: Informer, modules: Informer
+    ) -> None:
+        self._drivers, self._nodes, self._claims = drivers, nodes, claims
+        self._modules = modules
+
+    def module(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._modules.get(f"{namespace}/{name}")
+
+    def drivers(self) -> list[dict[str, Any]]:
+        return self._drivers.snapshot()
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._nodes.snapshot()
+
+    def claims(self) -> list[dict[str, Any]]:
+        return self._claims.snapshot()
+
+
+def _labels(obj: dict[str, Any]) -> dict[str, str]:
+    return dict(obj.get("metadata", {}).get("labels") or {})
+
+
+def _reconciled_part(driver: dict[str, Any]) -> str:
+    """What the reconciler reads of a GPUDriver: all of it but status.rollout and the
+    bookkeeping every write changes."""
+    meta = {
+        k: v
+        for k, v in (driver.get("metadata") or {}).items()
+        if k not in ("resourceVersion", "managedFields")
+    }
+    status = {k: v for k, v in (driver.get("status") or {}).items() if k != "rollout"}
+    return json.dumps([meta, driver.get("spec"), status], sort_keys=True, default=str)
+
+
+def _allocation(obj: dict[str, Any]) -> Any:
+    return (obj.get("status") or {}).get("allocation")
+
+
+class Coordinator:
+    """One coordinator replica."""
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        config: CoordinatorConfig,
+        *,
+        discover: Discover | None = None,
+        blocker_sources: Sequence[BlockerSource] = (),
+        leader_scoped: Sequence[LeaderScoped] = (),
+        rollout_agents: AgentCalls | None = None,
+        rollout_metrics: RolloutMetrics | None = None,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._kube = kube
+        self._config = config
+        self._discovery = Discovery(discover or api_discovery(kube), config.discovery_interval)
+        # Unload blockers beyond the API's ResourceClaims (the agents' node reports).
+        self._blocker_sources = tuple(blocker_sources)
+        self._leader_scoped = tuple(leader_scoped)
+        self._leader_scoped_started: list[LeaderScoped] = []
+        # The node agents the rollout asks (None: no --grpc-port, so no node is ever labelled).
+        self._rollout_agents = rollout_agents
+        self._rollout_metrics = rollout_metrics
+        self.rollout: RolloutController | None = None
+        self._wall_clock = wall_clock
+        self._monotonic = monotonic
+        self.queue = WorkQueue(monotonic)
+        self.elector = LeaderElector(
+            kube,
+            LeaseConfig(
+                namespace=config.namespace,
+                name=config.lease_name,
+                identity=config.identity,
+                lease_duration=config.lease_duration,
+                renew_deadline=config.renew_deadline,
+                retry_period=config.retry_period,
+            ),
+            now=wall_clock,
+            monotonic=monotonic,
+        )
+        self._work_stop = threading.Event()
+        self._nudged = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._node_labels: dict[str, dict[str, str]] = {}
+        self._drivers_seen: dict[str, str] = {}
+        self._claim_allocations: dict[str, Any] = {}
+        self.reconciles = 0
+        self.lost_leadership = False
+
+    # -- change handlers: which GPUDrivers a change concerns --------------------------------
+
+    def _enqueue_all(self) -> None:
+        for driver in self._drivers.snapshot():
+            self.queue.add(driver["metadata"]["name"])
+
+    def _rollout_changed(self) -> None:
+        if self.rollout is not None:
+            self.rollout.changed()
+
+    def _on_driver(self, kind: str, obj: dict[str, Any]) -> None:
+        self._rollout_changed()
+        name = obj["metadata"]["name"]
+        seen = None if kind == "DELETED" else _reconciled_part(obj)
+        if kind == "MODIFIED" and self._drivers_seen.get(name) == seen:
+            return  # only status.rollout changed (the rollout's own write): nothing to reconcile
+        if seen is None:
+            self._drivers_seen.pop(name, None)
+        else:
+            self._drivers_seen[name] = seen
+        self.queue.add(name)
+        # A GPUDriver going or changing its selector can end another one's conflict.
+        self._enqueue_all()
+
+    def _on_module(self, _kind: str, obj: dict[str, Any]) -> None:
+        self._rollout_changed()
+        owner = _labels(obj).get(DRIVER_LABEL)
+        owners = [
+            r["name"]
+            for r in obj.get("metadata", {}).get("ownerReferences") or []
+            if r.get("kind") == model.KIND
+        ]
+        for name in {*owners, *([owner] if owner else [])}:
+            self.queue.add(name)
+
+    def _on_node(self, kind: str, obj: dict[str, Any]) -> None:
+        # Every change matters to the rollout (cordon, Ready, its own annotations).
+        self._rollout_changed()
+        name = obj["metadata"]["name"]
+        labels = None if kind == "DELETED" else _labels(obj)
+        if self._node_labels.get(name) != labels:
+            if labels is None:
+                self._node_labels.pop(name, None)
+            else:
+                self._node_labels[name] = labels
+            self._enqueue_all()
+
+    def _on_claim(self, kind: str, obj: dict[str, Any]) -> None:
+        self._rollout_changed()
+        meta = obj["metadata"]
+        key = f"{meta.get('namespace')}/{meta['name']}"
+        allocation = None if kind == "DELETED" else _allocation(obj)
+        if self._claim_allocations.get(key) != allocation:
+            self._claim_allocations[key] = allocation
+            if allocation is None:
+                self._claim_allocations.pop(key, None)
+            self._enqueue_all()
+
+    # -- threads --------------------------------------------------------------------------
+
+    def _start(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _informer(
+        self,
+        resource: Resource,
+        handler: Callable[[str, dict[str, Any]], None],
+        available: Callable[[], bool] | None = None,
+    ) -> Informer:
+        informer = Informer(self._kube, resource, handler, self._work_stop)
+        if available is not None:
+            informer.available = available
+        return informer
+
+    def nudge(self) -> None:
+        """Something a guard decision reads changed outside the watches (an agent's report):
+        reconsider every GPUDriver soon. Cheap from any thread; at most one pass a second."""
+        self._nudged.set()
+
+    def _follow_nudges(self) -> None:
+        while not self._work_stop.wait(NUDGE_INTERVAL_SECONDS):
+            if self._nudged.is_set():
+                self._nudged.clear()
+                self._enqueue_all()
+
+    def _poll_discovery(self) -> None:
+        kmm = self._discovery.kmm_installed()
+        next_resync = self._monotonic() + self._config.resync_seconds
+        while not self._work_stop.wait(self._config.discovery_interval):
+            self._discovery.refresh()
+            now_kmm = self._discovery.kmm_installed()
+            if now_kmm != kmm:
+                log.info("KMM installation changed", extra={"kmm_installed": now_kmm})
+                kmm = now_kmm
+                self._enqueue_all()
+            if self._monotonic() >= next_resync:
+                next_resync = self._monotonic() + self._config.resync_seconds
+                self._enqueue_all()
+
+    def _work(self, reconciler: Reconciler) -> None:
+        while not self._work_stop.is_set():
+            name = self.queue.get(timeout=0.5)
+            if name is None or self._drivers.get(name) is None:
+                continue  # gone, or not one of ours (--gpudriver-selector)
+            try:
+                again = reconciler.reconcile(name)
+            except Exception:
+                log.exception("reconcile failed", extra={"gpudriver": name})
+                again = ERROR_RETRY_SECONDS
+            self.reconciles += 1
+            if again is not None and not self._work_stop.is_set():
+                self.queue.add_after(name, again)
+
+    def _lead(self) -> None:
+        log.info("leading", extra={"identity": self._config.identity})
+        self._discovery.refresh()
+        dra = self._discovery.dra_version() or "v1"
+        self._drivers = self._informer(
+            Resource(model.GROUP, model.VERSION, model.PLURAL), self._on_driver
+        )
+        self._drivers.label_selector = self._config.driver_selector
+        modules = self._informer(
+            Resource(KMM_GROUP, KMM_VERSION, KMM_PLURAL, self._config.namespace),
+            self._on_module,
+            self._discovery.kmm_installed,
+        )
+        nodes = self._informer(Resource("", "v1", "nodes"), self._on_node)
+        claims = self._informer(
+            Resource(DRA_GROUP, dra, "resourceclaims"),
+            self._on_claim,
+            lambda: self._discovery.dra_version() is not None,
+        )
+        events = EventRecorder(
+            self._kube,
+            self._config.events_namespace,
+            COMPONENT,
+            rfc3339_now,
+            host=self._config.identity,
+        )
+        caches = _Caches(self._drivers, nodes, claims, modules)
+        reconciler = Reconciler(
+            self._kube,
+            discovery=self._discovery,
+            view=caches,
+            events=events,
+            config=ReconcilerConfig(self._config.namespace, self._config.loader_service_account),
+            now=rfc3339_now,
+            extra_blocker_sources=self._blocker_sources,
+        )
+        rollout = RolloutController(
+            self._kube,
+            caches,
+            agents=self._rollout_agents,
+            events=events,
+            config=RolloutConfig(
+                self._config.namespace,
+                blocked_recheck_seconds=self._config.rollout_blocked_recheck_seconds,
+            ),
+            wall_clock=self._wall_clock,
+            monotonic=self._monotonic,
+            metrics=self._rollout_metrics,
+        )
+        for informer in (nodes, claims, modules, self._drivers):
+            self._start(f"watch-{informer.resource.plural}", informer.run)
+
+        def start_work_once_synced() -> None:
+            # Guard decisions need nodes and claims: reconcile only once those caches are
+            # filled. Waiting here, not in _lead, keeps the Lease renewing meanwhile.
+            for informer in (nodes, claims, self._drivers):
+                while not informer.wait_synced(0.5):
+                    if self._work_stop.is_set():
+                        return
+            self._start("discovery", self._poll_discovery)
+            self._start("nudges", self._follow_nudges)
+            self._start("reconcile", lambda: self._work(reconciler))
+            # The rollout also needs the Modules (is the target version asked for yet?).
+            while not modules.wait_synced(0.5):
+                if self._work_stop.is_set():
+                    return
+            self.rollout = rollout
+            self._start("rollout", lambda: rollout.run(self._work_stop))
+
+        self._start("start-work", start_work_once_synced)
+        for part in self._leader_scoped:
+            try:
+                part.start()
+            except Exception:
+                # The guard then has no agent reports and refuses every unload: safe. Later
+                # parts depend on earlier ones (the serving label on the server), so stop here.
+                log.exception("could not start", extra={"part": type(part).__name__})
+                break
+            self._leader_scoped_started.append(part)
+
+    def _stop_leading(self) -> None:
+        self._work_stop.set()
+        while self._leader_scoped_started:
+            self._leader_scoped_started.pop().stop()
+
+    def run(self, stop: threading.Event) -> None:
+        """Campaign and work until `stop` is set or leadership is lost."""
+        self.elector.run(stop, on_started=self._lead, on_stopped=self._stop_leading)
+        self.lost_leadership = not stop.is_set()
+        self._stop_leading()
+        self._kube.close()
+        for thread in self._threads:
+            thread.join(timeout=5.0)
+        if not self.lost_leadership:
+            self.elector.release()
+        log.info("stopped", extra={"lost_leadership": self.lost_leadership})
