@@ -48,13 +48,14 @@ from bench.timing import Timings, ratio_line
 from coordinator.kube.client import Kube, path
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as node_grpc
+from gpuctl.common import names
+from gpuctl.common.names import AGENT_AUDIENCE
 from tests.harness import certs
 from tests.harness.access import KubeCluster
 from tests.harness.cluster import repository_root, start_cluster
 from tests.harness.ports import free_loopback_ports
 
 NAMESPACE = "bench-live"
-AUDIENCE = "gpuctl.dev/agent"
 RBAC = "rbac.authorization.k8s.io"
 
 
@@ -80,7 +81,7 @@ def _create_node_pod_token(kube: Kube, node: str) -> str:
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenRequest",
             "spec": {
-                "audiences": [AUDIENCE],
+                "audiences": [AGENT_AUDIENCE],
                 "expirationSeconds": 7200,
                 "boundObjectRef": {
                     "apiVersion": "v1",
@@ -105,7 +106,11 @@ def prepare_cluster(cluster: KubeCluster, agents: int) -> tuple[list[tuple[str, 
                 path("", "v1", "serviceaccounts", namespace=NAMESPACE),
                 body={"metadata": {"name": account}},
             )
-        rule = {"apiGroups": ["gpuctl.dev"], "resources": ["gpunodes"], "verbs": ["get", "list"]}
+        rule = {
+            "apiGroups": [names.GROUP],
+            "resources": [names.GPUNODE_PLURAL],
+            "verbs": ["get", "list"],
+        }
         kube.request(
             "POST",
             path(RBAC, "v1", "clusterroles"),

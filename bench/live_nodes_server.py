@@ -34,8 +34,8 @@ from coordinator.live_nodes.agent_service import AgentServiceConfig
 from coordinator.live_nodes.live import LiveNodes, LiveNodesConfig
 from coordinator.live_nodes.server import DEFAULT_MAX_MESSAGE_BYTES, ServerConfig, TlsFiles
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.common.names import AGENT_AUDIENCE
 
-AUDIENCE = "gpuctl.dev/agent"
 # Ingestion capacity is the question, so the per-agent report limit is out of the way.
 UNLIMITED_REPORTS_PER_MINUTE = 1_000_000
 
@@ -64,7 +64,7 @@ def run_coordinator(args: argparse.Namespace) -> None:
         LiveNodesConfig(
             server=ServerConfig(
                 agents=AgentServiceConfig(
-                    audience=AUDIENCE,
+                    audience=AGENT_AUDIENCE,
                     agent_username=f"system:serviceaccount:{args.namespace}:gpuctl-agent",
                     heartbeat_seconds=30.0,
                     max_reports_per_minute=UNLIMITED_REPORTS_PER_MINUTE,

@@ -40,15 +40,17 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from bench.timing import Timings, ratio_line
-from coordinator.drivers.module_spec import KMM_GROUP, KMM_PLURAL, KMM_VERSION, desired_module
+from coordinator.drivers.module_spec import desired_module
 from coordinator.kube.client import JSON, MERGE_PATCH, Kube, KubeApi, path
 from coordinator.kube.events import EventRecorder
 from coordinator.kube.watches import Informer, Resource
-from coordinator.rollout import names
 from coordinator.rollout.controller import RolloutConfig, RolloutController, kmm_labels
 from coordinator.rollout.metrics import RolloutMetrics
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from gpuctl.common import names
+from gpuctl.common.names import KMM_GROUP, KMM_VERSION
+from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from tests.harness.cluster import repository_root, start_cluster
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.nodes import create_node
@@ -166,7 +168,10 @@ class WatchedView:
         self.stop = threading.Event()
         self._informers = {
             "drivers": Informer(
-                kube, Resource("gpuctl.dev", "v1alpha1", "gpudrivers"), on_change, self.stop
+                kube,
+                Resource(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL),
+                on_change,
+                self.stop,
             ),
             "nodes": Informer(kube, Resource("", "v1", "nodes"), on_change, self.stop),
             "modules": Informer(
@@ -208,7 +213,8 @@ class RelistingView:
 
     def drivers(self) -> list[dict[str, Any]]:
         return self._list(
-            path("gpuctl.dev", "v1alpha1", "gpudrivers"), {"labelSelector": self._selector}
+            path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL),
+            {"labelSelector": self._selector},
         )
 
     def nodes(self) -> list[dict[str, Any]]:
@@ -244,9 +250,9 @@ def set_up(kube: Kube, driver: str, nodes: int, now: datetime.datetime, admin: A
     }
     created = kube.request(
         "POST",
-        path("gpuctl.dev", "v1alpha1", "gpudrivers"),
+        path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL),
         body={
-            "apiVersion": "gpuctl.dev/v1alpha1",
+            "apiVersion": names.API_VERSION,
             "kind": "GPUDriver",
             "metadata": {"name": driver, "labels": {"bench": driver}},
             "spec": spec,
@@ -275,7 +281,7 @@ def upgrade(kube: Kube, driver: str) -> None:
     """The admin's change, and the reconciler's Module update it causes (in place)."""
     kube.request(
         "PATCH",
-        path("gpuctl.dev", "v1alpha1", "gpudrivers", name=driver),
+        path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, name=driver),
         body={"spec": {"kernelModule": {"version": NEW}}},
         content_type=MERGE_PATCH,
     )

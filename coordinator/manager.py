@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from coordinator.drivers import model
 from coordinator.drivers.guard import BlockerSource
-from coordinator.drivers.module_spec import DRIVER_LABEL, KMM_GROUP, KMM_PLURAL, KMM_VERSION
 from coordinator.drivers.reconciler import Reconciler, ReconcilerConfig
 from coordinator.kube.client import KubeApi
 from coordinator.kube.discovery import DRA_GROUP, Discover, Discovery, api_discovery
@@ -32,6 +30,9 @@ from coordinator.kube.watches import Informer, Resource, WorkQueue
 from coordinator.rollout.agent_calls import AgentCalls
 from coordinator.rollout.controller import RolloutConfig, RolloutController
 from coordinator.rollout.metrics import RolloutMetrics
+from gpuctl.common import names
+from gpuctl.common.names import DRIVER_LABEL, KMM_GROUP, KMM_VERSION
+from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +195,7 @@ class Coordinator:
         owners = [
             r["name"]
             for r in obj.get("metadata", {}).get("ownerReferences") or []
-            if r.get("kind") == model.KIND
+            if r.get("kind") == names.GPUDRIVER_KIND
         ]
         for name in {*owners, *([owner] if owner else [])}:
             self.queue.add(name)
@@ -284,7 +285,7 @@ class Coordinator:
         self._discovery.refresh()
         dra = self._discovery.dra_version() or "v1"
         self._drivers = self._informer(
-            Resource(model.GROUP, model.VERSION, model.PLURAL), self._on_driver
+            Resource(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL), self._on_driver
         )
         self._drivers.label_selector = self._config.driver_selector
         modules = self._informer(

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.drivers import model
-from coordinator.drivers.module_spec import KMM_GROUP, KMM_PLURAL
-from coordinator.live_nodes import gpunode_crd
+from gpuctl.common import names
+from gpuctl.common.names import KMM_GROUP
+from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 
 READ = ["get", "list", "watch"]
 
@@ -20,18 +20,18 @@ READ = ["get", "list", "watch"]
 # and the reviews that check agents' and NodeService callers' tokens.
 CLUSTER_RULES: list[dict[str, Any]] = [
     {
-        "apiGroups": [model.GROUP],
-        "resources": [model.PLURAL],
+        "apiGroups": [names.GROUP],
+        "resources": [names.GPUDRIVER_PLURAL],
         "verbs": [*READ, "update", "patch"],
     },
     {
-        "apiGroups": [model.GROUP],
-        "resources": [f"{model.PLURAL}/status"],
+        "apiGroups": [names.GROUP],
+        "resources": [f"{names.GPUDRIVER_PLURAL}/status"],
         "verbs": ["get", "update", "patch"],
     },
     {
-        "apiGroups": [model.GROUP],
-        "resources": [f"{model.PLURAL}/finalizers"],
+        "apiGroups": [names.GROUP],
+        "resources": [f"{names.GPUDRIVER_PLURAL}/finalizers"],
         "verbs": ["update"],
     },
     # The rollout writes its state, cordons and KMM's version label on Nodes, lists each
@@ -42,13 +42,13 @@ CLUSTER_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": READ},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     {
-        "apiGroups": [gpunode_crd.GROUP],
-        "resources": [gpunode_crd.PLURAL],
+        "apiGroups": [names.GROUP],
+        "resources": [names.GPUNODE_PLURAL],
         "verbs": [*READ, "create", "update", "patch", "delete"],
     },
     {
-        "apiGroups": [gpunode_crd.GROUP],
-        "resources": [f"{gpunode_crd.PLURAL}/status"],
+        "apiGroups": [names.GROUP],
+        "resources": [f"{names.GPUNODE_PLURAL}/status"],
         "verbs": ["get", "update", "patch"],
     },
     {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from coordinator.drivers import model
+from gpuctl.common import names
 
 _DROPPED_KEYS = frozenset({"title", "additionalProperties", "$defs"})
 
@@ -182,20 +183,20 @@ def gpudriver_crd() -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{model.PLURAL}.{model.GROUP}"},
+        "metadata": {"name": f"{names.GPUDRIVER_PLURAL}.{names.GROUP}"},
         "spec": {
-            "group": model.GROUP,
+            "group": names.GROUP,
             "scope": "Cluster",
             "names": {
-                "kind": model.KIND,
-                "listKind": f"{model.KIND}List",
-                "plural": model.PLURAL,
-                "singular": model.SINGULAR,
-                "shortNames": list(model.SHORT_NAMES),
+                "kind": names.GPUDRIVER_KIND,
+                "listKind": f"{names.GPUDRIVER_KIND}List",
+                "plural": names.GPUDRIVER_PLURAL,
+                "singular": names.GPUDRIVER_SINGULAR,
+                "shortNames": list(names.GPUDRIVER_SHORT_NAMES),
             },
             "versions": [
                 {
-                    "name": model.VERSION,
+                    "name": names.VERSION,
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},

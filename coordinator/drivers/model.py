@@ -14,12 +14,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-GROUP = "gpuctl.dev"
-VERSION = "v1alpha1"
-KIND = "GPUDriver"
-PLURAL = "gpudrivers"
-SINGULAR = "gpudriver"
-SHORT_NAMES = ("gpud",)
 DEFAULT_MODULE_NAME = "xe"
 
 # Kernel module names are short; the bound keeps the CEL rules' cost estimate small.

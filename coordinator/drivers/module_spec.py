@@ -15,17 +15,14 @@ import copy
 from typing import Any
 
 from coordinator.drivers import model
+from gpuctl.common import names
 
-KMM_GROUP = "kmm.sigs.x-k8s.io"
-KMM_VERSION = "v1beta1"
-KMM_PLURAL = "modules"
-MODULE_API_VERSION = f"{KMM_GROUP}/{KMM_VERSION}"
+MODULE_API_VERSION = f"{names.KMM_GROUP}/{names.KMM_VERSION}"
 ARCH_LABEL = "kubernetes.io/arch"
 ARCH_VALUE = "amd64"
 NFD_GPU_PCI_LABEL = "intel.feature.node.kubernetes.io/gpu-pci"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "gpuctl-coordinator"
-DRIVER_LABEL = "gpuctl.dev/gpudriver"
 # Cordoning a node makes the node-lifecycle controller taint it
 # `node.kubernetes.io/unschedulable:NoSchedule`, and KMM stops targeting a node with a taint
 # the Module does not tolerate: it would unload the driver. The rollout cordons nodes (and
@@ -48,7 +45,7 @@ def module_name(driver_name: str) -> str:
 
 def module_ref(module: str) -> str:
     """How the reference names a Module in status errors."""
-    return f"{KMM_PLURAL}.{KMM_GROUP}/{module}"
+    return f"{names.KMM_MODULE_PLURAL}.{names.KMM_GROUP}/{module}"
 
 
 def ready_label(namespace: str, module: str) -> str:
@@ -161,11 +158,11 @@ def desired_module(
         "metadata": {
             "name": module_name(meta["name"]),
             "namespace": namespace,
-            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, DRIVER_LABEL: meta["name"]},
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, names.DRIVER_LABEL: meta["name"]},
             "ownerReferences": [
                 {
-                    "apiVersion": f"{model.GROUP}/{model.VERSION}",
-                    "kind": model.KIND,
+                    "apiVersion": f"{names.GROUP}/{names.VERSION}",
+                    "kind": names.GPUDRIVER_KIND,
                     "name": meta["name"],
                     "uid": meta["uid"],
                     "controller": True,

@@ -18,8 +18,8 @@ from coordinator.drivers.module_spec import module_ref, version_toggled
 from coordinator.drivers.status import KMM_NOT_INSTALLED, Problem, claims_block_deletion
 from coordinator.drivers.validation import FieldError
 from coordinator.kube.events import NORMAL, WARNING
+from gpuctl.common.names import FINALIZER
 
-FINALIZER = "gpuctl.dev/unload-guard"
 # Seconds between retries of a refused unload (watches also retry it when claims change).
 BLOCKED_RETRY_SECONDS = 10.0
 TERMINATING_RETRY_SECONDS = 2.0

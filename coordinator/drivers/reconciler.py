@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from coordinator.drivers import model
 from coordinator.drivers.conflicts import conflicting_driver
 from coordinator.drivers.guard import (
     BlockerSource,
@@ -21,14 +20,8 @@ from coordinator.drivers.guard import (
     UnloadDecision,
     decide_unload,
 )
-from coordinator.drivers.module_spec import (
-    KMM_GROUP,
-    KMM_PLURAL,
-    KMM_VERSION,
-    desired_module,
-    module_name,
-)
-from coordinator.drivers.plan import FINALIZER, Action, Plan, PlanInput, plan
+from coordinator.drivers.module_spec import desired_module, module_name
+from coordinator.drivers.plan import Action, Plan, PlanInput, plan
 from coordinator.drivers.status import (
     ROLLOUT_OWNED_STATUS,
     Observation,
@@ -40,7 +33,9 @@ from coordinator.drivers.validation import validate
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.discovery import Discovery
 from coordinator.kube.events import WARNING, EventRecorder
+from gpuctl.common import names
 from gpuctl.common.module_holders import modules_unloaded_with
+from gpuctl.common.names import FINALIZER
 from gpuctl.common.node_selectors import nodes_matching
 
 log = logging.getLogger(__name__)
@@ -76,7 +71,9 @@ def unloaded_with_module(module: Mapping[str, Any] | None) -> list[str]:
 
 
 def _driver_path(name: str | None = None, subresource: str | None = None) -> str:
-    return path(model.GROUP, model.VERSION, model.PLURAL, name=name, subresource=subresource)
+    return path(
+        names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, name=name, subresource=subresource
+    )
 
 
 class Reconciler:
@@ -102,7 +99,13 @@ class Reconciler:
         self._extra_sources = tuple(extra_blocker_sources)
 
     def _module_path(self, name: str | None = None) -> str:
-        return path(KMM_GROUP, KMM_VERSION, KMM_PLURAL, namespace=self._config.namespace, name=name)
+        return path(
+            names.KMM_GROUP,
+            names.KMM_VERSION,
+            names.KMM_MODULE_PLURAL,
+            namespace=self._config.namespace,
+            name=name,
+        )
 
     def _get_or_none(self, resource_path: str) -> dict[str, Any] | None:
         try:

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from coordinator.drivers.module_spec import KMM_GROUP, KMM_PLURAL, module_ref, ready_label
+from coordinator.drivers.module_spec import module_ref, ready_label
+from gpuctl.common.names import KMM_GROUP
+from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 
 KMM_NOT_INSTALLED = "KMM is not installed in the cluster."
 NOT_APPLICABLE = "N/A"

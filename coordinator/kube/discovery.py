@@ -13,8 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from coordinator.drivers.module_spec import KMM_GROUP, KMM_VERSION
 from coordinator.kube.client import KubeApi
+from gpuctl.common.names import KMM_GROUP, KMM_VERSION
 
 DRA_GROUP = "resource.k8s.io"
 # ResourceClaim versions whose status.allocation.devices.results[].driver the guard reads,

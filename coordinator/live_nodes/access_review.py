@@ -16,10 +16,9 @@ from typing import Any
 
 from coordinator.kube.client import KubeApi, KubeError
 from coordinator.live_nodes.token_review import Reviewed
+from gpuctl.common import names
 
 SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
-GROUP = "gpuctl.dev"
-RESOURCE = "gpunodes"
 
 
 class AccessReviewUnavailableError(Exception):
@@ -27,7 +26,11 @@ class AccessReviewUnavailableError(Exception):
 
 
 def access_review_body(user: Reviewed, verb: str, name: str | None) -> dict[str, Any]:
-    attributes: dict[str, Any] = {"group": GROUP, "resource": RESOURCE, "verb": verb}
+    attributes: dict[str, Any] = {
+        "group": names.GROUP,
+        "resource": names.GPUNODE_PLURAL,
+        "verb": verb,
+    }
     if name:
         attributes["name"] = name
     return {

@@ -14,8 +14,8 @@ from pathlib import Path
 from coordinator.live_nodes.agent_service import AgentServiceConfig
 from coordinator.live_nodes.live import LiveNodesConfig
 from coordinator.live_nodes.server import DEFAULT_MAX_MESSAGE_BYTES, ServerConfig, TlsFiles
+from gpuctl.common.names import AGENT_AUDIENCE
 
-DEFAULT_AUDIENCE = "gpuctl.dev/agent"
 DEFAULT_AGENT_ACCOUNT = "gpuctl-agent"
 DEFAULT_HEARTBEAT = 10.0
 
@@ -58,7 +58,7 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--agent-audience",
-        default=DEFAULT_AUDIENCE,
+        default=AGENT_AUDIENCE,
         help="audience agents' projected tokens must carry (default: %(default)s)",
     )
     group.add_argument(

@@ -12,12 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-GROUP = "gpuctl.dev"
-VERSION = "v1alpha1"
-KIND = "GPUNode"
-PLURAL = "gpunodes"
-SINGULAR = "gpunode"
-SHORT_NAMES = ("gpun",)
+from gpuctl.common import names
+
 MAX_REQUEST_ID = 128
 
 _DATE_TIME = {"type": "string", "format": "date-time"}
@@ -115,20 +111,20 @@ def gpunode_crd() -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{GROUP}"},
+        "metadata": {"name": f"{names.GPUNODE_PLURAL}.{names.GROUP}"},
         "spec": {
-            "group": GROUP,
+            "group": names.GROUP,
             "scope": "Cluster",
             "names": {
-                "kind": KIND,
-                "listKind": f"{KIND}List",
-                "plural": PLURAL,
-                "singular": SINGULAR,
-                "shortNames": list(SHORT_NAMES),
+                "kind": names.GPUNODE_KIND,
+                "listKind": f"{names.GPUNODE_KIND}List",
+                "plural": names.GPUNODE_PLURAL,
+                "singular": names.GPUNODE_SINGULAR,
+                "shortNames": list(names.GPUNODE_SHORT_NAMES),
             },
             "versions": [
                 {
-                    "name": VERSION,
+                    "name": names.VERSION,
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},

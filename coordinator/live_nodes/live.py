@@ -18,12 +18,12 @@ from typing import Any
 
 from coordinator.kube.client import KubeApi
 from coordinator.kube.watches import Informer, Resource
-from coordinator.live_nodes import gpunode_crd as crd
 from coordinator.live_nodes.guard_source import LiveReportSource
 from coordinator.live_nodes.inspect_requests import InspectRequests
 from coordinator.live_nodes.mirror import GPUNodeMirror
 from coordinator.live_nodes.registry import Registry
 from coordinator.live_nodes.server import AgentServer, ServerConfig
+from gpuctl.common import names
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,10 @@ class LiveNodes:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._gpunodes = Informer(
-            kube, Resource(crd.GROUP, crd.VERSION, crd.PLURAL), self._on_gpunode, self._stop
+            kube,
+            Resource(names.GROUP, names.VERSION, names.GPUNODE_PLURAL),
+            self._on_gpunode,
+            self._stop,
         )
 
     @property

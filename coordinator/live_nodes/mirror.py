@@ -23,9 +23,9 @@ from typing import Any
 
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.watches import WorkQueue
-from coordinator.live_nodes import gpunode_crd as crd
 from coordinator.live_nodes.gpunode_status import apply_merge, desired_status, status_patch
 from coordinator.live_nodes.registry import Registry, Session
+from gpuctl.common import names
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,9 @@ def _resource_version(obj: dict[str, Any]) -> int:
 
 
 def gpunode_path(name: str | None = None, subresource: str | None = None) -> str:
-    return path(crd.GROUP, crd.VERSION, crd.PLURAL, name=name, subresource=subresource)
+    return path(
+        names.GROUP, names.VERSION, names.GPUNODE_PLURAL, name=name, subresource=subresource
+    )
 
 
 class GPUNodeMirror:
@@ -223,8 +225,8 @@ class GPUNodeMirror:
                 return False
             raise
         body = {
-            "apiVersion": f"{crd.GROUP}/{crd.VERSION}",
-            "kind": crd.KIND,
+            "apiVersion": f"{names.GROUP}/{names.VERSION}",
+            "kind": names.GPUNODE_KIND,
             "metadata": {
                 "name": node,
                 "ownerReferences": [

@@ -12,10 +12,9 @@ from __future__ import annotations
 import logging
 
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
+from gpuctl.common.names import SERVING_LABEL
 
 log = logging.getLogger(__name__)
-
-SERVING_LABEL = "gpuctl.dev/grpc-serving"
 
 
 class ServingLabel:

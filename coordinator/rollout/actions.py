@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from coordinator.rollout.facts import GpuPod
-from coordinator.rollout.names import Phase
+from gpuctl.common.names import Phase
 
 
 @dataclass(frozen=True)

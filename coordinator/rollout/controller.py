@@ -27,7 +27,6 @@ from coordinator.drivers.module_spec import module_name, node_selector, ready_la
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.events import WARNING, EventRecorder
 from coordinator.kube.watches import WorkQueue
-from coordinator.rollout import names
 from coordinator.rollout.actions import (
     Action,
     EvictPods,
@@ -49,13 +48,14 @@ from coordinator.rollout.facts import (
     node_facts,
 )
 from coordinator.rollout.metrics import RolloutMetrics
-from coordinator.rollout.names import Phase
 from coordinator.rollout.pods import claims_on_nodes, eviction, gpu_pods
 from coordinator.rollout.records import decode_changes
 from coordinator.rollout.rollout_status import resumed_version
 from coordinator.rollout.settings import RolloutSettings, SettingsError, rollout_settings
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.common import names
 from gpuctl.common.module_holders import modules_unloaded_with
+from gpuctl.common.names import Phase
 from gpuctl.common.node_selectors import matches_labels, node_labels
 
 log = logging.getLogger(__name__)
@@ -478,7 +478,13 @@ class RolloutController:
         try:
             self._kube.request(
                 "PATCH",
-                path(model.GROUP, model.VERSION, model.PLURAL, name=name, subresource="status"),
+                path(
+                    names.GROUP,
+                    names.VERSION,
+                    names.GPUDRIVER_PLURAL,
+                    name=name,
+                    subresource="status",
+                ),
                 body={"status": {"rollout": status}},
                 content_type=MERGE_PATCH,
             )

@@ -24,10 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coordinator.kube.events import NORMAL, WARNING
-from coordinator.rollout import names
 from coordinator.rollout.actions import Action, PatchNode, RequestReport
 from coordinator.rollout.facts import INSPECT, NodeFacts, RolloutInput
-from coordinator.rollout.names import IN_PROGRESS, Phase
 from coordinator.rollout.rollout_status import RolloutCounts, rollout_status
 from coordinator.rollout.settings import SettingsError, max_unavailable
 from coordinator.rollout.steps import (
@@ -39,6 +37,8 @@ from coordinator.rollout.steps import (
     transition,
     unfixable_blockers,
 )
+from gpuctl.common import names
+from gpuctl.common.names import IN_PROGRESS, Phase
 
 
 @dataclass(frozen=True)

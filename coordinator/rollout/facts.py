@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from coordinator.rollout import names
-from coordinator.rollout.names import Phase, parse_phase
 from coordinator.rollout.records import BoundFunction
 from coordinator.rollout.settings import RolloutSettings
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from gpuctl.common import names
 from gpuctl.common.module_holders import holders_unloaded_with
+from gpuctl.common.names import Phase, parse_phase
 
 INSPECT = "inspect"
 MODULE_HOLDERS = "MODULE_HOLDERS"

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from coordinator.rollout import names
 from coordinator.rollout.facts import RolloutInput
-from coordinator.rollout.names import IN_PROGRESS, SEVERITY, Phase
 from coordinator.rollout.steps import rfc3339
+from gpuctl.common import names
+from gpuctl.common.names import IN_PROGRESS, SEVERITY, Phase
 
 MAX_LISTED_NODES = 50
 

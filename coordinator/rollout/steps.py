@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from coordinator.kube.events import NORMAL, WARNING
-from coordinator.rollout import names
 from coordinator.rollout.actions import (
     Action,
     EvictPods,
@@ -38,7 +37,6 @@ from coordinator.rollout.facts import (
     ReportFacts,
     RolloutInput,
 )
-from coordinator.rollout.names import Phase
 from coordinator.rollout.records import (
     RecordError,
     decode_bound,
@@ -51,6 +49,8 @@ from coordinator.rollout.records import (
     reconstructed_changes,
 )
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.common import names
+from gpuctl.common.names import Phase
 
 RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
 # Seconds between retries of a failed agent request, and between verification polls.

@@ -16,14 +16,10 @@ from kubernetes.client.exceptions import ApiException
 
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.kube_errors import call_api, describe_api_error, is_missing_object, unreachable
+from gpuctl.common import names
 
-GROUP, VERSION, PLURAL = "gpuctl.dev", "v1alpha1", "gpudrivers"
-RESOURCE = f"{PLURAL}.{GROUP}"
 REQUEST_TIMEOUT = 20.0
-STATE_LABEL = "gpuctl.dev/driver-state"
-REASON_ANNOTATION = "gpuctl.dev/driver-state-reason"
-RESUMED_ANNOTATION = "gpuctl.dev/rollout-resumed-version"
-RETRYABLE_PHASES = ("Failed", "Blocked")
+RETRYABLE_PHASES = (names.Phase.FAILED.value, names.Phase.BLOCKED.value)
 
 
 class GpuDriverApi:
@@ -38,10 +34,10 @@ class GpuDriverApi:
             return self.get(name)
         listed = call_api(
             "list",
-            RESOURCE,
+            names.GPUDRIVERS,
             self._server,
             lambda: self._custom.list_cluster_custom_object(
-                GROUP, VERSION, PLURAL, _request_timeout=REQUEST_TIMEOUT
+                names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, _request_timeout=REQUEST_TIMEOUT
             ),
         )
         items: list[Mapping[str, Any]] = listed.get("items", [])
@@ -49,18 +45,24 @@ class GpuDriverApi:
             return items[0]
         if not items:
             raise CommandError("there is no GPUDriver in this cluster")
-        names = ", ".join(sorted(str(i["metadata"]["name"]) for i in items))
-        raise CommandError(f"there are several GPUDrivers ({names}): name one")
+        node_names = ", ".join(sorted(str(i["metadata"]["name"]) for i in items))
+        raise CommandError(f"there are several GPUDrivers ({node_names}): name one")
 
     def get(self, name: str) -> Mapping[str, Any]:
         try:
             found: Mapping[str, Any] = self._custom.get_cluster_custom_object(
-                GROUP, VERSION, PLURAL, name, _request_timeout=REQUEST_TIMEOUT
+                names.GROUP,
+                names.VERSION,
+                names.GPUDRIVER_PLURAL,
+                name,
+                _request_timeout=REQUEST_TIMEOUT,
             )
         except ApiException as error:
             if is_missing_object(error, name):
                 raise CommandError(f'no GPUDriver "{name}"') from error
-            raise CommandError(describe_api_error(error, "get", RESOURCE, self._server)) from error
+            raise CommandError(
+                describe_api_error(error, "get", names.GPUDRIVERS, self._server)
+            ) from error
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise unreachable(self._server, error) from error
         return found
@@ -68,13 +70,18 @@ class GpuDriverApi:
     def set_paused(self, name: str, *, paused: bool, resumed_version: str | None) -> None:
         body: dict[str, Any] = {"spec": {"rollout": {"paused": paused}}}
         if resumed_version is not None:
-            body["metadata"] = {"annotations": {RESUMED_ANNOTATION: resumed_version}}
+            body["metadata"] = {"annotations": {names.RESUMED_VERSION: resumed_version}}
         call_api(
             "patch",
-            RESOURCE,
+            names.GPUDRIVERS,
             self._server,
             lambda: self._custom.patch_cluster_custom_object(
-                GROUP, VERSION, PLURAL, name, body, _request_timeout=REQUEST_TIMEOUT
+                names.GROUP,
+                names.VERSION,
+                names.GPUDRIVER_PLURAL,
+                name,
+                body,
+                _request_timeout=REQUEST_TIMEOUT,
             ),
         )
 
@@ -91,9 +98,9 @@ class GpuDriverApi:
             try:
                 for event in stream.stream(  # type: ignore[no-untyped-call]
                     self._custom.list_cluster_custom_object,
-                    GROUP,
-                    VERSION,
-                    PLURAL,
+                    names.GROUP,
+                    names.VERSION,
+                    names.GPUDRIVER_PLURAL,
                     resource_version=resource_version,
                     **kwargs,
                 ):
@@ -104,7 +111,7 @@ class GpuDriverApi:
             except ApiException as error:
                 if error.status != 410:
                     raise CommandError(
-                        describe_api_error(error, "watch", RESOURCE, self._server)
+                        describe_api_error(error, "watch", names.GPUDRIVERS, self._server)
                     ) from error
                 current = self.get(name)  # our place in history is gone: start from now
                 resource_version = current.get("metadata", {}).get("resourceVersion")
@@ -125,7 +132,7 @@ class GpuDriverApi:
             self._server,
             lambda: self._core.read_node(node, _request_timeout=REQUEST_TIMEOUT),
         )
-        phase = (found.metadata.labels or {}).get(STATE_LABEL)
+        phase = (found.metadata.labels or {}).get(names.STATE_LABEL)
         if phase not in RETRYABLE_PHASES:
             raise CommandError(
                 f'node "{node}" is {phase or "not in a rollout"}: only a Failed or Blocked node '
@@ -133,8 +140,8 @@ class GpuDriverApi:
             )
         body = {
             "metadata": {
-                "labels": {STATE_LABEL: "Pending"},
-                "annotations": {REASON_ANNOTATION: None},
+                "labels": {names.STATE_LABEL: names.Phase.PENDING.value},
+                "annotations": {names.REASON: None},
                 "resourceVersion": found.metadata.resource_version,
             }
         }

@@ -26,9 +26,8 @@ from gpuctl.cli.kube_errors import (
     unreachable,
 )
 from gpuctl.cli.node_view import NodeView, from_gpunode
+from gpuctl.common import names
 
-GROUP, VERSION, PLURAL = "gpuctl.dev", "v1alpha1", "gpunodes"
-RESOURCE = f"{PLURAL}.{GROUP}"
 REQUEST_TIMEOUT = 20.0
 
 
@@ -48,7 +47,7 @@ class KubeNodeSource:
         listed = self._call(
             "list",
             lambda: self._api.list_cluster_custom_object(
-                GROUP, VERSION, PLURAL, _request_timeout=REQUEST_TIMEOUT
+                names.GROUP, names.VERSION, names.GPUNODE_PLURAL, _request_timeout=REQUEST_TIMEOUT
             ),
         )
         now = self._clock()
@@ -63,14 +62,20 @@ class KubeNodeSource:
     def _get(self, name: str) -> Mapping[str, Any]:
         try:
             found: Mapping[str, Any] = self._api.get_cluster_custom_object(
-                GROUP, VERSION, PLURAL, name, _request_timeout=REQUEST_TIMEOUT
+                names.GROUP,
+                names.VERSION,
+                names.GPUNODE_PLURAL,
+                name,
+                _request_timeout=REQUEST_TIMEOUT,
             )
         except ApiException as error:
             if is_missing_object(error, name):
                 raise CommandError(
                     f'no GPU node "{name}": no agent has reported for it (see `gpuctl nodes`)'
                 ) from error
-            raise CommandError(describe_api_error(error, "get", RESOURCE, self._server)) from error
+            raise CommandError(
+                describe_api_error(error, "get", names.GPUNODES, self._server)
+            ) from error
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise unreachable(self._server, error) from error
         return found
@@ -82,7 +87,12 @@ class KubeNodeSource:
         patched: Mapping[str, Any] = self._call(
             "patch",
             lambda: self._api.patch_cluster_custom_object(
-                GROUP, VERSION, PLURAL, name, body, _request_timeout=REQUEST_TIMEOUT
+                names.GROUP,
+                names.VERSION,
+                names.GPUNODE_PLURAL,
+                name,
+                body,
+                _request_timeout=REQUEST_TIMEOUT,
             ),
         )
         if _answered(patched, request_id):
@@ -110,9 +120,9 @@ class KubeNodeSource:
         try:
             for event in stream.stream(  # type: ignore[no-untyped-call]
                 self._api.list_cluster_custom_object,
-                GROUP,
-                VERSION,
-                PLURAL,
+                names.GROUP,
+                names.VERSION,
+                names.GPUNODE_PLURAL,
                 field_selector=f"metadata.name={name}",
                 resource_version=resource_version,
                 timeout_seconds=max(1, int(remaining)),
@@ -125,7 +135,7 @@ class KubeNodeSource:
             if error.status == 410:  # our resourceVersion is too old: relist
                 return None
             raise CommandError(
-                describe_api_error(error, "watch", RESOURCE, self._server)
+                describe_api_error(error, "watch", names.GPUNODES, self._server)
             ) from error
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise unreachable(self._server, error) from error
@@ -134,7 +144,7 @@ class KubeNodeSource:
         return None
 
     def _call(self, verb: str, action: Callable[[], Any]) -> Any:
-        return call_api(verb, RESOURCE, self._server, action)
+        return call_api(verb, names.GPUNODES, self._server, action)
 
 
 def _answered(obj: Mapping[str, Any], request_id: str) -> bool:

@@ -15,10 +15,10 @@ from kubernetes import client
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.gpudriver_api import REQUEST_TIMEOUT
 from gpuctl.cli.kube_errors import call_api, describe_api_error
-from gpuctl.cli.kube_nodes import GROUP, PLURAL, VERSION
 from gpuctl.cli.node_view import from_gpunode
 from gpuctl.cli.rollout_plan import NodeFacts, PlanSettings
 from gpuctl.cli.source_flags import Clock
+from gpuctl.common import names
 from gpuctl.common.gpu_claims import claim_nodes, is_gpu_allocation
 from gpuctl.common.module_holders import modules_unloaded_with
 
@@ -51,13 +51,13 @@ def module_selector(api_client: Any, driver: Mapping[str, Any]) -> dict[str, str
     server = str(api_client.configuration.host)
     module = call_api(
         "get",
-        "modules.kmm.sigs.x-k8s.io",
+        names.KMM_MODULES,
         server,
         lambda: custom.get_namespaced_custom_object(
-            "kmm.sigs.x-k8s.io",
-            "v1beta1",
+            names.KMM_GROUP,
+            names.KMM_VERSION,
             namespace,
-            "modules",
+            names.KMM_MODULE_PLURAL,
             name,
             _request_timeout=REQUEST_TIMEOUT,
         ),
@@ -77,18 +77,18 @@ def gather_facts(api_client: Any, selector: Mapping[str, str], clock: Clock) -> 
         lambda: core.list_node(label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT),
     )
     nodes: list[dict[str, Any]] = [api_client.sanitize_for_serialization(n) for n in listed.items]
-    names = {n["metadata"]["name"] for n in nodes}
+    node_names = {n["metadata"]["name"] for n in nodes}
     gpunodes = call_api(
         "list",
-        f"{PLURAL}.{GROUP}",
+        names.GPUNODES,
         server,
         lambda: custom.list_cluster_custom_object(
-            GROUP, VERSION, PLURAL, _request_timeout=REQUEST_TIMEOUT
+            names.GROUP, names.VERSION, names.GPUNODE_PLURAL, _request_timeout=REQUEST_TIMEOUT
         ),
     )
     now = clock()
     views = {v.name: v for v in (from_gpunode(o, now) for o in gpunodes.get("items", []))}
-    pods = _gpu_pods_by_node(api_client, core, server, names)
+    pods = _gpu_pods_by_node(api_client, core, server, node_names)
     claims = _claims_by_node(custom, server, nodes)
     return [
         NodeFacts(
@@ -112,7 +112,7 @@ def _ready(node: Mapping[str, Any]) -> bool | None:
 
 
 def _gpu_pods_by_node(
-    api_client: Any, core: Any, server: str, names: set[str]
+    api_client: Any, core: Any, server: str, node_names: set[str]
 ) -> dict[str, list[str]]:
     listed = call_api(
         "list",
@@ -126,7 +126,7 @@ def _gpu_pods_by_node(
     found: dict[str, list[str]] = {}
     for pod in listed.items:
         node = pod.spec.node_name
-        if node in names and requests_gpu(api_client.sanitize_for_serialization(pod)):
+        if node in node_names and requests_gpu(api_client.sanitize_for_serialization(pod)):
             found.setdefault(node, []).append(f"{pod.metadata.namespace}/{pod.metadata.name}")
     return found
 

@@ -18,12 +18,10 @@ from dataclasses import dataclass, field
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.node_view import NodeView
 from gpuctl.cli.table import format_table
+from gpuctl.common import names
 from gpuctl.common.module_holders import holders_unloaded_with
 from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
 
-OPT_OUT_LABEL, OPT_OUT_VALUE = "gpuctl.dev/rollout", "skip"
-STATE_LABEL = "gpuctl.dev/driver-state"
-STATE_VERSION_ANNOTATION = "gpuctl.dev/driver-state-version"
 Reason = pb.Blocker.Reason
 
 
@@ -66,12 +64,12 @@ def plan_rollout(
 
 
 def _plan_node(target: str, settings: PlanSettings, node: NodeFacts) -> PlannedNode:
-    state = node.labels.get(STATE_LABEL, "")
-    state_version = node.annotations.get(STATE_VERSION_ANNOTATION, "")
+    state = node.labels.get(names.STATE_LABEL, "")
+    state_version = node.annotations.get(names.STATE_VERSION, "")
     now = f"{state} ({state_version})" if state and state_version else state or "-"
-    if node.labels.get(OPT_OUT_LABEL) == OPT_OUT_VALUE:
+    if node.labels.get(names.OPT_OUT_LABEL) == names.OPT_OUT_VALUE:
         return PlannedNode(
-            node.name, "skip", (f"opted out ({OPT_OUT_LABEL}={OPT_OUT_VALUE})",), now
+            node.name, "skip", (f"opted out ({names.OPT_OUT_LABEL}={names.OPT_OUT_VALUE})",), now
         )
     if state == "Done" and state_version == target:
         return PlannedNode(node.name, "done", (f"already on {target}",), now)

@@ -17,12 +17,13 @@ from typing import Any
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
 from coordinator.kube.discovery import Discover
 from coordinator.manager import Coordinator, CoordinatorConfig
+from gpuctl.common import names
 from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until
 
 TEST_LABEL = "gpuctl.test/ns"
-GROUP, VERSION, PLURAL = "gpuctl.dev", "v1alpha1", "gpudrivers"
-KMM = ("kmm.sigs.x-k8s.io", "v1beta1", "modules")
+GROUP, VERSION, PLURAL = names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL
+KMM = (names.KMM_GROUP, names.KMM_VERSION, names.KMM_MODULE_PLURAL)
 HTTP_NOT_FOUND = 404
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import yaml
 
 from agent.__main__ import build_parser as build_agent_parser
-from coordinator.live_nodes.serving_label import SERVING_LABEL
 from coordinator.main import parse_args
+from gpuctl.common.names import SERVING_LABEL
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "gpuctl"
 GRPC_FLAG_VALUES = {

@@ -6,8 +6,9 @@ from typing import Any
 
 from coordinator.drivers.guard import Blocker, UnloadDecision
 from coordinator.drivers.module_spec import desired_module
-from coordinator.drivers.plan import FINALIZER, Action, PlanInput, plan
+from coordinator.drivers.plan import Action, PlanInput, plan
 from coordinator.drivers.validation import FieldError
+from gpuctl.common.names import FINALIZER
 from tests.coordinator import samples
 
 MOD = "gpu-policy-gpu"

@@ -6,11 +6,11 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
-from coordinator.drivers.plan import FINALIZER
 from coordinator.drivers.reconciler import CONFLICT_RETRY_SECONDS, Reconciler, ReconcilerConfig
 from coordinator.kube.client import KubeError
 from coordinator.kube.discovery import Discovery
 from coordinator.kube.events import EventRecorder
+from gpuctl.common.names import FINALIZER
 from tests.coordinator import samples
 
 DRIVERS = "/apis/gpuctl.dev/v1alpha1/gpudrivers"

@@ -49,6 +49,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from gpuctl.common import names
 from tests.harness import kmm_model as model
 from tests.harness.watch_wakeup import WatchWakeup
 
@@ -173,10 +174,10 @@ class KmmEmulator:
 
     def _watch_modules(self) -> Any:
         return self._custom.list_namespaced_custom_object(
-            model.GROUP,
-            model.VERSION,
+            names.GROUP,
+            names.VERSION,
             self.namespace,
-            model.PLURAL,
+            names.GPUDRIVER_PLURAL,
             watch=True,
             timeout_seconds=300,
             _preload_content=False,
@@ -187,7 +188,11 @@ class KmmEmulator:
 
     def _list_modules(self) -> list[dict[str, Any]]:
         response = self._custom.list_namespaced_custom_object(
-            model.GROUP, model.VERSION, self.namespace, model.PLURAL, _preload_content=False
+            names.GROUP,
+            names.VERSION,
+            self.namespace,
+            names.GPUDRIVER_PLURAL,
+            _preload_content=False,
         )
         items: list[dict[str, Any]] = json.loads(response.data)["items"]
         return items
@@ -210,7 +215,7 @@ class KmmEmulator:
     def _patch_module(self, name: str, body: dict[str, Any]) -> None:
         with self._tolerating_gone():
             self._custom.patch_namespaced_custom_object(
-                model.GROUP, model.VERSION, self.namespace, model.PLURAL, name, body
+                names.GROUP, names.VERSION, self.namespace, names.GPUDRIVER_PLURAL, name, body
             )
 
     def _release_finalizers(self) -> None:
@@ -304,10 +309,10 @@ class KmmEmulator:
         if (module.get("status") or {}).get("moduleLoader") != status and not view.deleting:
             with self._tolerating_gone():
                 self._custom.patch_namespaced_custom_object_status(
-                    model.GROUP,
-                    model.VERSION,
+                    names.GROUP,
+                    names.VERSION,
                     self.namespace,
-                    model.PLURAL,
+                    names.GPUDRIVER_PLURAL,
                     view.name,
                     {"status": {"moduleLoader": status}},
                 )

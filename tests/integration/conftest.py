@@ -52,6 +52,7 @@ from kubernetes import client as k8s
 
 from coordinator.kube.client import Kube
 from coordinator.live_nodes.live import LiveNodes
+from gpuctl.common import names
 from tests.coordinator.live import Api, remove_test_drivers
 from tests.harness.access import KubeCluster
 from tests.harness.cluster import repository_root, start_cluster
@@ -201,7 +202,11 @@ def reader_token(kube_cluster: KubeCluster, namespace: str, kube_admin: Any) -> 
         {
             "metadata": {"name": name},
             "rules": [
-                {"apiGroups": ["gpuctl.dev"], "resources": ["gpunodes"], "verbs": ["get", "list"]}
+                {
+                    "apiGroups": [names.GROUP],
+                    "resources": [names.GPUNODE_PLURAL],
+                    "verbs": ["get", "list"],
+                }
             ],
         }
     )

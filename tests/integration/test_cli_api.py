@@ -19,14 +19,15 @@ import pytest
 from google.protobuf import json_format
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+from gpuctl.common import names
 from tests.coordinator.live import Api, gpudriver, node_labels, simple_spec
 from tests.harness.access import KubeCluster
 
 pytestmark = pytest.mark.integration
 
 GPUCTL = str(Path(sys.executable).parent / "gpuctl")
-GPUNODES = ("gpuctl.dev", "v1alpha1", "gpunodes")
-STATE_LABEL = "gpuctl.dev/driver-state"
+GPUNODES = (names.GROUP, names.VERSION, names.GPUNODE_PLURAL)
+STATE_LABEL = names.STATE_LABEL
 
 
 def gpuctl(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from coordinator.drivers.module_spec import desired_module
-from coordinator.drivers.plan import FINALIZER
+from gpuctl.common.names import FINALIZER
 from tests.coordinator.live import (
     Api,
     gpudriver,

@@ -15,10 +15,11 @@ import grpc
 import pytest
 
 from coordinator.kube.client import Kube, path
-from coordinator.live_nodes.serving_label import SERVING_LABEL, ServingLabel
+from coordinator.live_nodes.serving_label import ServingLabel
 from coordinator.rbac import CLUSTER_RULES, NAMESPACE_RULES
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as node_grpc
+from gpuctl.common.names import SERVING_LABEL
 from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until
 from tests.live_nodes.agent_client import sample_report

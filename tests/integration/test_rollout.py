@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.rollout import names
+from gpuctl.common import names
 from tests.coordinator.live import TEST_LABEL, Api
 from tests.fakehost import FakeHost
 from tests.fakehost.scenarios import B70_PFS, B580

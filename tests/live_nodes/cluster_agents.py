@@ -26,14 +26,14 @@ from kubernetes import client as k8s
 
 from coordinator.kube.client import Kube, KubeError, path
 from coordinator.live_nodes.agent_service import AgentServiceConfig
-from coordinator.live_nodes.gpunode_crd import GROUP, PLURAL, VERSION
 from coordinator.live_nodes.live import LiveNodes, LiveNodesConfig
 from coordinator.live_nodes.server import ServerConfig, TlsFiles
+from gpuctl.common.names import AGENT_AUDIENCE, GROUP, VERSION
+from gpuctl.common.names import GPUNODE_PLURAL as PLURAL
 from tests.harness import certs
 from tests.harness.access import KubeCluster
 from tests.live_nodes.agent_client import AgentClient
 
-AUDIENCE = "gpuctl.dev/agent"
 AGENT_SA = "gpuctl-agent"
 HTTP_NOT_FOUND = 404
 
@@ -100,7 +100,7 @@ class AgentPods:
         node: str,
         *,
         service_account: str = AGENT_SA,
-        audiences: tuple[str, ...] = (AUDIENCE,),
+        audiences: tuple[str, ...] = (AGENT_AUDIENCE,),
     ) -> str:
         """A token of `service_account` bound to its Pod on `node`."""
         pod = self.pod_for(node, service_account)
@@ -162,7 +162,7 @@ def make_live_nodes(
     config = LiveNodesConfig(
         server=ServerConfig(
             agents=AgentServiceConfig(
-                audience=AUDIENCE,
+                audience=AGENT_AUDIENCE,
                 agent_username=agent_username(namespace),
                 heartbeat_seconds=heartbeat,
                 rescan_seconds=30.0,

@@ -26,9 +26,9 @@ from coordinator.live_nodes.token_review import (
     parse_review,
     token_expiry,
 )
+from gpuctl.common.names import AGENT_AUDIENCE
 
 AGENT = "system:serviceaccount:gpuctl-system:gpuctl-agent"
-AUDIENCE = "gpuctl.dev/agent"
 
 
 def _reviewed(username: str = AGENT, node: str | None = "gpu-1") -> Reviewed:
@@ -51,12 +51,12 @@ def test_bearer_token_from_metadata() -> None:
 
 
 def test_the_agents_bound_token_names_its_node() -> None:
-    assert agent_node(_reviewed(), AGENT, AUDIENCE) == "gpu-1"
+    assert agent_node(_reviewed(), AGENT, AGENT_AUDIENCE) == "gpu-1"
 
 
 def test_an_unauthenticated_token_is_refused_with_the_reason() -> None:
     refusal = _refusal(
-        lambda: agent_node(Reviewed(False, error="token has expired"), AGENT, AUDIENCE)
+        lambda: agent_node(Reviewed(False, error="token has expired"), AGENT, AGENT_AUDIENCE)
     )
     assert refusal.code is grpc.StatusCode.UNAUTHENTICATED
     assert refusal.message == "token rejected for audience 'gpuctl.dev/agent': token has expired"
@@ -64,13 +64,13 @@ def test_an_unauthenticated_token_is_refused_with_the_reason() -> None:
 
 def test_another_service_account_is_refused() -> None:
     other = "system:serviceaccount:apps:default"
-    refusal = _refusal(lambda: agent_node(_reviewed(username=other), AGENT, AUDIENCE))
+    refusal = _refusal(lambda: agent_node(_reviewed(username=other), AGENT, AGENT_AUDIENCE))
     assert refusal.code is grpc.StatusCode.PERMISSION_DENIED
     assert other in refusal.message
 
 
 def test_a_token_not_bound_to_a_pod_on_a_node_is_refused() -> None:
-    refusal = _refusal(lambda: agent_node(_reviewed(node=None), AGENT, AUDIENCE))
+    refusal = _refusal(lambda: agent_node(_reviewed(node=None), AGENT, AGENT_AUDIENCE))
     assert refusal.code is grpc.StatusCode.PERMISSION_DENIED
     assert "not bound to a Pod on a node" in refusal.message
 
@@ -147,12 +147,12 @@ def test_successes_are_cached_until_the_earlier_of_ttl_and_expiry() -> None:
     api = _TokenReviewApi(iter([OK, OK, OK]))
     reviewer = TokenReviewer(api, wall_clock=lambda: now[0], ttl_seconds=60)
     short_lived = _jwt({"exp": 1010})
-    assert reviewer.review(short_lived, (AUDIENCE,)).authenticated
-    assert reviewer.review(short_lived, (AUDIENCE,)).authenticated
+    assert reviewer.review(short_lived, (AGENT_AUDIENCE,)).authenticated
+    assert reviewer.review(short_lived, (AGENT_AUDIENCE,)).authenticated
     assert reviewer.reviews_sent == 1
-    assert api.bodies[0]["spec"] == {"token": short_lived, "audiences": [AUDIENCE]}
+    assert api.bodies[0]["spec"] == {"token": short_lived, "audiences": [AGENT_AUDIENCE]}
     now[0] = 1010.0  # the token expired: ask again
-    reviewer.review(short_lived, (AUDIENCE,))
+    reviewer.review(short_lived, (AGENT_AUDIENCE,))
     assert reviewer.reviews_sent == 2
     # Another audience is another question.
     reviewer.review(short_lived, ())

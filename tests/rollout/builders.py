@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from coordinator.rollout import names
 from coordinator.rollout.facts import (
     INSPECT,
     PREPARE,
@@ -22,9 +21,10 @@ from coordinator.rollout.facts import (
     RestoreFacts,
     RolloutInput,
 )
-from coordinator.rollout.names import Phase
 from coordinator.rollout.settings import RolloutSettings
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.common import names
+from gpuctl.common.names import Phase
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 TARGET = "v7.1.4.6_260728.7"

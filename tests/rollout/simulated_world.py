@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from coordinator.rollout import names
 from coordinator.rollout.actions import (
     EvictPods,
     PatchNode,
@@ -37,10 +36,11 @@ from coordinator.rollout.facts import (
     RestoreFacts,
     RolloutInput,
 )
-from coordinator.rollout.names import IN_PROGRESS, Phase
 from coordinator.rollout.records import decode_changes
 from coordinator.rollout.settings import RolloutSettings, max_unavailable
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.common import names
+from gpuctl.common.names import IN_PROGRESS, Phase
 from tests.rollout.builders import KMM, NOW, OLD, TARGET, loaded_labels
 
 PF = "0000:03:00.0"

@@ -10,7 +10,6 @@ from typing import Any
 
 from coordinator.kube.client import KubeError
 from coordinator.kube.events import EventRecorder
-from coordinator.rollout import names
 from coordinator.rollout.controller import (
     CONFLICT_RETRY_SECONDS,
     RolloutConfig,
@@ -19,6 +18,7 @@ from coordinator.rollout.controller import (
 )
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from gpuctl.common import names
 from tests.coordinator import samples
 from tests.coordinator.test_reconciler import MemoryApi
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from coordinator.rollout import names
 from coordinator.rollout.actions import PatchNode, RequestReport
 from coordinator.rollout.decide import Decision, decide
 from coordinator.rollout.facts import NodeFacts
-from coordinator.rollout.names import Phase
 from coordinator.rollout.settings import RolloutSettings
+from gpuctl.common import names
+from gpuctl.common.names import Phase
 from tests.rollout.builders import (
     KMM,
     OLD,

@@ -13,9 +13,9 @@ from coordinator.rollout.agent_calls import CallTable
 from coordinator.rollout.controller import NodeOverlay, kmm_labels
 from coordinator.rollout.facts import INSPECT, GpuPod
 from coordinator.rollout.metrics import RolloutMetrics, blocked_kind
-from coordinator.rollout.names import Phase
 from coordinator.rollout.pods import claims_on_nodes, eviction, gpu_pods
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from gpuctl.common.names import Phase
 from tests.rollout.builders import NOW, ago
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.rollout import names
 from coordinator.rollout.facts import GpuPod
-from coordinator.rollout.names import Phase
+from gpuctl.common import names
+from gpuctl.common.names import Phase
 from tests.rollout.builders import KMM, TARGET
 from tests.rollout.simulated_world import SimWorld, world
 

@@ -7,7 +7,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from coordinator.rollout import names
 from coordinator.rollout.actions import (
     EvictPods,
     PatchNode,
@@ -16,7 +15,6 @@ from coordinator.rollout.actions import (
     SendRestore,
 )
 from coordinator.rollout.facts import INSPECT, PREPARE, RESTORE, GpuPod, NodeFacts, RestoreFacts
-from coordinator.rollout.names import Phase
 from coordinator.rollout.records import BoundFunction, encode_bound, encode_changes, encode_vfs
 from coordinator.rollout.settings import RolloutSettings, Timeouts
 from coordinator.rollout.steps import (
@@ -26,6 +24,8 @@ from coordinator.rollout.steps import (
     step_preparing,
     step_verifying,
 )
+from gpuctl.common import names
+from gpuctl.common.names import Phase
 from tests.rollout.builders import (
     ACTIVE_VFS,
     HELD,

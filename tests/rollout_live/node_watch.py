@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from coordinator.kube.client import Kube, KubeError, path
-from coordinator.rollout import names
+from gpuctl.common import names
 from tests.harness.waiting import wait_until
 
 Nodes = Mapping[str, Mapping[str, Any]]

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
-from coordinator.rollout import names
 from coordinator.rollout.controller import kmm_labels
+from gpuctl.common import names
 from tests.coordinator.live import TEST_LABEL, gpudriver, node_labels
 from tests.fakehost import FakeHost
 from tests.harness.access import KubeCluster
@@ -198,20 +198,22 @@ class RolloutRig:
         }
         self.kube.request(
             "POST",
-            path("gpuctl.dev", "v1alpha1", "gpudrivers"),
+            path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL),
             body=gpudriver(DRIVER, self.namespace, spec),
         )
 
     def patch_driver(self, patch: dict[str, Any]) -> None:
         self.kube.request(
             "PATCH",
-            path("gpuctl.dev", "v1alpha1", "gpudrivers", name=DRIVER),
+            path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, name=DRIVER),
             body=patch,
             content_type=MERGE_PATCH,
         )
 
     def driver(self) -> dict[str, Any]:
-        return self.kube.request("GET", path("gpuctl.dev", "v1alpha1", "gpudrivers", name=DRIVER))
+        return self.kube.request(
+            "GET", path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, name=DRIVER)
+        )
 
     def rollout_status(self) -> dict[str, Any]:
         return dict((self.driver().get("status") or {}).get("rollout") or {})
@@ -270,6 +272,8 @@ class RolloutRig:
         for node in self.hosts:
             delete_gpunode(self.kube, node)
         with contextlib.suppress(KubeError):
-            self.kube.request("DELETE", path("gpuctl.dev", "v1alpha1", "gpudrivers", name=DRIVER))
+            self.kube.request(
+                "DELETE", path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, name=DRIVER)
+            )
         with contextlib.suppress(KubeError):
             self.patch_driver({"metadata": {"finalizers": None}})

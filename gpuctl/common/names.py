@@ -1,0 +1,108 @@
+"""Every name gpuctl defines in the Kubernetes API, in one place (a public contract).
+
+Group, versions, kinds and plurals of our resources; the labels, annotations and finalizer the
+coordinator writes; the rollout's node phases; and the KMM names we read and write. The
+coordinator, the CLI and the tests import them from here and never restate them: admins,
+`kubectl` and `gpuctl rollout status|retry` read and write these words, so they are fixed.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+GROUP = "gpuctl.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+GPUDRIVER_KIND = "GPUDriver"
+GPUDRIVER_PLURAL = "gpudrivers"
+GPUDRIVER_SINGULAR = "gpudriver"
+GPUDRIVER_SHORT_NAMES = ("gpud",)
+GPUDRIVERS = f"{GPUDRIVER_PLURAL}.{GROUP}"
+
+GPUNODE_KIND = "GPUNode"
+GPUNODE_PLURAL = "gpunodes"
+GPUNODE_SINGULAR = "gpunode"
+GPUNODE_SHORT_NAMES = ("gpun",)
+GPUNODES = f"{GPUNODE_PLURAL}.{GROUP}"
+
+# On the KMM Module: which GPUDriver it belongs to.
+DRIVER_LABEL = f"{GROUP}/gpudriver"
+# On the GPUDriver: held until no node's driver would be unloaded while in use.
+FINALIZER = f"{GROUP}/unload-guard"
+# On the coordinator Pod that serves gRPC; the chart's Service selects it.
+SERVING_LABEL = f"{GROUP}/grpc-serving"
+# The audience of the agents' projected service-account tokens.
+AGENT_AUDIENCE = f"{GROUP}/agent"
+
+# KMM's API, as gpuctl uses it.
+KMM_GROUP = "kmm.sigs.x-k8s.io"
+KMM_VERSION = "v1beta1"
+KMM_MODULE_PLURAL = "modules"
+KMM_MODULES = f"{KMM_MODULE_PLURAL}.{KMM_GROUP}"
+
+# The rollout's state on each Node: the label holds the phase, annotations hold the detail.
+STATE_LABEL = f"{GROUP}/driver-state"
+# A node carrying this label with value "skip" is never labelled by the rollout.
+OPT_OUT_LABEL = f"{GROUP}/rollout"
+OPT_OUT_VALUE = "skip"
+
+SINCE = f"{GROUP}/driver-state-since"
+REASON = f"{GROUP}/driver-state-reason"
+STATE_VERSION = f"{GROUP}/driver-state-version"
+GPUDRIVER = f"{GROUP}/driver-state-gpudriver"
+CORDONED_BY_GPUCTL = f"{GROUP}/cordoned-by-gpuctl"
+PREPARE_CHANGES = f"{GROUP}/prepare-changes"
+BOUND_BEFORE = f"{GROUP}/bound-before"
+# Beyond the contract's list: what a restore and a srcversion check need if the coordinator
+# is killed between the agent's answer and the write that records it.
+VFS_BEFORE = f"{GROUP}/vfs-before"
+SRCVERSION_BEFORE = f"{GROUP}/srcversion-before"
+
+# On the GPUDriver: `gpuctl rollout resume` sets it to the target version to release the hold.
+RESUMED_VERSION = f"{GROUP}/rollout-resumed-version"
+
+# Annotations that describe one node's pass and are dropped once it is done.
+PASS_DETAIL = (PREPARE_CHANGES, BOUND_BEFORE, VFS_BEFORE, SRCVERSION_BEFORE)
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    CHECKING = "Checking"
+    DRAINING = "Draining"
+    PREPARING = "Preparing"
+    LOADING = "Loading"
+    VERIFYING = "Verifying"
+    DONE = "Done"
+    BLOCKED = "Blocked"
+    FAILED = "Failed"
+    SKIPPED = "Skipped"
+
+
+# Phases in which a node is being worked on (and counts as unavailable).
+IN_PROGRESS = frozenset(
+    {Phase.CHECKING, Phase.DRAINING, Phase.PREPARING, Phase.LOADING, Phase.VERIFYING}
+)
+# status.rollout.nodes order: the worst first.
+SEVERITY = (
+    Phase.FAILED,
+    Phase.BLOCKED,
+    Phase.VERIFYING,
+    Phase.LOADING,
+    Phase.PREPARING,
+    Phase.DRAINING,
+    Phase.CHECKING,
+    Phase.PENDING,
+    Phase.SKIPPED,
+    Phase.DONE,
+)
+
+
+def parse_phase(value: str | None) -> Phase | None:
+    """The phase a label value names; None for no label or a value that is not a phase."""
+    if value is None:
+        return None
+    try:
+        return Phase(value)
+    except ValueError:
+        return None
