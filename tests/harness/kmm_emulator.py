@@ -174,10 +174,10 @@ class KmmEmulator:
 
     def _watch_modules(self) -> Any:
         return self._custom.list_namespaced_custom_object(
-            names.GROUP,
-            names.VERSION,
+            names.KMM_GROUP,
+            names.KMM_VERSION,
             self.namespace,
-            names.GPUDRIVER_PLURAL,
+            names.KMM_MODULE_PLURAL,
             watch=True,
             timeout_seconds=300,
             _preload_content=False,
@@ -188,10 +188,10 @@ class KmmEmulator:
 
     def _list_modules(self) -> list[dict[str, Any]]:
         response = self._custom.list_namespaced_custom_object(
-            names.GROUP,
-            names.VERSION,
+            names.KMM_GROUP,
+            names.KMM_VERSION,
             self.namespace,
-            names.GPUDRIVER_PLURAL,
+            names.KMM_MODULE_PLURAL,
             _preload_content=False,
         )
         items: list[dict[str, Any]] = json.loads(response.data)["items"]
@@ -215,7 +215,12 @@ class KmmEmulator:
     def _patch_module(self, name: str, body: dict[str, Any]) -> None:
         with self._tolerating_gone():
             self._custom.patch_namespaced_custom_object(
-                names.GROUP, names.VERSION, self.namespace, names.GPUDRIVER_PLURAL, name, body
+                names.KMM_GROUP,
+                names.KMM_VERSION,
+                self.namespace,
+                names.KMM_MODULE_PLURAL,
+                name,
+                body,
             )
 
     def _release_finalizers(self) -> None:
@@ -309,10 +314,10 @@ class KmmEmulator:
         if (module.get("status") or {}).get("moduleLoader") != status and not view.deleting:
             with self._tolerating_gone():
                 self._custom.patch_namespaced_custom_object_status(
-                    names.GROUP,
-                    names.VERSION,
+                    names.KMM_GROUP,
+                    names.KMM_VERSION,
                     self.namespace,
-                    names.GPUDRIVER_PLURAL,
+                    names.KMM_MODULE_PLURAL,
                     view.name,
                     {"status": {"moduleLoader": status}},
                 )
