@@ -11,7 +11,7 @@ from coordinator.kube.client import KubeError
 from coordinator.kube.discovery import Discovery
 from coordinator.kube.events import EventRecorder
 from gpuctl.common.names import FINALIZER
-from tests.coordinator import samples
+from tests.support import samples
 
 DRIVERS = "/apis/gpuctl.dev/v1alpha1/gpudrivers"
 MODULES = f"/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/{samples.NAMESPACE}/modules"

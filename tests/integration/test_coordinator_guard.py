@@ -14,17 +14,17 @@ from typing import Any
 import pytest
 
 from coordinator.drivers.module_spec import version_label
-from tests.coordinator.live import (
-    Api,
-    gpudriver,
-    node_labels,
-    running_coordinator,
-    simple_spec,
-    wait_status,
-)
 from tests.harness.access import KubeCluster
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.waiting import wait_until
+from tests.support.cluster_api import (
+    Api,
+    gpudriver,
+    node_labels,
+    simple_spec,
+    wait_status,
+)
+from tests.support.coordinator_thread import running_coordinator
 
 pytestmark = pytest.mark.integration
 

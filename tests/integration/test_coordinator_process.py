@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from coordinator.kube.client import path
-from tests.coordinator.live import (
+from tests.harness.access import KubeCluster
+from tests.harness.waiting import wait_until
+from tests.support.cluster_api import (
     TEST_LABEL,
     Api,
     gpudriver,
     simple_spec,
     wait_status,
 )
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

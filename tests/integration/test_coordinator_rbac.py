@@ -11,17 +11,17 @@ import pytest
 
 from coordinator.kube.client import path
 from coordinator.rbac import CLUSTER_RULES, NAMESPACE_RULES
-from tests.coordinator.live import (
-    Api,
-    gpudriver,
-    node_labels,
-    running_coordinator,
-    simple_spec,
-    wait_status,
-)
 from tests.harness.access import KubeCluster
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.waiting import wait_until
+from tests.support.cluster_api import (
+    Api,
+    gpudriver,
+    node_labels,
+    simple_spec,
+    wait_status,
+)
+from tests.support.coordinator_thread import running_coordinator
 
 pytestmark = pytest.mark.integration
 

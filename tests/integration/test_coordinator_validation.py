@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from coordinator.kube.client import KubeError
-from tests.coordinator.live import (
+from tests.harness.access import KubeCluster
+from tests.support.cluster_api import (
     Api,
     gpudriver,
-    running_coordinator,
     wait_status,
 )
-from tests.harness.access import KubeCluster
+from tests.support.coordinator_thread import running_coordinator
 
 pytestmark = pytest.mark.integration
 

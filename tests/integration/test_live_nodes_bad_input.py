@@ -22,8 +22,8 @@ from coordinator.live_nodes.registry import NodeRecord
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until
-from tests.live_nodes.agent_client import AgentClient, sample_report
-from tests.live_nodes.cluster_agents import (
+from tests.support.agent_client import AgentClient, sample_report
+from tests.support.cluster_agents import (
     AgentPods,
     ServingTls,
     connect,

@@ -22,13 +22,12 @@ from typing import Any
 import pytest
 
 from coordinator.kube.client import Kube
-from tests.coordinator.live import TEST_LABEL
 from tests.fakehost import FakeHost
 from tests.fakehost.scenarios import B580, BACKPORT_TAG, kmm_out_of_tree
 from tests.harness.access import KubeCluster
 from tests.harness.ports import free_loopback_ports
 from tests.harness.waiting import wait_until
-from tests.live_nodes.cluster_agents import (
+from tests.support.cluster_agents import (
     AgentPods,
     ServingTls,
     agent_username,
@@ -36,6 +35,7 @@ from tests.live_nodes.cluster_agents import (
     get_gpunode,
     serving_tls,
 )
+from tests.support.cluster_api import TEST_LABEL
 
 pytestmark = pytest.mark.integration
 

@@ -8,79 +8,46 @@ agent is back and reports no blockers.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from coordinator.kube.client import Kube
 from coordinator.live_nodes.live import LiveNodes
-from coordinator.manager import Coordinator, CoordinatorConfig
-from tests.coordinator.live import (
-    TEST_LABEL,
-    Api,
-    gpudriver,
-    node_labels,
-    remove_test_drivers,
-    simple_spec,
-    wait_status,
-)
+from coordinator.manager import Coordinator
 from tests.harness.access import KubeCluster
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.waiting import wait_until
-from tests.live_nodes.agent_client import OPEN_CLIENTS, sample_report
-from tests.live_nodes.cluster_agents import (
+from tests.support.agent_client import OPEN_CLIENTS, sample_report
+from tests.support.cluster_agents import (
     AgentPods,
     ServingTls,
     connect,
     delete_gpunode,
     running_live_nodes,
-    serving_tls,
 )
+from tests.support.cluster_api import (
+    Api,
+    gpudriver,
+    node_labels,
+    simple_spec,
+    wait_status,
+)
+from tests.support.coordinator_thread import running_coordinator
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> ServingTls:
-    return serving_tls(Path(tmp_path_factory.mktemp("grpc-tls")))
-
-
-@pytest.fixture
-def api(kube_cluster: KubeCluster, namespace: str) -> Iterator[Api]:
-    client = Api(kube_cluster)
-    yield client
-    remove_test_drivers(client, namespace)
-    client.close()
 
 
 @contextlib.contextmanager
 def coordinator_with_agents(
     cluster: KubeCluster, namespace: str, live: LiveNodes
 ) -> Iterator[Coordinator]:
-    client = cluster.admin_client()
-    config = CoordinatorConfig(
-        namespace=namespace,
-        identity="coordinator-agents",
-        lease_duration=3.0,
-        renew_deadline=2.0,
-        retry_period=0.3,
-        discovery_interval=0.3,
-        driver_selector=f"{TEST_LABEL}={namespace}",
-    )
-    coordinator = Coordinator(Kube(client), config, blocker_sources=[live.guard_source])
-    live.registry.subscribe(lambda _node: coordinator.nudge())  # as gpuctl-coordinator does
-    stop = threading.Event()
-    thread = threading.Thread(target=coordinator.run, args=(stop,), name="test-coordinator")
-    thread.start()
-    try:
+    with running_coordinator(
+        cluster, namespace, identity="coordinator-agents", blocker_sources=[live.guard_source]
+    ) as coordinator:
+        live.registry.subscribe(lambda _node: coordinator.nudge())  # as gpuctl-coordinator does
         yield coordinator
-    finally:
-        stop.set()
-        thread.join(timeout=15)
-        client.close()
 
 
 def _errors(status: dict[str, Any]) -> str:

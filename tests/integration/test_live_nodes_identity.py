@@ -16,8 +16,8 @@ from coordinator.live_nodes.live import LiveNodes
 from coordinator.live_nodes.registry import NodeRecord, Session
 from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until
-from tests.live_nodes.agent_client import sample_report
-from tests.live_nodes.cluster_agents import (
+from tests.support.agent_client import sample_report
+from tests.support.cluster_agents import (
     AgentPods,
     ServingTls,
     connect,

@@ -8,7 +8,6 @@ wires it). The standby does not listen at all; agents reach the leader; when the
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,12 +16,11 @@ import pytest
 
 from coordinator.kube.client import Kube
 from coordinator.live_nodes.live import LiveNodes
-from coordinator.manager import Coordinator, CoordinatorConfig
-from tests.coordinator.live import TEST_LABEL
+from coordinator.manager import Coordinator
 from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until
-from tests.live_nodes.agent_client import sample_report
-from tests.live_nodes.cluster_agents import (
+from tests.support.agent_client import sample_report
+from tests.support.cluster_agents import (
     AgentPods,
     ServingTls,
     connect,
@@ -30,6 +28,7 @@ from tests.live_nodes.cluster_agents import (
     make_live_nodes,
     serving_tls,
 )
+from tests.support.coordinator_thread import running_coordinator
 
 pytestmark = pytest.mark.integration
 
@@ -39,28 +38,16 @@ def coordinator_serving(
     cluster: KubeCluster, namespace: str, tls: ServingTls, identity: str
 ) -> Iterator[tuple[Coordinator, LiveNodes]]:
     live, kube, api_client = make_live_nodes(cluster, namespace, tls)
-    config = CoordinatorConfig(
-        namespace=namespace,
+    with running_coordinator(
+        cluster,
+        namespace,
         identity=identity,
-        lease_duration=3.0,
-        renew_deadline=2.0,
-        retry_period=0.3,
-        discovery_interval=0.3,
-        driver_selector=f"{TEST_LABEL}={namespace}",
-    )
-    coordinator = Coordinator(
-        kube, config, blocker_sources=[live.guard_source], leader_scoped=[live]
-    )
-    stop = threading.Event()
-    thread = threading.Thread(target=coordinator.run, args=(stop,), name=f"test-{identity}")
-    thread.start()
-    try:
+        client=api_client,
+        kube=kube,
+        blocker_sources=[live.guard_source],
+        leader_scoped=[live],
+    ) as coordinator:
         yield coordinator, live
-    finally:
-        stop.set()
-        thread.join(timeout=15)
-        api_client.close()
-        assert not thread.is_alive()
 
 
 def _serves(live: LiveNodes, tls: ServingTls, token: str, node: str) -> bool:

@@ -14,8 +14,8 @@ import pytest
 from coordinator.kube.client import MERGE_PATCH, Kube, path
 from coordinator.live_nodes.live import LiveNodes
 from tests.harness.waiting import wait_until
-from tests.live_nodes.agent_client import OPEN_CLIENTS, sample_report
-from tests.live_nodes.cluster_agents import (
+from tests.support.agent_client import OPEN_CLIENTS, sample_report
+from tests.support.cluster_agents import (
     AgentPods,
     ServingTls,
     connect,

@@ -22,8 +22,8 @@ from gpuctl.api.v1alpha1 import node_service_pb2_grpc as node_grpc
 from gpuctl.common.names import SERVING_LABEL
 from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until
-from tests.live_nodes.agent_client import sample_report
-from tests.live_nodes.cluster_agents import (
+from tests.support.agent_client import sample_report
+from tests.support.cluster_agents import (
     AgentPods,
     ServingTls,
     connect,

@@ -21,8 +21,8 @@ from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as node_grpc
 from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until
-from tests.live_nodes.agent_client import OPEN_CLIENTS, sample_report
-from tests.live_nodes.cluster_agents import (
+from tests.support.agent_client import OPEN_CLIENTS, sample_report
+from tests.support.cluster_agents import (
     AgentPods,
     ServingTls,
     connect,

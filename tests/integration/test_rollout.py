@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 
 from gpuctl.common import names
-from tests.coordinator.live import TEST_LABEL, Api
 from tests.fakehost import FakeHost
 from tests.fakehost.scenarios import B70_PFS, B580
 from tests.harness.cordon_taint import CordonTaintMirror
 from tests.harness.kmm_model import Loaded
 from tests.harness.waiting import wait_until
-from tests.rollout_live.fake_nodes import gpu_node_root, vf_node_root
-from tests.rollout_live.node_watch import NodeWatch, unavailable_within
-from tests.rollout_live.rig import NEW, OLD, RolloutRig
+from tests.support.cluster_api import TEST_LABEL, Api
+from tests.support.rollout_live.fake_nodes import gpu_node_root, vf_node_root
+from tests.support.rollout_live.node_watch import NodeWatch, unavailable_within
+from tests.support.rollout_live.rig import NEW, OLD, RolloutRig
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from coordinator.live_nodes.access_review import AccessReviewer, access_review_body
 from coordinator.live_nodes.token_review import Reviewed
-from tests.live_nodes.clocks import ManualClock
+from tests.support.clock import ManualClock
 
 ALICE = Reviewed(
     authenticated=True,

@@ -13,10 +13,10 @@ from coordinator.kube.events import EventRecorder
 from coordinator.live_nodes.guard_source import LiveReportSource
 from coordinator.live_nodes.registry import Registry
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
-from tests.coordinator import samples
 from tests.coordinator.test_reconciler import DRIVERS, MODULES, NOW, MemoryApi, View
-from tests.live_nodes.agent_client import sample_report
-from tests.live_nodes.clocks import ManualClock
+from tests.support import samples
+from tests.support.agent_client import sample_report
+from tests.support.clock import ManualClock
 
 DRIVER = f"{DRIVERS}/gpu-policy"
 MODULE = f"{MODULES}/gpu-policy-gpu"

@@ -9,8 +9,8 @@ from coordinator.kube.client import KubeError
 from coordinator.live_nodes.gpunode_status import apply_merge
 from coordinator.live_nodes.mirror import GPUNodeMirror
 from coordinator.live_nodes.registry import Registry
-from tests.live_nodes.agent_client import OPEN_CLIENTS, sample_report
-from tests.live_nodes.clocks import ManualClock
+from tests.support.agent_client import OPEN_CLIENTS, sample_report
+from tests.support.clock import ManualClock
 
 GPUNODES = "/apis/gpuctl.dev/v1alpha1/gpunodes"
 

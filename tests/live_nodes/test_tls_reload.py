@@ -20,8 +20,8 @@ from coordinator.live_nodes.registry import Registry
 from coordinator.live_nodes.server import AgentServer, ServerConfig, TlsFiles
 from coordinator.live_nodes.tls_reload import ReloadingCertificate
 from tests.harness import certs
-from tests.live_nodes.agent_client import AgentClient
-from tests.live_nodes.clocks import ManualClock
+from tests.support.agent_client import AgentClient
+from tests.support.clock import ManualClock
 
 NOW = datetime.datetime.now(datetime.UTC)
 

@@ -19,8 +19,8 @@ from coordinator.rollout.controller import (
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names
-from tests.coordinator import samples
 from tests.coordinator.test_reconciler import MemoryApi
+from tests.support import samples
 
 OLD, NEW = "v6.17.13.62_260409.8", "v7.1.4.6_260728.7"
 NS = samples.NAMESPACE

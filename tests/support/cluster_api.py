@@ -1,22 +1,20 @@
-"""Support for the coordinator's integration tests: a coordinator in a thread, and API helpers.
+"""Plain-dict access to the test cluster's API server, and the GPUDrivers tests make there.
 
 Everything here talks to the real test API server (tests/harness); nothing is mocked. Each
-test's GPUDrivers carry the label `gpuctl.test/ns=<namespace>` and its coordinator manages
-only those (`driver_selector`), so tests sharing the session's cluster never see each other's
-GPUDrivers; the Modules, Lease and pull secrets live in the test's namespace.
+test's GPUDrivers carry the label `gpuctl.test/ns=<namespace>` and its coordinator
+(coordinator_thread.py) manages only those (`driver_selector`), so tests sharing the
+session's cluster never see each other's GPUDrivers; the Modules, Lease and pull secrets
+live in the test's namespace.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
-from coordinator.kube.discovery import Discover
-from coordinator.manager import Coordinator, CoordinatorConfig
 from gpuctl.common import names
 from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until
@@ -153,43 +151,6 @@ def simple_spec(namespace: str, image: str = "registry.example.com/xe:1.0") -> d
         "nodeSelector": {TEST_LABEL: namespace},
         "kernelModule": {"kernelMappings": [{"regexp": "^.+$", "containerImage": image}]},
     }
-
-
-@contextlib.contextmanager
-def running_coordinator(
-    cluster: KubeCluster,
-    namespace: str,
-    *,
-    identity: str = "coordinator-a",
-    discover: Discover | None = None,
-    client: Any = None,
-) -> Iterator[Coordinator]:
-    """A coordinator for `namespace` in a thread, leader-elected, stopped on exit.
-
-    It acts as the cluster admin unless `client` (an ApiClient, e.g. a ServiceAccount's) is given.
-    """
-    client = client if client is not None else cluster.admin_client()
-    config = CoordinatorConfig(
-        namespace=namespace,
-        identity=identity,
-        lease_name="gpuctl-coordinator",
-        lease_duration=3.0,
-        renew_deadline=2.0,
-        retry_period=0.3,
-        discovery_interval=0.3,
-        driver_selector=f"{TEST_LABEL}={namespace}",
-    )
-    coordinator = Coordinator(Kube(client), config, discover=discover)
-    stop = threading.Event()
-    thread = threading.Thread(target=coordinator.run, args=(stop,), name=f"test-{identity}")
-    thread.start()
-    try:
-        yield coordinator
-    finally:
-        stop.set()
-        thread.join(timeout=15)
-        client.close()
-        assert not thread.is_alive(), "coordinator did not stop within 15 s"
 
 
 def remove_test_drivers(api: Api, namespace: str) -> None:

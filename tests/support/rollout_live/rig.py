@@ -22,20 +22,20 @@ from typing import Any
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
 from coordinator.rollout.controller import kmm_labels
 from gpuctl.common import names
-from tests.coordinator.live import TEST_LABEL, gpudriver, node_labels
 from tests.fakehost import FakeHost
 from tests.harness.access import KubeCluster
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.ports import free_loopback_ports
 from tests.harness.waiting import wait_until
-from tests.live_nodes.cluster_agents import (
+from tests.support.cluster_agents import (
     AgentPods,
     ServingTls,
     agent_username,
     delete_gpunode,
 )
-from tests.rollout_live.fake_nodes import FakeKmmLoader
-from tests.rollout_live.protocol_agent import ProtocolAgent
+from tests.support.cluster_api import TEST_LABEL, gpudriver, node_labels
+from tests.support.rollout_live.fake_nodes import FakeKmmLoader
+from tests.support.rollout_live.protocol_agent import ProtocolAgent
 
 BIN = Path(sys.executable).parent
 DRIVER = "gpu"

@@ -32,7 +32,7 @@ from gpuctl.common.names import AGENT_AUDIENCE, GROUP, VERSION
 from gpuctl.common.names import GPUNODE_PLURAL as PLURAL
 from tests.harness import certs
 from tests.harness.access import KubeCluster
-from tests.live_nodes.agent_client import AgentClient
+from tests.support.agent_client import AgentClient
 
 AGENT_SA = "gpuctl-agent"
 HTTP_NOT_FOUND = 404

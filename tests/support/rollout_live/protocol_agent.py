@@ -22,8 +22,8 @@ from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from tests.fakehost import FakeHost
-from tests.live_nodes.agent_client import AgentClient
-from tests.rollout_live.fake_nodes import disable_vfs, enable_vfs
+from tests.support.agent_client import AgentClient
+from tests.support.rollout_live.fake_nodes import disable_vfs, enable_vfs
 
 CONNECT_TIMEOUT_SECONDS = 30.0
 BLOCKING_PREPARE = (
