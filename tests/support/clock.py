@@ -1,4 +1,9 @@
-"""A hand-driven clock for unit tests."""
+"""The one hand-driven clock of the unit tests: monotonic seconds and wall time together.
+
+Code under test takes its clocks as arguments; a test passes `clock` where a monotonic
+`() -> float` is wanted and `clock.wall` where a `() -> datetime` is, and moves both with
+`advance`.
+"""
 
 from __future__ import annotations
 
