@@ -19,7 +19,12 @@ def obj(name: str, rv: str, namespace: str | None = None) -> dict[str, Any]:
 
 
 class ScriptedApi:
-    """Answers lists and watches from scripts; every watch call pops the next script."""
+    """Answers lists and watches from scripts; every watch call pops the next script.
+
+    Not the in-memory API server (tests/support/memory_api.py): these tests need the
+    informer's exchange itself on cue, each list answer and each watch stream, including
+    streams that break and 410 Gone, which no store of objects produces.
+    """
 
     def __init__(self, lists: list[list[dict[str, Any]]], watches: list[Any]) -> None:
         self.lists = lists

@@ -22,7 +22,10 @@ pytestmark = pytest.mark.integration
 
 
 class FirstWatchTooOld:
-    """The real API, except that the first watch asks for an expired resourceVersion."""
+    """The real API, except that the first watch asks for an expired resourceVersion.
+
+    A wrapper of the real server, not an in-memory fake: the point is the real server's 410.
+    """
 
     def __init__(self, kube: Kube) -> None:
         self._kube = kube

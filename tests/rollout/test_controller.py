@@ -1,5 +1,5 @@
-"""The rollout controller's I/O around the pure decision, against the hand-written in-memory
-API of the reconciler tests and agents that answer at once (real concurrent Futures)."""
+"""The rollout controller's I/O around the pure decision, against the in-memory API server
+(tests/support/memory_api.py) and agents that answer at once (real concurrent Futures)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from coordinator.rollout.controller import (
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names
-from tests.coordinator.test_reconciler import MemoryApi
 from tests.support import samples
 from tests.support.clock import ManualClock
+from tests.support.memory_api import MemoryApi
 
 OLD, NEW = "v6.17.13.62_260409.8", "v7.1.4.6_260728.7"
 NS = samples.NAMESPACE

@@ -2,6 +2,8 @@
 
 - ``samples``: plain-data GPUDrivers, Modules, Nodes and ResourceClaims.
 - ``rollout_samples``: plain-data inputs of the rollout's pure decision.
+- ``memory_api``: ``MemoryApi``, the in-memory API server (the one ``KubeApi`` fake).
+- ``drivers_world``: the GPUDriver reconciler built over a ``MemoryApi``.
 - ``clock``: ``ManualClock``, monotonic seconds and wall time that move when a test says.
 - ``agent_client``: a hand-written AgentService client (real gRPC and TLS), sample reports.
 - ``cluster_api``: plain-dict access to the test cluster's API server, test GPUDrivers.
