@@ -43,7 +43,7 @@ import datetime
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +66,8 @@ from tests.support.cluster_agents import (
     serving_tls,
 )
 from tests.support.cluster_api import Api, remove_test_drivers
+from tests.support.fixture_types import MakeNode
 from tests.support.rollout_live.rig import RolloutRig
-
-MakeNode = Callable[..., Any]
 
 
 def _utc_now() -> datetime.datetime:

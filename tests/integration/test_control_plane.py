@@ -10,7 +10,7 @@ from kubernetes import client as k8s
 
 from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until
-from tests.integration.conftest import MakeNode
+from tests.support.fixture_types import MakeNode
 
 pytestmark = pytest.mark.integration
 

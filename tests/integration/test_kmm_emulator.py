@@ -11,7 +11,7 @@ from tests.harness import kmm_model
 from tests.harness.cordon_taint import UNSCHEDULABLE_TAINT, CordonTaintMirror
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.waiting import wait_until
-from tests.integration.conftest import MakeNode
+from tests.support.fixture_types import MakeNode
 
 pytestmark = pytest.mark.integration
 

@@ -9,6 +9,7 @@
 - ``cluster_api``: plain-dict access to the test cluster's API server, test GPUDrivers.
 - ``cluster_agents``: agents' Pods and bound tokens, and a running LiveNodes, on that cluster.
 - ``coordinator_thread``: the coordinator in a thread of the test process, on that cluster.
+- ``fixture_types``: the types of the integration fixtures' callables (``MakeNode``).
 - ``rollout_live``: the rollout rig (coordinator process, agents, KMM emulator, fake nodes).
 
 Fixtures stay in the ``conftest.py`` files; what they build comes from here, so no test

@@ -34,6 +34,7 @@ from tests.support.cluster_agents import (
     delete_gpunode,
 )
 from tests.support.cluster_api import TEST_LABEL, gpudriver, node_labels
+from tests.support.fixture_types import MakeNode
 from tests.support.rollout_live.fake_nodes import FakeKmmLoader
 from tests.support.rollout_live.protocol_agent import ProtocolAgent
 
@@ -63,7 +64,7 @@ class RolloutRig:
         admin: Any,
         emulator: KmmEmulator,
         tls: ServingTls,
-        make_node: Callable[..., Any],
+        make_node: MakeNode,
         folder: Path,
     ) -> None:
         self.cluster = cluster
