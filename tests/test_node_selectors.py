@@ -11,7 +11,7 @@ from gpuctl.common.node_selectors import (
     nodes_matching,
     selectors_can_overlap,
 )
-from tests.coordinator.samples import node
+from tests.support.samples import node
 
 
 def test_equality_selector_selects_nodes_with_every_label() -> None:

@@ -3,18 +3,16 @@ FakeCoordinators that are always stopped."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
-from tests.agent_daemon.fake_coordinator import FakeCoordinator
+from tests.agent_daemon.fake_coordinator import FakeCoordinator, MakeCoordinator
 from tests.agent_daemon.harness import NODE, TOKEN, Pki, make_pki
 from tests.fakehost import FakeHost
 from tests.fakehost.scenarios import B580, arc_b580_in_tree
-
-MakeCoordinator = Callable[..., FakeCoordinator]
 
 
 def sriov_capable_b580(root: Path) -> FakeHost:

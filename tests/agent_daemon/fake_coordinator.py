@@ -178,3 +178,7 @@ class FakeCoordinator(api_grpc.AgentServiceServicer):
             timeout_seconds=WAIT_SECONDS,
         )
         return list(result)
+
+
+# The `make_coordinator` fixture (conftest.py): a started FakeCoordinator, stopped after the test.
+MakeCoordinator = Callable[..., FakeCoordinator]

@@ -11,7 +11,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 
 from gpuctl.common.grpc_client import ClientTransport
-from tests.agent_daemon.conftest import MakeCoordinator
+from tests.agent_daemon.fake_coordinator import MakeCoordinator
 from tests.agent_daemon.harness import agent_config, running_agent, welcome
 from tests.fakehost import FakeHost
 from tests.harness.ports import free_loopback_ports

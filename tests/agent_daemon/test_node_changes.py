@@ -22,8 +22,7 @@ from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.common.grpc_client import ClientTransport
 from tests.agent.fake_kernel import FakeKernel
-from tests.agent_daemon.conftest import MakeCoordinator
-from tests.agent_daemon.fake_coordinator import FakeCoordinator
+from tests.agent_daemon.fake_coordinator import FakeCoordinator, MakeCoordinator
 from tests.agent_daemon.harness import NODE, agent_config, running_agent, welcome
 from tests.fakehost import FakeHost
 from tests.fakehost.scenarios import B70_PFS, two_pro_b70_with_vfs

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.agent_daemon.conftest import MakeCoordinator
+from tests.agent_daemon.fake_coordinator import MakeCoordinator
 from tests.agent_daemon.harness import NODE, TOKEN, Pki, welcome
 from tests.fakehost import FakeHost
 from tests.harness.ports import free_loopback_ports

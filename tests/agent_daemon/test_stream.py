@@ -10,7 +10,7 @@ import grpc
 from agent.daemon.uevents import UEvent
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.common.grpc_client import ClientTransport
-from tests.agent_daemon.conftest import MakeCoordinator
+from tests.agent_daemon.fake_coordinator import MakeCoordinator
 from tests.agent_daemon.harness import (
     AGENT_VERSION,
     NODE,

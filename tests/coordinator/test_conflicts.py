@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from coordinator.drivers.conflicts import conflicting_driver
-from tests.coordinator import samples
+from tests.support import samples
 
 
 def drv(name: str, created: str, selector: dict[str, str] | None, nfd: bool = False) -> Any:

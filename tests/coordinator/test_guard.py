@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from coordinator.drivers.guard import Blocker, ResourceClaimSource, decide_unload
 from gpuctl.common.gpu_claims import claim_nodes
-from tests.coordinator.samples import claim, node
+from tests.support.samples import claim, node
 
 NODES = (node("n1"), node("n2"), node("n3"))
 

@@ -1,4 +1,5 @@
-"""Leader election: the pure Lease decision and one elector round against a fake API."""
+"""Leader election: the pure Lease decision, and elector rounds against the in-memory API
+server (its PUT refuses a stale resourceVersion, as the real one does)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from coordinator.kube.client import KubeError
+from coordinator.kube.client import path
 from coordinator.kube.leader import (
     LeaderElector,
     LeaseAction,
@@ -15,8 +16,10 @@ from coordinator.kube.leader import (
     lease_action,
     parse_micro_time,
 )
+from tests.support.memory_api import MemoryApi
 
 NOW = datetime(2026, 11, 29, 23, 0, 0, tzinfo=UTC)
+LEASE = path("coordination.k8s.io", "v1", "leases", namespace="ns", name="l")
 
 
 def lease(holder: str, renewed: datetime, duration: int = 15) -> dict[str, Any]:
@@ -45,48 +48,7 @@ def test_micro_time_round_trip() -> None:
     assert parse_micro_time("2026-11-29T23:00:01Z") == moment.replace(microsecond=0)
 
 
-class FakeLeaseApi:
-    """Stores one Lease and enforces resourceVersion like the API server."""
-
-    def __init__(self) -> None:
-        self.lease: dict[str, Any] | None = None
-        self.version = 0
-
-    def request(
-        self,
-        method: str,
-        resource_path: str,
-        *,
-        query: dict[str, Any] | None = None,
-        body: Any = None,
-        content_type: str = "",
-    ) -> dict[str, Any]:
-        if method == "GET":
-            if self.lease is None:
-                raise KubeError(404, "NotFound")
-            return dict(self.lease)
-        if method == "POST":
-            if self.lease is not None:
-                raise KubeError(409, "AlreadyExists")
-        elif method == "PUT":
-            assert self.lease is not None
-            if body["metadata"]["resourceVersion"] != self.lease["metadata"]["resourceVersion"]:
-                raise KubeError(409, "Conflict")
-        self.version += 1
-        self.lease = {
-            **body,
-            "metadata": {**body["metadata"], "resourceVersion": str(self.version)},
-        }
-        return dict(self.lease)
-
-    def watch(self, resource_path: str, query: dict[str, Any], timeout_seconds: int) -> Any:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
-
-
-def elector(api: FakeLeaseApi, identity: str, now: list[datetime]) -> LeaderElector:
+def elector(api: MemoryApi, identity: str, now: list[datetime]) -> LeaderElector:
     """An elector whose wall and monotonic clocks are both the settable `now[0]`."""
 
     def wall() -> datetime:
@@ -101,7 +63,7 @@ def elector(api: FakeLeaseApi, identity: str, now: list[datetime]) -> LeaderElec
 
 
 def test_only_one_of_two_candidates_leads_until_the_lease_expires() -> None:
-    api = FakeLeaseApi()
+    api = MemoryApi()
     clock = [NOW]
     a, b = elector(api, "a", clock), elector(api, "b", clock)
     assert a.try_acquire_or_renew()
@@ -111,29 +73,27 @@ def test_only_one_of_two_candidates_leads_until_the_lease_expires() -> None:
     assert not b.try_acquire_or_renew()
     clock[0] = NOW + timedelta(seconds=30)
     assert b.try_acquire_or_renew()
-    assert api.lease is not None
-    assert api.lease["spec"]["holderIdentity"] == "b"
-    assert api.lease["spec"]["leaseTransitions"] == 1
+    assert api.objects[LEASE]["spec"]["holderIdentity"] == "b"
+    assert api.objects[LEASE]["spec"]["leaseTransitions"] == 1
     assert not a.try_acquire_or_renew()
 
 
 def test_release_lets_the_standby_take_over_at_once() -> None:
-    api = FakeLeaseApi()
+    api = MemoryApi()
     clock = [NOW]
     a, b = elector(api, "a", clock), elector(api, "b", clock)
     assert a.try_acquire_or_renew()
     a.release()
     assert b.try_acquire_or_renew()
     b.release()
-    assert api.lease is not None
-    assert api.lease["spec"]["holderIdentity"] == ""
+    assert api.objects[LEASE]["spec"]["holderIdentity"] == ""
     a_again = elector(api, "a", clock)
     a_again.release()  # not the holder: leaves the Lease alone
-    assert api.lease["spec"]["holderIdentity"] == ""
+    assert api.objects[LEASE]["spec"]["holderIdentity"] == ""
 
 
 def test_leader_steps_down_at_once_when_another_replica_holds_the_lease() -> None:
-    api = FakeLeaseApi()
+    api = MemoryApi()
     clock = [NOW]
     a = LeaderElector(
         api,
@@ -146,8 +106,7 @@ def test_leader_steps_down_at_once_when_another_replica_holds_the_lease() -> Non
     def started() -> None:
         events.append("started")
         # Another replica writes the Lease (e.g. after `a` was paused past its duration).
-        assert api.lease is not None
-        api.lease["spec"]["holderIdentity"] = "b"
+        api.objects[LEASE]["spec"]["holderIdentity"] = "b"
 
     stop = threading.Event()
     worker = threading.Thread(target=a.run, args=(stop, started, lambda: events.append("stopped")))

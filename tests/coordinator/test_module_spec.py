@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from coordinator.drivers import module_spec as ms
-from tests.coordinator import samples
+from tests.support import samples
 
 
 def test_minimal_driver_maps_to_named_owned_module_in_namespace() -> None:

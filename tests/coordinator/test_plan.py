@@ -9,7 +9,7 @@ from coordinator.drivers.module_spec import desired_module
 from coordinator.drivers.plan import Action, PlanInput, plan
 from coordinator.drivers.validation import FieldError
 from gpuctl.common.names import FINALIZER
-from tests.coordinator import samples
+from tests.support import samples
 
 MOD = "gpu-policy-gpu"
 CLAIM_BLOCK = UnloadDecision(

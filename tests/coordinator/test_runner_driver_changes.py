@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from coordinator.manager import _reconciled_part
-from tests.coordinator import samples
+from tests.support import samples
 
 
 def test_a_status_rollout_write_is_not_a_change_for_the_reconciler() -> None:

@@ -12,7 +12,7 @@ from coordinator.drivers.status import (
     kmm_status,
     status_changed,
 )
-from tests.coordinator import samples
+from tests.support import samples
 
 NOW = "2026-11-29T23:00:00Z"
 MOD = "gpu-policy-gpu"

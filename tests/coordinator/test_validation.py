@@ -11,7 +11,7 @@ from coordinator.drivers.validation import (
     regexp_problem,
     validate,
 )
-from tests.coordinator import samples
+from tests.support import samples
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from typing import Any
 
 from coordinator.kube.client import KubeError
 from coordinator.kube.watches import Informer, Resource, WorkQueue, object_key
+from tests.support.clock import ManualClock
 
 
 def obj(name: str, rv: str, namespace: str | None = None) -> dict[str, Any]:
@@ -18,7 +19,12 @@ def obj(name: str, rv: str, namespace: str | None = None) -> dict[str, Any]:
 
 
 class ScriptedApi:
-    """Answers lists and watches from scripts; every watch call pops the next script."""
+    """Answers lists and watches from scripts; every watch call pops the next script.
+
+    Not the in-memory API server (tests/support/memory_api.py): these tests need the
+    informer's exchange itself on cue, each list answer and each watch stream, including
+    streams that break and 410 Gone, which no store of objects produces.
+    """
 
     def __init__(self, lists: list[list[dict[str, Any]]], watches: list[Any]) -> None:
         self.lists = lists
@@ -174,27 +180,19 @@ def test_paths_and_keys() -> None:
     assert object_key(obj("a", "1")) == "a"
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_queue_deduplicates_and_keeps_order() -> None:
-    queue = WorkQueue(FakeClock())
+    queue = WorkQueue(ManualClock())
     for key in ("a", "b", "a"):
         queue.add(key)
     assert [queue.get(0), queue.get(0), queue.get(0)] == ["a", "b", None]
 
 
 def test_queue_delayed_keys_come_when_due() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     queue = WorkQueue(clock)
     queue.add_after("later", 5.0)
     assert queue.get(0) is None
-    clock.now += 5.0
+    clock.advance(5.0)
     assert queue.get(0) == "later"
 
 

@@ -15,18 +15,18 @@
 - ``make_node`` (per test): ``make_node(name, labels=None, kernel_version=...) -> V1Node``
   creates a Ready Node named ``<namespace>-<name>``; deleted after the test. Nodes are
   cluster-wide, so use this rather than fixed names.
-- ``api`` (per test): a ``tests.coordinator.live.Api`` (plain-dict admin access for the
+- ``api`` (per test): a ``tests.support.cluster_api.Api`` (plain-dict admin access for the
   coordinator and CLI tests); the test's GPUDrivers are removed afterwards.
 - ``reader_token`` (per test): a token of a ServiceAccount allowed to get/list gpunodes.
 - ``tls`` (per module): a CA and serving certificate for a coordinator's gRPC server
-  (``tests.live_nodes.cluster_agents.ServingTls``).
+  (``tests.support.cluster_agents.ServingTls``).
 - ``agents`` (per test): ``AgentPods``, Pods bound to the test's Nodes whose tokens the agents
   present; deleted after the test.
 - ``live`` (per test): the coordinator's live-node server (``LiveNodes``) for the test's
   namespace, on loopback with ``tls``.
 - ``kmm_emulator`` (per test): a running ``tests.harness.kmm_emulator.KmmEmulator`` for the
   test's namespace (``delay_node``, ``fail_node``, ``loaded``); stopped after the test.
-- ``rollout_rig`` (per test, opt-in): a ``tests.rollout_live.rig.RolloutRig`` for rollout
+- ``rollout_rig`` (per test, opt-in): a ``tests.support.rollout_live.rig.RolloutRig`` for rollout
   tests: the coordinator as a real process (TLS gRPC, metrics), agents, the KMM emulator with
   a fake loader that changes the nodes' fake roots, and the test's GPUDriver; torn down after.
 - ``cordon_taints`` (per test, opt-in): a running ``tests.harness.cordon_taint.CordonTaintMirror``
@@ -43,7 +43,7 @@ import datetime
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,22 +53,21 @@ from kubernetes import client as k8s
 from coordinator.kube.client import Kube
 from coordinator.live_nodes.live import LiveNodes
 from gpuctl.common import names
-from tests.coordinator.live import Api, remove_test_drivers
 from tests.harness.access import KubeCluster
 from tests.harness.cluster import repository_root, start_cluster
 from tests.harness.cordon_taint import CordonTaintMirror
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.nodes import DEFAULT_KERNEL, create_node
 from tests.harness.waiting import wait_until
-from tests.live_nodes.cluster_agents import (
+from tests.support.cluster_agents import (
     AgentPods,
     ServingTls,
     running_live_nodes,
     serving_tls,
 )
-from tests.rollout_live.rig import RolloutRig
-
-MakeNode = Callable[..., Any]
+from tests.support.cluster_api import Api, remove_test_drivers
+from tests.support.fixture_types import MakeNode
+from tests.support.rollout_live.rig import RolloutRig
 
 
 def _utc_now() -> datetime.datetime:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 from coordinator.live_nodes.access_review import AccessReviewer, access_review_body
 from coordinator.live_nodes.token_review import Reviewed
-from tests.live_nodes.clocks import ManualClock
+from tests.support.clock import ManualClock
+from tests.support.memory_api import MemoryApi
 
 ALICE = Reviewed(
     authenticated=True,
@@ -16,27 +14,18 @@ ALICE = Reviewed(
     groups=("devs", "system:authenticated"),
     extra={"scopes": ("a",)},
 )
+REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
 
-class _AccessReviewApi:
-    def __init__(self, answers: Iterator[bool]) -> None:
-        self._answers = answers
-        self.bodies: list[dict[str, Any]] = []
-
-    def request(self, method: str, resource_path: str, **kwargs: Any) -> dict[str, Any]:
-        assert (method, resource_path) == (
-            "POST",
-            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-        )
-        self.bodies.append(kwargs["body"])
-        allowed = next(self._answers)
-        return {"status": {"allowed": allowed, "reason": "" if allowed else "no RBAC rule"}}
-
-    def watch(self, *_args: Any) -> Iterator[dict[str, Any]]:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
+def _access_review_api(*answers: bool) -> MemoryApi:
+    """An API server whose SubjectAccessReviews answer `answers`, in order."""
+    api = MemoryApi()
+    api.answer(
+        "POST",
+        REVIEWS,
+        *({"status": {"allowed": a, "reason": "" if a else "no RBAC rule"}} for a in answers),
+    )
+    return api
 
 
 def test_the_question_is_exactly_the_callers_rbac_on_gpunodes() -> None:
@@ -58,13 +47,13 @@ def test_the_question_is_exactly_the_callers_rbac_on_gpunodes() -> None:
 
 def test_answers_are_cached_per_user_verb_and_name_for_the_ttl() -> None:
     clock = ManualClock()
-    api = _AccessReviewApi(iter([True, False, False]))
+    api = _access_review_api(True, False, False)
     access = AccessReviewer(api, monotonic=clock, ttl_seconds=10)
     assert access.cached(ALICE, "get", "gpu-1") is None
     assert access.allowed(ALICE, "get", "gpu-1") == (True, "")
     assert access.cached(ALICE, "get", "gpu-1") == (True, "")
     assert access.allowed(ALICE, "get", "gpu-2") == (False, "no RBAC rule")
-    assert len(api.bodies) == 2
+    assert api.requests == [("POST", REVIEWS)] * 2
     clock.advance(10.5)  # a revoked permission stops working within the ttl
     assert access.cached(ALICE, "get", "gpu-1") is None
     assert access.allowed(ALICE, "get", "gpu-1") == (False, "no RBAC rule")

@@ -7,16 +7,15 @@ from typing import Any
 
 import pytest
 
-from coordinator.drivers.reconciler import Reconciler, ReconcilerConfig, unloaded_with_module
-from coordinator.kube.discovery import Discovery
-from coordinator.kube.events import EventRecorder
+from coordinator.drivers.reconciler import Reconciler, unloaded_with_module
 from coordinator.live_nodes.guard_source import LiveReportSource
 from coordinator.live_nodes.registry import Registry
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
-from tests.coordinator import samples
-from tests.coordinator.test_reconciler import DRIVERS, MODULES, NOW, MemoryApi, View
-from tests.live_nodes.agent_client import sample_report
-from tests.live_nodes.clocks import ManualClock
+from tests.support import samples
+from tests.support.agent_client import sample_report
+from tests.support.clock import ManualClock
+from tests.support.drivers_world import DRIVERS, MODULES, reconciler, with_driver
+from tests.support.memory_api import MemoryApi
 
 DRIVER = f"{DRIVERS}/gpu-policy"
 MODULE = f"{MODULES}/gpu-policy-gpu"
@@ -36,15 +35,7 @@ def _reconciler(api: MemoryApi) -> Reconciler:
     registry = Registry(clock, clock.wall)
     registry.connected("n1", 1, "v1", "boot")
     registry.reported("n1", 1, _held_by_compat(), 1)
-    return Reconciler(
-        api,
-        discovery=Discovery(lambda: {"kmm.sigs.x-k8s.io": ["v1beta1"]}),
-        view=View(api),
-        events=EventRecorder(api, "default", "test", lambda: NOW),
-        config=ReconcilerConfig(samples.NAMESPACE),
-        now=lambda: NOW,
-        extra_blocker_sources=[LiveReportSource(registry, 30.0, clock)],
-    )
+    return reconciler(api, extra_blocker_sources=[LiveReportSource(registry, 30.0, clock)])
 
 
 def test_the_unload_list_is_the_modules_loading_order_after_its_first_entry() -> None:
@@ -68,9 +59,7 @@ def test_deleting_a_gpudriver_is_refused_only_for_holders_kmm_leaves(
     spec = samples.minimal_spec()
     if loading_order is not None:
         spec["kernelModule"]["modulesLoadingOrder"] = loading_order
-    driver = samples.driver(spec=spec)
-    del driver["metadata"]["resourceVersion"]
-    api.objects[DRIVER] = api._stamp(driver)
+    with_driver(api, samples.driver(spec=spec))
     rec = _reconciler(api)
     rec.reconcile("gpu-policy")
     assert MODULE in api.objects

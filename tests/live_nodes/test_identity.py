@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -27,6 +26,7 @@ from coordinator.live_nodes.token_review import (
     token_expiry,
 )
 from gpuctl.common.names import AGENT_AUDIENCE
+from tests.support.memory_api import MemoryApi
 
 AGENT = "system:serviceaccount:gpuctl-system:gpuctl-agent"
 
@@ -116,26 +116,11 @@ def test_token_expiry_is_read_without_trusting_anything_else() -> None:
     assert token_expiry("a.!!!.c") is None
 
 
-class _TokenReviewApi:
-    """The TokenReview endpoint of an API server, played by a list of answers."""
-
-    def __init__(self, answers: Iterator[dict[str, Any] | KubeError]) -> None:
-        self._answers = answers
-        self.bodies: list[dict[str, Any]] = []
-
-    def request(self, method: str, resource_path: str, **kwargs: Any) -> dict[str, Any]:
-        assert (method, resource_path) == ("POST", "/apis/authentication.k8s.io/v1/tokenreviews")
-        self.bodies.append(kwargs["body"])
-        answer = next(self._answers)
-        if isinstance(answer, KubeError):
-            raise answer
-        return answer
-
-    def watch(self, *_args: Any) -> Iterator[dict[str, Any]]:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
+def _token_review_api(*answers: dict[str, Any] | KubeError) -> MemoryApi:
+    """An API server whose TokenReviews answer `answers`, in order."""
+    api = MemoryApi()
+    api.answer("POST", "/apis/authentication.k8s.io/v1/tokenreviews", *answers)
+    return api
 
 
 OK = {"status": {"authenticated": True, "user": {"username": AGENT}}}
@@ -144,7 +129,7 @@ NO = {"status": {"authenticated": False, "error": "invalid bearer token"}}
 
 def test_successes_are_cached_until_the_earlier_of_ttl_and_expiry() -> None:
     now = [1000.0]
-    api = _TokenReviewApi(iter([OK, OK, OK]))
+    api = _token_review_api(OK, OK, OK)
     reviewer = TokenReviewer(api, wall_clock=lambda: now[0], ttl_seconds=60)
     short_lived = _jwt({"exp": 1010})
     assert reviewer.review(short_lived, (AGENT_AUDIENCE,)).authenticated
@@ -161,7 +146,7 @@ def test_successes_are_cached_until_the_earlier_of_ttl_and_expiry() -> None:
 
 
 def test_failures_and_tokens_of_unknown_lifetime_are_not_cached() -> None:
-    api = _TokenReviewApi(iter([NO, OK, OK, OK]))
+    api = _token_review_api(NO, OK, OK, OK)
     reviewer = TokenReviewer(api, wall_clock=lambda: 0.0)
     token = _jwt({"exp": 10_000})
     assert not reviewer.review(token).authenticated
@@ -172,7 +157,7 @@ def test_failures_and_tokens_of_unknown_lifetime_are_not_cached() -> None:
 
 
 def test_an_unreachable_api_server_is_not_a_verdict() -> None:
-    api = _TokenReviewApi(iter([KubeError(0, "connection refused")]))
+    api = _token_review_api(KubeError(0, "connection refused"))
     reviewer = TokenReviewer(api, wall_clock=lambda: 0.0)
     with pytest.raises(ReviewUnavailableError, match="connection refused"):
         reviewer.review(_jwt({"exp": 10}))

@@ -8,7 +8,7 @@ from coordinator.live_nodes.inspect_requests import InspectRequests, unanswered_
 from coordinator.live_nodes.registry import Registry
 from coordinator.live_nodes.sessions import NotConnectedError
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
-from tests.live_nodes.clocks import ManualClock
+from tests.support.clock import ManualClock
 
 
 def _gpunode(request_id: str | None, answered: str | None = None) -> dict[str, object]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.live_nodes.ratelimit import TokenBucket
-from tests.live_nodes.clocks import ManualClock
+from tests.support.clock import ManualClock
 
 
 def test_burst_then_refill_at_the_rate() -> None:

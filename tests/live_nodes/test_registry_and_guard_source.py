@@ -7,8 +7,8 @@ from coordinator.live_nodes.freshness import is_fresh, staleness
 from coordinator.live_nodes.guard_source import LiveReportSource, report_blockers
 from coordinator.live_nodes.registry import Registry, Session
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
-from tests.live_nodes.agent_client import OPEN_CLIENTS, sample_report
-from tests.live_nodes.clocks import ManualClock
+from tests.support.agent_client import OPEN_CLIENTS, sample_report
+from tests.support.clock import ManualClock
 
 BOUND = 30.0
 

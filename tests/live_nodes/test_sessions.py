@@ -18,7 +18,7 @@ from coordinator.live_nodes.sessions import (
 )
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
-from tests.live_nodes.clocks import ManualClock
+from tests.support.clock import ManualClock
 
 
 def _session(node: str) -> AgentSession:

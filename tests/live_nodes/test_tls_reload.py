@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
@@ -20,23 +18,11 @@ from coordinator.live_nodes.registry import Registry
 from coordinator.live_nodes.server import AgentServer, ServerConfig, TlsFiles
 from coordinator.live_nodes.tls_reload import ReloadingCertificate
 from tests.harness import certs
-from tests.live_nodes.agent_client import AgentClient
-from tests.live_nodes.clocks import ManualClock
+from tests.support.agent_client import AgentClient
+from tests.support.clock import ManualClock
+from tests.support.memory_api import MemoryApi
 
 NOW = datetime.datetime.now(datetime.UTC)
-
-
-class NoApiServer:
-    """A KubeApi that must not be called."""
-
-    def request(self, *_args: Any, **_kwargs: Any) -> dict[str, Any]:
-        raise AssertionError("no API request expected")
-
-    def watch(self, *_args: Any) -> Iterator[dict[str, Any]]:
-        raise AssertionError("no watch expected")
-
-    def close(self) -> None:
-        pass
 
 
 def _write_pair(folder: Path, ca: certs.KeyPair, stamp: int) -> TlsFiles:
@@ -60,8 +46,9 @@ def test_a_rotated_certificate_is_served_from_the_next_handshake(tmp_path: Path)
     first_ca, second_ca = certs.make_ca(NOW, "first"), certs.make_ca(NOW, "second")
     files = _write_pair(tmp_path, first_ca, 1_000_000_000)
     clock = ManualClock()
+    api = MemoryApi()
     server = AgentServer(
-        NoApiServer(),
+        api,
         ServerConfig(
             agents=AgentServiceConfig(audience="a", agent_username="u"),
             host="127.0.0.1",
@@ -91,6 +78,7 @@ def test_a_rotated_certificate_is_served_from_the_next_handshake(tmp_path: Path)
         assert server.certificate.reloads == 1
     finally:
         server.stop()
+    assert api.requests == []
 
 
 def test_a_mismatched_pair_at_start_is_refused(tmp_path: Path) -> None:

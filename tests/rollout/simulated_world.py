@@ -41,7 +41,7 @@ from coordinator.rollout.settings import RolloutSettings, max_unavailable
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase
-from tests.rollout.builders import KMM, NOW, OLD, TARGET, loaded_labels
+from tests.support.rollout_samples import KMM, NOW, OLD, TARGET, loaded_labels
 
 PF = "0000:03:00.0"
 

@@ -1,11 +1,10 @@
-"""The rollout controller's I/O around the pure decision, against the hand-written in-memory
-API of the reconciler tests and agents that answer at once (real concurrent Futures)."""
+"""The rollout controller's I/O around the pure decision, against the in-memory API server
+(tests/support/memory_api.py) and agents that answer at once (real concurrent Futures)."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import copy
-import datetime
 from typing import Any
 
 from coordinator.kube.client import KubeError
@@ -19,8 +18,9 @@ from coordinator.rollout.controller import (
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names
-from tests.coordinator import samples
-from tests.coordinator.test_reconciler import MemoryApi
+from tests.support import samples
+from tests.support.clock import ManualClock
+from tests.support.memory_api import MemoryApi
 
 OLD, NEW = "v6.17.13.62_260409.8", "v7.1.4.6_260728.7"
 NS = samples.NAMESPACE
@@ -31,17 +31,6 @@ NODE_PATH = "/api/v1/nodes/n1"
 DRIVER_PATH = f"/apis/gpuctl.dev/v1alpha1/gpudrivers/{DRIVER}"
 PODS_PATH = "/api/v1/pods"
 PF = "0000:03:00.0"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.UTC)
-
-    def __call__(self) -> datetime.datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += datetime.timedelta(seconds=seconds)
 
 
 class Agents:
@@ -119,7 +108,7 @@ def world(
     pods: list[dict[str, Any]] | None = None,
     loading_order: list[str] | None = None,
     rollout: dict[str, Any] | None = None,
-) -> tuple[MemoryApi, RolloutController, Clock]:
+) -> tuple[MemoryApi, RolloutController, ManualClock]:
     api = MemoryApi()
     spec = samples.minimal_spec()
     spec["kernelModule"]["version"] = NEW
@@ -136,14 +125,14 @@ def world(
     node["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
     api.objects[NODE_PATH] = node
     api.objects[PODS_PATH] = {"items": pods or []}
-    clock = Clock()
+    clock = ManualClock()
     controller = RolloutController(
         api,
         View(api),
         agents=agents or Agents(),
         events=EventRecorder(api, "default", "test", lambda: "2026-11-29T12:00:00Z"),
         config=RolloutConfig(NS),
-        wall_clock=clock,
+        wall_clock=clock.wall,
     )
     return api, controller, clock
 
@@ -186,7 +175,9 @@ def test_a_node_goes_from_pending_to_done_through_real_writes() -> None:
     }
 
 
-def run_until_settled(api: MemoryApi, controller: RolloutController, clock: Clock) -> list[str]:
+def run_until_settled(
+    api: MemoryApi, controller: RolloutController, clock: ManualClock
+) -> list[str]:
     """The node's phases over a few passes (each new one once)."""
     seen: list[str] = []
     for _ in range(8):
@@ -250,7 +241,7 @@ def test_our_own_write_is_seen_by_the_next_pass_before_the_cache_has_it() -> Non
         agents=Agents(),
         events=EventRecorder(api, "default", "test", lambda: "2026-11-29T12:00:00Z"),
         config=RolloutConfig(NS),
-        wall_clock=clock,
+        wall_clock=clock.wall,
     )
     controller.sync(DRIVER)
     assert phase(api) == "Pending"
@@ -306,7 +297,7 @@ def test_a_conflicting_newer_gpudriver_never_touches_the_nodes() -> None:
         agents=Agents(),
         events=EventRecorder(api, "default", "test", lambda: "2026-11-29T12:00:00Z"),
         config=RolloutConfig(NS),
-        wall_clock=clock,
+        wall_clock=clock.wall,
     )
     assert rival.sync(DRIVER) is None
     assert phase(api) == ""

@@ -12,7 +12,7 @@ from coordinator.rollout.facts import NodeFacts
 from coordinator.rollout.settings import RolloutSettings
 from gpuctl.common import names
 from gpuctl.common.names import Phase
-from tests.rollout.builders import (
+from tests.support.rollout_samples import (
     KMM,
     OLD,
     OPEN_CLIENT,

@@ -16,7 +16,7 @@ from coordinator.rollout.metrics import RolloutMetrics, blocked_kind
 from coordinator.rollout.pods import claims_on_nodes, eviction, gpu_pods
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common.names import Phase
-from tests.rollout.builders import NOW, ago
+from tests.support.rollout_samples import NOW, ago
 
 
 def pod(

@@ -17,7 +17,7 @@ from coordinator.rollout.records import (
     reconstructed_changes,
 )
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
-from tests.rollout.builders import PF, disabled_vfs
+from tests.support.rollout_samples import PF, disabled_vfs
 
 
 def unbound(address: str, driver: str = "xe") -> agent_pb.NodeChange:

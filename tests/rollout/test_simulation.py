@@ -13,8 +13,8 @@ import pytest
 from coordinator.rollout.facts import GpuPod
 from gpuctl.common import names
 from gpuctl.common.names import Phase
-from tests.rollout.builders import KMM, TARGET
 from tests.rollout.simulated_world import SimWorld, world
+from tests.support.rollout_samples import KMM, TARGET
 
 
 def phases(sim: SimWorld) -> dict[str, str]:

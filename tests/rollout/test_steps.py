@@ -26,7 +26,7 @@ from coordinator.rollout.steps import (
 )
 from gpuctl.common import names
 from gpuctl.common.names import Phase
-from tests.rollout.builders import (
+from tests.support.rollout_samples import (
     ACTIVE_VFS,
     HELD,
     KMM,

@@ -1,0 +1,1 @@
+"""Integration tests of the installed `gpuctl` CLI against the real API server."""

@@ -1,0 +1,402 @@
+"""The installed `gpuctl` against the real API server: nodes, node inspect, rollout commands.
+
+The objects the coordinator would write (GPUNode status, GPUDriver status.rollout, the KMM
+Module) are written here by the test as admin, so these tests pin the CLI's side of those
+contracts; the coordinator's side is tested with the coordinator.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+
+from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+from gpuctl.common import names
+from tests.harness.access import KubeCluster
+from tests.support.cluster_api import Api, gpudriver, node_labels, simple_spec
+
+pytestmark = pytest.mark.integration
+
+GPUCTL = str(Path(sys.executable).parent / "gpuctl")
+GPUNODES = (names.GROUP, names.VERSION, names.GPUNODE_PLURAL)
+STATE_LABEL = names.STATE_LABEL
+
+
+def gpuctl(
+    kubeconfig: Path | str, *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [GPUCTL, *args, "--kubeconfig", str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(autouse=True)
+def _remove_test_gpunodes(api: Api, namespace: str) -> Iterator[None]:
+    yield
+    for item in api.kube.request("GET", "/apis/gpuctl.dev/v1alpha1/gpunodes").get("items", []):
+        if item["metadata"]["name"].startswith(f"{namespace}-"):
+            api.kube.request(
+                "DELETE", f"/apis/gpuctl.dev/v1alpha1/gpunodes/{item['metadata']['name']}"
+            )
+
+
+def _report(node: str, *, busy: bool = False) -> dict[str, Any]:
+    report = pb.NodeReport(node_name=node, kernel_release="6.8.0-60-generic")
+    report.devices.add(
+        pci_address="0000:03:00.0", device_id="0xe20b", driver="xe", role=pb.Device.STANDALONE
+    )
+    report.module.CopyFrom(
+        pb.Module(name="xe", state=pb.Module.LIVE, backport_tag="xeb_v7.1.4.6_260728.7")
+    )
+    report.client_scan.state = pb.ClientScan.COMPLETE
+    if busy:
+        report.devices[0].clients.add(pid=4242, command="ollama", client_ids=[7])
+        report.blockers.add(
+            reason=pb.Blocker.OPEN_CLIENTS,
+            pci_address="0000:03:00.0",
+            message="1 process holds 0000:03:00.0 open (1 DRM client): pid 4242 (ollama)",
+        )
+    return json_format.MessageToDict(report)
+
+
+def put_gpunode(api: Api, node: str, status: dict[str, Any]) -> None:
+    base = "/apis/gpuctl.dev/v1alpha1/gpunodes"
+    api.kube.request(
+        "POST",
+        base,
+        body={"apiVersion": "gpuctl.dev/v1alpha1", "kind": "GPUNode", "metadata": {"name": node}},
+    )
+    api.kube.request(
+        "PATCH",
+        f"{base}/{node}/status",
+        body={"status": status},
+        content_type="application/merge-patch+json",
+    )
+
+
+def connected(node: str, *, busy: bool = False) -> dict[str, Any]:
+    return {
+        "session": "Connected",
+        "agentVersion": "0.1.0",
+        "reportReceivedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "report": _report(node, busy=busy),
+    }
+
+
+def token_kubeconfig(cluster: KubeCluster, token: str, path: Path) -> Path:
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "c",
+                        "cluster": {
+                            "server": cluster.server,
+                            "certificate-authority": str(cluster.ca_cert),
+                        },
+                    }
+                ],
+                "users": [{"name": "u", "user": {"token": token}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    return path
+
+
+def test_nodes_lists_reported_nodes_and_flags_the_disconnected_one(
+    kube_cluster: KubeCluster, namespace: str, api: Api
+) -> None:
+    idle, busy, gone = (f"{namespace}-{n}" for n in ("idle", "busy", "gone"))
+    put_gpunode(api, idle, connected(idle))
+    put_gpunode(api, busy, connected(busy, busy=True))
+    put_gpunode(api, gone, dict(connected(gone), session="Disconnected"))
+    done = gpuctl(kube_cluster.kubeconfig, "nodes")
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[1:]}
+    assert rows[idle][1:5] == ["1", "xe", "xeb_v7.1.4.6_260728.7", "none"]
+    assert rows[busy][4:6] == ["1:", "OPEN_CLIENTS"]
+    assert rows[gone][4] == "unknown"
+    assert rows[gone][-1] == "disconnected"
+
+
+def test_node_inspect_shows_the_stored_report_and_json_is_the_contract(
+    kube_cluster: KubeCluster, namespace: str, api: Api
+) -> None:
+    busy = f"{namespace}-busy"
+    put_gpunode(api, busy, connected(busy, busy=True))
+    table = gpuctl(kube_cluster.kubeconfig, "node", "inspect", busy)
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.startswith("Agent connected, report received ")
+    assert "pid 4242 (ollama)" in table.stdout
+    as_json = gpuctl(kube_cluster.kubeconfig, "node", "inspect", busy, "-o", "json")
+    assert json.loads(as_json.stdout)["devices"][0]["clients"][0]["pid"] == 4242
+    missing = gpuctl(kube_cluster.kubeconfig, "node", "inspect", f"{namespace}-nope")
+    assert missing.returncode == 1
+    assert missing.stderr == (
+        f'gpuctl: no GPU node "{namespace}-nope": no agent has reported for it '
+        "(see `gpuctl nodes`)\n"
+    )
+
+
+def test_fresh_gives_up_with_a_clear_error_when_nobody_answers(
+    kube_cluster: KubeCluster, namespace: str, api: Api
+) -> None:
+    node = f"{namespace}-idle"
+    put_gpunode(api, node, connected(node))
+    done = gpuctl(kube_cluster.kubeconfig, "node", "inspect", node, "--fresh", "--timeout", "2")
+    assert done.returncode == 1
+    assert "no fresh report" in done.stderr
+    assert "within 2s" in done.stderr
+    stored = api.kube.request("GET", f"/apis/gpuctl.dev/v1alpha1/gpunodes/{node}")
+    assert stored["spec"]["inspectRequest"]["id"], "the request was written for the coordinator"
+
+
+def test_fresh_reports_the_coordinators_inspect_error(
+    kube_cluster: KubeCluster, namespace: str, api: Api
+) -> None:
+    """Play the coordinator: answer the request with an error, as it does for a gone agent."""
+    node = f"{namespace}-idle"
+    put_gpunode(api, node, connected(node))
+    process = subprocess.Popen(
+        [
+            GPUCTL,
+            "node",
+            "inspect",
+            node,
+            "--fresh",
+            "--timeout",
+            "30",
+            "--kubeconfig",
+            str(kube_cluster.kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    path = f"/apis/gpuctl.dev/v1alpha1/gpunodes/{node}"
+    deadline = time.monotonic() + 20
+    request_id = None
+    while request_id is None and time.monotonic() < deadline:
+        request_id = (
+            (api.kube.request("GET", path).get("spec") or {}).get("inspectRequest", {}).get("id")
+        )
+        time.sleep(0.1)
+    assert request_id
+    api.kube.request(
+        "PATCH",
+        f"{path}/status",
+        body={
+            "status": {
+                "answeredInspectRequest": request_id,
+                "inspectError": "the agent is not connected",
+            }
+        },
+        content_type="application/merge-patch+json",
+    )
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 1
+    assert stderr == (
+        f'gpuctl: the coordinator could not get a fresh report for "{node}": '
+        "the agent is not connected\n"
+    )
+
+
+def test_a_user_without_rbac_is_told_so(
+    kube_cluster: KubeCluster, namespace: str, tmp_path: Path
+) -> None:
+    token = kube_cluster.service_account_token(namespace, "default")
+    kubeconfig = token_kubeconfig(kube_cluster, token, tmp_path / "kubeconfig")
+    done = gpuctl(kubeconfig, "nodes")
+    assert done.returncode == 1
+    assert done.stderr.startswith("gpuctl: you are not allowed to list gpunodes.gpuctl.dev: ")
+    status = gpuctl(kubeconfig, "rollout", "status", "anything")
+    assert status.returncode == 1
+    assert status.stderr.startswith("gpuctl: you are not allowed to get gpudrivers.gpuctl.dev: ")
+
+
+def _versioned_driver(api: Api, namespace: str, name: str, rollout: dict[str, Any] | None) -> None:
+    spec = simple_spec(namespace)
+    spec["kernelModule"]["version"] = "v2"
+    api.create_driver(gpudriver(name, namespace, spec))
+    if rollout is not None:
+        api.kube.request(
+            "PATCH",
+            f"{api.driver_path(name)}/status",
+            body={"status": {"rollout": rollout}},
+            content_type="application/merge-patch+json",
+        )
+
+
+def _rollout(state: str, updated: int, nodes: list[dict[str, str]]) -> dict[str, Any]:
+    return {
+        "targetVersion": "v2",
+        "state": state,
+        "total": 3,
+        "updated": updated,
+        "progress": f"{updated}/3",
+        "counts": {"Done": updated, "Blocked": len(nodes)},
+        "nodes": nodes,
+        "startedAt": "2026-11-29T11:00:00Z",
+    }
+
+
+BLOCKED_NODE = {
+    "name": "w3",
+    "phase": "Blocked",
+    "reason": "pid 4242 (ollama) holds 0000:03:00.0",
+    "since": "2026-11-29T11:05:00Z",
+}
+
+
+def test_rollout_status_exit_codes_follow_the_state(
+    kube_cluster: KubeCluster, namespace: str, api: Api
+) -> None:
+    name = f"{namespace}-gpu"
+    _versioned_driver(api, namespace, name, _rollout("Progressing", 2, [BLOCKED_NODE]))
+    progressing = gpuctl(kube_cluster.kubeconfig, "rollout", "status", name)
+    assert progressing.returncode == 3, progressing.stderr
+    assert progressing.stdout.startswith(
+        f"Rollout of {name} to v2: Progressing, 2 of 3 nodes updated"
+    )
+    assert "pid 4242 (ollama) holds 0000:03:00.0" in progressing.stdout
+    for state, code in (("Complete", 0), ("Failed", 1)):
+        api.kube.request(
+            "PATCH",
+            f"{api.driver_path(name)}/status",
+            body={"status": {"rollout": {"state": state}}},
+            content_type="application/merge-patch+json",
+        )
+        assert gpuctl(kube_cluster.kubeconfig, "rollout", "status", name).returncode == code
+
+
+def test_rollout_status_watch_follows_until_complete(
+    kube_cluster: KubeCluster, namespace: str, api: Api
+) -> None:
+    name = f"{namespace}-gpu"
+    _versioned_driver(api, namespace, name, _rollout("Progressing", 2, [BLOCKED_NODE]))
+    process = subprocess.Popen(
+        [
+            GPUCTL,
+            "rollout",
+            "status",
+            name,
+            "--watch",
+            "--timeout",
+            "60",
+            "--kubeconfig",
+            str(kube_cluster.kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    assert "Progressing, 2 of 3 nodes updated" in first
+    api.kube.request(
+        "PATCH",
+        f"{api.driver_path(name)}/status",
+        body={"status": {"rollout": _rollout("Complete", 3, [])}},
+        content_type="application/merge-patch+json",
+    )
+    rest, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    assert "Complete, 3 of 3 nodes updated" in rest
+
+
+def test_pause_resume_and_retry_write_what_the_coordinator_reads(
+    kube_cluster: KubeCluster, namespace: str, api: Api, make_node: Any
+) -> None:
+    name = f"{namespace}-gpu"
+    _versioned_driver(api, namespace, name, None)
+    assert gpuctl(kube_cluster.kubeconfig, "rollout", "pause", name).returncode == 0
+    assert api.get_driver(name)["spec"]["rollout"]["paused"] is True  # type: ignore[index]
+    assert gpuctl(kube_cluster.kubeconfig, "rollout", "resume", name).returncode == 0
+    driver = api.get_driver(name)
+    assert driver is not None
+    assert driver["spec"]["rollout"]["paused"] is False
+    assert driver["metadata"]["annotations"]["gpuctl.dev/rollout-resumed-version"] == "v2"
+
+    failed = make_node("failed", labels={STATE_LABEL: "Failed"}).metadata.name
+    done = make_node("done", labels={STATE_LABEL: "Done"}).metadata.name
+    retried = gpuctl(kube_cluster.kubeconfig, "rollout", "retry", failed)
+    assert retried.returncode == 0, retried.stderr
+    node = api.kube.request("GET", f"/api/v1/nodes/{failed}")
+    assert node["metadata"]["labels"][STATE_LABEL] == "Pending"
+    refused = gpuctl(kube_cluster.kubeconfig, "rollout", "retry", done)
+    assert refused.returncode == 1
+    assert "only a Failed or Blocked node can be retried" in refused.stderr
+
+
+def test_rollout_plan_orders_nodes_and_names_what_stops_each(
+    kube_cluster: KubeCluster, namespace: str, api: Api, make_node: Any
+) -> None:
+    name = f"{namespace}-gpu"
+    _versioned_driver(api, namespace, name, None)
+    selector = {"gpuctl.test/ns": namespace, "kubernetes.io/arch": "amd64"}
+    api.kube.request(
+        "POST",
+        api.module_path(namespace),
+        body={
+            "apiVersion": "kmm.sigs.x-k8s.io/v1beta1",
+            "kind": "Module",
+            "metadata": {"name": f"{name}-gpu", "namespace": namespace},
+            "spec": {
+                "selector": selector,
+                "moduleLoader": {
+                    "container": {
+                        "modprobe": {"moduleName": "xe"},
+                        "kernelMappings": [{"regexp": "^.+$", "containerImage": "r.example/xe:1"}],
+                    }
+                },
+            },
+        },
+    )
+    api.kube.request(
+        "PATCH",
+        f"{api.driver_path(name)}/status",
+        body={"status": {"module": f"modules.kmm.sigs.x-k8s.io/{namespace}/{name}-gpu"}},
+        content_type="application/merge-patch+json",
+    )
+    nodes = {
+        key: make_node(key, labels=node_labels(namespace, **extra)).metadata.name
+        for key, extra in (
+            ("a-idle", {}),
+            ("b-busy", {}),
+            ("c-claimed", {}),
+            ("d-silent", {}),
+            ("e-optout", {"gpuctl.dev/rollout": "skip"}),
+        )
+    }
+    make_node("z-untargeted")
+    for key in ("a-idle", "c-claimed", "e-optout"):
+        put_gpunode(api, nodes[key], connected(nodes[key]))
+    put_gpunode(api, nodes["b-busy"], connected(nodes["b-busy"], busy=True))
+    api.create_claim(namespace, "train-0", nodes["c-claimed"])
+
+    done = gpuctl(kube_cluster.kubeconfig, "rollout", "plan", name)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[1]: line for line in done.stdout.splitlines()[2:]}
+    assert list(rows) == sorted(nodes.values()), "only targeted nodes, in name order"
+    assert rows[nodes["a-idle"]].split()[3] == "go"
+    assert rows[nodes["b-busy"]].split()[3] == "blocked"
+    assert "pid 4242 (ollama)" in rows[nodes["b-busy"]]
+    assert f"allocated GPU ResourceClaim {namespace}/train-0" in rows[nodes["c-claimed"]]
+    assert "no report from the node's agent" in rows[nodes["d-silent"]]
+    assert rows[nodes["e-optout"]].split()[3] == "skip"

@@ -1,0 +1,100 @@
+"""The coordinator works under exactly the permissions the chart grants it (coordinator/rbac.py),
+as a ServiceAccount with a real token, not as the cluster admin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from coordinator.kube.client import path
+from coordinator.rbac import CLUSTER_RULES, NAMESPACE_RULES
+from tests.harness.access import KubeCluster
+from tests.harness.kmm_emulator import KmmEmulator
+from tests.harness.waiting import wait_until
+from tests.support.cluster_api import (
+    Api,
+    gpudriver,
+    node_labels,
+    simple_spec,
+    wait_status,
+)
+from tests.support.coordinator_thread import running_coordinator
+
+pytestmark = pytest.mark.integration
+
+RBAC = "rbac.authorization.k8s.io"
+
+
+@pytest.fixture
+def coordinator_account(api: Api, namespace: str) -> Iterator[str]:
+    """ServiceAccount `coordinator` bound to the chart's ClusterRole and Role rules."""
+    account = "coordinator"
+    cluster_role = f"{namespace}-coordinator"
+    subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
+    api.kube.request(
+        "POST",
+        path("", "v1", "serviceaccounts", namespace=namespace),
+        body={"metadata": {"name": account}},
+    )
+    api.kube.request(
+        "POST",
+        path(RBAC, "v1", "clusterroles"),
+        body={"metadata": {"name": cluster_role}, "rules": CLUSTER_RULES},
+    )
+    api.kube.request(
+        "POST",
+        path(RBAC, "v1", "clusterrolebindings"),
+        body={
+            "metadata": {"name": cluster_role},
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": cluster_role},
+            "subjects": subject,
+        },
+    )
+    api.kube.request(
+        "POST",
+        path(RBAC, "v1", "roles", namespace=namespace),
+        body={"metadata": {"name": account}, "rules": NAMESPACE_RULES},
+    )
+    api.kube.request(
+        "POST",
+        path(RBAC, "v1", "rolebindings", namespace=namespace),
+        body={
+            "metadata": {"name": account},
+            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": account},
+            "subjects": subject,
+        },
+    )
+    yield account
+    api.kube.request("DELETE", path(RBAC, "v1", "clusterrolebindings", name=cluster_role))
+    api.kube.request("DELETE", path(RBAC, "v1", "clusterroles", name=cluster_role))
+
+
+def test_coordinator_runs_with_the_charts_rbac_only(
+    kube_cluster: KubeCluster,
+    *,
+    namespace: str,
+    api: Api,
+    coordinator_account: str,
+    make_node: Any,
+    kmm_emulator: KmmEmulator,
+) -> None:
+    name, module = f"{namespace}-sa", f"{namespace}-sa-gpu"
+    make_node("n1", node_labels(namespace))
+    token = kube_cluster.service_account_token(namespace, coordinator_account)
+    created = api.create_driver(gpudriver(name, namespace, simple_spec(namespace)))
+    with (
+        kube_cluster.token_client(token) as client,
+        running_coordinator(kube_cluster, namespace, client=client),
+    ):
+        status = wait_status(api, name, lambda s: s.get("kmmStatus") == "1/1", "reports 1/1")
+        assert status["errors"] == []
+        assert "ModuleCreated" in api.event_reasons(created["metadata"]["uid"])
+        api.create_claim(namespace, "busy", f"{namespace}-n1")
+        api.delete_driver(name)
+        wait_status(api, name, lambda s: s.get("kmmStatus") == "Removing", "is Removing")
+        api.delete_claim(namespace, "busy")
+        wait_until("module deleted", lambda: api.get_module(namespace, module) is None)
+        wait_until("gpudriver gone", lambda: api.get_driver(name) is None)

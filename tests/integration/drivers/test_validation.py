@@ -1,0 +1,182 @@
+"""Validation: the API server refuses what the CRD's schema and CEL rules say, with their
+messages; what CEL cannot check the coordinator reports as a status error and a Warning Event
+naming the field, and writes no Module. The reference's webhook test scenarios.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from coordinator.kube.client import KubeError
+from tests.harness.access import KubeCluster
+from tests.support.cluster_api import (
+    Api,
+    gpudriver,
+    wait_status,
+)
+from tests.support.coordinator_thread import running_coordinator
+
+pytestmark = pytest.mark.integration
+
+
+def mapping(**fields: Any) -> dict[str, Any]:
+    return {"regexp": "^.+$", "containerImage": "reg.example.com/xe:1.0", **fields}
+
+
+def kernel_module(**fields: Any) -> dict[str, Any]:
+    return {"kernelModule": {"kernelMappings": [mapping()], **fields}}
+
+
+REJECTED = [
+    ("no-mappings", {"kernelModule": {"kernelMappings": []}}, "should have at least 1 items"),
+    ("no-mapping-list", {"kernelModule": {"moduleName": "xe"}}, "kernelMappings: Required value"),
+    (
+        "no-regexp",
+        {"kernelModule": {"kernelMappings": [{"containerImage": "r.example.com/xe:1"}]}},
+        "kernelMappings[0].regexp: Required value",
+    ),
+    (
+        "no-image-no-build",
+        {"kernelModule": {"kernelMappings": [{"regexp": "^.+$"}]}},
+        "containerImage or build must be set",
+    ),
+    (
+        "build-only",
+        {
+            "kernelModule": {
+                "kernelMappings": [
+                    {"regexp": "^.+$", "build": {"dockerfileConfigMap": {"name": "d"}}}
+                ]
+            }
+        },
+        "containerImage is required, also with build",
+    ),
+    (
+        "build-no-configmap-name",
+        kernel_module(kernelMappings=[mapping(build={"dockerfileConfigMap": {}})]),
+        "build.dockerfileConfigMap.name: Required value",
+    ),
+    (
+        "build-no-configmap",
+        kernel_module(kernelMappings=[mapping(build={"buildArgs": []})]),
+        "build.dockerfileConfigMap: Required value",
+    ),
+    (
+        "order-too-short",
+        kernel_module(modulesLoadingOrder=["xe"]),
+        "modulesLoadingOrder must have at least 2 entries",
+    ),
+    (
+        "order-wrong-first",
+        kernel_module(modulesLoadingOrder=["drm_buddy", "xe"]),
+        "modulesLoadingOrder must start with moduleName",
+    ),
+    (
+        "order-custom-name",
+        kernel_module(moduleName="xe_oot", modulesLoadingOrder=["xe", "drm_buddy"]),
+        "modulesLoadingOrder must start with moduleName",
+    ),
+    (
+        "order-duplicates",
+        kernel_module(modulesLoadingOrder=["xe", "drm_buddy", "drm_buddy"]),
+        "modulesLoadingOrder must not contain duplicates",
+    ),
+    (
+        "tls-not-boolean",
+        kernel_module(registryTLS={"insecure": "yes"}),
+        "registryTLS.insecure: Invalid value",
+    ),
+    (
+        "mapping-tls-not-boolean",
+        kernel_module(kernelMappings=[mapping(registryTLS={"insecureSkipTLSVerify": "no"})]),
+        "registryTLS.insecureSkipTLSVerify: Invalid value",
+    ),
+    (
+        "bad-toleration-operator",
+        {**kernel_module(), "tolerations": [{"key": "k", "operator": "Maybe"}]},
+        "Unsupported value",
+    ),
+]
+
+
+@pytest.mark.parametrize(("suffix", "spec", "message"), REJECTED, ids=[r[0] for r in REJECTED])
+def test_api_server_rejects_with_message(
+    namespace: str, api: Api, suffix: str, spec: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(KubeError) as refused:
+        api.create_driver(gpudriver(f"{namespace}-{suffix}"[:40], namespace, spec))
+    assert refused.value.status == 422
+    assert message in refused.value.message
+
+
+def test_valid_order_and_default_module_name_accepted(namespace: str, api: Api) -> None:
+    created = api.create_driver(
+        gpudriver(f"{namespace}-ok", namespace, kernel_module(modulesLoadingOrder=["xe", "drm"]))
+    )
+    assert created["spec"]["kernelModule"]["moduleName"] == "xe"
+
+
+COORDINATOR_CHECKS = [
+    (
+        "re",
+        kernel_module(kernelMappings=[mapping(regexp="^(6\\.8")]),
+        "spec.kernelModule.kernelMappings[0].regexp: regexp '^(6\\\\.8' does not compile",
+    ),
+    (
+        "tag",
+        kernel_module(
+            kernelMappings=[mapping(containerImage="reg.example.com/xe-$KERNEL_FULL_VERSION")]
+        ),
+        "spec.kernelModule.kernelMappings[0].containerImage: image "
+        "'reg.example.com/xe-$KERNEL_FULL_VERSION' needs an explicit tag or digest",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("suffix", "spec", "message"), COORDINATOR_CHECKS, ids=[c[0] for c in COORDINATOR_CHECKS]
+)
+def test_coordinator_reports_what_cel_cannot_check(
+    kube_cluster: KubeCluster,
+    *,
+    namespace: str,
+    api: Api,
+    suffix: str,
+    spec: dict[str, Any],
+    message: str,
+) -> None:
+    name = f"{namespace}-{suffix}"
+    created = api.create_driver(gpudriver(name, namespace, spec))
+    with running_coordinator(kube_cluster, namespace):
+        status = wait_status(api, name, lambda s: bool(s.get("errors")), "reports an error")
+        assert any(e.startswith(message) for e in status["errors"]), status["errors"]
+        degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+        assert (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")
+        warnings = [
+            e
+            for e in api.events_for(created["metadata"]["uid"])
+            if e["type"] == "Warning" and e["reason"] == "InvalidSpec"
+        ]
+        assert any(e["message"].startswith(message) for e in warnings)
+        assert api.get_module(namespace, f"{name}-gpu") is None
+
+
+def test_coordinator_refuses_names_over_kmm_limit(
+    kube_cluster: KubeCluster, namespace: str, api: Api
+) -> None:
+    name = (namespace + "-" + "x" * 40)[: 42 - len(namespace) - len("-gpu")]
+    assert len(namespace) + len(name) + len("-gpu") == 42
+    api.create_driver(gpudriver(name, namespace, {**kernel_module(), "nodeSelector": {"x": "1"}}))
+    with running_coordinator(kube_cluster, namespace):
+        status = wait_status(api, name, lambda s: bool(s.get("errors")), "reports an error")
+        assert status["errors"][0].startswith("metadata.name: namespace")
+        assert "KMM allows at most 41" in status["errors"][0]
+        assert api.get_module(namespace, f"{name}-gpu") is None
+        # A shorter name in the same namespace is fine.
+        short = f"{namespace}-s"
+        api.create_driver(
+            gpudriver(short, namespace, {**kernel_module(), "nodeSelector": {"x": "y"}})
+        )
+        wait_status(api, short, lambda s: s.get("kmmStatus") == "0/0", "reports 0/0")

@@ -1,0 +1,363 @@
+"""The rollout end to end: `gpuctl-coordinator` (a real process), agents over real gRPC and
+TLS on fake host roots, the real API server, and the KMM emulator whose fake loader changes
+those roots (and records any unload of a busy node).
+
+Every test starts with its nodes labelled and loaded at OLD and moves the GPUDriver to NEW.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from gpuctl.common import names
+from tests.fakehost import FakeHost
+from tests.fakehost.scenarios import B70_PFS, B580
+from tests.harness.cordon_taint import CordonTaintMirror
+from tests.harness.kmm_model import Loaded
+from tests.harness.waiting import wait_until
+from tests.support.cluster_api import TEST_LABEL, Api
+from tests.support.rollout_live.fake_nodes import gpu_node_root, vf_node_root
+from tests.support.rollout_live.node_watch import NodeWatch, unavailable_within
+from tests.support.rollout_live.rig import NEW, OLD, RolloutRig
+
+pytestmark = pytest.mark.integration
+
+TIMEOUTS = {"check": "20s", "drain": "20s", "prepare": "20s", "load": "20s", "verify": "20s"}
+FAST: dict[str, Any] = {"holdAfterFirstNode": False, "timeouts": TIMEOUTS}
+
+
+def old_root(path: Any) -> FakeHost:
+    return gpu_node_root(path, OLD)
+
+
+def start(rig: RolloutRig, shorts: list[str], rollout: dict[str, Any]) -> list[str]:
+    """Nodes at OLD with real agents, the coordinator, and the GPUDriver at OLD (all Done)."""
+    nodes = [rig.add_node(short, old_root) for short in shorts]
+    rig.create_driver(OLD, rollout)
+    rig.start_coordinator()
+    for node in nodes:
+        rig.start_agent(node)
+    rig.wait_phases(dict.fromkeys(nodes, "Done"), version=OLD)
+    return nodes
+
+
+def watch(rig: RolloutRig, bound: int, admin: frozenset[str] = frozenset()) -> NodeWatch:
+    node_watch = NodeWatch(
+        rig.kube,
+        f"{TEST_LABEL}={rig.namespace}",
+        [unavailable_within(bound, rig.labels.version, NEW, admin)],
+    )
+    node_watch.start()
+    return node_watch
+
+
+MODULE = "gpu-gpu"
+LOADING_COUNT = 'gpuctl_rollout_step_seconds_count{phase="Loading"}'
+
+
+def scrape(rig: RolloutRig) -> dict[str, float]:
+    """The coordinator's /metrics as {sample with labels: value}."""
+    url = f"http://127.0.0.1:{rig.metrics_port}/metrics"
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+def wait_status(
+    rig: RolloutRig, description: str, probe: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """status.rollout once `probe` holds (it is written in the pass after the nodes')."""
+
+    def check() -> dict[str, Any] | None:
+        status = rig.rollout_status()
+        return status if status and probe(status) else None
+
+    return wait_until(f"the rollout status {description}", check)
+
+
+def wait_complete(rig: RolloutRig) -> dict[str, Any]:
+    return wait_status(rig, "says Complete", lambda s: s.get("state") == "Complete")
+
+
+def module_version(rig: RolloutRig, node: str) -> str:
+    text = rig.hosts[node].real("sys/module/xe/version").read_text()
+    return text.split("using backports xeb_", 1)[1].split()[0]
+
+
+def test_five_nodes_roll_one_at_a_time_in_order_and_end_verified(
+    rollout_rig: RolloutRig, cordon_taints: CordonTaintMirror
+) -> None:
+    rig = rollout_rig
+    nodes = start(rig, ["n1", "n2", "n3", "n4", "n5"], FAST)
+    node_watch = watch(rig, bound=1)
+    order = node_watch.first_reaching(rig.labels.version, NEW)
+    loading_before = scrape(rig).get(LOADING_COUNT, 0)
+    try:
+        rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+        rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=120)
+        node_watch.wait_until_seen(nodes, "Done", NEW)
+    finally:
+        node_watch.stop()
+    assert node_watch.breaches == []
+    assert node_watch.events > 5 * 5
+    assert order == sorted(nodes)
+    assert rig.loader.violations == []
+    assert sorted(rig.loader.unloads) == sorted(nodes)  # cordoning unloaded nothing
+    for node in nodes:
+        assert module_version(rig, node) == NEW
+        obj = rig.node(node)
+        assert not obj["spec"].get("unschedulable")
+        annotations = obj["metadata"]["annotations"]
+        assert annotations[names.STATE_VERSION] == NEW
+        assert annotations[names.REASON].startswith("verified: xe live with backport tag xeb_")
+        assert names.CORDONED_BY_GPUCTL not in annotations
+        assert names.BOUND_BEFORE not in annotations
+    status = wait_complete(rig)
+    assert (status["updated"], status["total"], status["progress"]) == (5, 5, "5/5")
+    assert status["counts"]["Done"] == 5
+    assert status["nodes"] == []
+    metrics = scrape(rig)
+    assert metrics['gpuctl_rollout_nodes{gpudriver="gpu",phase="Done"}'] == 5
+    assert metrics['gpuctl_rollout_nodes{gpudriver="gpu",phase="Loading"}'] == 0
+    # Every node left Loading once more for NEW, and spent measurable time in it.
+    assert metrics[LOADING_COUNT] - loading_before == 5
+    assert metrics['gpuctl_rollout_step_seconds_sum{phase="Loading"}'] > 0
+
+
+def test_an_open_render_fd_blocks_its_node_the_rest_proceed_and_closing_it_lets_it_finish(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    first, busy, last = start(rig, ["a", "b", "c"], FAST)
+    host = rig.hosts[busy]
+    host.add_process(4242, "ollama")
+    host.add_drm_fd(4242, 5, "renderD128", pdev=B580, client_id=7)
+    host.write("sys/module/xe/refcnt", "1\n")
+    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.wait_phases({first: "Done", busy: "Blocked", last: "Done"}, timeout=90)
+    reason = rig.annotation(busy, names.REASON)
+    assert "pid 4242 (ollama)" in reason
+    assert not rig.node(busy)["spec"].get("unschedulable")
+    assert module_version(rig, busy) == OLD
+    status = wait_status(rig, "counts the blocked node", lambda s: s["counts"]["Blocked"] == 1)
+    assert status["nodes"][0]["name"] == busy
+    assert "pid 4242" in status["nodes"][0]["reason"]
+    host.remove_process(4242)
+    host.write("sys/module/xe/refcnt", "0\n")
+    rig.wait_phases({first: "Done", busy: "Done", last: "Done"}, timeout=60)
+    assert module_version(rig, busy) == NEW
+    assert rig.loader.violations == []
+
+
+def test_idle_vfs_are_disabled_and_restored_and_vfs_handed_to_a_vm_block(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    idle = rig.add_node("idle", lambda path: vf_node_root(path, OLD, "xe"))
+    vm = rig.add_node("vm", lambda path: vf_node_root(path, OLD, "vfio-pci"))
+    rig.create_driver(OLD, {**FAST, "disableIdleVFs": True, "maxUnavailable": 2})
+    rig.start_coordinator()
+    agents = {node: rig.start_protocol_agent(node) for node in (idle, vm)}
+    rig.wait_phases({idle: "Done", vm: "Done"}, version=OLD)
+    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.wait_phases({idle: "Done", vm: "Blocked"}, timeout=90)
+    # The idle node's VFs were disabled for the unload, then restored after the load.
+    assert rig.loader.violations == []
+    assert [p.allow_disable_vfs for p in agents[idle].prepares][-1:] == [True]
+    restored = agents[idle].restores[-1].changes
+    assert sorted((c.disabled_vfs.pci_address, c.disabled_vfs.num_vfs) for c in restored) == [
+        (pf, 4) for pf in B70_PFS
+    ]
+    for pf in B70_PFS:
+        numvfs = rig.hosts[idle].real(f"sys/bus/pci/devices/{pf}/sriov_numvfs").read_text()
+        assert numvfs.strip() == "4"
+    assert module_version(rig, idle) == NEW
+    assert names.PREPARE_CHANGES not in rig.node(idle)["metadata"]["annotations"]
+    # The VM's VFs stay: the node is blocked, naming them, and nothing was unloaded there.
+    reason = rig.annotation(vm, names.REASON)
+    assert "vfio-pci: handed to a VM" in reason
+    assert "0000:03:00.1" in reason
+    assert module_version(rig, vm) == OLD
+    assert vm not in rig.loader.unloads
+
+
+def test_a_failed_load_fails_the_node_and_pauses_at_the_budget_until_retried(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    quick_load = {**FAST, "timeouts": {**TIMEOUTS, "load": "3s"}}
+    first, broken, last = start(rig, ["a", "b", "c"], quick_load)
+    rig.emulator.fail_node(broken)
+    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.wait_phases({first: "Done", broken: "Failed", last: "Pending"}, timeout=60)
+    assert "KMM did not load" in rig.annotation(broken, names.REASON)
+    assert rig.node(broken)["spec"].get("unschedulable")  # kept cordoned for the admin
+    status = wait_status(rig, "says Failed", lambda s: s.get("state") == "Failed")
+    assert "failure budget" in status["message"]
+    time.sleep(2)
+    assert rig.phase(last) == "Pending"  # the rollout does not march on
+    # `gpuctl rollout retry NODE`: back to Pending, reason cleared.
+    rig.emulator.fail_node(broken, failing=False)
+    rig.kube.request(
+        "PATCH",
+        f"/api/v1/nodes/{broken}",
+        body={
+            "metadata": {
+                "labels": {names.STATE_LABEL: "Pending"},
+                "annotations": {names.REASON: None},
+            }
+        },
+        content_type="application/merge-patch+json",
+    )
+    rig.wait_phases({first: "Done", broken: "Done", last: "Done"}, timeout=60)
+    assert not rig.node(broken)["spec"].get("unschedulable")
+    wait_complete(rig)
+
+
+def test_an_admin_cordon_stays_after_the_rollout(
+    rollout_rig: RolloutRig, cordon_taints: CordonTaintMirror
+) -> None:
+    rig = rollout_rig
+    admin, other = start(rig, ["a", "b"], {**FAST, "maxUnavailable": 2})
+    rig.cordon(admin)
+    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.wait_phases({admin: "Done", other: "Done"}, timeout=60)
+    assert rig.node(admin)["spec"].get("unschedulable")
+    assert not rig.node(other)["spec"].get("unschedulable")
+    assert names.CORDONED_BY_GPUCTL not in rig.node(admin)["metadata"]["annotations"]
+    assert module_version(rig, admin) == NEW
+    assert rig.loader.violations == []
+
+
+def test_a_coordinator_killed_at_random_points_resumes_without_breaking_the_bound(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    nodes = start(rig, ["k1", "k2", "k3", "k4", "k5"], FAST)
+    for node in nodes:  # loads take a while, so kills land in every step
+        rig.emulator.delay_node(node, 1.0)
+    node_watch = watch(rig, bound=1)
+    rng = random.Random(20261129)  # noqa: S311 - reproducible kill points, not secrecy
+    kills = 0
+    try:
+        rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+        while kills < 10 and {rig.state(n) for n in nodes} != {f"Done {NEW}"}:
+            time.sleep(rng.uniform(1.0, 6.0))  # startup and Lease takeover take ~3 s
+            rig.kill_coordinator()
+            kills += 1
+            rig.start_coordinator()
+        rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=120)
+        node_watch.wait_until_seen(nodes, "Done", NEW)
+    finally:
+        node_watch.stop()
+    assert kills >= 5, "the rollout finished before the coordinator was killed enough"
+    assert node_watch.breaches == []
+    assert rig.loader.violations == []
+    assert sorted(rig.loader.unloads) == sorted(nodes)  # no node went twice
+    for node in nodes:
+        assert module_version(rig, node) == NEW
+        assert not rig.node(node)["spec"].get("unschedulable")
+
+
+def test_the_first_version_recreates_the_module_then_labels_nodes_one_at_a_time(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    nodes = [rig.add_node(short, old_root, labelled=False) for short in ("f1", "f2", "f3")]
+    rig.create_driver(None, FAST)
+    rig.start_coordinator()
+    for node in nodes:
+        rig.start_agent(node)
+    wait_until(
+        "KMM loads the unversioned Module everywhere",
+        lambda: all(rig.emulator.loaded(MODULE, node) for node in nodes),
+    )
+    node_watch = watch(rig, bound=1)
+    order = node_watch.first_reaching(rig.labels.version, NEW)
+    try:
+        # Empty -> set: the guarded Module recreate unloads everywhere (nothing is busy), then
+        # KMM loads nothing until a node has the version label, which the rollout sets.
+        rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+        rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=90)
+        node_watch.wait_until_seen(nodes, "Done", NEW)
+    finally:
+        node_watch.stop()
+    assert node_watch.breaches == []
+    assert order == sorted(nodes)
+    assert rig.loader.violations == []
+    for node in nodes:
+        assert module_version(rig, node) == NEW
+        assert (rig.emulator.loaded(MODULE, node) or Loaded("", "")).version == NEW
+    wait_complete(rig)
+
+
+def test_an_allocated_gpu_claim_blocks_its_node_until_it_is_released(
+    rollout_rig: RolloutRig, api: Api
+) -> None:
+    rig = rollout_rig
+    quick_drain = {**FAST, "timeouts": {**TIMEOUTS, "drain": "3s"}}
+    claimed, free = start(rig, ["a", "b"], quick_drain)
+    api.create_claim(rig.namespace, "inference", claimed)
+    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.wait_phases({claimed: "Blocked", free: "Done"}, timeout=60)
+    reason = rig.annotation(claimed, names.REASON)
+    assert f"allocated GPU ResourceClaims {rig.namespace}/inference" in reason
+    assert not rig.node(claimed)["spec"].get("unschedulable")  # released while blocked
+    assert module_version(rig, claimed) == OLD
+    api.delete_claim(rig.namespace, "inference")
+    rig.wait_phases({claimed: "Done", free: "Done"}, timeout=60)
+    assert module_version(rig, claimed) == NEW
+    assert rig.loader.violations == []
+
+
+def test_the_rollout_holds_after_the_first_node_until_resumed_for_its_version(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    first, second = start(rig, ["a", "b"], {**FAST, "holdAfterFirstNode": True})
+    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    wait_status(rig, "says Held", lambda s: s.get("state") == "Held")
+    assert rig.state(first) == f"Done {NEW}"
+    time.sleep(1)
+    assert rig.state(second) == f"Pending {NEW}"
+    # What `gpuctl rollout resume NAME` writes.
+    rig.patch_driver(
+        {
+            "metadata": {"annotations": {names.RESUMED_VERSION: NEW}},
+            "spec": {"rollout": {"paused": False}},
+        }
+    )
+    rig.wait_phases({first: "Done", second: "Done"}, timeout=60)
+    wait_complete(rig)
+
+
+def test_a_holder_module_blocks_until_modules_loading_order_lists_it(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    [node] = start(rig, ["a"], FAST)
+    host = rig.hosts[node]
+    # The backport's companion module holds xe, as on a DKMS or KMM out-of-tree node.
+    host.add_module("xe_compat", taint="OE")
+    host.symlink("sys/module/xe/holders/xe_compat", "../../xe_compat")
+    host.write("sys/module/xe/refcnt", "1\n")
+    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.wait_phases({node: "Blocked"}, timeout=60)
+    assert "xe is held by xe_compat" in rig.annotation(node, names.REASON)
+    assert module_version(rig, node) == OLD
+    assert node not in rig.loader.unloads
+    # KMM unloads modulesLoadingOrder in reverse: xe_compat goes first, so it blocks nothing.
+    rig.patch_driver({"spec": {"kernelModule": {"modulesLoadingOrder": ["xe", "xe_compat"]}}})
+    rig.wait_phases({node: "Done"}, timeout=60)
+    assert module_version(rig, node) == NEW
+    assert rig.loader.violations == []

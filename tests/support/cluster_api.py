@@ -1,0 +1,189 @@
+"""Plain-dict access to the test cluster's API server, and the GPUDrivers tests make there.
+
+Everything here talks to the real test API server (tests/harness); nothing is mocked. Each
+test's GPUDrivers carry the label `gpuctl.test/ns=<namespace>` and its coordinator
+(coordinator_thread.py) manages only those (`driver_selector`), so tests sharing the
+session's cluster never see each other's GPUDrivers; the Modules, Lease and pull secrets
+live in the test's namespace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
+from gpuctl.common import names
+from tests.harness.access import KubeCluster
+from tests.harness.waiting import wait_until
+
+TEST_LABEL = "gpuctl.test/ns"
+GROUP, VERSION, PLURAL = names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL
+KMM = (names.KMM_GROUP, names.KMM_VERSION, names.KMM_MODULE_PLURAL)
+HTTP_NOT_FOUND = 404
+
+
+class Api:
+    """Plain-dict access to the test API server as admin."""
+
+    def __init__(self, cluster: KubeCluster) -> None:
+        self._client = cluster.admin_client()
+        self.kube = Kube(self._client)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def driver_path(self, name: str | None = None) -> str:
+        return path(GROUP, VERSION, PLURAL, name=name)
+
+    def get_driver(self, name: str) -> dict[str, Any] | None:
+        return self._get(self.driver_path(name))
+
+    def create_driver(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.kube.request("POST", self.driver_path(), body=body)
+
+    def patch_driver(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return self.kube.request(
+            "PATCH", self.driver_path(name), body=patch, content_type=MERGE_PATCH
+        )
+
+    def delete_driver(self, name: str) -> None:
+        with contextlib.suppress(KubeError):
+            self.kube.request("DELETE", self.driver_path(name))
+
+    def module_path(self, namespace: str, name: str | None = None) -> str:
+        return path(*KMM, namespace=namespace, name=name)
+
+    def get_module(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._get(self.module_path(namespace, name))
+
+    def _get(self, resource_path: str) -> dict[str, Any] | None:
+        try:
+            return self.kube.request("GET", resource_path)
+        except KubeError as err:
+            if err.status == HTTP_NOT_FOUND:
+                return None
+            raise
+
+    def events_for(self, uid: str) -> list[dict[str, Any]]:
+        answer = self.kube.request(
+            "GET",
+            path("", "v1", "events"),
+            query={"fieldSelector": f"involvedObject.uid={uid}"},
+        )
+        return list(answer.get("items") or [])
+
+    def event_reasons(self, uid: str) -> set[str]:
+        return {e["reason"] for e in self.events_for(uid)}
+
+    def create_claim(self, namespace: str, name: str, node: str) -> None:
+        """A ResourceClaim of gpu.intel.com, allocated on `node` (as the DRA scheduler would)."""
+        claims = path("resource.k8s.io", "v1", "resourceclaims", namespace=namespace)
+        self.kube.request(
+            "POST",
+            claims,
+            body={
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {"name": "gpu", "exactly": {"deviceClassName": "gpu.intel.com"}}
+                        ]
+                    }
+                },
+            },
+        )
+        allocation = {
+            "devices": {
+                "results": [
+                    {"request": "gpu", "driver": "gpu.intel.com", "pool": node, "device": "card0"}
+                ]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]
+            },
+        }
+        self.kube.request(
+            "PATCH",
+            f"{claims}/{name}/status",
+            body={"status": {"allocation": allocation}},
+            content_type=MERGE_PATCH,
+        )
+
+    def label_node(self, node: str, key: str, value: str | None) -> None:
+        self.kube.request(
+            "PATCH",
+            path("", "v1", "nodes", name=node),
+            body={"metadata": {"labels": {key: value}}},
+            content_type=MERGE_PATCH,
+        )
+
+    def delete_claim(self, namespace: str, name: str) -> None:
+        claim = path("resource.k8s.io", "v1", "resourceclaims", namespace=namespace, name=name)
+        self.kube.request("DELETE", claim)
+
+
+def gpudriver(
+    name: str, namespace: str, spec: dict[str, Any], labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A GPUDriver body labeled for the test's coordinator."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "GPUDriver",
+        "metadata": {"name": name, "labels": {TEST_LABEL: namespace, **(labels or {})}},
+        "spec": spec,
+    }
+
+
+def node_labels(namespace: str, **extra: str) -> dict[str, str]:
+    """Labels of a test node a test GPUDriver's `nodeSelector: {gpuctl.test/ns: <ns>}` selects."""
+    return {"kubernetes.io/arch": "amd64", TEST_LABEL: namespace, **extra}
+
+
+def simple_spec(namespace: str, image: str = "registry.example.com/xe:1.0") -> dict[str, Any]:
+    return {
+        "nodeSelector": {TEST_LABEL: namespace},
+        "kernelModule": {"kernelMappings": [{"regexp": "^.+$", "containerImage": image}]},
+    }
+
+
+def remove_test_drivers(api: Api, namespace: str) -> None:
+    """Teardown: delete the test's GPUDrivers, dropping finalizers no coordinator released."""
+    answer = api.kube.request(
+        "GET", api.driver_path(), query={"labelSelector": f"{TEST_LABEL}={namespace}"}
+    )
+    for driver in answer.get("items") or []:
+        name = driver["metadata"]["name"]
+        api.delete_driver(name)
+        with contextlib.suppress(KubeError):
+            api.patch_driver(name, {"metadata": {"finalizers": None}})
+
+
+def status_of(api: Api, name: str) -> dict[str, Any]:
+    driver = api.get_driver(name)
+    return dict((driver or {}).get("status") or {})
+
+
+def wait_status(
+    api: Api,
+    name: str,
+    probe: Callable[[dict[str, Any]], bool],
+    description: str,
+    timeout: float = 20.0,
+) -> dict[str, Any]:
+    """Waits until the GPUDriver's status satisfies `probe`; returns that status."""
+
+    def check() -> dict[str, Any] | None:
+        status = status_of(api, name)
+        return status if probe(status) else None
+
+    try:
+        return wait_until(f"{name} {description}", check, timeout_seconds=timeout)
+    except AssertionError as err:
+        raise AssertionError(f"{err}; status now: {json.dumps(status_of(api, name))}") from None

@@ -1,0 +1,280 @@
+"""A rollout test rig: `gpuctl-coordinator` as a real process, agents, KMM emulator, nodes.
+
+`RolloutRig` owns, for one test: the coordinator process (started, SIGKILLed and restarted
+at will, TLS gRPC for the agents, `--metrics-port`), agent ServiceAccount tokens bound to a
+Pod per Node, the nodes' fake roots, the emulator's fake loader hook, real `gpuctl-agent run`
+processes or hand-written protocol agents, and a GPUDriver labelled for this coordinator. The
+`rollout_rig` fixture (tests/integration/conftest.py) builds it from the shared fixtures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
+from coordinator.rollout.controller import kmm_labels
+from gpuctl.common import names
+from tests.fakehost import FakeHost
+from tests.harness.access import KubeCluster
+from tests.harness.kmm_emulator import KmmEmulator
+from tests.harness.ports import free_loopback_ports
+from tests.harness.waiting import wait_until
+from tests.support.cluster_agents import (
+    AgentPods,
+    ServingTls,
+    agent_username,
+    delete_gpunode,
+)
+from tests.support.cluster_api import TEST_LABEL, gpudriver, node_labels
+from tests.support.fixture_types import MakeNode
+from tests.support.rollout_live.fake_nodes import FakeKmmLoader
+from tests.support.rollout_live.protocol_agent import ProtocolAgent
+
+BIN = Path(sys.executable).parent
+DRIVER = "gpu"
+OLD = "v6.17.13.62_260409.8"
+NEW = "v7.1.4.6_260728.7"
+
+
+def stop_process(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    if process.poll() is None:
+        process.send_signal(sig)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+class RolloutRig:
+    def __init__(
+        self,
+        *,
+        cluster: KubeCluster,
+        namespace: str,
+        kube: Kube,
+        admin: Any,
+        emulator: KmmEmulator,
+        tls: ServingTls,
+        make_node: MakeNode,
+        folder: Path,
+    ) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.kube = kube
+        self.emulator = emulator
+        self.tls = tls
+        self.folder = folder
+        self._make_node = make_node
+        self.pods = AgentPods(cluster, namespace, admin)
+        self.hosts: dict[str, FakeHost] = {}
+        self.loader = FakeKmmLoader(self.hosts)
+        emulator.on_change(self.loader)
+        self.port, self.metrics_port = free_loopback_ports(2)
+        self.coordinator: subprocess.Popen[bytes] | None = None
+        self._coordinator_logs: list[Any] = []
+        self.starts = 0
+        self.agents: dict[str, subprocess.Popen[bytes]] = {}
+        self.protocol_agents: dict[str, ProtocolAgent] = {}
+        self._logs = contextlib.ExitStack()
+        (folder / "ca.crt").write_bytes(tls.ca_pem)
+        self.labels = kmm_labels(namespace, f"{DRIVER}-gpu")
+
+    # -- nodes and their agents -------------------------------------------------------------
+
+    def add_node(
+        self, short: str, make_root: Callable[[Path], FakeHost], *, labelled: bool = True
+    ) -> str:
+        """A Node selected by the test GPUDriver, with its fake root; `labelled`: with the
+        version label at OLD, as a rollout before left it."""
+        extra = {self.labels.version: OLD} if labelled else {}
+        name: str = self._make_node(
+            short, labels=node_labels(self.namespace, **extra)
+        ).metadata.name
+        self.hosts[name] = make_root(self.folder / name / "root")
+        return name
+
+    def token_file(self, node: str) -> Path:
+        token_file = self.folder / node / "token"
+        token_file.write_text(self.pods.token(node))
+        return token_file
+
+    def start_agent(self, node: str) -> None:
+        """A real `gpuctl-agent run` process on the node's fake root."""
+        log = self._logs.enter_context((self.folder / node / "agent.log").open("ab"))
+        environment = {k: v for k, v in os.environ.items() if k != "NODE_NAME"}
+        self.agents[node] = subprocess.Popen(
+            [
+                str(BIN / "gpuctl-agent"),
+                "run",
+                f"--coordinator=localhost:{self.port}",
+                f"--ca-file={self.folder / 'ca.crt'}",
+                f"--token-file={self.token_file(node)}",
+                f"--host-root={self.hosts[node].root}",
+                f"--node-name={node}",
+                "--health-port=0",
+                "--grpc-health-port=0",
+                "--no-udev",
+                "--backoff-initial=0.1",
+                "--backoff-max=0.5",
+            ],
+            env=environment,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+
+    def start_protocol_agent(self, node: str) -> ProtocolAgent:
+        """The hand-written agent (prepare/restore) on the node's fake root."""
+        token = self.pods.token(node)
+        agent = ProtocolAgent(
+            f"localhost:{self.port}",
+            token=token,
+            root_certificate=self.tls.ca_pem,
+            node=node,
+            host=self.hosts[node],
+        )
+        self.protocol_agents[node] = agent
+        return agent
+
+    # -- the coordinator process ------------------------------------------------------------
+
+    def start_coordinator(self, *extra: str) -> None:
+        log = (self.folder / "coordinator.log").open("ab")
+        self._coordinator_logs.append(log)
+        self.starts += 1
+        self.coordinator = subprocess.Popen(
+            [
+                str(BIN / "gpuctl-coordinator"),
+                f"--kubeconfig={self.cluster.kubeconfig}",
+                f"--namespace={self.namespace}",
+                f"--gpudriver-selector={TEST_LABEL}={self.namespace}",
+                f"--identity=rollout-{self.starts}",
+                "--lease-duration=2",
+                "--renew-deadline=1.5",
+                "--retry-period=0.2",
+                f"--grpc-port={self.port}",
+                "--grpc-address=127.0.0.1",
+                f"--tls-cert-file={self.tls.files.cert_file}",
+                f"--tls-key-file={self.tls.files.key_file}",
+                f"--agent-service-account={agent_username(self.namespace)}",
+                "--heartbeat-interval=0.5",
+                "--rescan-interval=1",
+                f"--metrics-port={self.metrics_port}",
+                "--metrics-address=127.0.0.1",
+                "--rollout-blocked-recheck=0.5",
+                *extra,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def kill_coordinator(self) -> None:
+        """SIGKILL: no Lease released, nothing flushed."""
+        if self.coordinator is not None:
+            stop_process(self.coordinator, signal.SIGKILL)
+
+    def coordinator_log(self) -> str:
+        return (self.folder / "coordinator.log").read_text(errors="replace")[-4000:]
+
+    # -- the GPUDriver ----------------------------------------------------------------------
+
+    def create_driver(self, version: str | None, rollout: dict[str, Any]) -> None:
+        spec = {
+            "nodeSelector": {TEST_LABEL: self.namespace},
+            "kernelModule": {
+                **({"version": version} if version else {}),
+                "kernelMappings": [
+                    {"regexp": "^.+$", "containerImage": "registry.example.com/xe:1"}
+                ],
+            },
+            "rollout": rollout,
+        }
+        self.kube.request(
+            "POST",
+            path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL),
+            body=gpudriver(DRIVER, self.namespace, spec),
+        )
+
+    def patch_driver(self, patch: dict[str, Any]) -> None:
+        self.kube.request(
+            "PATCH",
+            path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, name=DRIVER),
+            body=patch,
+            content_type=MERGE_PATCH,
+        )
+
+    def driver(self) -> dict[str, Any]:
+        return self.kube.request(
+            "GET", path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, name=DRIVER)
+        )
+
+    def rollout_status(self) -> dict[str, Any]:
+        return dict((self.driver().get("status") or {}).get("rollout") or {})
+
+    def node(self, name: str) -> dict[str, Any]:
+        return self.kube.request("GET", path("", "v1", "nodes", name=name))
+
+    def phase(self, name: str) -> str:
+        return str((self.node(name)["metadata"].get("labels") or {}).get(names.STATE_LABEL, ""))
+
+    def annotation(self, name: str, key: str) -> str:
+        return str((self.node(name)["metadata"].get("annotations") or {}).get(key, ""))
+
+    def state(self, name: str) -> str:
+        """ "<phase> <version>": the node's phase and the version it is about."""
+        return f"{self.phase(name)} {self.annotation(name, names.STATE_VERSION)}"
+
+    def wait_phases(
+        self, wanted: dict[str, str], timeout: float = 60.0, version: str = NEW
+    ) -> None:
+        """Waits until each node is in its phase about `version`."""
+
+        def check() -> dict[str, str] | None:
+            now = {n: self.state(n) for n in wanted}
+            return now if now == {n: f"{p} {version}" for n, p in wanted.items()} else None
+
+        try:
+            wait_until(f"phases {wanted}", check, timeout_seconds=timeout)
+        except AssertionError as err:
+            status = json.dumps(self.rollout_status())
+            raise AssertionError(
+                f"{err}\nstatus: {status}\nlog: {self.coordinator_log()}"
+            ) from None
+
+    def cordon(self, node: str, cordoned: bool = True) -> None:
+        self.kube.request(
+            "PATCH",
+            path("", "v1", "nodes", name=node),
+            body={"spec": {"unschedulable": cordoned}},
+            content_type=MERGE_PATCH,
+        )
+
+    # -- teardown ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self.coordinator is not None:
+            stop_process(self.coordinator)
+        for process in self.agents.values():
+            stop_process(process)
+        for agent in self.protocol_agents.values():
+            agent.close()
+        self._logs.close()
+        for log in self._coordinator_logs:
+            log.close()
+        self.pods.delete_pods()
+        for node in self.hosts:
+            delete_gpunode(self.kube, node)
+        with contextlib.suppress(KubeError):
+            self.kube.request(
+                "DELETE", path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, name=DRIVER)
+            )
+        with contextlib.suppress(KubeError):
+            self.patch_driver({"metadata": {"finalizers": None}})
