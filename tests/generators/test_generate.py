@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from hack.generate import FIX, REPO, differences, problems, write
+from hack.generators import flag_docs
 
 # What the generators read from a checkout (the rest comes from the imported code).
 INPUTS = ("proto", "gpuctl/api", "charts", "docs", "README.md")
@@ -60,3 +61,45 @@ def test_a_stub_without_its_proto_is_left_over(tmp_path: Path) -> None:
         "left over: gpuctl/api/v1alpha1/gone_pb2.py (no longer generated from proto/)",
         FIX,
     ]
+
+
+def test_a_hand_edited_flag_table_is_reported_then_regenerated(tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    doc = repo / "docs" / "agent.md"
+    original = doc.read_text()
+    doc.write_text(original.replace("| `--no-udev` | off |", "| `--no-udev` | on |"))
+    assert problems(repo) == [
+        f"stale: docs/agent.md (generated from {flag_docs.GENERATOR.source})",
+        FIX,
+    ]
+    write(repo, differences(repo))
+    assert doc.read_text() == original
+    assert problems(repo) == []
+
+
+def test_a_doc_block_naming_no_command_is_an_error(tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    doc = repo / "docs" / "extra.md"
+    doc.write_text("<!-- generated: gpuctl-agent fly flags -->\n<!-- end generated -->\n")
+    (error,) = problems(repo)
+    assert error.startswith("error: docs/extra.md:1: no generated block is called")
+
+
+def test_a_command_in_no_doc_block_is_an_error(tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    doc = repo / "docs" / "agent.md"
+    text = doc.read_text()
+    start = text.index("<!-- generated: gpuctl-agent run flags -->")
+    end = text.index("<!-- end generated -->", start) + len("<!-- end generated -->")
+    doc.write_text(text[:start] + text[end:])
+    (error,) = problems(repo)
+    assert error.startswith("error: no doc lists the flags of gpuctl-agent run: add a block")
+
+
+def test_a_command_in_two_doc_blocks_is_an_error(tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    (repo / "docs" / "more.md").write_text(
+        "<!-- generated: gpuctl rollout flags -->\n<!-- end generated -->\n"
+    )
+    (error,) = problems(repo)
+    assert "the flags of `gpuctl rollout` are already in a block in docs/cli.md" in error
