@@ -24,7 +24,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from prometheus_client import CollectorRegistry
 
-from coordinator import logs as json_logs
+from coordinator import logs
 from coordinator.kube.client import Kube
 from coordinator.live_nodes.flags import AgentFlagsError, add_agent_arguments, live_nodes_config
 from coordinator.live_nodes.live import LiveNodes, LiveNodesConfig
@@ -207,7 +207,7 @@ def api_client(kubeconfig: str | None) -> k8s_client.ApiClient:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    json_logs.configure(args.log_level)
+    logs.configure(args.log_level)
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     config = CoordinatorConfig(
         namespace=args.namespace,
