@@ -7,7 +7,8 @@ Everything comes from the parser itself, so the tables say what `--help` says:
   parenthesis, e.g. "(default: 300)" or "(sent in Welcome; default: 60)"), since the words
   often say more than the value ("$NODE_NAME, else the host's hostname"); otherwise it is
   `required`, `off` for a switch, the parser's default value, or empty when there is none.
-Pure: a parser in, text out.
+Pure: a parser in, text out. argparse has no public API to walk a parser, so this reads its
+`_actions`, `_action_groups` and `_choices_actions`, as argparse's own help formatter does.
 """
 
 from __future__ import annotations
