@@ -16,8 +16,6 @@ from agent.kmod import ModuleFacts, ModuleState
 from agent.pci import GpuFunction
 from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
 
-# Drivers that hand a VF to a virtual machine: in use, invisible from the host.
-
 
 class BlockerReason(enum.Enum):
     OPEN_CLIENTS = "OPEN_CLIENTS"

@@ -24,7 +24,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from prometheus_client import CollectorRegistry
 
-from coordinator import logs as json_logs
+from coordinator import logs
 from coordinator.kube.client import Kube
 from coordinator.live_nodes.flags import AgentFlagsError, add_agent_arguments, live_nodes_config
 from coordinator.live_nodes.live import LiveNodes, LiveNodesConfig
@@ -67,7 +67,9 @@ def default_namespace() -> str:
     return os.environ.get("POD_NAMESPACE", FALLBACK_NAMESPACE)
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """Every flag of `gpuctl-coordinator`. Building it reads and checks nothing, so tooling
+    (hack/generate.py, which documents the flags) can use it."""
     parser = argparse.ArgumentParser(
         prog="gpuctl-coordinator",
         description=DESCRIPTION,
@@ -76,63 +78,75 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--kubeconfig",
         metavar="PATH",
-        help="use this kubeconfig instead of the in-cluster ServiceAccount",
+        help="connect with this kubeconfig (default: the pod's in-cluster ServiceAccount)",
     )
     parser.add_argument(
         "--namespace",
         default=None,
+        metavar="NAMESPACE",
         help="namespace of the Modules, the Lease and the pull/build secrets "
         "(default: the pod's namespace, $POD_NAMESPACE, or gpuctl-system)",
     )
     parser.add_argument(
         "--events-namespace",
         default="default",
+        metavar="NAMESPACE",
         help="namespace for Events about GPUDrivers (cluster-scoped objects' Events "
         "live in 'default'; default: %(default)s)",
     )
     parser.add_argument(
-        "--lease-name", default=COMPONENT, help="leader-election Lease (default: %(default)s)"
+        "--lease-name",
+        default=COMPONENT,
+        metavar="NAME",
+        help="the leader-election Lease in --namespace (default: %(default)s)",
     )
     parser.add_argument(
         "--identity",
         default=None,
+        metavar="NAME",
         help="this replica's name in the Lease (default: <hostname>_<random>)",
     )
     parser.add_argument(
         "--lease-duration",
         type=float,
         default=15.0,
-        help="seconds a standby waits before taking over an unrenewed Lease (default: 15)",
+        metavar="SECONDS",
+        help="how long a standby waits before taking over an unrenewed Lease "
+        "(default: %(default)g)",
     )
     parser.add_argument(
         "--renew-deadline",
         type=float,
         default=10.0,
-        help="seconds the leader keeps trying to renew before it stops leading (default: 10)",
+        metavar="SECONDS",
+        help="how long the leader keeps trying to renew before it stops leading; shorter "
+        "than --lease-duration (default: %(default)g)",
     )
     parser.add_argument(
         "--retry-period",
         type=float,
         default=2.0,
-        help="seconds between Lease attempts and renewals (default: 2)",
+        metavar="SECONDS",
+        help="time between Lease attempts and renewals (default: %(default)g)",
     )
     parser.add_argument(
         "--module-loader-service-account",
         default=None,
         metavar="NAME",
-        help="ServiceAccount for KMM's module loader pods (the chart sets it on OpenShift)",
+        help="ServiceAccount for KMM's module loader pods, set on every Module (the chart "
+        "sets it on OpenShift; default: none set, KMM's default applies)",
     )
     parser.add_argument(
         "--gpudriver-selector",
         default=None,
         metavar="SELECTOR",
-        help="manage only GPUDrivers matching this label selector (e.g. team=a); default: all",
+        help="manage only GPUDrivers matching this label selector (e.g. team=a; default: all)",
     )
     parser.add_argument(
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
-        help="log level (default: %(default)s)",
+        help="least severe level of the JSON log lines on stderr (default: %(default)s)",
     )
     parser.add_argument(
         "--rollout-blocked-recheck",
@@ -144,6 +158,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     add_metrics_arguments(parser)
     add_agent_arguments(parser)
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The flags, checked together and completed (namespace, live node config); exits 2 with
+    a usage message when they cannot work."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.rollout_blocked_recheck <= 0:
         parser.error("--rollout-blocked-recheck must be more than 0")
@@ -186,7 +207,7 @@ def api_client(kubeconfig: str | None) -> k8s_client.ApiClient:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    json_logs.configure(args.log_level)
+    logs.configure(args.log_level)
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     config = CoordinatorConfig(
         namespace=args.namespace,

@@ -30,7 +30,7 @@ def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-address",
         default="0.0.0.0",  # noqa: S104 - scraped from the pod IP
         metavar="ADDR",
-        help="(default: %(default)s)",
+        help="address the metrics server listens on (default: %(default)s)",
     )
 
 

@@ -1,6 +1,6 @@
 """The Kubernetes permissions the coordinator needs, in one place.
 
-hack/gen_crd.py writes them into the Helm chart (templates/coordinator-rbac.yaml), and an
+hack/generate.py writes them into the Helm chart (templates/coordinator-rbac.yaml), and an
 integration test runs the coordinator under exactly these rules with a ServiceAccount token,
 so the chart cannot lack a permission the code uses.
 """

@@ -153,7 +153,7 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
-        help="(default: %(default)s)",
+        help="least severe level of the JSON log lines on stderr (default: %(default)s)",
     )
 
 

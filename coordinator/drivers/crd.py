@@ -3,7 +3,7 @@
 The spec's openAPIV3Schema is derived from coordinator.drivers.model (pydantic's JSON schema, turned
 into a Kubernetes structural schema: references inlined, `null` alternatives and titles
 dropped, CEL rules kept); the status schema is written here, beside the status the
-coordinator writes (coordinator.drivers.status). hack/gen_crd.py writes the result into the Helm
+coordinator writes (coordinator.drivers.status). hack/generate.py writes the result into the Helm
 chart and checks that the committed file is current.
 """
 

@@ -1,6 +1,6 @@
 """The GPUDriver spec as pydantic models: the one source of truth for the CRD's schema.
 
-hack/gen_crd.py turns these models into the openAPIV3Schema of
+hack/generate.py turns these models into the openAPIV3Schema of
 charts/gpuctl/crds/gpudrivers.gpuctl.dev.yaml, so the schema the API server enforces and
 the Python model the coordinator parses never drift. The CEL rules (`x-kubernetes-validations`)
 are attached here too, beside the fields they check, so the API server rejects a bad object

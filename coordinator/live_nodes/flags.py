@@ -41,16 +41,28 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="PORT",
         help="serve AgentService and NodeService on this port (0: any free port); "
-        "without it no agents are served and the unload guard sees only ResourceClaims",
+        "without it no agents are served and the unload guard sees only ResourceClaims "
+        "(default: off)",
     )
     group.add_argument(
         "--grpc-address",
         default="0.0.0.0",  # noqa: S104 - agents on every node connect to the pod IP
         metavar="ADDR",
-        help="(default: %(default)s)",
+        help="address the gRPC server listens on (default: %(default)s)",
     )
-    group.add_argument("--tls-cert-file", type=Path, metavar="PEM", help="serving certificate")
-    group.add_argument("--tls-key-file", type=Path, metavar="PEM", help="its private key")
+    group.add_argument(
+        "--tls-cert-file",
+        type=Path,
+        metavar="PEM",
+        help="the gRPC server's certificate, re-read when the file changes (required with "
+        "--grpc-port, unless --insecure-grpc)",
+    )
+    group.add_argument(
+        "--tls-key-file",
+        type=Path,
+        metavar="PEM",
+        help="the private key of --tls-cert-file, re-read with it",
+    )
     group.add_argument(
         "--insecure-grpc",
         action="store_true",
@@ -59,6 +71,7 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--agent-audience",
         default=AGENT_AUDIENCE,
+        metavar="AUDIENCE",
         help="audience agents' projected tokens must carry (default: %(default)s)",
     )
     group.add_argument(
@@ -87,8 +100,8 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         type=_positive,
         default=None,
         metavar="SECONDS",
-        help="a node not heard from for longer is unknown, and unknown blocks unloads "
-        "(default: 3 x --heartbeat-interval)",
+        help="a node not heard from for longer is unknown, and unknown blocks unloads; must be "
+        "longer than --heartbeat-interval (default: 3 x --heartbeat-interval)",
     )
     group.add_argument(
         "--max-reports-per-minute",
@@ -103,7 +116,7 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_MAX_MESSAGE_BYTES,
         metavar="BYTES",
-        help="largest gRPC message accepted (default: %(default)s)",
+        help="largest gRPC message received or sent, at least 65536 (default: %(default)s)",
     )
     group.add_argument(
         "--gpunode-writes-per-second",

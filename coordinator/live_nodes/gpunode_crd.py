@@ -4,7 +4,7 @@ Written by the coordinator (status: what the node's agent reports, mirrored only
 read by people and the CLI under plain RBAC (`kubectl get gpunodes`). `spec.inspectRequest` is
 the one thing others write: `gpuctl node inspect NODE --fresh` sets a new id, and the
 coordinator answers it by asking the agent and writing `status.answeredInspectRequest` (with
-`status.inspectError` when the agent could not answer). hack/gen_gpunode_crd.py writes this
+`status.inspectError` when the agent could not answer). hack/generate.py writes this
 into the chart; a test fails when the committed file is stale.
 """
 

@@ -3,8 +3,9 @@
 `LiveNodes.start()` listens for agents and NodeService callers, watches GPUNodes (to know what
 the API server holds, and to answer `spec.inspectRequest`), and starts the mirror's writers;
 `stop()` ends it all. `guard_source` is the unload guard's blocker source over the same
-registry. Only the leading coordinator replica runs this: the standby does not listen, so
-agents and callers reach the leader (the Service's readiness check is the gRPC port).
+registry. Only the leading coordinator replica runs this: the standby does not listen, and
+the leader labels its own Pod for the chart's gRPC Service while it serves (serving_label.py),
+so agents and callers reach the leader.
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""Generated protobuf/gRPC code for proto/ (see hack/gen_proto.py). Never edit by hand."""
+"""Generated protobuf/gRPC code for proto/ (see hack/generate.py). Never edit by hand."""

@@ -61,7 +61,7 @@ def add_parser(subcommands: argparse._SubParsersAction[argparse.ArgumentParser])
         type=float,
         default=DEFAULT_FRESH_TIMEOUT,
         metavar="SECONDS",
-        help=f"how long --fresh waits (default {DEFAULT_FRESH_TIMEOUT:g})",
+        help="how long --fresh waits (default: %(default)g)",
     )
     parser.add_argument(
         "--host-root",

@@ -53,7 +53,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_name(status)
     status.add_argument("-w", "--watch", action="store_true", help="follow until done or failed")
     status.add_argument(
-        "--timeout", type=float, metavar="SECONDS", help="with --watch: give up after this long"
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="with --watch: give up after this long (default: no limit)",
     )
     status.set_defaults(run=run_status)
 

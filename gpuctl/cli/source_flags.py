@@ -36,9 +36,15 @@ def utc_now() -> datetime.datetime:
 def add_kube_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--kubeconfig and --context, read by kube_client.load_api_client."""
     parser.add_argument(
-        "--kubeconfig", metavar="FILE", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)"
+        "--kubeconfig",
+        metavar="FILE",
+        help="the kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config)",
     )
-    parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+    parser.add_argument(
+        "--context",
+        metavar="NAME",
+        help="the kubeconfig context to use (default: its current context)",
+    )
 
 
 def add_source_flags(parser: argparse.ArgumentParser) -> None:

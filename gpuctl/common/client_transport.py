@@ -94,12 +94,13 @@ def add_transport_arguments(
     parser.add_argument(
         "--tls-server-name",
         metavar="NAME",
-        help="expect this name in the coordinator's certificate instead of HOST",
+        help="expect this name in the coordinator's certificate (default: HOST)",
     )
     parser.add_argument(
         "--insecure",
         action="store_true",
-        help="plaintext, no TLS: only for local runs against a plaintext coordinator",
+        help="plaintext, no TLS: only for local runs against a plaintext coordinator; not "
+        "with --ca-file or --tls-server-name",
     )
 
 

@@ -1,4 +1,5 @@
-"""Every node layout of fixtures.md, inspected: the report fields an unload decision uses."""
+"""Every node layout of ../shared/fixtures.md (beside the repository), inspected: the report
+fields an unload decision uses."""
 
 from __future__ import annotations
 

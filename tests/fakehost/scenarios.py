@@ -1,8 +1,9 @@
-"""One builder per node layout in fixtures.md (1-14), plus a large synthetic node.
+"""One builder per node layout in ../shared/fixtures.md (1-14), plus a large synthetic node.
 
-Each function builds a fake host root under `root` and returns its FakeHost (so a test can
-add to it, or call `files()`/`proc_syscalls()` for injected faults). `SCENARIOS` maps the
-fixtures.md number to its builder. The constants name the facts tests assert on.
+fixtures.md is not in the repository: it lives in ../shared/ beside it. Each function builds a
+fake host root under `root` and returns its FakeHost (so a test can add to it, or call
+`files()`/`proc_syscalls()` for injected faults). `SCENARIOS` maps the fixtures.md number to
+its builder. The constants name the facts tests assert on.
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ def _backport_xe(host: FakeHost, *, file_on_host: bool, refcnt: int = 1) -> None
         )
 
 
-# -- fixtures.md scenarios ----------------------------------------------------------------
+# -- ../shared/fixtures.md scenarios ------------------------------------------------------
 
 
 def host_bridge_only(root: Path) -> FakeHost:

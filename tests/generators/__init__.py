@@ -1,0 +1,1 @@
+"""Tests of hack/generate.py and its generators (hack/generators/)."""
