@@ -97,6 +97,7 @@ def gather_facts(api_client: Any, selector: Mapping[str, str], clock: Clock) -> 
             labels=node["metadata"].get("labels") or {},
             annotations=node["metadata"].get("annotations") or {},
             ready=_ready(node),
+            unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
             view=views.get(node["metadata"]["name"]),
             gpu_pods=sorted(pods.get(node["metadata"]["name"], [])),
             claims=sorted(claims.get(node["metadata"]["name"], [])),

@@ -1,9 +1,10 @@
 """`gpuctl rollout plan`: the order nodes would go in and what would stop each right now.
 
-Pure: per-node facts in (labels, readiness, the agent's latest report, GPU pods, allocated GPU
-ResourceClaims), one verdict per node out. It answers the questions the coordinator's check
-and prepare steps ask, with the same unload rule (gpuctl.common.unload_rule), from the same
-facts an admin can read through the API:
+Pure: per-node facts in (labels, cordon, readiness, the agent's latest report, GPU pods,
+allocated GPU ResourceClaims), one verdict per node out, in the order the coordinator starts
+nodes (gpuctl.common.rollout_order). It answers the questions the coordinator's check and
+prepare steps ask, with the same unload rule (gpuctl.common.unload_rule), from the same facts
+an admin can read through the API:
 - skip     the node opted out (label gpuctl.dev/rollout=skip);
 - done     the node is already Done at the target version;
 - go       nothing stops it (notes say what preparation would change);
@@ -19,6 +20,8 @@ from dataclasses import dataclass, field
 from gpuctl.cli.node_view import NodeView
 from gpuctl.cli.table import format_table
 from gpuctl.common import names
+from gpuctl.common.names import IN_PROGRESS, Phase, parse_phase
+from gpuctl.common.rollout_order import is_unavailable, start_order
 from gpuctl.common.unload_rule import UnloadSettings, UnloadVerdict, unload_verdict
 
 
@@ -44,6 +47,8 @@ class NodeFacts:
     annotations: Mapping[str, str] = field(default_factory=dict)
     # True Ready, False NotReady, None unknown.
     ready: bool | None = True
+    # Cordoned (spec.unschedulable), by anyone.
+    unschedulable: bool = False
     view: NodeView | None = None
     gpu_pods: Sequence[str] = ()
     claims: Sequence[str] = ()
@@ -60,10 +65,21 @@ class PlannedNode:
 def plan_rollout(
     target_version: str, settings: PlanSettings, nodes: Sequence[NodeFacts]
 ) -> list[PlannedNode]:
-    """Every node in the coordinator's order (by name), with its verdict and reasons."""
-    return [
-        _plan_node(target_version, settings, node) for node in sorted(nodes, key=lambda n: n.name)
-    ]
+    """Every node in the coordinator's order, with its verdict and reasons."""
+    by_name = {node.name: node for node in nodes}
+    order = start_order({node.name: _unavailable(node) for node in nodes})
+    return [_plan_node(target_version, settings, by_name[name]) for name in order]
+
+
+def _unavailable(node: NodeFacts) -> bool:
+    """The node already counts against maxUnavailable, as the coordinator counts it: with the
+    phase the coordinator gives it (a step goes on; an opted-out node is Skipped; any other
+    is not in a step)."""
+    phase = parse_phase(node.labels.get(names.STATE_LABEL))
+    if phase not in IN_PROGRESS:
+        opted_out = node.labels.get(names.OPT_OUT_LABEL) == names.OPT_OUT_VALUE
+        phase = Phase.SKIPPED if opted_out else None
+    return is_unavailable(phase, unschedulable=node.unschedulable, ready=node.ready is True)
 
 
 def _plan_node(target: str, settings: PlanSettings, node: NodeFacts) -> PlannedNode:

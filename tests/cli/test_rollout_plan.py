@@ -66,6 +66,26 @@ def test_order_is_by_name_and_done_and_skipped_nodes_have_no_place() -> None:
     assert [row.split()[0] for row in rows] == ["-", "-", "1", "2"]
 
 
+def test_order_is_the_coordinators_an_already_cordoned_node_goes_first() -> None:
+    nodes = [
+        NodeFacts("a", view=_view(_idle())),
+        NodeFacts("c", view=_view(_idle()), unschedulable=True),  # the admin's cordon
+        NodeFacts("b", view=_view(_idle())),
+    ]
+    planned = plan_rollout("v2", PlanSettings(), nodes)
+    assert [p.name for p in planned] == ["c", "a", "b"]
+    rows = render_plan("gpu", "v2", planned).splitlines()[2:]
+    assert [row.split()[:2] for row in rows] == [["1", "c"], ["2", "a"], ["3", "b"]]
+    # A cordoned node that opted out takes no slot; one whose opt-out went is Pending again.
+    skipped = {"gpuctl.dev/driver-state": "Skipped"}
+    nodes += [
+        NodeFacts("0-out", labels={**skipped, "gpuctl.dev/rollout": "skip"}, unschedulable=True),
+        NodeFacts("0-back", labels=skipped, view=_view(_idle()), unschedulable=True),
+    ]
+    planned = plan_rollout("v2", PlanSettings(), nodes)
+    assert [p.name for p in planned] == ["0-back", "c", "0-out", "a", "b"]
+
+
 def test_a_node_done_at_an_older_version_goes_again() -> None:
     node = NodeFacts(
         "a",
