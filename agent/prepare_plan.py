@@ -2,7 +2,8 @@
 
 Pure: the input is a NodeReport inspected just now (never a cached one) and what the
 PrepareRequest allows; the output is either refusals (blockers in precise words, nothing to
-be changed) or the ordered changes. Rules:
+be changed) or the ordered changes. Which blockers preparation clears is the shared unload
+rule's answer (gpuctl.common.unload_rule), the same one the coordinator and the CLI ask:
 
 - Every blocker that preparation cannot clear refuses: OPEN_CLIENTS, CLIENTS_UNKNOWN,
   MODULE_HOLDERS, BUILTIN, TRANSITIONING, MODULE_IN_USE, STATE_UNKNOWN (anything unknown).
@@ -22,13 +23,18 @@ Refusals name only what preparation cannot clear: the admin learns what to stop.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from gpuctl.common.module_holders import holders_unloaded_with
-from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
+from gpuctl.common.unload_rule import (
+    ACTIVE_VFS,
+    UnloadBlocker,
+    UnloadSettings,
+    UnloadVerdict,
+    unload_verdict,
+)
 
 DISABLE_VFS_SETTING = "rollout.disableIdleVFs"
 
@@ -53,25 +59,8 @@ def remaining_blockers(
     A MODULE_HOLDERS blocker whose holders are all in `unloaded_with` is dropped; one with
     other holders too is kept, reworded to name only those. The rest are kept as they are.
     """
-    out = []
-    for blocker in report.blockers:
-        if blocker.reason != pb.Blocker.MODULE_HOLDERS or not report.module.holders:
-            out.append(blocker)
-            continue
-        still = holders_unloaded_with(report.module.holders, unloaded_with)
-        if len(still) == len(report.module.holders):
-            out.append(blocker)
-        elif still:
-            out.append(_holders_refusal(report.module.name, still))
-    return out
-
-
-def _holders_refusal(module: str, holders: Sequence[str]) -> pb.Blocker:
-    message = (
-        f"{module} is held by {', '.join(holders)}, which the unload does not remove: unload "
-        f"{'it' if len(holders) == 1 else 'them'} first"
-    )
-    return pb.Blocker(reason=pb.Blocker.MODULE_HOLDERS, message=message)
+    verdict = unload_verdict(report, UnloadSettings(unloaded_with=tuple(unloaded_with)))
+    return [_as_proto(blocker) for blocker in verdict.blocking]
 
 
 def plan_preparation(
@@ -86,72 +75,48 @@ def plan_preparation(
 
     `unloaded_with` names the modules the unload removes before the module itself.
     """
-    devices = {device.pci_address: device for device in report.devices}
-    refusals = [
-        b for b in remaining_blockers(report, unloaded_with) if b.reason != pb.Blocker.ACTIVE_VFS
+    settings = UnloadSettings(driver, allow_disable_vfs, tuple(unloaded_with))
+    verdict = unload_verdict(report, settings)
+    refusals = [_as_proto(b) for b in verdict.blocking if b.reason != ACTIVE_VFS]
+    refusals += [
+        _vfs_refusal(b, verdict, allow_disable_vfs)
+        for b in verdict.blocking
+        if b.reason == ACTIVE_VFS
     ]
-    disable: list[api.NodeChange] = []
-    for blocker in report.blockers:
-        if blocker.reason != pb.Blocker.ACTIVE_VFS:
-            continue
-        refusal, change = _judge_active_vfs(blocker, devices, driver, allow_disable_vfs)
-        if refusal is not None:
-            refusals.append(refusal)
-        if change is not None:
-            disable.append(change)
     if refusals:
         return PreparePlan(tuple(refusals), ())
-    unbind = _unbinds(report.devices, driver, {c.disabled_vfs.pci_address for c in disable})
+    disable = [
+        api.NodeChange(disabled_vfs=api.DisabledVfs(pci_address=vfs.pf, num_vfs=vfs.num_vfs))
+        for vfs in verdict.disable_vfs
+    ]
+    unbind = _unbinds(report.devices, driver, {vfs.pf for vfs in verdict.disable_vfs})
     return PreparePlan((), tuple(disable + (unbind if allow_unbind else [])))
 
 
-def _judge_active_vfs(
-    blocker: pb.Blocker,
-    devices: Mapping[str, pb.Device],
-    driver: str,
-    allow_disable_vfs: bool,
-) -> tuple[pb.Blocker | None, api.NodeChange | None]:
-    pf = devices.get(blocker.pci_address)
-    if pf is None or not pf.sriov.HasField("num_vfs"):
-        return blocker, None
-    count = pf.sriov.num_vfs
+def _as_proto(blocker: UnloadBlocker) -> pb.Blocker:
+    return pb.Blocker(
+        reason=pb.Blocker.Reason.Value(blocker.reason),
+        message=blocker.message,
+        pci_address=blocker.pci_address,
+    )
+
+
+def _vfs_refusal(
+    blocker: UnloadBlocker, verdict: UnloadVerdict, allow_disable_vfs: bool
+) -> pb.Blocker:
+    """Why the VFs of an ACTIVE_VFS blocker's PF stay, in words."""
+    vfs = verdict.vfs_of(blocker.pci_address)
+    if vfs is None or vfs.num_vfs is None:
+        return _as_proto(blocker)
     if not allow_disable_vfs:
         message = (
-            f"{pf.pci_address} has {_vfs(count)} enabled and the rollout does not allow "
+            f"{vfs.pf} has {_vfs(vfs.num_vfs)} enabled and the rollout does not allow "
             f"disabling idle VFs ({DISABLE_VFS_SETTING} is false): set sriov_numvfs to 0 "
             "or allow it"
         )
-        return _refusal(message, pf.pci_address), None
-    problems = _vf_problems(pf, devices, driver)
-    if problems:
-        message = f"cannot disable the {_vfs(count)} of {pf.pci_address}: " + "; ".join(problems)
-        return _refusal(message, pf.pci_address), None
-    change = api.NodeChange(disabled_vfs=api.DisabledVfs(pci_address=pf.pci_address, num_vfs=count))
-    return None, change
-
-
-def _vf_problems(pf: pb.Device, devices: Mapping[str, pb.Device], driver: str) -> list[str]:
-    """Why the PF's VFs are not all idle and bound to `driver` (or unbound), in words."""
-    problems = []
-    listed = pf.sriov.vfs
-    if len(listed) != pf.sriov.num_vfs:
-        problems.append(
-            f"only {len(listed)} of its {pf.sriov.num_vfs} VFs could be listed: the others "
-            "may be in use"
-        )
-    for vf in listed:
-        device = devices.get(vf.pci_address)
-        bound = device.driver if device is not None else vf.driver
-        if bound in VM_PASSTHROUGH_DRIVERS:
-            problems.append(f"{vf.pci_address} is bound to {bound} (handed to a VM)")
-        elif bound not in ("", driver):
-            problems.append(f"{vf.pci_address} is bound to {bound}, not {driver}")
-        if device is None:
-            problems.append(f"{vf.pci_address} could not be inspected: its clients are unknown")
-        elif device.clients:
-            holders = ", ".join(f"pid {c.pid} ({c.command or '?'})" for c in device.clients)
-            problems.append(f"{vf.pci_address} is open by {holders}")
-    return problems
+        return _refusal(message, vfs.pf)
+    message = f"cannot disable the {_vfs(vfs.num_vfs)} of {vfs.pf}: " + "; ".join(vfs.problems)
+    return _refusal(message, vfs.pf)
 
 
 def _unbinds(

@@ -34,9 +34,9 @@ from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.discovery import Discovery
 from coordinator.kube.events import WARNING, EventRecorder
 from gpuctl.common import names
-from gpuctl.common.module_holders import modules_unloaded_with
 from gpuctl.common.names import FINALIZER
 from gpuctl.common.node_selectors import nodes_matching
+from gpuctl.common.unload_rule import modules_unloaded_with
 
 log = logging.getLogger(__name__)
 

@@ -8,20 +8,17 @@ state is unknown, and unknown is never safe.
 from __future__ import annotations
 
 from coordinator.live_nodes.registry import NodeRecord
+from gpuctl.common.unload_rule import NO_REPORT
 
 
 def is_fresh(record: NodeRecord | None, now: float, bound_seconds: float) -> bool:
-    if record is None or record.report is None or record.last_heard is None:
-        return False
-    return record.in_sync and now - record.last_heard <= bound_seconds
+    return not staleness(record, now, bound_seconds)
 
 
 def staleness(record: NodeRecord | None, now: float, bound_seconds: float) -> str:
     """Why a record is not fresh, in words ("" when it is)."""
-    if record is None or record.report is None:
-        return "no agent report"
-    if record.last_heard is None:
-        return "no agent report"
+    if record is None or record.report is None or record.last_heard is None:
+        return NO_REPORT
     if not record.in_sync:
         return "the agent's latest report was not received"
     silent = now - record.last_heard

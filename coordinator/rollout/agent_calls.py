@@ -57,11 +57,9 @@ class CallTable:
         self,
         epoch_clock: Callable[[], float],
         on_answer: Callable[[str], None],
-        module_driver: Callable[[str], str] = lambda _node: "xe",
     ) -> None:
         self._clock = epoch_clock
         self._on_answer = on_answer
-        self._module_driver = module_driver
         self._calls: dict[tuple[str, str], CallState] = {}
         self._lock = threading.Lock()
 
@@ -103,13 +101,12 @@ class CallTable:
             self._finish(node, kind, attempt, error=failure_words(error))
             return
         result = future.result()
-        driver = self._module_driver(node)
         if kind == INSPECT:
-            self._finish(node, kind, attempt, report=report_facts(result, driver))
+            self._finish(node, kind, attempt, report=report_facts(result))
         elif kind == PREPARE:
-            self._finish(node, kind, attempt, prepare=prepare_facts(result, driver))
+            self._finish(node, kind, attempt, prepare=prepare_facts(result))
         elif kind == RESTORE:
-            self._finish(node, kind, attempt, restore=restore_facts(result, driver))
+            self._finish(node, kind, attempt, restore=restore_facts(result))
 
     def _finish(self, node: str, kind: str, attempt: str, **answer: Any) -> None:
         with self._lock:

@@ -54,9 +54,9 @@ from coordinator.rollout.rollout_status import resumed_version
 from coordinator.rollout.settings import RolloutSettings, SettingsError, rollout_settings
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common import names
-from gpuctl.common.module_holders import modules_unloaded_with
 from gpuctl.common.names import Phase
 from gpuctl.common.node_selectors import matches_labels, node_labels
+from gpuctl.common.unload_rule import modules_unloaded_with
 
 log = logging.getLogger(__name__)
 

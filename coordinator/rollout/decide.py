@@ -11,7 +11,9 @@ Per pass, over every targeted node (in name order):
 3. New nodes start (Pending, or Blocked nodes whose blocker went away) while the rollout is
    neither paused, held after its first node, failed (at its failure budget) nor waiting for
    the Module, and only while the unavailable nodes — in progress, cordoned by anyone, or
-   NotReady — stay within maxUnavailable.
+   NotReady — stay within maxUnavailable. They start in the order of
+   gpuctl.common.rollout_order (the one `gpuctl rollout plan` shows): nodes unavailable
+   already (an admin's cordon) first, as they take no new slot, then by name.
 4. Blocked nodes are asked now and then whether their blocker went away.
 
 The status (rollout_status.py) and the Events about the GPUDriver come out of the same facts.
@@ -39,6 +41,7 @@ from coordinator.rollout.steps import (
 )
 from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase
+from gpuctl.common.rollout_order import is_unavailable, start_order
 
 
 @dataclass(frozen=True)
@@ -147,8 +150,7 @@ def _unavailable(nodes: Mapping[str, NodeFacts], phases: Mapping[str, Phase]) ->
     return {
         name
         for name, node in nodes.items()
-        if phases[name] is not Phase.SKIPPED
-        and (phases[name] in IN_PROGRESS or node.unschedulable or not node.ready)
+        if is_unavailable(phases[name], unschedulable=node.unschedulable, ready=node.ready)
     }
 
 
@@ -200,7 +202,8 @@ def _start_nodes(
     target = inp.target_version or ""
     unavailable = _unavailable(nodes, phases)
     touched = {a.node for a in decision.actions if isinstance(a, PatchNode)}
-    for name, node in nodes.items():
+    for name in start_order({name: name in unavailable for name in nodes}):
+        node = nodes[name]
         if name in touched:
             continue
         phase = phases[name]

@@ -20,11 +20,10 @@ from coordinator.rollout.settings import RolloutSettings
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names
-from gpuctl.common.module_holders import holders_unloaded_with
 from gpuctl.common.names import Phase, parse_phase
+from gpuctl.common.unload_rule import UnloadSettings, reason_name
 
 INSPECT = "inspect"
-MODULE_HOLDERS = "MODULE_HOLDERS"
 PREPARE = "prepare"
 RESTORE = "restore"
 
@@ -48,40 +47,20 @@ class ReportFacts:
     drivers: Mapping[str, str]
     # PF -> sriov_numvfs, where readable.
     vfs: Mapping[str, int]
-    blockers: tuple[BlockerFact, ...] = ()
-    # PFs with a VF bound to a driver other than the module's (vfio-pci: handed to a VM).
-    pfs_with_foreign_vfs: frozenset[str] = frozenset()
-    # The modules holding the module (/sys/module/<module>/holders).
-    module_holders: tuple[str, ...] = ()
-
-    def blocker_words(self) -> list[str]:
-        return [b.message for b in self.blockers]
-
-    def blocking(self, unloaded_with: Sequence[str]) -> tuple[BlockerFact, ...]:
-        """The blockers left once KMM's unload of `unloaded_with` is counted: a MODULE_HOLDERS
-        blocker whose holders are all among them is gone (KMM removes them first)."""
-        holders_gone = bool(self.module_holders) and not holders_unloaded_with(
-            self.module_holders, unloaded_with
-        )
-        return tuple(b for b in self.blockers if not (holders_gone and b.reason == MODULE_HOLDERS))
+    # The report itself: the unload rule (gpuctl.common.unload_rule) reads its blockers,
+    # devices and module holders.
+    report: report_pb.NodeReport = field(default_factory=report_pb.NodeReport)
 
     def bound_to(self, driver: str) -> list[BoundFunction]:
         return sorted(BoundFunction(a, d) for a, d in self.drivers.items() if d == driver)
 
 
-def _reason_name(reason: int) -> str:
-    try:
-        return report_pb.Blocker.Reason.Name(reason)  # type: ignore[arg-type]
-    except ValueError:
-        return f"REASON_{reason}"
-
-
 def _blocker(blocker: report_pb.Blocker) -> BlockerFact:
-    reason = _reason_name(blocker.reason)
+    reason = reason_name(blocker.reason)
     return BlockerFact(reason, blocker.message or reason, blocker.pci_address)
 
 
-def report_facts(report: report_pb.NodeReport, module_driver: str = "xe") -> ReportFacts:
+def report_facts(report: report_pb.NodeReport) -> ReportFacts:
     module = report.module
     vfs = {
         d.pci_address: int(d.sriov.num_vfs)
@@ -95,11 +74,7 @@ def report_facts(report: report_pb.NodeReport, module_driver: str = "xe") -> Rep
         backport_tag=module.backport_tag,
         drivers={d.pci_address: d.driver for d in report.devices},
         vfs=vfs,
-        blockers=tuple(_blocker(b) for b in report.blockers),
-        pfs_with_foreign_vfs=frozenset(
-            d.physfn for d in report.devices if d.physfn and d.driver not in ("", module_driver)
-        ),
-        module_holders=tuple(module.holders),
+        report=report,
     )
 
 
@@ -112,8 +87,8 @@ class PrepareFacts:
     report: ReportFacts | None
 
 
-def prepare_facts(result: agent_pb.PrepareResult, module_driver: str = "xe") -> PrepareFacts:
-    report = report_facts(result.report, module_driver) if result.HasField("report") else None
+def prepare_facts(result: agent_pb.PrepareResult) -> PrepareFacts:
+    report = report_facts(result.report) if result.HasField("report") else None
     return PrepareFacts(
         ready=result.ready,
         blockers=tuple(_blocker(b) for b in result.blockers),
@@ -129,8 +104,8 @@ class RestoreFacts:
     report: ReportFacts | None
 
 
-def restore_facts(result: agent_pb.RestoreResult, module_driver: str = "xe") -> RestoreFacts:
-    report = report_facts(result.report, module_driver) if result.HasField("report") else None
+def restore_facts(result: agent_pb.RestoreResult) -> RestoreFacts:
+    report = report_facts(result.report) if result.HasField("report") else None
     return RestoreFacts(errors=tuple(result.errors), report=report)
 
 
@@ -267,3 +242,10 @@ class RolloutInput:
     blocked_recheck_seconds: float = 30.0
     # The modules KMM unloads before the module: modulesLoadingOrder after its first entry.
     unloaded_with: tuple[str, ...] = ()
+
+    @property
+    def unload_settings(self) -> UnloadSettings:
+        """What the unload rule counts as cleared before the unload (preparation, KMM)."""
+        return UnloadSettings(
+            self.module_driver, self.settings.disable_idle_vfs, self.unloaded_with
+        )

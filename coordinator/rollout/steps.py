@@ -51,6 +51,7 @@ from coordinator.rollout.records import (
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase
+from gpuctl.common.unload_rule import unload_verdict
 
 RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
 # Seconds between retries of a failed agent request, and between verification polls.
@@ -58,7 +59,6 @@ CALL_RETRY_SECONDS = 1.0
 VERIFY_POLL_SECONDS = 1.0
 EVICT_RETRY_SECONDS = 2.0
 MODULE_LIVE = "LIVE"
-FIXABLE_BY_DISABLING_VFS = "ACTIVE_VFS"
 
 
 @dataclass
@@ -182,18 +182,10 @@ def failed(
 def unfixable_blockers(inp: RolloutInput, report: ReportFacts) -> list[str]:
     """The blockers neither draining nor the allowed preparation can clear, in words.
 
-    A holder module KMM unloads first (listed in modulesLoadingOrder) blocks nothing.
+    The shared unload rule (gpuctl.common.unload_rule) decides: a holder module KMM unloads
+    first (listed in modulesLoadingOrder) blocks nothing, nor do VFs preparation may disable.
     """
-    out = []
-    for blocker in report.blocking(inp.unloaded_with):
-        if (
-            blocker.reason == FIXABLE_BY_DISABLING_VFS
-            and inp.settings.disable_idle_vfs
-            and blocker.pci_address not in report.pfs_with_foreign_vfs
-        ):
-            continue
-        out.append(blocker.message)
-    return out
+    return unload_verdict(report.report, inp.unload_settings).messages()
 
 
 def _due(call: CallState | None, now: float, every: float) -> bool:
@@ -424,11 +416,14 @@ def _after_prepare(inp: RolloutInput, node: NodeFacts, prepared: PrepareFacts) -
 
 
 def _after_inspect(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> PatchNode:
-    """Without preparation, a fresh report without blockers lets the load go ahead."""
+    """Without preparation, a fresh report without blockers lets the load go ahead.
+
+    (disableIdleVFs is off here, so the rule clears no VF: only holders KMM unloads first.)
+    """
     version = _target(inp)
-    left = report.blocking(inp.unloaded_with)
+    left = unfixable_blockers(inp, report)
     if left:
-        return blocked(inp, node, "; ".join(b.message for b in left), version)
+        return blocked(inp, node, "; ".join(left), version)
     changes = _all_changes(node, report, [])
     return _label_and_load(inp, node, changes, f"nothing holds the devices; KMM loads {version}")
 

@@ -20,7 +20,7 @@ from gpuctl.cli.rollout_plan import NodeFacts, PlanSettings
 from gpuctl.cli.source_flags import Clock
 from gpuctl.common import names
 from gpuctl.common.gpu_claims import claim_nodes, is_gpu_allocation
-from gpuctl.common.module_holders import modules_unloaded_with
+from gpuctl.common.unload_rule import modules_unloaded_with
 
 GPU_RESOURCE_PREFIX = "gpu.intel.com/"
 CLAIMS = "resourceclaims.resource.k8s.io"
@@ -29,11 +29,12 @@ CLAIMS = "resourceclaims.resource.k8s.io"
 def plan_settings(driver: Mapping[str, Any]) -> PlanSettings:
     spec = driver.get("spec") or {}
     rollout = spec.get("rollout") or {}
-    loading_order = (spec.get("kernelModule") or {}).get("modulesLoadingOrder")
+    kernel_module = spec.get("kernelModule") or {}
     return PlanSettings(
         evict_gpu_pods=bool(rollout.get("evictGPUPods", False)),
         disable_idle_vfs=bool(rollout.get("disableIdleVFs", False)),
-        unloaded_with=tuple(modules_unloaded_with(loading_order)),
+        unloaded_with=tuple(modules_unloaded_with(kernel_module.get("modulesLoadingOrder"))),
+        driver=str(kernel_module.get("moduleName") or ""),
     )
 
 
@@ -96,6 +97,7 @@ def gather_facts(api_client: Any, selector: Mapping[str, str], clock: Clock) -> 
             labels=node["metadata"].get("labels") or {},
             annotations=node["metadata"].get("annotations") or {},
             ready=_ready(node),
+            unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
             view=views.get(node["metadata"]["name"]),
             gpu_pods=sorted(pods.get(node["metadata"]["name"], [])),
             claims=sorted(claims.get(node["metadata"]["name"], [])),

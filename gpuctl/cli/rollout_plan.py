@@ -1,8 +1,10 @@
 """`gpuctl rollout plan`: the order nodes would go in and what would stop each right now.
 
-Pure: per-node facts in (labels, readiness, the agent's latest report, GPU pods, allocated GPU
-ResourceClaims), one verdict per node out. It answers the questions the coordinator's check
-and prepare steps ask, from the same facts an admin can read through the API:
+Pure: per-node facts in (labels, cordon, readiness, the agent's latest report, GPU pods,
+allocated GPU ResourceClaims), one verdict per node out, in the order the coordinator starts
+nodes (gpuctl.common.rollout_order). It answers the questions the coordinator's check and
+prepare steps ask, with the same unload rule (gpuctl.common.unload_rule), from the same facts
+an admin can read through the API:
 - skip     the node opted out (label gpuctl.dev/rollout=skip);
 - done     the node is already Done at the target version;
 - go       nothing stops it (notes say what preparation would change);
@@ -15,14 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.node_view import NodeView
 from gpuctl.cli.table import format_table
 from gpuctl.common import names
-from gpuctl.common.module_holders import holders_unloaded_with
-from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
-
-Reason = pb.Blocker.Reason
+from gpuctl.common.names import IN_PROGRESS, Phase, parse_phase
+from gpuctl.common.rollout_order import is_unavailable, start_order
+from gpuctl.common.unload_rule import UnloadSettings, UnloadVerdict, unload_verdict
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,12 @@ class PlanSettings:
     # Modules KMM unloads before the driver (modulesLoadingOrder after its first entry): their
     # holding the driver does not block.
     unloaded_with: tuple[str, ...] = ()
+    # The module's PCI driver (kernelModule.moduleName); "" means the module each report names.
+    driver: str = ""
+
+    @property
+    def unload(self) -> UnloadSettings:
+        return UnloadSettings(self.driver, self.disable_idle_vfs, self.unloaded_with)
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,8 @@ class NodeFacts:
     annotations: Mapping[str, str] = field(default_factory=dict)
     # True Ready, False NotReady, None unknown.
     ready: bool | None = True
+    # Cordoned (spec.unschedulable), by anyone.
+    unschedulable: bool = False
     view: NodeView | None = None
     gpu_pods: Sequence[str] = ()
     claims: Sequence[str] = ()
@@ -57,10 +65,21 @@ class PlannedNode:
 def plan_rollout(
     target_version: str, settings: PlanSettings, nodes: Sequence[NodeFacts]
 ) -> list[PlannedNode]:
-    """Every node in the coordinator's order (by name), with its verdict and reasons."""
-    return [
-        _plan_node(target_version, settings, node) for node in sorted(nodes, key=lambda n: n.name)
-    ]
+    """Every node in the coordinator's order, with its verdict and reasons."""
+    by_name = {node.name: node for node in nodes}
+    order = start_order({node.name: _unavailable(node) for node in nodes})
+    return [_plan_node(target_version, settings, by_name[name]) for name in order]
+
+
+def _unavailable(node: NodeFacts) -> bool:
+    """The node already counts against maxUnavailable, as the coordinator counts it: with the
+    phase the coordinator gives it (a step goes on; an opted-out node is Skipped; any other
+    is not in a step)."""
+    phase = parse_phase(node.labels.get(names.STATE_LABEL))
+    if phase not in IN_PROGRESS:
+        opted_out = node.labels.get(names.OPT_OUT_LABEL) == names.OPT_OUT_VALUE
+        phase = Phase.SKIPPED if opted_out else None
+    return is_unavailable(phase, unschedulable=node.unschedulable, ready=node.ready is True)
 
 
 def _plan_node(target: str, settings: PlanSettings, node: NodeFacts) -> PlannedNode:
@@ -78,7 +97,9 @@ def _plan_node(target: str, settings: PlanSettings, node: NodeFacts) -> PlannedN
     if node.ready is not True:
         blocked.append("node is NotReady" if node.ready is False else "node readiness unknown")
     blocked += [f"allocated GPU ResourceClaim {claim}" for claim in node.claims]
-    blocked += _agent_blockers(node.view, settings, notes)
+    verdict = _agent_verdict(node.view, settings)
+    blocked += verdict.messages()
+    notes += verdict.notes
     waiting: list[str] = []
     if node.gpu_pods:
         pods = ", ".join(node.gpu_pods)
@@ -93,39 +114,14 @@ def _plan_node(target: str, settings: PlanSettings, node: NodeFacts) -> PlannedN
     return PlannedNode(node.name, "go", tuple(notes) or ("nothing blocks",), now)
 
 
-def _agent_blockers(view: NodeView | None, settings: PlanSettings, notes: list[str]) -> list[str]:
-    if view is None or view.report is None:
-        return ["no report from the node's agent: unknown is never safe"]
-    if view.connected is not True or view.problem:
-        return [f"the agent's report is not fresh ({view.problem or 'agent disconnected'})"]
-    report = view.report
-    found: list[str] = []
-    holders = list(report.module.holders)
-    for blocker in report.blockers:
-        if blocker.reason == Reason.ACTIVE_VFS and _vfs_can_be_disabled(report, blocker, settings):
-            notes.append(f"would disable the idle VFs of {blocker.pci_address}, then restore them")
-            continue
-        if (
-            blocker.reason == Reason.MODULE_HOLDERS
-            and holders
-            and not holders_unloaded_with(holders, settings.unloaded_with)
-        ):
-            notes.append(f"KMM unloads {', '.join(holders)} first (modulesLoadingOrder)")
-            continue
-        found.append(blocker.message)
-    return found
-
-
-def _vfs_can_be_disabled(
-    report: pb.NodeReport, blocker: pb.Blocker, settings: PlanSettings
-) -> bool:
-    """Every VF of the PF is idle and on the host: none handed to a VM, none with clients."""
-    if not settings.disable_idle_vfs:
-        return False
-    vfs = [
-        d for d in report.devices if d.role == pb.Device.VIRTUAL and d.physfn == blocker.pci_address
-    ]
-    return all(vf.driver not in VM_PASSTHROUGH_DRIVERS and not vf.clients for vf in vfs)
+def _agent_verdict(view: NodeView | None, settings: PlanSettings) -> UnloadVerdict:
+    """The unload rule's verdict on the node's latest report; unknown unless it is fresh."""
+    if view is None:
+        return unload_verdict(None, settings.unload)
+    not_fresh = view.problem
+    if not not_fresh and view.connected is not True:
+        not_fresh = "agent disconnected"
+    return unload_verdict(view.report, settings.unload, not_fresh=not_fresh)
 
 
 def render_plan(name: str, target: str, planned: Sequence[PlannedNode]) -> str:

@@ -18,13 +18,18 @@ def _view(report: pb.NodeReport, connected: bool | None = True, problem: str = "
 
 def _idle() -> pb.NodeReport:
     report = pb.NodeReport()
+    report.module.name = "xe"
     report.module.state = pb.Module.LIVE
     return report
 
 
 def _pf_with_vfs(vf_driver: str) -> pb.NodeReport:
     report = _idle()
-    report.devices.add(pci_address="0000:03:00.0", driver="xe", role=pb.Device.PHYSICAL)
+    vf = pb.VirtualFunction(pci_address="0000:03:00.1", driver=vf_driver)
+    sriov = pb.Sriov(num_vfs=1, vfs=[vf])
+    report.devices.add(
+        pci_address="0000:03:00.0", driver="xe", role=pb.Device.PHYSICAL, sriov=sriov
+    )
     report.devices.add(
         pci_address="0000:03:00.1", driver=vf_driver, role=pb.Device.VIRTUAL, physfn="0000:03:00.0"
     )
@@ -61,6 +66,26 @@ def test_order_is_by_name_and_done_and_skipped_nodes_have_no_place() -> None:
     assert [row.split()[0] for row in rows] == ["-", "-", "1", "2"]
 
 
+def test_order_is_the_coordinators_an_already_cordoned_node_goes_first() -> None:
+    nodes = [
+        NodeFacts("a", view=_view(_idle())),
+        NodeFacts("c", view=_view(_idle()), unschedulable=True),  # the admin's cordon
+        NodeFacts("b", view=_view(_idle())),
+    ]
+    planned = plan_rollout("v2", PlanSettings(), nodes)
+    assert [p.name for p in planned] == ["c", "a", "b"]
+    rows = render_plan("gpu", "v2", planned).splitlines()[2:]
+    assert [row.split()[:2] for row in rows] == [["1", "c"], ["2", "a"], ["3", "b"]]
+    # A cordoned node that opted out takes no slot; one whose opt-out went is Pending again.
+    skipped = {"gpuctl.dev/driver-state": "Skipped"}
+    nodes += [
+        NodeFacts("0-out", labels={**skipped, "gpuctl.dev/rollout": "skip"}, unschedulable=True),
+        NodeFacts("0-back", labels=skipped, view=_view(_idle()), unschedulable=True),
+    ]
+    planned = plan_rollout("v2", PlanSettings(), nodes)
+    assert [p.name for p in planned] == ["0-back", "c", "0-out", "a", "b"]
+
+
 def test_a_node_done_at_an_older_version_goes_again() -> None:
     node = NodeFacts(
         "a",
@@ -80,6 +105,10 @@ def test_no_report_stale_report_and_not_ready_are_blocked() -> None:
         NodeFacts("unknown-ready", ready=None, view=_view(_idle())),
     ]
     assert set(_verdicts(nodes).values()) == {"blocked"}
+    reasons = {p.name: p.reasons for p in plan_rollout("v2", PlanSettings(), nodes)}
+    assert reasons["none"] == ("no agent report (unknown is never safe)",)
+    assert reasons["gone"] == ("agent disconnected (unknown is never safe)",)
+    assert reasons["old"] == ("older than the freshness bound (unknown is never safe)",)
 
 
 def test_claims_and_agent_blockers_block_with_their_words() -> None:
@@ -108,12 +137,25 @@ def test_gpu_pods_wait_unless_eviction_is_allowed() -> None:
 def test_idle_vfs_on_the_host_go_only_when_disabling_them_is_allowed() -> None:
     node = NodeFacts("n", view=_view(_pf_with_vfs("xe")))
     assert _verdicts([node]) == {"n": "blocked"}
-    assert _verdicts([node], PlanSettings(disable_idle_vfs=True)) == {"n": "go"}
+    planned = plan_rollout("v2", PlanSettings(disable_idle_vfs=True), [node])
+    assert planned[0].verdict == "go"
+    assert planned[0].reasons == ("would disable the idle VFs of 0000:03:00.0, then restore them",)
 
 
-def test_vfs_handed_to_vms_block_even_when_disabling_is_allowed() -> None:
-    node = NodeFacts("n", view=_view(_pf_with_vfs("vfio-pci")))
-    assert _verdicts([node], PlanSettings(disable_idle_vfs=True)) == {"n": "blocked"}
+def test_vfs_handed_to_vms_or_bound_to_another_driver_block_even_when_disabling_is_allowed() -> (
+    None
+):
+    for vf_driver in ("vfio-pci", "i915"):
+        node = NodeFacts("n", view=_view(_pf_with_vfs(vf_driver)))
+        planned = plan_rollout("v2", PlanSettings(disable_idle_vfs=True), [node])
+        assert planned[0].verdict == "blocked", vf_driver
+        assert planned[0].reasons == ("03:00.0 has 1 VF",)
+
+
+def test_the_vfs_driver_is_the_modules_name() -> None:
+    node = NodeFacts("n", view=_view(_pf_with_vfs("xe")))
+    other = PlanSettings(disable_idle_vfs=True, driver="xe_other")
+    assert _verdicts([node], other) == {"n": "blocked"}
 
 
 def _held(*holders: str) -> pb.NodeReport:
@@ -133,17 +175,23 @@ def test_holders_kmm_unloads_first_do_not_block() -> None:
     assert planned[0].reasons == ("KMM unloads xe_compat first (modulesLoadingOrder)",)
 
 
-def test_a_holder_kmm_does_not_unload_still_blocks() -> None:
+def test_a_holder_kmm_does_not_unload_still_blocks_named_alone() -> None:
     node = NodeFacts("n", view=_view(_held("xe_compat", "xe_vfio_pci")))
     planned = plan_rollout("v2", PlanSettings(unloaded_with=("xe_compat",)), [node])
     assert planned[0].verdict == "blocked"
-    assert planned[0].reasons == ("xe is held by xe_compat, xe_vfio_pci",)
+    assert planned[0].reasons == (
+        "xe is held by xe_vfio_pci, which the unload does not remove: unload it first",
+    )
 
 
-def test_plan_settings_read_the_loading_order() -> None:
-    driver = {"spec": {"kernelModule": {"modulesLoadingOrder": ["xe", "xe_compat"]}}}
+def test_plan_settings_read_the_loading_order_and_module_name() -> None:
+    driver = {
+        "spec": {"kernelModule": {"moduleName": "xe", "modulesLoadingOrder": ["xe", "xe_compat"]}}
+    }
     assert plan_settings(driver).unloaded_with == ("xe_compat",)
+    assert plan_settings(driver).driver == "xe"
     assert plan_settings({"spec": {}}).unloaded_with == ()
+    assert plan_settings({"spec": {}}).driver == ""
 
 
 def test_gpu_pods_are_recognised_by_their_resources() -> None:

@@ -171,12 +171,36 @@ def test_holders_kmm_unloads_first_do_not_block_other_blockers_still_do() -> Non
         ("n2", "OPEN_CLIENTS"),
         ("n2", "MODULE_HOLDERS"),
     ]
+    left = report_blockers(records, frozenset({"n2"}), clock(), BOUND, ["xe_compat"])[-1]
+    assert left.message == (
+        "node n2: xe is held by kvmgt, which the unload does not remove: unload it first "
+        "(MODULE_HOLDERS)"
+    )
     assert reasons([]) == [
         ("n1", "OPEN_CLIENTS"),
         ("n1", "MODULE_HOLDERS"),
         ("n2", "OPEN_CLIENTS"),
         ("n2", "MODULE_HOLDERS"),
     ]
+
+
+def test_idle_vfs_block_the_guard_nothing_disables_them_around_a_deletion() -> None:
+    registry, clock, _ = _registry()
+    report = sample_report("n1")
+    pf, vf = report.devices
+    vf.driver = "xe"  # idle on the host: preparation could disable it, but none happens here
+    listed = report_pb.VirtualFunction(pci_address=vf.pci_address, driver="xe")
+    pf.sriov.CopyFrom(report_pb.Sriov(num_vfs=1, vfs=[listed]))
+    report.blockers.add(
+        reason=report_pb.Blocker.ACTIVE_VFS,
+        message="1 VF enabled",
+        pci_address=pf.pci_address,
+    )
+    registry.connected("n1", 1, "v1", "boot")
+    registry.reported("n1", 1, report, 1)
+    records = {r.node: r for r in registry.records()}
+    [blocker] = report_blockers(records, frozenset({"n1"}), clock(), BOUND)
+    assert (blocker.reason, blocker.message) == ("ACTIVE_VFS", "node n1: 1 VF enabled (ACTIVE_VFS)")
 
 
 def test_the_guard_passes_the_unload_list_to_the_agent_source() -> None:

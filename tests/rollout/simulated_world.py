@@ -41,7 +41,7 @@ from coordinator.rollout.settings import RolloutSettings, max_unavailable
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase
-from tests.support.rollout_samples import KMM, NOW, OLD, TARGET, loaded_labels
+from tests.support.rollout_samples import KMM, NOW, OLD, TARGET, loaded_labels, report_proto
 
 PF = "0000:03:00.0"
 
@@ -82,7 +82,7 @@ class SimWorld:
     def now(self) -> Any:
         return NOW + timedelta(seconds=self.tick)
 
-    def report(self, sim: SimNode) -> ReportFacts:
+    def blockers(self, sim: SimNode) -> tuple[BlockerFact, ...]:
         blockers = []
         if sim.open_fd_pid:
             blockers.append(
@@ -90,6 +90,10 @@ class SimWorld:
             )
         if sim.vfs:
             blockers.append(BlockerFact("ACTIVE_VFS", f"{PF} has {sim.vfs} VFs enabled", PF))
+        return tuple(blockers)
+
+    def report(self, sim: SimNode) -> ReportFacts:
+        vf_driver = "vfio-pci" if sim.vfs_to_vm else "xe"
         loaded = sim.loaded
         return ReportFacts(
             module_state="LIVE" if loaded else "NOT_LOADED",
@@ -98,8 +102,7 @@ class SimWorld:
             backport_tag=f"xeb_{loaded}" if loaded else "",
             drivers={PF: "xe" if loaded else ""},
             vfs={PF: sim.vfs},
-            blockers=tuple(blockers),
-            pfs_with_foreign_vfs=frozenset({PF} if sim.vfs and sim.vfs_to_vm else set()),
+            report=report_proto(self.blockers(sim), vf_driver=vf_driver, vf_count=sim.vfs),
         )
 
     def facts(self, sim: SimNode) -> NodeFacts:
@@ -232,9 +235,9 @@ class SimWorld:
                 )
             )
             sim.vfs = 0
-        report = self.report(sim)
-        ready = ready and not report.blockers
-        result = PrepareFacts(ready, () if ready else report.blockers, tuple(changes), "", report)
+        left = self.blockers(sim)
+        ready = ready and not left
+        result = PrepareFacts(ready, () if ready else left, tuple(changes), "", self.report(sim))
         self._finish(request.node, PREPARE, request.attempt, prepare=result)
 
     def restore(self, request: SendRestore) -> None:

@@ -107,6 +107,8 @@ def test_max_unavailable_counts_in_progress_cordoned_and_notready_nodes() -> Non
 def test_an_already_cordoned_node_starts_without_using_another_slot() -> None:
     nodes = [pending("a"), pending("b", unschedulable=True)]
     assert started(decide(rollout(nodes))) == ["b"]
+    # The shared start order (gpuctl rollout plan's ORDER): the cordoned node first.
+    assert started(decide(rollout(nodes, settings=settings(max_unavailable=2)))) == ["b", "a"]
 
 
 def test_percentages_round_down_but_allow_one() -> None:

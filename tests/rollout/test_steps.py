@@ -123,10 +123,13 @@ def test_checking_idle_vfs_go_on_when_preparation_may_disable_them() -> None:
     allowed = rollout([facts], settings=settings(disable_idle_vfs=True))
     assert only_patch(step_checking(allowed, facts).actions).phase_to is Phase.DRAINING
     assert only_patch(step_checking(rollout([facts]), facts).actions).phase_to is Phase.BLOCKED
-    to_vm = answered(
-        node(phase=Phase.CHECKING), report=report(blockers=[ACTIVE_VFS], foreign_vf_pfs=[PF])
-    )
-    assert only_patch(step_checking(allowed, to_vm).actions).phase_to is Phase.BLOCKED
+    for vf_driver in ("vfio-pci", "i915"):  # handed to a VM, or bound to another driver
+        busy = answered(
+            node(phase=Phase.CHECKING), report=report(blockers=[ACTIVE_VFS], vf_driver=vf_driver)
+        )
+        patch = only_patch(step_checking(allowed, busy).actions)
+        assert patch.phase_to is Phase.BLOCKED
+        assert patch.annotations[names.REASON] == ACTIVE_VFS.message
 
 
 def test_checking_a_holder_module_blocks_unless_kmm_unloads_it_first() -> None:
@@ -141,7 +144,11 @@ def test_checking_a_holder_module_blocks_unless_kmm_unloads_it_first() -> None:
     two = answered(
         node(phase=Phase.CHECKING), report=report(blockers=[HELD], holders=["xe_compat", "kvmgt"])
     )
-    assert only_patch(step_checking(with_compat, two).actions).phase_to is Phase.BLOCKED
+    patch = only_patch(step_checking(with_compat, two).actions)
+    assert patch.phase_to is Phase.BLOCKED
+    assert patch.annotations[names.REASON] == (
+        "xe is held by kvmgt, which the unload does not remove: unload it first"
+    )
 
 
 def test_checking_to_draining_cordons_and_records_the_node_once() -> None:

@@ -23,6 +23,7 @@ from coordinator.rollout.facts import (
 )
 from coordinator.rollout.settings import RolloutSettings
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 
@@ -41,6 +42,38 @@ def ago(seconds: float) -> str:
     return (NOW - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def report_proto(
+    blockers: Sequence[BlockerFact] = (),
+    *,
+    holders: Sequence[str] = (),
+    vf_driver: str = "xe",
+    vf_count: int = 2,
+) -> report_pb.NodeReport:
+    """The NodeReport the unload rule reads: xe held by `holders`, with `blockers`; the PF of
+    each ACTIVE_VFS blocker has `vf_count` idle VFs bound to `vf_driver`."""
+    proto = report_pb.NodeReport(module=report_pb.Module(name="xe", holders=list(holders)))
+    for blocker in blockers:
+        proto.blockers.add(
+            reason=report_pb.Blocker.Reason.Value(blocker.reason),
+            message=blocker.message,
+            pci_address=blocker.pci_address,
+        )
+        if blocker.reason == "ACTIVE_VFS":
+            _add_pf_with_vfs(proto, blocker.pci_address, vf_driver, vf_count)
+    return proto
+
+
+def _add_pf_with_vfs(proto: report_pb.NodeReport, pf: str, vf_driver: str, count: int) -> None:
+    vfs = [f"{pf[:-1]}{i + 1}" for i in range(count)]
+    listed = [report_pb.VirtualFunction(pci_address=vf, driver=vf_driver) for vf in vfs]
+    sriov = report_pb.Sriov(num_vfs=count, vfs=listed)
+    proto.devices.add(pci_address=pf, driver="xe", role=report_pb.Device.PHYSICAL, sriov=sriov)
+    for vf in vfs:
+        proto.devices.add(
+            pci_address=vf, driver=vf_driver, role=report_pb.Device.VIRTUAL, physfn=pf
+        )
+
+
 def report(
     *,
     state: str = "LIVE",
@@ -49,7 +82,7 @@ def report(
     drivers: Mapping[str, str] | None = None,
     vfs: Mapping[str, int] | None = None,
     blockers: Sequence[BlockerFact] = (),
-    foreign_vf_pfs: Sequence[str] = (),
+    vf_driver: str = "xe",
     holders: Sequence[str] = (),
 ) -> ReportFacts:
     return ReportFacts(
@@ -59,9 +92,7 @@ def report(
         backport_tag=tag,
         drivers=dict(drivers if drivers is not None else {PF: "xe"}),
         vfs=dict(vfs or {}),
-        blockers=tuple(blockers),
-        pfs_with_foreign_vfs=frozenset(foreign_vf_pfs),
-        module_holders=tuple(holders),
+        report=report_proto(blockers, holders=holders, vf_driver=vf_driver),
     )
 
 

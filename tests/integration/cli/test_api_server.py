@@ -390,13 +390,22 @@ def test_rollout_plan_orders_nodes_and_names_what_stops_each(
     put_gpunode(api, nodes["b-busy"], connected(nodes["b-busy"], busy=True))
     api.create_claim(namespace, "train-0", nodes["c-claimed"])
 
+    # An admin's cordon: the coordinator starts that node first (it takes no new slot).
+    api.kube.request(
+        "PATCH",
+        f"/api/v1/nodes/{nodes['c-claimed']}",
+        body={"spec": {"unschedulable": True}},
+        content_type="application/merge-patch+json",
+    )
+
     done = gpuctl(kube_cluster.kubeconfig, "rollout", "plan", name)
     assert done.returncode == 0, done.stderr
     rows = {line.split()[1]: line for line in done.stdout.splitlines()[2:]}
-    assert list(rows) == sorted(nodes.values()), "only targeted nodes, in name order"
+    in_order = [nodes[k] for k in ("c-claimed", "a-idle", "b-busy", "d-silent", "e-optout")]
+    assert list(rows) == in_order, "only targeted nodes, in the coordinator's order"
     assert rows[nodes["a-idle"]].split()[3] == "go"
     assert rows[nodes["b-busy"]].split()[3] == "blocked"
     assert "pid 4242 (ollama)" in rows[nodes["b-busy"]]
     assert f"allocated GPU ResourceClaim {namespace}/train-0" in rows[nodes["c-claimed"]]
-    assert "no report from the node's agent" in rows[nodes["d-silent"]]
+    assert "no agent report (unknown is never safe)" in rows[nodes["d-silent"]]
     assert rows[nodes["e-optout"]].split()[3] == "skip"
