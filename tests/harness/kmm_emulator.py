@@ -569,22 +569,25 @@ class KmmEmulator:
     def _reconcile_nmc(self, node: NodeView) -> None:
         with self._wakeup:
             nmc = self._nmcs[node.name]
-            changes = self._process_entries(node, nmc)
-            if not changes:  # N5 removals return early: no GC, no N7, this pass
+            for module in list(nmc.workers):
+                if nmc_rules.is_orphan_worker(nmc.spec.get(module), nmc.status.get(module)):
+                    del nmc.workers[module]  # N6 (SyncStatus, Running orphan), N8
+            skipped, changes = self._process_entries(node, nmc)
+            if not skipped:  # N5: an unschedulable entry ends the pass after its labels go
                 nmc.in_use = {m for m in nmc.in_use if m in nmc.spec or m in nmc.status}  # N9
-                for module in [m for m in nmc.workers if m not in nmc.spec and m not in nmc.status]:
-                    del nmc.workers[module]  # N8
                 changes = self._ready_label_changes(node, nmc)
         self._patch_node_labels(node, changes)
 
-    def _process_entries(self, node: NodeView, nmc: _Nmc) -> dict[str, str | None]:
+    def _process_entries(self, node: NodeView, nmc: _Nmc) -> tuple[bool, dict[str, str | None]]:
         """Steps 4-5 of Reconcile: each spec entry (N5, N1-N3), then each orphan status (N4).
-        Returns the ready labels N5 removes."""
+        Returns whether an entry was skipped as unschedulable, and the labels N5 removes."""
+        skipped = False
         removals: dict[str, str | None] = {}
         orphans = dict(nmc.status)
         for module, spec in list(nmc.spec.items()):
             status = orphans.pop(module, None)
             if not scheduling.is_schedulable(node.taints, spec.tolerations):
+                skipped = True
                 removals.update(
                     nmc_rules.unschedulable_label_removals(node.labels, self.namespace, module)
                 )
@@ -603,7 +606,7 @@ class KmmEmulator:
                 status, None if worker is None else worker.pod, nmc_rules.rebooted(node, status)
             )
             self._apply_step(node, nmc, module, step, nmc.removal_causes.get(module, Cause.UNKNOWN))
-        return removals
+        return skipped, removals
 
     def _apply_step(
         self, node: NodeView, nmc: _Nmc, module: str, step: nmc_rules.Step, cause: Cause

@@ -445,6 +445,30 @@ def test_untolerated_no_schedule_taint_unloads_and_prefer_no_schedule_does_not(
     assert kmm_emulator.loaded("xe-gpu", soft) == Loaded("", IMAGE_1)
 
 
+def test_a_kept_entry_its_node_no_longer_tolerates_loses_ready_but_stays_loaded(
+    kube_admin: Any, namespace: str, kmm_emulator: KmmEmulator, make_node: MakeNode
+) -> None:
+    node, probe = (make_node(name, SELECTOR).metadata.name for name in ("gpu", "probe"))
+    view = View(kube_admin, namespace, "xe-gpu")
+    view.create(versioned_module("xe-gpu", "1.0"))
+    view.set_version_label(node, "1.0")
+    wait_until("1.0 settled", lambda: view.settled_at(node, "1.0"))
+    # Version 2.0 tolerates the taint, but the node still runs 1.0's entry (M5 keeps it),
+    # whose tolerations do not: N5 skips that entry and takes its ready labels away.
+    taint = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}
+    body = versioned_module("xe-gpu", "2.0")["spec"]
+    view.patch({"spec": {"moduleLoader": body["moduleLoader"], "tolerations": [taint]}})
+    view.set_version_label(probe, "2.0")
+    wait_until("KMM follows the 2.0 Module", lambda: view.settled_at(probe, "2.0"))
+    view.core.patch_node(
+        node, {"spec": {"taints": [{"key": taint["key"], "effect": "NoSchedule"}]}}
+    )
+    wait_until("the ready labels go", lambda: view.version_ready(node) is None)
+    assert not view.ready(node)
+    assert kmm_emulator.loaded("xe-gpu", node) == Loaded("1.0", "registry.invalid/xe:1.0")
+    assert kmm_emulator.unload_attempts() == []
+
+
 # --- in-tree removal, held nodes, the busy record ---------------------------------------------
 
 
