@@ -45,12 +45,14 @@ Tests steer it:
   including a loader's in-tree removal.
 - ``loaded``, ``status_entry``, ``spec_entry``, ``worker_action`` read the in-memory NMC.
 
-Not modelled: images and the ModuleImagesConfig (every image exists), builds, signing, device
-plugins (nothing blocks the worker label's removal), the webhooks, NMC objects in the API,
-firmware, events; a reboot (a new ``bootID``) is honoured by the N1/N4 decisions but does not
-empty ``live_modules``. A real cluster's node-lifecycle controller taints a cordoned Node
-``node.kubernetes.io/unschedulable:NoSchedule``; here ``cordon_taint.CordonTaintMirror``
-(fixture ``cordon_taints``) plays that part.
+Not modelled: images and the ModuleImagesConfig (every image exists, M6), builds, signing,
+device plugins (nothing blocks the worker label's removal, V2), the webhooks (H1-H4: a version
+toggled in place is not refused) and the namespace label (H5), NMC objects and worker Pods in
+the API, the kubelet's growing restart backoff (a flat second here), a NoExecute taint evicting
+a worker Pod, firmware files, events; a reboot (a new ``bootID``) is honoured by the N1/N4
+decisions but does not empty ``live_modules``. A real cluster's node-lifecycle controller
+taints a cordoned Node ``node.kubernetes.io/unschedulable:NoSchedule``; here
+``cordon_taint.CordonTaintMirror`` (fixture ``cordon_taints``) plays that part.
 """
 
 from __future__ import annotations
