@@ -1,227 +1,251 @@
-"""What KMM decides for one Module on one Node: pure functions over plain data.
+"""KMM's objects as the emulator sees them: plain, frozen data read from the API's JSON.
 
-The I/O side is ``kmm_emulator.py``; its docstring lists the KMM behaviour reproduced and where
-it is documented. Objects are the API's JSON (camelCase dicts).
+The rules that act on these live in ``kmm_scheduling.py`` (Module reconciler), ``kmm_nmc.py``
+(NodeModulesConfig reconciler), ``kmm_versions.py`` (ordered-upgrade labels) and
+``kmm_worker.py`` (what a worker Pod does on the host); the I/O is ``kmm_emulator.py``. Rule
+ids (N1, M4, ...) are those of the KMM rules notes; the files named are KMM's
+(kubernetes-sigs/kernel-module-management, v2.6.0 unless said otherwise).
+
+``ModuleConfig`` is api/v1beta1/nodemodulesconfig_types.go's ModuleConfig field for field, and
+is compared whole (N2: reflect.DeepEqual). ``SpecEntry``/``StatusEntry`` are the NMC's
+NodeModuleSpec/NodeModuleStatus: the ModuleItem fields (tolerations, version, pull secret,
+service account) are beside the config, never part of it. One difference from Go, on purpose:
+an empty list and an absent one are the same here (Go's DeepEqual tells nil from empty).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-GROUP = "kmm.sigs.x-k8s.io"
-VERSION = "v1beta1"
-PLURAL = "modules"
+from gpuctl.common import names
+
+GROUP = names.KMM_GROUP
+VERSION = names.KMM_VERSION
+PLURAL = names.KMM_MODULE_PLURAL
+# internal/constants/constants.go :: ModuleFinalizer
 FINALIZER = "kmm.node.kubernetes.io/module-finalizer"
-SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
+# api/v1beta1/module_types.go: the CRD default of modprobe.dirName
+DEFAULT_DIR_NAME = "/opt"
+# module_reconciler.go :: enableModuleOnNode (nmc helper SetModuleConfig): SA default
+DEFAULT_SERVICE_ACCOUNT = "default"
+
+Tolerations = tuple[Mapping[str, Any], ...]
 
 
 def ready_label(namespace: str, name: str) -> str:
+    """internal/utils/kmmlabels.go :: GetKernelModuleReadyNodeLabel (N7)."""
     return f"kmm.node.kubernetes.io/{namespace}.{name}.ready"
 
 
 def version_ready_label(namespace: str, name: str) -> str:
+    """internal/utils/kmmlabels.go :: GetKernelModuleVersionReadyNodeLabel (N7)."""
     return f"kmm.node.kubernetes.io/{namespace}.{name}.version.ready"
 
 
 def version_module_label(namespace: str, name: str) -> str:
+    """The admin's requested version (kmmlabels.go :: GetModuleVersionLabelName, V1)."""
     return f"kmm.node.kubernetes.io/version-module.{namespace}.{name}"
 
 
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(str(item) for item in value or ())
+
+
 @dataclass(frozen=True)
-class KernelMapping:
-    literal: str
-    regexp: str
+class ModprobeArgs:
+    """api/v1beta1/module_types.go :: ModprobeArgs."""
+
+    load: tuple[str, ...]
+    unload: tuple[str, ...]
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any] | None) -> ModprobeArgs | None:
+        if obj is None:
+            return None
+        return cls(load=_strings(obj.get("load")), unload=_strings(obj.get("unload")))
+
+
+@dataclass(frozen=True)
+class Modprobe:
+    """api/v1beta1/module_types.go :: ModprobeSpec, every field (it is part of the config)."""
+
+    module_name: str = ""
+    parameters: tuple[str, ...] = ()
+    dir_name: str = DEFAULT_DIR_NAME
+    args: ModprobeArgs | None = None
+    raw_args: ModprobeArgs | None = None
+    firmware_path: str = ""
+    modules_loading_order: tuple[str, ...] = ()
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> Modprobe:
+        return cls(
+            module_name=obj.get("moduleName", "") or "",
+            parameters=_strings(obj.get("parameters")),
+            dir_name=obj.get("dirName") or DEFAULT_DIR_NAME,
+            args=ModprobeArgs.from_object(obj.get("args")),
+            raw_args=ModprobeArgs.from_object(obj.get("rawArgs")),
+            firmware_path=obj.get("firmwarePath", "") or "",
+            modules_loading_order=_strings(obj.get("modulesLoadingOrder")),
+        )
+
+
+@dataclass(frozen=True)
+class ModuleConfig:
+    """nodemodulesconfig_types.go :: ModuleConfig; equality is KMM's whole-config DeepEqual (N2).
+
+    ``in_tree_module_to_remove`` (deprecated) is never set by the Module reconciler, which
+    folds it into the list (kernelmapper.go :: prepareModuleLoaderData); kept for completeness.
+    """
+
+    kernel_version: str
+    container_image: str
+    image_pull_policy: str = ""
+    insecure_pull: bool = False
+    in_tree_modules_to_remove: tuple[str, ...] = ()
+    in_tree_module_to_remove: str = ""
+    modprobe: Modprobe = Modprobe()
+
+
+@dataclass(frozen=True)
+class SpecEntry:
+    """nodemodulesconfig_types.go :: NodeModuleSpec (ModuleItem + config), written by M6."""
+
+    config: ModuleConfig
+    version: str = ""
+    tolerations: Tolerations = ()
+    image_repo_secret: str | None = None
+    service_account: str = DEFAULT_SERVICE_ACCOUNT
+
+
+@dataclass(frozen=True)
+class StatusEntry:
+    """nodemodulesconfig_types.go :: NodeModuleStatus, written by a Succeeded loader (N6)."""
+
+    config: ModuleConfig
+    version: str = ""
+    tolerations: Tolerations = ()
+    image_repo_secret: str | None = None
+    service_account: str = DEFAULT_SERVICE_ACCOUNT
+    boot_id: str = ""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What KMM reports loaded on a node: the status entry's version and image."""
+
+    version: str
     container_image: str
 
 
 @dataclass(frozen=True)
+class KernelMapping:
+    """api/v1beta1/module_types.go :: KernelMapping (the fields that reach the NMC)."""
+
+    literal: str = ""
+    regexp: str = ""
+    container_image: str = ""
+    in_tree_modules_to_remove: tuple[str, ...] | None = None
+    in_tree_module_to_remove: str = ""
+    registry_tls: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> KernelMapping:
+        in_tree = obj.get("inTreeModulesToRemove")
+        return cls(
+            literal=obj.get("literal", "") or "",
+            regexp=obj.get("regexp", "") or "",
+            container_image=obj.get("containerImage", "") or "",
+            in_tree_modules_to_remove=None if in_tree is None else _strings(in_tree),
+            in_tree_module_to_remove=obj.get("inTreeModuleToRemove", "") or "",
+            registry_tls=obj.get("registryTLS"),
+        )
+
+
+@dataclass(frozen=True)
 class ModuleView:
-    """The parts of a Module that decide where and what KMM loads."""
+    """The parts of a Module that decide where and what KMM loads (module_types.go)."""
 
     namespace: str
     name: str
     selector: Mapping[str, str]
-    tolerations: tuple[Mapping[str, Any], ...]
-    version: str
-    kernel_mappings: tuple[KernelMapping, ...]
+    tolerations: Tolerations
     deleting: bool
+    has_module_loader: bool
+    version: str = ""
+    container_image: str = ""
+    image_pull_policy: str = ""
+    in_tree_modules_to_remove: tuple[str, ...] = ()
+    in_tree_module_to_remove: str = ""
+    registry_tls: Mapping[str, Any] | None = None
+    modprobe: Modprobe = Modprobe()
+    kernel_mappings: tuple[KernelMapping, ...] = ()
+    image_repo_secret: str | None = None
+    service_account: str = ""
 
     @classmethod
     def from_object(cls, module: Mapping[str, Any]) -> ModuleView:
         metadata = module["metadata"]
-        spec = module.get("spec", {})
-        container = spec.get("moduleLoader", {}).get("container", {})
-        default_image = container.get("containerImage", "")
-        mappings = tuple(
-            KernelMapping(
-                literal=m.get("literal", ""),
-                regexp=m.get("regexp", ""),
-                container_image=m.get("containerImage") or default_image,
-            )
-            for m in container.get("kernelMappings", [])
-        )
+        spec = module.get("spec") or {}
+        loader = spec.get("moduleLoader")
+        container = (loader or {}).get("container") or {}
         return cls(
             namespace=metadata["namespace"],
             name=metadata["name"],
             selector=dict(spec.get("selector") or {}),
             tolerations=tuple(spec.get("tolerations") or ()),
-            version=container.get("version", "") or "",
-            kernel_mappings=mappings,
             deleting=bool(metadata.get("deletionTimestamp")),
+            has_module_loader=loader is not None,
+            version=container.get("version", "") or "",
+            container_image=container.get("containerImage", "") or "",
+            image_pull_policy=container.get("imagePullPolicy", "") or "",
+            in_tree_modules_to_remove=_strings(container.get("inTreeModulesToRemove")),
+            in_tree_module_to_remove=container.get("inTreeModuleToRemove", "") or "",
+            registry_tls=container.get("registryTLS"),
+            modprobe=Modprobe.from_object(container.get("modprobe") or {}),
+            kernel_mappings=tuple(
+                KernelMapping.from_object(m) for m in container.get("kernelMappings") or ()
+            ),
+            image_repo_secret=(spec.get("imageRepoSecret") or {}).get("name"),
+            service_account=(loader or {}).get("serviceAccountName", "") or "",
         )
 
 
 @dataclass(frozen=True)
 class NodeView:
+    """A Node as KMM reads it: labels, taints, kernel, boot id and Ready."""
+
     name: str
     labels: Mapping[str, str]
-    taints: tuple[Mapping[str, Any], ...]
-    kernel_version: str
+    taints: tuple[Mapping[str, Any], ...] = ()
+    kernel_version: str = ""
+    boot_id: str = ""
+    ready: bool = True
 
     @classmethod
     def from_object(cls, node: Mapping[str, Any]) -> NodeView:
+        status = node.get("status") or {}
+        info = status.get("nodeInfo") or {}
+        conditions: Sequence[Mapping[str, Any]] = status.get("conditions") or ()
         return cls(
             name=node["metadata"]["name"],
             labels=dict(node["metadata"].get("labels") or {}),
-            taints=tuple(node.get("spec", {}).get("taints") or ()),
-            kernel_version=node.get("status", {}).get("nodeInfo", {}).get("kernelVersion", ""),
+            taints=tuple((node.get("spec") or {}).get("taints") or ()),
+            kernel_version=info.get("kernelVersion", "") or "",
+            boot_id=info.get("bootID", "") or "",
+            ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
         )
 
-
-@dataclass(frozen=True)
-class Loaded:
-    """A module build loaded on a node: the Module version and the image it came from."""
-
-    version: str
-    container_image: str
-
-
-def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """Kubernetes' toleration-matches-taint rule (empty effect or key with Exists match all)."""
-    effect = toleration.get("effect", "")
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key", "")
-    operator = toleration.get("operator") or "Equal"
-    if key and key != taint.get("key"):
-        return False
-    if not key and operator != "Exists":
-        return False
-    if operator == "Exists":
-        return True
-    return bool(toleration.get("value", "") == taint.get("value", ""))
-
-
-def is_targeted(module: ModuleView, node: NodeView) -> bool:
-    """Selector labels all match, and every NoSchedule/NoExecute taint is tolerated."""
-    if any(node.labels.get(key) != value for key, value in module.selector.items()):
-        return False
-    return all(
-        any(tolerates(toleration, taint) for toleration in module.tolerations)
-        for taint in node.taints
-        if taint.get("effect") in SCHEDULING_EFFECTS
-    )
-
-
-def kernel_mapping(module: ModuleView, kernel_version: str) -> KernelMapping | None:
-    """The first mapping whose literal equals, or whose regexp matches, the node's kernel."""
-    kernel = kernel_version.removesuffix("+")
-    for mapping in module.kernel_mappings:
-        if mapping.literal and mapping.literal == kernel:
-            return mapping
-        if mapping.regexp and re.search(mapping.regexp, kernel):
-            return mapping
-    return None
-
-
-def next_worker_label(
-    module_label: str | None, worker_label: str | None, loaded: Loaded | None
-) -> str | None:
-    """KMM's internal per-node worker label after one step of its version-label controller.
-
-    It follows the admin's ``version-module`` label: removed when that label is removed or
-    changes value, and set to the new value once the old module is unloaded.
-    """
-    if module_label is None or (worker_label is not None and worker_label != module_label):
-        return None
-    if worker_label is None:
-        return module_label if loaded is None else None
-    return worker_label
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What KMM wants on a node: ``load`` a build, unload (``load`` None), or ``keep``."""
-
-    load: Loaded | None
-    keep: bool = False
-
-
-KEEP = Decision(load=None, keep=True)
-UNLOAD = Decision(load=None)
-
-
-def decide(module: ModuleView, node: NodeView, worker_label: str | None) -> Decision:
-    """Where KMM's module reconciler puts (or leaves) the module on this node."""
-    if module.deleting or not is_targeted(module, node):
-        return UNLOAD
-    mapping = kernel_mapping(module, node.kernel_version)
-    if mapping is None:
-        return UNLOAD
-    target = Decision(load=Loaded(module.version, mapping.container_image))
-    if not module.version:
-        return target
-    if worker_label is None:
-        return UNLOAD
-    return target if worker_label == module.version else KEEP
-
-
-def readiness_labels(module: ModuleView, loaded: Loaded | None) -> dict[str, str | None]:
-    """The node labels KMM keeps for this module (None: label absent)."""
-    if loaded is None:
-        return {
-            ready_label(module.namespace, module.name): None,
-            version_ready_label(module.namespace, module.name): None,
-        }
-    return {
-        ready_label(module.namespace, module.name): "",
-        version_ready_label(module.namespace, module.name): loaded.version or None,
-    }
-
-
-@dataclass(frozen=True)
-class LoaderStatus:
-    nodes_matching_selector: int
-    desired: int
-    available: int
-
-    def as_status(self) -> dict[str, int]:
-        return {
-            "nodesMatchingSelectorNumber": self.nodes_matching_selector,
-            "desiredNumber": self.desired,
-            "availableNumber": self.available,
-        }
-
-
-def loader_status(
-    module: ModuleView,
-    nodes: Sequence[NodeView],
-    decisions: Mapping[str, Decision],
-    loaded: Mapping[str, Loaded | None],
-) -> LoaderStatus:
-    """``status.moduleLoader``: targeted nodes, nodes configured to run it, nodes running it."""
-    matching = sum(1 for node in nodes if is_targeted(module, node))
-    desired = available = 0
-    for node in nodes:
-        decision = decisions.get(node.name, UNLOAD)
-        current = loaded.get(node.name)
-        if decision.load is not None:
-            desired += 1
-            available += int(current == decision.load)
-        elif decision.keep and current is not None:
-            desired += 1
-            available += 1
-    return LoaderStatus(matching, desired, available)
+    def with_labels(self, changes: Mapping[str, str | None]) -> NodeView:
+        """This node after a label patch (None removes)."""
+        labels = dict(self.labels)
+        for key, value in changes.items():
+            if value is None:
+                labels.pop(key, None)
+            else:
+                labels[key] = value
+        return NodeView(
+            self.name, labels, self.taints, self.kernel_version, self.boot_id, self.ready
+        )

@@ -1,109 +1,121 @@
-"""KMM's per-node decisions as the emulator models them (pure functions, no cluster)."""
+"""KMM's objects as the emulator reads them, and the whole-config comparison (N2)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
+from dataclasses import replace
 
 from tests.harness import kmm_model as model
-
-
-def module(version: str = "", **spec: Any) -> model.ModuleView:
-    container: dict[str, Any] = {
-        "kernelMappings": [
-            {"literal": "6.8.0-45-generic", "containerImage": "img:literal"},
-            {"regexp": r"^6\.1[0-9]\."},
-        ],
-        "containerImage": "img:default",
-    }
-    if version:
-        container["version"] = version
-    body = {"selector": {"gpu": "true"}, "moduleLoader": {"container": container}, **spec}
-    return model.ModuleView.from_object(
-        {"metadata": {"name": "xe", "namespace": "ns"}, "spec": body}
-    )
-
-
-def node(
-    labels: dict[str, str] | None = None,
-    taints: list[dict[str, str]] | None = None,
-    kernel: str = "6.8.0-45-generic",
-) -> model.NodeView:
-    return model.NodeView.from_object(
-        {
-            "metadata": {"name": "n1", "labels": {"gpu": "true", **(labels or {})}},
-            "spec": {"taints": taints or []},
-            "status": {"nodeInfo": {"kernelVersion": kernel}},
-        }
-    )
+from tests.harness.kmm_scheduling import configs_equal
 
 
 def test_labels_are_kmms() -> None:
     assert model.ready_label("ns", "xe") == "kmm.node.kubernetes.io/ns.xe.ready"
     assert model.version_ready_label("ns", "xe") == "kmm.node.kubernetes.io/ns.xe.version.ready"
     assert model.version_module_label("ns", "xe") == "kmm.node.kubernetes.io/version-module.ns.xe"
+    assert (model.GROUP, model.VERSION, model.PLURAL) == ("kmm.sigs.x-k8s.io", "v1beta1", "modules")
 
 
-def test_targeting_needs_selector_and_tolerated_scheduling_taints() -> None:
-    cordoned = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
-    assert model.is_targeted(module(), node())
-    assert not model.is_targeted(module(), node(labels={"gpu": "false"}))
-    assert not model.is_targeted(module(), node(taints=[cordoned]))
-    assert model.is_targeted(module(), node(taints=[{"key": "x", "effect": "PreferNoSchedule"}]))
-    tolerant = module(tolerations=[{"key": cordoned["key"], "operator": "Exists"}])
-    assert model.is_targeted(tolerant, node(taints=[cordoned]))
+def test_module_view_reads_every_field_that_reaches_the_nmc() -> None:
+    view = model.ModuleView.from_object(
+        {
+            "metadata": {"name": "xe", "namespace": "ns", "deletionTimestamp": "now"},
+            "spec": {
+                "selector": {"gpu": "true"},
+                "tolerations": [{"key": "k", "operator": "Exists"}],
+                "imageRepoSecret": {"name": "pull"},
+                "moduleLoader": {
+                    "serviceAccountName": "loader",
+                    "container": {
+                        "version": "2",
+                        "containerImage": "img:c",
+                        "imagePullPolicy": "Always",
+                        "inTreeModulesToRemove": ["xe"],
+                        "registryTLS": {"insecure": True},
+                        "modprobe": {
+                            "moduleName": "xe",
+                            "parameters": ["a=1"],
+                            "firmwarePath": "/fw",
+                            "modulesLoadingOrder": ["xe", "dep"],
+                            "args": {"load": ["-v"], "unload": ["-v"]},
+                        },
+                        "kernelMappings": [{"regexp": "^6", "inTreeModuleToRemove": "i915"}],
+                    },
+                },
+            },
+        }
+    )
+    assert view.deleting
+    assert view.has_module_loader
+    assert (view.version, view.container_image, view.image_pull_policy) == ("2", "img:c", "Always")
+    assert view.in_tree_modules_to_remove == ("xe",)
+    assert view.modprobe == model.Modprobe(
+        module_name="xe",
+        parameters=("a=1",),
+        dir_name="/opt",
+        args=model.ModprobeArgs(("-v",), ("-v",)),
+        firmware_path="/fw",
+        modules_loading_order=("xe", "dep"),
+    )
+    assert view.kernel_mappings == (
+        model.KernelMapping(regexp="^6", in_tree_module_to_remove="i915"),
+    )
+    assert (view.image_repo_secret, view.service_account) == ("pull", "loader")
 
 
-def test_kernel_mapping_literal_regexp_and_trailing_plus() -> None:
-    mapping = model.kernel_mapping(module(), "6.8.0-45-generic+")
-    assert mapping is not None
-    assert mapping.container_image == "img:literal"
-    mapping = model.kernel_mapping(module(), "6.12.3-arch1")
-    assert mapping is not None
-    assert mapping.container_image == "img:default"
-    assert model.kernel_mapping(module(), "5.15.0") is None
+def test_a_module_without_module_loader_says_so() -> None:
+    view = model.ModuleView.from_object({"metadata": {"name": "x", "namespace": "n"}, "spec": {}})
+    assert not view.has_module_loader
 
 
-@pytest.mark.parametrize(
-    ("label", "worker", "loaded", "expected"),
-    [
-        (None, None, None, None),
-        ("2", None, None, "2"),
-        ("2", None, model.Loaded("1", "i"), None),
-        ("2", "1", model.Loaded("1", "i"), None),
-        ("2", "2", model.Loaded("2", "i"), "2"),
-        (None, "1", model.Loaded("1", "i"), None),
-    ],
+def test_node_view_reads_kernel_boot_id_ready_and_taints() -> None:
+    node = model.NodeView.from_object(
+        {
+            "metadata": {"name": "n1", "labels": {"a": "b"}},
+            "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+            "status": {
+                "nodeInfo": {"kernelVersion": "6.8.0+", "bootID": "b1"},
+                "conditions": [{"type": "Ready", "status": "False"}],
+            },
+        }
+    )
+    assert (node.kernel_version, node.boot_id, node.ready) == ("6.8.0+", "b1", False)
+    assert node.with_labels({"a": None, "c": "d"}).labels == {"c": "d"}
+
+
+REGISTRY_PULL = "registry-pull"
+CONFIG = model.ModuleConfig(
+    kernel_version="6.8.0-45-generic",
+    container_image="img:1",
+    in_tree_modules_to_remove=("xe",),
+    modprobe=model.Modprobe(module_name="xe"),
 )
-def test_worker_label_unloads_before_following_a_new_version(
-    label: str | None, worker: str | None, loaded: model.Loaded | None, expected: str | None
-) -> None:
-    assert model.next_worker_label(label, worker, loaded) == expected
 
 
-def test_decisions_follow_the_version_rules() -> None:
-    unversioned = model.decide(module(), node(), None)
-    assert unversioned.load == model.Loaded("", "img:literal")
-    assert model.decide(module("2"), node(), None) == model.UNLOAD
-    assert model.decide(module("2"), node(), "1") == model.KEEP
-    assert model.decide(module("2"), node(), "2").load == model.Loaded("2", "img:literal")
-    assert model.decide(module("2"), node(kernel="5.4.0"), "2") == model.UNLOAD
-
-
-def test_readiness_labels_and_status_counts() -> None:
-    view = module("2")
-    assert model.readiness_labels(view, model.Loaded("2", "i")) == {
-        model.ready_label("ns", "xe"): "",
-        model.version_ready_label("ns", "xe"): "2",
-    }
-    assert set(model.readiness_labels(view, None).values()) == {None}
-    nodes = [
-        model.NodeView("a", {"gpu": "true"}, (), "6.8.0-45-generic"),
-        model.NodeView("b", {"gpu": "true"}, (), "6.8.0-45-generic"),
-        model.NodeView("c", {"gpu": "false"}, (), "6.8.0-45-generic"),
-    ]
-    want = model.Loaded("2", "img:literal")
-    decisions = {"a": model.Decision(load=want), "b": model.KEEP, "c": model.UNLOAD}
-    loaded = {"a": None, "b": model.Loaded("1", "img:old"), "c": None}
-    assert model.loader_status(view, nodes, decisions, loaded) == model.LoaderStatus(2, 2, 1)
+def test_config_is_compared_whole_and_only_the_config() -> None:
+    spec = model.SpecEntry(CONFIG, version="1")
+    status = model.StatusEntry(CONFIG, version="1")
+    assert configs_equal(spec, status)
+    # Not part of the config: version, tolerations, pull secret, service account, boot id.
+    assert configs_equal(
+        replace(spec, version="2", tolerations=({"key": "k"},), image_repo_secret=REGISTRY_PULL),
+        replace(status, service_account="other", boot_id="b2"),
+    )
+    for changed in (
+        replace(CONFIG, container_image="img:2"),
+        replace(CONFIG, kernel_version="6.9.0"),
+        replace(CONFIG, image_pull_policy="Always"),
+        replace(CONFIG, insecure_pull=True),
+        replace(CONFIG, in_tree_modules_to_remove=("xe", "i915")),
+        replace(CONFIG, modprobe=model.Modprobe(module_name="xe", parameters=("a=1",))),
+        replace(CONFIG, modprobe=model.Modprobe(module_name="xe", firmware_path="/fw")),
+        replace(CONFIG, modprobe=model.Modprobe(module_name="xe", dir_name="/other")),
+        replace(
+            CONFIG, modprobe=model.Modprobe(module_name="xe", modules_loading_order=("xe", "d"))
+        ),
+        replace(
+            CONFIG, modprobe=model.Modprobe(module_name="xe", args=model.ModprobeArgs((), ("-f",)))
+        ),
+    ):
+        assert not configs_equal(model.SpecEntry(changed), status), changed
+    assert not configs_equal(spec, None)
+    assert not configs_equal(None, status)
