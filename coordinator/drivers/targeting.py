@@ -1,0 +1,57 @@
+"""Which nodes a GPUDriver wants its driver on: its node selector and a kernel mapping (pure).
+
+KMM must never see the user's selector (a node leaving it would be unloaded at once, rule M1/M5
+of internal/controllers/module_reconciler.go); gpuctl evaluates it here and the rollout moves
+each wanted node in, and each unwanted one out, through the node checks. A node is wanted when
+it matches the GPUDriver's selector (nodeSelector + arch [+ NFD's gpu-pci label]) and one of
+its kernel mappings matches the node's kernel the way KMM matches it
+(internal/module/kernelmapper.go: `status.nodeInfo.kernelVersion` with one trailing "+"
+dropped; `literal` equal first, then an unanchored `regexp` search, in list order).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from coordinator.drivers.module_spec import node_selector
+from gpuctl.common.node_selectors import matches_labels, node_labels, node_name
+
+
+def node_kernel(node: Mapping[str, Any]) -> str:
+    """The kernel KMM matches mappings against: nodeInfo.kernelVersion less one trailing '+'."""
+    kernel = str(((node.get("status") or {}).get("nodeInfo") or {}).get("kernelVersion") or "")
+    return kernel.removesuffix("+")
+
+
+def mapping_for(kernel: str, mappings: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The first kernel mapping that serves `kernel`, or None (KMM then loads nothing there)."""
+    if not kernel:
+        return None
+    for mapping in mappings:
+        if mapping.get("literal") and mapping["literal"] == kernel:
+            return mapping
+        regexp = mapping.get("regexp")
+        if regexp:
+            try:
+                if re.search(str(regexp), kernel):
+                    return mapping
+            except re.error:
+                continue
+    return None
+
+
+def wants_node(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """True when the GPUDriver spec wants its driver loaded on `node`."""
+    kernel_module = spec.get("kernelModule") or {}
+    if not kernel_module:
+        return False
+    if not matches_labels(node_selector(dict(spec)), node_labels(node)):
+        return False
+    return mapping_for(node_kernel(node), kernel_module.get("kernelMappings") or []) is not None
+
+
+def wanted_nodes(spec: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The names of the nodes the GPUDriver spec wants its driver on."""
+    return frozenset(node_name(n) for n in nodes if wants_node(spec, n))
