@@ -4,8 +4,10 @@ Written by the coordinator (status: what the node's agent reports, mirrored only
 read by people and the CLI under plain RBAC (`kubectl get gpunodes`). `spec.inspectRequest` is
 the one thing others write: `gpuctl node inspect NODE --fresh` sets a new id, and the
 coordinator answers it by asking the agent and writing `status.answeredInspectRequest` (with
-`status.inspectError` when the agent could not answer). hack/generate.py writes this
-into the chart; a test fails when the committed file is stale.
+`status.inspectError` when the agent could not answer). `status.conditions[type=Fresh]` says
+whether the coordinator counts the report now, and is what readers (the CLI) go by;
+`status.unloadBlockers` repeats it for `kubectl get` ("unknown" instead of a count).
+hack/generate.py writes this into the chart; a test fails when the committed file is stale.
 """
 
 from __future__ import annotations
@@ -17,6 +19,21 @@ from gpuctl.common import names
 MAX_REQUEST_ID = 128
 
 _DATE_TIME = {"type": "string", "format": "date-time"}
+_FRESH = f'.status.conditions[?(@.type=="{names.GPUNODE_FRESH}")]'
+
+
+def condition_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["type", "status", "lastTransitionTime", "reason", "message"],
+        "properties": {
+            "type": {"type": "string", "maxLength": 316},
+            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+            "lastTransitionTime": _DATE_TIME,
+            "reason": {"type": "string", "maxLength": 1024},
+            "message": {"type": "string", "maxLength": 32768},
+        },
+    }
 
 
 def spec_schema() -> dict[str, Any]:
@@ -54,6 +71,26 @@ def status_schema() -> dict[str, Any]:
                 "enum": ["Connected", "Disconnected"],
                 "description": "Whether the agent's stream to the coordinator is open.",
             },
+            "conditions": {
+                "type": "array",
+                "description": f"{names.GPUNODE_FRESH}: whether the coordinator counts the "
+                "report below now: True while the agent was heard from (report or heartbeat) "
+                "within its freshness bound and the report is the agent's latest; False "
+                "otherwise, with the reason ("
+                + ", ".join(
+                    r.value for r in names.FreshReason if r is not names.FreshReason.AGENT_HEARD
+                )
+                + ") and, for NoHeartbeat, how long the agent had been silent. While False the "
+                "node's state is unknown, and unknown is never safe.",
+                "items": condition_schema(),
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["type"],
+            },
+            "unloadBlockers": {
+                "type": "string",
+                "description": "summary.blockers while the report is fresh, else "
+                f'"{names.UNKNOWN_BLOCKERS}" (for kubectl\'s Blockers column).',
+            },
             "agentVersion": {"type": "string"},
             "bootId": {"type": "string", "description": "The node's boot id as the agent read it."},
             "reportReceivedAt": {
@@ -85,7 +122,8 @@ def status_schema() -> dict[str, Any]:
                     },
                     "blockers": {
                         "type": "integer",
-                        "description": "Reasons unloading xe now would fail or hurt.",
+                        "description": "Reasons unloading xe now would fail or hurt, as "
+                        "the report below says (fresh or not: see unloadBlockers).",
                     },
                 },
             },
@@ -101,8 +139,10 @@ def status_schema() -> dict[str, Any]:
 PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "GPUs", "type": "integer", "jsonPath": ".status.summary.gpus"},
     {"name": "Module", "type": "string", "jsonPath": ".status.summary.module"},
-    {"name": "Blockers", "type": "integer", "jsonPath": ".status.summary.blockers"},
+    {"name": "Blockers", "type": "string", "jsonPath": ".status.unloadBlockers"},
     {"name": "Session", "type": "string", "jsonPath": ".status.session"},
+    {"name": "Fresh", "type": "string", "jsonPath": f"{_FRESH}.status"},
+    {"name": "Why", "type": "string", "priority": 1, "jsonPath": f"{_FRESH}.reason"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

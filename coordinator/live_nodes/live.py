@@ -1,11 +1,11 @@
 """Live node reports, assembled: gRPC server, registry, GPUNode mirror and inspect requests.
 
 `LiveNodes.start()` listens for agents and NodeService callers, watches GPUNodes (to know what
-the API server holds, and to answer `spec.inspectRequest`), and starts the mirror's writers;
-`stop()` ends it all. `guard_source` is the unload guard's blocker source over the same
-registry. Only the leading coordinator replica runs this: the standby does not listen, and
-the leader labels its own Pod for the chart's gRPC Service while it serves (serving_label.py),
-so agents and callers reach the leader.
+the API server holds, and to answer `spec.inspectRequest`), and starts the mirror's writers and
+its freshness timer; `stop()` ends it all. `guard_source` is the unload guard's blocker source
+over the same registry. Only the leading coordinator replica runs this: the standby does not
+listen, and the leader labels its own Pod for the chart's gRPC Service while it serves
+(serving_label.py), so agents and callers reach the leader.
 """
 
 from __future__ import annotations
@@ -66,6 +66,8 @@ class LiveNodes:
             kube,
             self.registry,
             monotonic=monotonic,
+            wall_clock=wall_clock,
+            freshness_seconds=config.server.report_freshness_seconds,
             workers=config.mirror_workers,
             min_interval=config.mirror_min_interval_seconds,
             max_writes_per_second=config.mirror_max_writes_per_second,

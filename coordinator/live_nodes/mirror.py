@@ -12,19 +12,30 @@ writes), so a restarted coordinator rewrites nothing that is current.
 A GPUNode is created on a node's first write, named after the Node and owned by it, so it is
 garbage-collected with the Node. A Node that does not exist gets no GPUNode (nothing would ever
 delete it); that is logged and retried.
+
+Freshness (freshness.py) changes without any change announced: a record just ages. So each
+fresh node is armed (deadlines.py) at the moment its record would turn stale; a timer thread
+sleeps until the earliest such moment, and a node still silent then is written as stale (one
+write: the Fresh condition and unloadBlockers together). A node heard from in between is
+armed again at its new moment, without a write. Heartbeats, which announce no change, are
+looked at too, but only to find a node whose freshness now differs from what the API server
+holds (heard again after going stale, or a report it sent that we lack), which is written.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.watches import WorkQueue
+from coordinator.live_nodes.deadlines import Deadlines
+from coordinator.live_nodes.freshness import Freshness, freshness, stale_at
 from coordinator.live_nodes.gpunode_status import apply_merge, desired_status, status_patch
-from coordinator.live_nodes.registry import Registry, Session
+from coordinator.live_nodes.registry import NodeRecord, Registry, Session
 from gpuctl.common import names
 
 log = logging.getLogger(__name__)
@@ -32,12 +43,41 @@ log = logging.getLogger(__name__)
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
 RETRY_SECONDS = 5.0
+# A stream that just opened sends its first report within moments: its write waits for it (at
+# most this long, never longer than the freshness bound), so a reconnect is one write, and a
+# restarted coordinator rewrites nothing current, instead of first writing "no report yet".
+FIRST_REPORT_GRACE_SECONDS = 2.0
 
 
 def _resource_version(obj: dict[str, Any]) -> int:
     """etcd's revision behind a resourceVersion (opaque to clients, but numeric in practice)."""
     version = str(obj.get("metadata", {}).get("resourceVersion", ""))
     return int(version) if version.isdigit() else -1
+
+
+def stored_freshness(status: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """(status, reason) of the stored Fresh condition; None when there is none."""
+    for condition in (status or {}).get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == names.GPUNODE_FRESH:
+            return (str(condition.get("status")), str(condition.get("reason")))
+    return None
+
+
+def _as_stored(verdict: Freshness) -> tuple[str, str]:
+    return ("True" if verdict.fresh else "False", verdict.reason.value)
+
+
+def first_report_wait(record: NodeRecord | None, now: float, grace: float) -> float:
+    """How much longer to wait for a new stream's first report before writing (0: none)."""
+    if (
+        record is None
+        or record.session is not Session.CONNECTED
+        or record.report_sequence != 0
+        or record.in_sync
+        or record.connected_at is None
+    ):
+        return 0.0
+    return max(record.connected_at + grace - now, 0.0)
 
 
 def gpunode_path(name: str | None = None, subresource: str | None = None) -> str:
@@ -55,6 +95,8 @@ class GPUNodeMirror:
         registry: Registry,
         *,
         monotonic: Callable[[], float],
+        wall_clock: Callable[[], datetime],
+        freshness_seconds: float,
         workers: int = 4,
         min_interval: float = 1.0,
         max_writes_per_second: float = 50.0,
@@ -62,6 +104,10 @@ class GPUNodeMirror:
         self._kube = kube
         self._registry = registry
         self._monotonic = monotonic
+        self._wall = wall_clock
+        self._bound = freshness_seconds
+        # Fresh nodes, each at the moment its record turns stale unless heard from again.
+        self.deadlines = Deadlines()
         self._workers = workers
         self._min_interval = min_interval
         self._write_spacing = 1.0 / max_writes_per_second
@@ -79,6 +125,7 @@ class GPUNodeMirror:
         # thousands of reports a second cost a set lookup each, not a worker wake-up each.
         self._scheduled: set[str] = set()
         registry.subscribe(self.changed)
+        registry.subscribe_heartbeats(self.heard)
 
     # -- what the API server holds ------------------------------------------------------------
 
@@ -113,6 +160,39 @@ class GPUNodeMirror:
             self._scheduled.add(node)
         self.queue.add(node)
 
+    def heard(self, node: str) -> None:
+        """A heartbeat (or a dropped report) from `node`: a write only if freshness changed.
+
+        Called for every heartbeat, on the gRPC event loop: a lookup or two, nothing more.
+        """
+        with self._lock:
+            if node not in self._exists:
+                return  # its first write (on the change that created the record) is pending
+            stored = stored_freshness(self._stored.get(node))
+        record = self._registry.get(node)
+        verdict = self._judge(record)
+        if stored != _as_stored(verdict):
+            self.changed(node)
+
+    def _judge(self, record: NodeRecord | None) -> Freshness:
+        """`record`'s freshness now; a fresh one is armed to be looked at when it would expire."""
+        verdict = freshness(record, self._monotonic(), self._bound)
+        expires = stale_at(record, self._bound)
+        if verdict.fresh and record is not None and expires is not None:
+            self.deadlines.arm(record.node, expires)
+        return verdict
+
+    def check_deadlines(self) -> None:
+        """Nodes whose moment has come: still silent, they are written stale; else re-armed."""
+        now = self._monotonic()
+        for node in self.deadlines.take_due(now):
+            record = self._registry.get(node)
+            expires = stale_at(record, self._bound)
+            if expires is not None and expires >= now:
+                self.deadlines.arm(node, expires)  # heard from since it was armed
+            else:
+                self.changed(node)
+
     def stored_session(self, name: str) -> str | None:
         with self._lock:
             return (self._stored.get(name) or {}).get("session")
@@ -124,44 +204,73 @@ class GPUNodeMirror:
     # -- writing ------------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        """Write until `stop` is set, with `workers` threads."""
+        """Write until `stop` is set, with `workers` threads and the freshness timer."""
         threads = [
             threading.Thread(target=self._work, args=(stop,), name=f"gpunode-writer-{i}")
             for i in range(self._workers)
         ]
+        threads.append(
+            threading.Thread(target=self._time_freshness, args=(stop,), name="gpunode-freshness")
+        )
         for thread in threads:
             thread.start()
+        stop.wait()
+        self.deadlines.wake()
         for thread in threads:
             thread.join()
 
+    def _time_freshness(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.check_deadlines()
+            except Exception:
+                log.exception("GPUNode freshness check failed")
+            self.deadlines.wait(self._monotonic, stop)
+
     def _work(self, stop: threading.Event) -> None:
         while not stop.is_set():
-            node = self.queue.get(timeout=0.5)
-            if node is None:
-                continue
-            with self._lock:
-                if node in self._busy:
-                    self.queue.add_after(node, 0.05)
-                    continue
-                wait = self._last_write.get(node, -1e9) + self._min_interval - self._monotonic()
-                if wait > 0:
-                    self.queue.add_after(node, wait)
-                    continue
-                # From here on a change schedules a new write, which sees it.
-                self._scheduled.discard(node)
-                self._busy.add(node)
-            try:
+            node = self._claim(self.queue.get(timeout=0.5))
+            if node is not None:
+                self._write(node, stop)
+
+    def write_due(self) -> None:
+        """Write every queued node whose turn has come, in the calling thread, without the
+        overall rate limit: one writer's job, for callers that drive the clock (tests)."""
+        while (node := self.queue.get(timeout=0)) is not None:
+            if self._claim(node) is not None:
+                self._write(node, None)
+
+    def _claim(self, node: str | None) -> str | None:
+        """`node` if it may be written now; else it is queued again for when it may."""
+        if node is None:
+            return None
+        with self._lock:
+            if node in self._busy:
+                self.queue.add_after(node, 0.05)
+                return None
+            wait = self._last_write.get(node, -1e9) + self._min_interval - self._monotonic()
+            if wait > 0:
+                self.queue.add_after(node, wait)
+                return None
+            # From here on a change schedules a new write, which sees it.
+            self._scheduled.discard(node)
+            self._busy.add(node)
+        return node
+
+    def _write(self, node: str, stop: threading.Event | None) -> None:
+        try:
+            if stop is not None:
                 self._wait_for_write_slot(stop)
-                self.sync(node)
-            except KubeError as err:
-                log.warning("GPUNode write failed", extra={"node": node, "error": str(err)})
-                self._retry_later(node, RETRY_SECONDS)
-            except Exception:
-                log.exception("GPUNode write failed", extra={"node": node})
-                self._retry_later(node, RETRY_SECONDS)
-            finally:
-                with self._lock:
-                    self._busy.discard(node)
+            self.sync(node)
+        except KubeError as err:
+            log.warning("GPUNode write failed", extra={"node": node, "error": str(err)})
+            self._retry_later(node, RETRY_SECONDS)
+        except Exception:
+            log.exception("GPUNode write failed", extra={"node": node})
+            self._retry_later(node, RETRY_SECONDS)
+        finally:
+            with self._lock:
+                self._busy.discard(node)
 
     def _retry_later(self, node: str, seconds: float) -> None:
         with self._lock:
@@ -187,7 +296,13 @@ class GPUNodeMirror:
             exists = node in self._exists
         if record is None and not exists:
             return
-        patch = status_patch(stored, desired_status(record))
+        grace = min(FIRST_REPORT_GRACE_SECONDS, self._bound)
+        wait = first_report_wait(record, self._monotonic(), grace)
+        if wait > 0:
+            # Not marked scheduled: the report's own announcement schedules it at once.
+            self.queue.add_after(node, wait)
+            return
+        patch = status_patch(stored, self._desired(record))
         if not patch:
             return
         if not exists and not self._create(node):
@@ -214,6 +329,9 @@ class GPUNodeMirror:
                 self._stored[node] = apply_merge(stored, patch)
             self._last_write[node] = self._monotonic()
             self.writes += 1
+
+    def _desired(self, record: NodeRecord | None) -> dict[str, Any]:
+        return desired_status(record, self._judge(record), self._bound, self._wall())
 
     def _create(self, node: str) -> bool:
         try:
@@ -251,13 +369,20 @@ class GPUNodeMirror:
         return True
 
     def mark_orphans_disconnected(self) -> None:
-        """GPUNodes that say Connected while no stream of ours is open become Disconnected.
+        """GPUNodes that say Connected while no stream of ours is open become Disconnected,
+        and those of nodes no agent reported to us for say so (Fresh=False, NoReport).
 
         After a coordinator restart or a leader change, agents reconnect within seconds;
         call this once that grace period has passed.
         """
         for name in self.stored_names():
             record = self._registry.get(name)
-            connected = record is not None and record.session is Session.CONNECTED
+            if record is None:
+                with self._lock:
+                    stored = dict(self._stored.get(name) or {})
+                if status_patch(stored, self._desired(None)):
+                    self.changed(name)
+                continue
+            connected = record.session is Session.CONNECTED
             if not connected and self.stored_session(name) == Session.CONNECTED.value:
                 self.changed(name)

@@ -3,8 +3,10 @@
 The gRPC sessions (in the server's event loop thread) write into it; the GPUNode mirror, the
 unload guard and NodeService read immutable snapshots (`NodeRecord`) from any thread. Every
 change that the GPUNode mirror cares about (a report, the session opening or closing, an
-answered inspect request) is announced to subscribers by node name; heartbeats only refresh
-`last_heard` and announce nothing, so they never reach the API server.
+answered inspect request) is announced to subscribers by node name; heartbeats (and dropped
+reports) only refresh `last_heard`/`in_sync` and announce nothing to them. They are told only
+to heartbeat subscribers, which must be cheap (the GPUNode mirror writes nothing unless the
+node's freshness changed, e.g. it is heard from again after going stale).
 
 A record is never dropped when a session ends: the last report stays, marked Disconnected,
 and goes stale by the clock (see freshness.py).
@@ -40,8 +42,9 @@ class NodeRecord:
     report: report_pb.NodeReport | None = None
     report_sequence: int = 0
     report_received_at: datetime | None = None
-    # Monotonic time of the last message of any kind from the agent.
+    # Monotonic time of the last message of any kind from the agent, and of its stream's start.
     last_heard: float | None = None
+    connected_at: float | None = None
     # False when the agent has sent reports the coordinator did not accept (rate limit) or
     # did not see: the report above may then not be the agent's latest.
     in_sync: bool = False
@@ -62,6 +65,7 @@ class Registry:
         self._records: dict[str, NodeRecord] = {}
         self._lock = threading.Lock()
         self._listeners: list[Listener] = []
+        self._heartbeat_listeners: list[Listener] = []
         # Reports accepted since start (a figure for metrics and benchmarks).
         self.reports_accepted = 0
 
@@ -69,9 +73,14 @@ class Registry:
         with self._lock:
             self._listeners.append(listener)
 
-    def _announce(self, node: str) -> None:
+    def subscribe_heartbeats(self, listener: Listener) -> None:
+        """`listener(node)` after every heartbeat or dropped report of a current stream."""
         with self._lock:
-            listeners = list(self._listeners)
+            self._heartbeat_listeners.append(listener)
+
+    def _announce(self, node: str, *, heartbeat: bool = False) -> None:
+        with self._lock:
+            listeners = list(self._heartbeat_listeners if heartbeat else self._listeners)
         for listener in listeners:
             listener(node)
 
@@ -96,13 +105,15 @@ class Registry:
         """A new stream for `node` took over (any older stream no longer counts)."""
         with self._lock:
             record = self._records.get(node) or NodeRecord(node)
+            now = self._monotonic()
             self._records[node] = dataclasses.replace(
                 record,
                 session=Session.CONNECTED,
                 stream_id=stream_id,
                 agent_version=agent_version,
                 boot_id=boot_id,
-                last_heard=self._monotonic(),
+                last_heard=now,
+                connected_at=now,
                 # Until this stream's first report arrives, what we hold is the old stream's.
                 in_sync=False,
                 report_sequence=0,
@@ -147,16 +158,19 @@ class Registry:
             self._records[node] = dataclasses.replace(
                 record, last_heard=self._monotonic(), in_sync=in_sync
             )
-            return in_sync
+        self._announce(node, heartbeat=True)
+        return in_sync
 
     def dropped(self, node: str, stream_id: int) -> None:
         """A report was refused (rate limit): what we hold may no longer be the truth."""
         with self._lock:
             record = self._current(node, stream_id)
-            if record is not None:
-                self._records[node] = dataclasses.replace(
-                    record, last_heard=self._monotonic(), in_sync=False
-                )
+            if record is None:
+                return
+            self._records[node] = dataclasses.replace(
+                record, last_heard=self._monotonic(), in_sync=False
+            )
+        self._announce(node, heartbeat=True)
 
     def disconnected(self, node: str, stream_id: int) -> None:
         """The stream ended; ignored when a newer stream already took over."""

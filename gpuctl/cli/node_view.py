@@ -2,7 +2,9 @@
 
 Pure data and conversions: a GPUNode object (as the Kubernetes API returns it) or a
 NodeService `NodeState` becomes a `NodeView`. A report that cannot be parsed is kept as a
-problem to show, not an exception, so one bad object never hides the other nodes.
+problem to show, not an exception, so one bad object never hides the other nodes. Whether the
+report is still the truth is the coordinator's call, never the CLI's: the GPUNode's Fresh
+condition (False: `stale`, its message the problem) or NodeService's `fresh`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from google.protobuf import json_format
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.api.v1alpha1 import node_service_pb2 as service_pb
 from gpuctl.cli.durations import parse_rfc3339
+from gpuctl.common.names import GPUNODE_FRESH
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,16 @@ class NodeView:
     agent_version: str = ""
     # Why the report is missing or not to be trusted, in words; empty when all is well.
     problem: str = ""
+    # The coordinator no longer counts the report (silent agent, a report it lacks, ...).
+    stale: bool = False
+
+
+def fresh_condition(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The GPUNode's Fresh condition; None from a coordinator that wrote none."""
+    for condition in status.get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == GPUNODE_FRESH:
+            return condition
+    return None
 
 
 def from_gpunode(obj: Mapping[str, Any], now: datetime.datetime) -> NodeView:
@@ -51,8 +64,12 @@ def from_gpunode(obj: Mapping[str, Any], now: datetime.datetime) -> NodeView:
         problem = "the stored report is not an object"
     received = parse_rfc3339(status.get("reportReceivedAt"))
     age = now - received if received is not None and report is not None else None
+    fresh = fresh_condition(status) or {}
+    stale = bool(fresh) and fresh.get("status") != "True"
     if report is None and not problem:
         problem = "no report received yet"
+    elif stale and not problem:
+        problem = str(fresh.get("message") or fresh.get("reason") or "the report is not fresh")
     return NodeView(
         name=name,
         connected=connected,
@@ -60,6 +77,7 @@ def from_gpunode(obj: Mapping[str, Any], now: datetime.datetime) -> NodeView:
         age=age,
         agent_version=str(status.get("agentVersion", "")),
         problem=problem,
+        stale=stale and report is not None,
     )
 
 
@@ -82,4 +100,5 @@ def from_node_state(state: service_pb.NodeState) -> NodeView:
         age=state.age.ToTimedelta() if has_report and state.HasField("age") else None,
         agent_version=state.agent_version,
         problem=problem,
+        stale=has_report and not state.fresh,
     )

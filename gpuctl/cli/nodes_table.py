@@ -1,7 +1,9 @@
 """`gpuctl nodes`: one row per GPU node, from NodeViews. Pure: views in, text out.
 
-A node whose agent is not connected, or whose report is missing, shows its blockers as
-unknown: the last thing it said may no longer be true, and unknown is never safe.
+A node whose agent is not connected, whose report is missing, or whose report the
+coordinator no longer counts (stale: e.g. the agent's stream is open but it went silent)
+shows its blockers as unknown: the last thing it said may no longer be true, and unknown is
+never safe. A connected agent whose report is stale shows as "connected, stale".
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ def render_nodes(views: Sequence[NodeView]) -> str:
 def _row(view: NodeView) -> list[str]:
     report = view.report
     agent = {True: "connected", False: "disconnected", None: "unknown"}[view.connected]
+    if view.stale and view.connected is True:
+        agent += ", stale"
     if report is None:
         return [view.name, "-", "-", "-", "unknown", short_age(view.age), agent]
     return [

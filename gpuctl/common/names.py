@@ -1,9 +1,10 @@
 """Every name gpuctl defines in the Kubernetes API, in one place (a public contract).
 
-Group, versions, kinds and plurals of our resources; the labels, annotations and finalizer the
-coordinator writes; the rollout's node phases; and the KMM names we read and write. The
-coordinator, the CLI and the tests import them from here and never restate them: admins,
-`kubectl` and `gpuctl rollout status|retry` read and write these words, so they are fixed.
+Group, versions, kinds and plurals of our resources; the GPUNode's Fresh condition; the labels,
+annotations and finalizer the coordinator writes; the rollout's node phases; and the KMM names
+we read and write. The coordinator, the CLI and the tests import them from here and never
+restate them: admins, `kubectl` and `gpuctl rollout status|retry` read and write these words,
+so they are fixed.
 """
 
 from __future__ import annotations
@@ -25,6 +26,19 @@ GPUNODE_PLURAL = "gpunodes"
 GPUNODE_SINGULAR = "gpunode"
 GPUNODE_SHORT_NAMES = ("gpun",)
 GPUNODES = f"{GPUNODE_PLURAL}.{GROUP}"
+# GPUNode status.conditions[type=Fresh]: whether the coordinator counts the node's report now
+# (the agent was heard from within the freshness bound and the report is its latest). The
+# reason says why not; status.unloadBlockers then says UNKNOWN_BLOCKERS.
+GPUNODE_FRESH = "Fresh"
+UNKNOWN_BLOCKERS = "unknown"
+
+
+class FreshReason(StrEnum):
+    AGENT_HEARD = "AgentHeard"  # fresh
+    NO_REPORT = "NoReport"  # no report from the agent since this coordinator started
+    REPORT_SUPERSEDED = "ReportSuperseded"  # the agent sent a report the coordinator lacks
+    NO_HEARTBEAT = "NoHeartbeat"  # the agent was silent for longer than the bound
+
 
 # On the KMM Module: which GPUDriver it belongs to.
 DRIVER_LABEL = f"{GROUP}/gpudriver"

@@ -104,6 +104,47 @@ def test_nodes_table_marks_disconnected_blockers_unknown() -> None:
     assert lines[2].split()[-3:] == ["unknown", "3h", "disconnected"]
 
 
+def _stale(gpunode: dict[str, object]) -> dict[str, object]:
+    """`gpunode` as the coordinator writes it once its agent fell silent past the bound."""
+    status = dict(gpunode["status"])  # type: ignore[call-overload]
+    status["conditions"] = [
+        {
+            "type": "Fresh",
+            "status": "False",
+            "reason": "NoHeartbeat",
+            "message": "no heartbeat or report from the agent for 6.1s (the freshness bound is "
+            "6s): the node's state is unknown",
+            "lastTransitionTime": "2026-11-29T11:59:50Z",
+        }
+    ]
+    status["unloadBlockers"] = "unknown"
+    return {**gpunode, "status": status}
+
+
+def test_a_gpunode_the_coordinator_calls_stale_is_unknown_though_connected() -> None:
+    stored = json_format.MessageToDict(_report())
+    frozen = from_gpunode(_stale(_gpunode("a", "Connected", stored, "2026-11-29T11:59:00Z")), NOW)
+    assert frozen.connected is True
+    assert frozen.stale is True
+    assert frozen.problem.startswith("no heartbeat or report from the agent for 6.1s")
+    assert render_nodes([frozen]).splitlines()[1].split()[-4:] == [
+        "unknown",
+        "60s",
+        "connected,",
+        "stale",
+    ]
+    assert "WARNING: no heartbeat or report" in remote_header(frozen)
+
+
+def test_a_gpunode_the_coordinator_calls_fresh_is_trusted() -> None:
+    stored = json_format.MessageToDict(_report())
+    gpunode = _stale(_gpunode("a", "Connected", stored, "2026-11-29T11:59:00Z"))
+    gpunode["status"]["conditions"][0].update(status="True", reason="AgentHeard")  # type: ignore[index]
+    view = from_gpunode(gpunode, NOW)
+    assert (view.stale, view.problem) == (False, "")
+    assert render_nodes([view]).splitlines()[1].split()[-3:] == ["none", "60s", "connected"]
+
+
 def test_nodes_table_lists_blocker_reasons() -> None:
     stored = json_format.MessageToDict(_report(blockers=2))
     view = from_gpunode(_gpunode("a", "Connected", stored, "2026-11-29T11:59:00Z"), NOW)
@@ -122,7 +163,9 @@ def test_node_state_that_is_not_fresh_is_flagged() -> None:
     view = from_node_state(state)
     assert view.age == datetime.timedelta(seconds=400)
     assert "freshness" in view.problem
+    assert view.stale is True
     assert "WARNING" in remote_header(view)
+    assert render_nodes([view]).splitlines()[1].split()[-2:] == ["connected,", "stale"]
 
 
 def test_remote_header_for_a_connected_fresh_node_has_no_warning() -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import datetime
 
+from google.protobuf import json_format
+
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from gpuctl.cli.node_view import NodeView
+from gpuctl.cli.node_view import NodeView, from_gpunode
 from gpuctl.cli.rollout_facts import plan_settings, requests_gpu
 from gpuctl.cli.rollout_plan import NodeFacts, PlanSettings, plan_rollout, render_plan
 
@@ -109,6 +111,36 @@ def test_no_report_stale_report_and_not_ready_are_blocked() -> None:
     assert reasons["none"] == ("no agent report (unknown is never safe)",)
     assert reasons["gone"] == ("agent disconnected (unknown is never safe)",)
     assert reasons["old"] == ("older than the freshness bound (unknown is never safe)",)
+
+
+def test_a_gpunode_the_coordinator_calls_stale_is_blocked_in_its_words() -> None:
+    gpunode = {
+        "metadata": {"name": "frozen"},
+        "status": {
+            "session": "Connected",
+            "report": json_format.MessageToDict(_idle()),
+            "reportReceivedAt": "2026-11-29T11:59:00Z",
+            "conditions": [
+                {
+                    "type": "Fresh",
+                    "status": "False",
+                    "reason": "NoHeartbeat",
+                    "message": "no heartbeat or report from the agent for 6.1s (the freshness "
+                    "bound is 6s): the node's state is unknown",
+                    "lastTransitionTime": "2026-11-29T11:59:50Z",
+                }
+            ],
+        },
+    }
+    now = datetime.datetime(2026, 11, 29, 12, tzinfo=datetime.UTC)
+    (planned,) = plan_rollout(
+        "v2", PlanSettings(), [NodeFacts("frozen", view=from_gpunode(gpunode, now))]
+    )
+    assert planned.verdict == "blocked"
+    assert planned.reasons == (
+        "no heartbeat or report from the agent for 6.1s (the freshness bound is 6s): the "
+        "node's state is unknown (unknown is never safe)",
+    )
 
 
 def test_claims_and_agent_blockers_block_with_their_words() -> None:

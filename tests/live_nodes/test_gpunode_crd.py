@@ -24,8 +24,17 @@ def test_identity_and_columns() -> None:
     version = _version()
     assert version["name"] == "v1alpha1"
     assert version["subresources"] == {"status": {}}
-    columns = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert columns == ["GPUs", "Module", "Blockers", "Session", "Age"]
+    columns = {c["name"]: c for c in version["additionalPrinterColumns"]}
+    assert list(columns) == ["GPUs", "Module", "Blockers", "Session", "Fresh", "Why", "Age"]
+    # A stale node's blockers read "unknown", never a count (or kubectl's "<none>").
+    assert columns["Blockers"] == {
+        "name": "Blockers",
+        "type": "string",
+        "jsonPath": ".status.unloadBlockers",
+    }
+    assert columns["Fresh"]["jsonPath"] == '.status.conditions[?(@.type=="Fresh")].status'
+    assert columns["Why"]["jsonPath"] == '.status.conditions[?(@.type=="Fresh")].reason'
+    assert columns["Why"]["priority"] == 1  # with -o wide
 
 
 def test_the_shape_the_cli_reads() -> None:
@@ -43,6 +52,17 @@ def test_the_shape_the_cli_reads() -> None:
         "inspectError",
         "summary",
         "report",
+        "conditions",
+        "unloadBlockers",
+    }
+    conditions = status["conditions"]
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    assert set(conditions["items"]["required"]) == {
+        "type",
+        "status",
+        "reason",
+        "message",
+        "lastTransitionTime",
     }
     assert status["session"]["enum"] == ["Connected", "Disconnected"]
     assert set(status["summary"]["properties"]) == {"gpus", "drivers", "module", "blockers"}

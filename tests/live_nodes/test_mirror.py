@@ -17,7 +17,9 @@ def _setup() -> tuple[MemoryApi, Registry, GPUNodeMirror, ManualClock]:
     api = MemoryApi()
     api.objects["/api/v1/nodes/gpu-1"] = {"metadata": {"name": "gpu-1", "uid": "uid-gpu-1"}}
     registry = Registry(clock, clock.wall)
-    mirror = GPUNodeMirror(api, registry, monotonic=clock)
+    mirror = GPUNodeMirror(
+        api, registry, monotonic=clock, wall_clock=clock.wall, freshness_seconds=30.0
+    )
     return api, registry, mirror, clock
 
 
@@ -78,5 +80,33 @@ def test_orphans_left_connected_by_a_previous_leader_become_disconnected() -> No
     assert mirror.queue.get(timeout=0) == "gpu-1"
     mirror.sync("gpu-1")
     assert api.writes == [("PATCH", f"{GPUNODE}/status")]
-    assert api.bodies == [{"status": {"session": "Disconnected"}}]
+    (body,) = api.bodies
+    assert body["status"]["session"] == "Disconnected"
+    assert body["status"]["unloadBlockers"] == "unknown"
+    assert [(c["type"], c["status"], c["reason"]) for c in body["status"]["conditions"]] == [
+        ("Fresh", "False", "NoReport")
+    ]
     assert api.objects[GPUNODE]["status"]["summary"] == {"blockers": 0}  # kept
+
+    mirror.mark_orphans_disconnected()  # says so already: nothing to write
+    assert mirror.queue.get(timeout=0) is None
+
+
+def test_an_orphan_a_previous_leader_left_fresh_becomes_unknown() -> None:
+    api, _registry, mirror, _ = _setup()
+    fresh = {
+        "type": "Fresh",
+        "status": "True",
+        "reason": "AgentHeard",
+        "message": "",
+        "lastTransitionTime": "2026-11-29T23:00:00Z",
+    }
+    api.objects[GPUNODE] = {
+        "metadata": {"name": "gpu-1", "resourceVersion": "50"},
+        "status": {"session": "Disconnected", "conditions": [fresh], "unloadBlockers": "0"},
+    }
+    mirror.observed("ADDED", api.objects[GPUNODE])
+    mirror.mark_orphans_disconnected()
+    mirror.write_due()
+    status = api.objects[GPUNODE]["status"]
+    assert (status["conditions"][0]["status"], status["unloadBlockers"]) == ("False", "unknown")
