@@ -40,8 +40,6 @@ from gpuctl.common.unload_rule import modules_unloaded_with
 
 log = logging.getLogger(__name__)
 
-HTTP_NOT_FOUND = 404
-HTTP_CONFLICT = 409
 API_ERROR_RETRY_SECONDS = 5.0
 CONFLICT_RETRY_SECONDS = 0.1
 
@@ -111,7 +109,7 @@ class Reconciler:
         try:
             return self._kube.request("GET", resource_path)
         except KubeError as err:
-            if err.status == HTTP_NOT_FOUND:
+            if err.not_found:
                 return None
             raise
 
@@ -145,7 +143,7 @@ class Reconciler:
             for note in decided.events:
                 self._events.record(driver, note.kind, note.reason, note.message)
         except KubeError as err:
-            if err.status in (HTTP_CONFLICT, HTTP_NOT_FOUND):
+            if err.conflict or err.not_found:
                 # Someone (KMM, an admin) changed or removed the object since we read it.
                 log.info("write conflict, retrying", extra={"gpudriver": name})
                 return CONFLICT_RETRY_SECONDS
@@ -220,7 +218,7 @@ class Reconciler:
         try:
             return self._kube.request("POST", self._module_path(), body=desired)
         except KubeError as err:
-            if err.status != HTTP_CONFLICT:
+            if not err.conflict:
                 raise
             current = self._kube.request("GET", self._module_path(desired["metadata"]["name"]))
             return self._update_module(current, desired)
@@ -245,7 +243,7 @@ class Reconciler:
         try:
             answer = self._kube.request("DELETE", self._module_path(meta["name"]), body=body)
         except KubeError as err:
-            if err.status == HTTP_NOT_FOUND:
+            if err.not_found:
                 return None
             raise
         # The API server answers with the object while finalizers hold it, else a Status.
@@ -269,5 +267,5 @@ class Reconciler:
                 content_type=MERGE_PATCH,
             )
         except KubeError as err:
-            if err.status != HTTP_NOT_FOUND:
+            if not err.not_found:
                 raise

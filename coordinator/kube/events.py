@@ -21,8 +21,6 @@ log = logging.getLogger(__name__)
 
 NORMAL = "Normal"
 WARNING = "Warning"
-HTTP_NOT_FOUND = 404
-HTTP_CONFLICT = 409
 MAX_REMEMBERED_EVENTS = 4096
 
 
@@ -75,7 +73,7 @@ class EventRecorder:
                     )
                     return
                 except KubeError as err:
-                    if err.status != HTTP_NOT_FOUND:
+                    if not err.not_found:
                         raise
             self._create(obj, name=name, kind=kind, reason=reason, message=message, now=now)
         except KubeError as err:
@@ -113,5 +111,5 @@ class EventRecorder:
                 "POST", path("", "v1", "events", namespace=self._namespace), body=event
             )
         except KubeError as err:
-            if err.status != HTTP_CONFLICT:
+            if not err.conflict:
                 raise

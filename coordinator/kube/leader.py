@@ -22,7 +22,6 @@ from coordinator.kube.client import KubeApi, KubeError, path
 log = logging.getLogger(__name__)
 
 MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
-HTTP_NOT_FOUND = 404
 
 
 class LeaseAction(Enum):
@@ -116,7 +115,7 @@ class LeaderElector:
         try:
             lease: dict[str, Any] | None = self._kube.request("GET", self._path(self._config.name))
         except KubeError as err:
-            if err.status != HTTP_NOT_FOUND:
+            if not err.not_found:
                 log.warning("cannot read lease", extra={"error": str(err)})
                 return False
             lease = None

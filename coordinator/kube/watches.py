@@ -28,9 +28,6 @@ from coordinator.kube.client import KubeApi, KubeError, path
 
 log = logging.getLogger(__name__)
 
-HTTP_GONE = 410
-HTTP_NOT_FOUND = 404
-
 
 @dataclass(frozen=True)
 class Resource:
@@ -136,9 +133,10 @@ class Informer:
             kind = event.get("type")
             obj = event.get("object") or {}
             if kind == "ERROR":
-                if obj.get("code") == HTTP_GONE:
+                error = KubeError(int(obj.get("code") or 0), str(obj.get("message")), obj)
+                if error.gone:
                     return None
-                raise KubeError(int(obj.get("code") or 0), str(obj.get("message")), obj)
+                raise error
             resource_version = str(obj.get("metadata", {}).get("resourceVersion", resource_version))
             if kind in ("ADDED", "MODIFIED", "DELETED"):
                 self._apply(kind, obj)
@@ -167,9 +165,9 @@ class Informer:
                 if resource_version is None:
                     log.info("watch expired, listing again", extra={"resource": str(self.resource)})
             except KubeError as err:
-                if err.status == HTTP_GONE:
+                if err.gone:
                     resource_version = None
-                elif err.status == HTTP_NOT_FOUND:
+                elif err.not_found:
                     self._go_unavailable()
                     resource_version = None
                 if not self.stop.is_set():

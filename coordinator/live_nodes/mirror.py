@@ -29,8 +29,6 @@ from gpuctl.common import names
 
 log = logging.getLogger(__name__)
 
-HTTP_NOT_FOUND = 404
-HTTP_CONFLICT = 409
 RETRY_SECONDS = 5.0
 
 
@@ -200,7 +198,7 @@ class GPUNodeMirror:
                 content_type=MERGE_PATCH,
             )
         except KubeError as err:
-            if err.status != HTTP_NOT_FOUND:
+            if not err.not_found:
                 raise
             with self._lock:
                 self._exists.discard(node)
@@ -219,7 +217,7 @@ class GPUNodeMirror:
         try:
             owner = self._kube.request("GET", path("", "v1", "nodes", name=node))
         except KubeError as err:
-            if err.status == HTTP_NOT_FOUND:
+            if err.not_found:
                 log.warning("no Node for an agent's GPUNode", extra={"node": node})
                 self._retry_later(node, RETRY_SECONDS * 6)
                 return False
@@ -243,7 +241,7 @@ class GPUNodeMirror:
         try:
             created = self._kube.request("POST", gpunode_path(), body=body)
         except KubeError as err:
-            if err.status != HTTP_CONFLICT:
+            if not err.conflict:
                 raise
             created = self._kube.request("GET", gpunode_path(node))
         with self._lock:

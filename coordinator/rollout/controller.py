@@ -60,9 +60,6 @@ from gpuctl.common.unload_rule import modules_unloaded_with
 
 log = logging.getLogger(__name__)
 
-HTTP_NOT_FOUND = 404
-HTTP_CONFLICT = 409
-HTTP_TOO_MANY_REQUESTS = 429
 CONFLICT_RETRY_SECONDS = 0.05
 API_ERROR_RETRY_SECONDS = 5.0
 POD_LIST_TTL_SECONDS = 1.0
@@ -382,9 +379,9 @@ class RolloutController:
                 content_type=MERGE_PATCH,
             )
         except KubeError as err:
-            if err.status == HTTP_CONFLICT:
+            if err.conflict:
                 return CONFLICT_RETRY_SECONDS
-            if err.status == HTTP_NOT_FOUND:
+            if err.not_found:
                 return CONFLICT_RETRY_SECONDS
             log.warning("node write failed", extra={"node": patch.node, "error": str(err)})
             return API_ERROR_RETRY_SECONDS
@@ -464,12 +461,12 @@ class RolloutController:
                 self._kube.request("POST", f"{pod_path}/eviction", body=eviction(pod))
                 log.info("evicted GPU pod", extra={"node": action.node, "pod": str(pod)})
             except KubeError as err:
-                if err.status == HTTP_TOO_MANY_REQUESTS:
+                if err.too_many_requests:
                     log.info(
                         "eviction refused by a PodDisruptionBudget; retrying",
                         extra={"node": action.node, "pod": str(pod)},
                     )
-                elif err.status != HTTP_NOT_FOUND:
+                elif not err.not_found:
                     log.warning("eviction failed", extra={"pod": str(pod), "error": str(err)})
         self._pods.pop(action.node, None)
 
@@ -489,7 +486,7 @@ class RolloutController:
                 content_type=MERGE_PATCH,
             )
         except KubeError as err:
-            if err.status != HTTP_NOT_FOUND:
+            if not err.not_found:
                 log.warning(
                     "rollout status write failed", extra={"gpudriver": name, "error": str(err)}
                 )
