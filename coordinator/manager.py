@@ -30,7 +30,7 @@ from coordinator.kube.watches import Informer, Resource, WorkQueue
 from coordinator.rollout.agent_calls import AgentCalls
 from coordinator.rollout.controller import RolloutConfig, RolloutController
 from coordinator.rollout.metrics import RolloutMetrics
-from gpuctl.common import names
+from gpuctl.common import names, timestamps
 from gpuctl.common.names import DRIVER_LABEL, KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 
@@ -42,7 +42,7 @@ COMPONENT = "gpuctl-coordinator"
 
 
 def rfc3339_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return timestamps.format_seconds(datetime.now(UTC))
 
 
 @dataclass(frozen=True)

@@ -10,21 +10,17 @@ after a coordinator restart, before the agent reconnects) leaves the stored repo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
 from coordinator.live_nodes.registry import NodeRecord, Session
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from gpuctl.common import timestamps
 
 SRCVERSION_PREFIX = 12
 # Keys of the report's content: a change in any other key alone is not worth a write.
 _VOLATILE_REPORT_KEYS = frozenset({"observedAt"})
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def module_word(report: report_pb.NodeReport) -> str:
@@ -70,7 +66,7 @@ def desired_status(record: NodeRecord | None) -> dict[str, Any]:
         status["summary"] = summary(record.report)
         status["report"] = report_json(record.report)
         if record.report_received_at is not None:
-            status["reportReceivedAt"] = rfc3339(record.report_received_at)
+            status["reportReceivedAt"] = timestamps.format_microseconds(record.report_received_at)
     if record.answered_request:
         status["answeredInspectRequest"] = record.answered_request
         status["inspectError"] = record.inspect_error or None

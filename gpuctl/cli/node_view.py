@@ -16,7 +16,7 @@ from google.protobuf import json_format
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.api.v1alpha1 import node_service_pb2 as service_pb
-from gpuctl.cli.durations import parse_rfc3339
+from gpuctl.common import timestamps
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def from_gpunode(obj: Mapping[str, Any], now: datetime.datetime) -> NodeView:
             report, problem = None, f"the stored report cannot be read: {error}"
     elif raw_report is not None:
         problem = "the stored report is not an object"
-    received = parse_rfc3339(status.get("reportReceivedAt"))
+    received = timestamps.parse_or_none(status.get("reportReceivedAt"))
     age = now - received if received is not None and report is not None else None
     if report is None and not problem:
         problem = "no report received yet"
