@@ -30,9 +30,10 @@ from coordinator.drivers.status import (
     status_changed,
 )
 from coordinator.drivers.validation import validate
+from coordinator.event_notes import WARNING
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.discovery import Discovery
-from coordinator.kube.events import WARNING, EventRecorder
+from coordinator.kube.events import EventRecorder
 from gpuctl.common import names
 from gpuctl.common.names import FINALIZER
 from gpuctl.common.node_selectors import nodes_matching

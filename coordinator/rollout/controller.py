@@ -24,8 +24,9 @@ from typing import Any, Protocol
 from coordinator.drivers import model
 from coordinator.drivers.conflicts import conflicting_driver
 from coordinator.drivers.module_spec import module_name, node_selector, ready_label, version_label
+from coordinator.event_notes import WARNING
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
-from coordinator.kube.events import WARNING, EventRecorder
+from coordinator.kube.events import EventRecorder
 from coordinator.kube.watches import WorkQueue
 from coordinator.rollout.actions import (
     Action,

@@ -17,11 +17,10 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from coordinator.kube.events import NORMAL, WARNING
+from coordinator.event_notes import NORMAL, WARNING, EventNote, EventType
 from coordinator.rollout.actions import (
     Action,
     EvictPods,
-    NodeEvent,
     PatchNode,
     RequestReport,
     SendPrepare,
@@ -101,7 +100,7 @@ def transition(
     labels: dict[str, str | None] | None = None,
     annotations: dict[str, str | None] | None = None,
     unschedulable: bool | None = None,
-    event_kind: str = NORMAL,
+    event_kind: EventType = NORMAL,
 ) -> PatchNode:
     """The write that moves `node` to phase `to` (about `version`), with what goes with it."""
     all_annotations: dict[str, str | None] = {
@@ -114,7 +113,7 @@ def transition(
     event = None
     if to is not Phase.PENDING:
         words = f"{to.value}: {reason}" if reason else to.value
-        event = NodeEvent(event_kind, f"Rollout{to.value}", f"{version}: {words}")
+        event = EventNote(event_kind, f"Rollout{to.value}", f"{version}: {words}")
     return PatchNode(
         node=node.name,
         resource_version=node.resource_version,
