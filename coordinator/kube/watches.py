@@ -1,4 +1,4 @@
-"""List-and-watch caches of the objects the coordinator reacts to, and its work queue.
+"""List-and-watch caches of the objects the coordinator reacts to.
 
 An `Informer` keeps an in-memory copy of one collection (GPUDrivers, the namespace's Modules,
 Nodes, ResourceClaims) and calls back on every change, so the reconciler reacts within a
@@ -16,10 +16,8 @@ long watches meet:
 
 from __future__ import annotations
 
-import heapq
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -176,51 +174,3 @@ class Informer:
                         extra={"resource": str(self.resource), "error": str(err)},
                     )
                 self.stop.wait(self.retry_seconds)
-
-
-class WorkQueue:
-    """Deduplicating queue of keys with delayed re-adds, for one worker thread."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._ready: list[str] = []
-        self._queued: set[str] = set()
-        self._delayed: list[tuple[float, str]] = []
-        self._cond = threading.Condition()
-
-    def add(self, key: str) -> None:
-        with self._cond:
-            if key not in self._queued:
-                self._queued.add(key)
-                self._ready.append(key)
-                self._cond.notify()
-
-    def add_after(self, key: str, seconds: float) -> None:
-        with self._cond:
-            heapq.heappush(self._delayed, (self._clock() + seconds, key))
-            self._cond.notify()
-
-    def _promote_due(self) -> float | None:
-        now = self._clock()
-        while self._delayed and self._delayed[0][0] <= now:
-            _, key = heapq.heappop(self._delayed)
-            if key not in self._queued:
-                self._queued.add(key)
-                self._ready.append(key)
-        return self._delayed[0][0] - now if self._delayed else None
-
-    def get(self, timeout: float) -> str | None:
-        """The next key, or None after `timeout` seconds without one."""
-        deadline = self._clock() + timeout
-        with self._cond:
-            while True:
-                until_delayed = self._promote_due()
-                if self._ready:
-                    key = self._ready.pop(0)
-                    self._queued.discard(key)
-                    return key
-                remaining = deadline - self._clock()
-                if remaining <= 0:
-                    return None
-                wait = remaining if until_delayed is None else min(remaining, until_delayed)
-                self._cond.wait(wait)

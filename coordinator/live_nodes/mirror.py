@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
-from coordinator.kube.watches import WorkQueue
+from coordinator.kube.workqueue import WorkQueue
 from coordinator.live_nodes.gpunode_status import apply_merge, desired_status, status_patch
 from coordinator.live_nodes.registry import Registry, Session
 from gpuctl.common import names

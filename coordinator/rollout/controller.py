@@ -27,7 +27,7 @@ from coordinator.drivers.module_spec import module_name, node_selector, ready_la
 from coordinator.event_notes import WARNING
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.events import EventRecorder
-from coordinator.kube.watches import WorkQueue
+from coordinator.kube.workqueue import WorkQueue, run_worker
 from coordinator.rollout.actions import (
     Action,
     EvictPods,
@@ -196,18 +196,20 @@ class RolloutController:
 
     def run(self, stop: threading.Event) -> None:
         self.enqueue_all()
-        while not stop.is_set():
-            name = self.queue.get(timeout=0.5)
-            if name is None:
-                continue
-            try:
-                again = self.sync(name)
-            except Exception:
-                log.exception("rollout pass failed", extra={"gpudriver": name})
-                again = API_ERROR_RETRY_SECONDS
+        run_worker(
+            self.queue,
+            self._counted_sync,
+            stop,
+            error_retry_seconds=API_ERROR_RETRY_SECONDS,
+            failure="rollout pass failed",
+            key_name="gpudriver",
+        )
+
+    def _counted_sync(self, name: str) -> float | None:
+        try:
+            return self.sync(name)
+        finally:
             self.passes += 1
-            if again is not None and not stop.is_set():
-                self.queue.add_after(name, again)
 
     # -- one pass ---------------------------------------------------------------------------
 
