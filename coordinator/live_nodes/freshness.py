@@ -7,7 +7,7 @@ state is unknown, and unknown is never safe.
 
 from __future__ import annotations
 
-from coordinator.live_nodes.registry import NodeRecord
+from coordinator.live_nodes.node_record import NodeRecord
 from gpuctl.common.unload_rule import NO_REPORT
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
-from coordinator.live_nodes.registry import NodeRecord, Session
+from coordinator.live_nodes.node_record import NodeRecord, Session
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import timestamps
 

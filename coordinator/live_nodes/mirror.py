@@ -24,7 +24,8 @@ from typing import Any
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.workqueue import WorkQueue
 from coordinator.live_nodes.gpunode_status import apply_merge, desired_status, status_patch
-from coordinator.live_nodes.registry import Registry, Session
+from coordinator.live_nodes.node_record import Session
+from coordinator.live_nodes.registry import Registry
 from gpuctl.common import names
 
 log = logging.getLogger(__name__)
