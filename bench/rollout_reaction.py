@@ -48,7 +48,7 @@ from coordinator.rollout.controller import RolloutConfig, RolloutController, kmm
 from coordinator.rollout.metrics import RolloutMetrics
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
-from gpuctl.common import names
+from gpuctl.common import names, timestamps
 from gpuctl.common.names import KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from tests.harness.cluster import repository_root, start_cluster
@@ -321,7 +321,7 @@ def run(
     )
     counting = CountingKube(Kube(admin), labels.version)
     events = EventRecorder(
-        counting, "default", "gpuctl-coordinator", lambda: now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        counting, "default", "gpuctl-coordinator", lambda: timestamps.format_seconds(now)
     )
     stop = threading.Event()
     view: WatchedView | RelistingView

@@ -26,11 +26,12 @@ from coordinator.kube.client import KubeApi
 from coordinator.kube.discovery import DRA_GROUP, Discover, Discovery, api_discovery
 from coordinator.kube.events import EventRecorder
 from coordinator.kube.leader import LeaderElector, LeaseConfig
-from coordinator.kube.watches import Informer, Resource, WorkQueue
+from coordinator.kube.watches import Informer, Resource
+from coordinator.kube.workqueue import WorkQueue, run_worker
 from coordinator.rollout.agent_calls import AgentCalls
 from coordinator.rollout.controller import RolloutConfig, RolloutController
 from coordinator.rollout.metrics import RolloutMetrics
-from gpuctl.common import names
+from gpuctl.common import names, timestamps
 from gpuctl.common.names import DRIVER_LABEL, KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 
@@ -42,7 +43,7 @@ COMPONENT = "gpuctl-coordinator"
 
 
 def rfc3339_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return timestamps.format_seconds(datetime.now(UTC))
 
 
 @dataclass(frozen=True)
@@ -267,18 +268,22 @@ class Coordinator:
                 self._enqueue_all()
 
     def _work(self, reconciler: Reconciler) -> None:
-        while not self._work_stop.is_set():
-            name = self.queue.get(timeout=0.5)
-            if name is None or self._drivers.get(name) is None:
-                continue  # gone, or not one of ours (--gpudriver-selector)
+        def reconcile(name: str) -> float | None:
+            if self._drivers.get(name) is None:
+                return None  # gone, or not one of ours (--gpudriver-selector)
             try:
-                again = reconciler.reconcile(name)
-            except Exception:
-                log.exception("reconcile failed", extra={"gpudriver": name})
-                again = ERROR_RETRY_SECONDS
-            self.reconciles += 1
-            if again is not None and not self._work_stop.is_set():
-                self.queue.add_after(name, again)
+                return reconciler.reconcile(name)
+            finally:
+                self.reconciles += 1
+
+        run_worker(
+            self.queue,
+            reconcile,
+            self._work_stop,
+            error_retry_seconds=ERROR_RETRY_SECONDS,
+            failure="reconcile failed",
+            key_name="gpudriver",
+        )
 
     def _lead(self) -> None:
         log.info("leading", extra={"identity": self._config.identity})

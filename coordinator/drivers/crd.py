@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator.crd_envelope import custom_resource_definition
 from coordinator.drivers import model
 from gpuctl.common import names
 
@@ -180,42 +181,16 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
 
 def gpudriver_crd() -> dict[str, Any]:
     """The whole CustomResourceDefinition object for gpudrivers.gpuctl.dev."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{names.GPUDRIVER_PLURAL}.{names.GROUP}"},
-        "spec": {
-            "group": names.GROUP,
-            "scope": "Cluster",
-            "names": {
-                "kind": names.GPUDRIVER_KIND,
-                "listKind": f"{names.GPUDRIVER_KIND}List",
-                "plural": names.GPUDRIVER_PLURAL,
-                "singular": names.GPUDRIVER_SINGULAR,
-                "shortNames": list(names.GPUDRIVER_SHORT_NAMES),
-            },
-            "versions": [
-                {
-                    "name": names.VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": PRINTER_COLUMNS,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "description": "GPUDriver: the out-of-tree Intel xe driver gpuctl "
-                            "installs through KMM on the selected nodes.",
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": spec_schema(),
-                                "status": status_schema(),
-                            },
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    return custom_resource_definition(
+        group=names.GROUP,
+        version=names.VERSION,
+        kind=names.GPUDRIVER_KIND,
+        plural=names.GPUDRIVER_PLURAL,
+        singular=names.GPUDRIVER_SINGULAR,
+        short_names=names.GPUDRIVER_SHORT_NAMES,
+        description="GPUDriver: the out-of-tree Intel xe driver gpuctl installs through KMM on "
+        "the selected nodes.",
+        spec=spec_schema(),
+        status=status_schema(),
+        printer_columns=PRINTER_COLUMNS,
+    )

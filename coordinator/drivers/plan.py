@@ -17,7 +17,7 @@ from coordinator.drivers.guard import REASON_ALLOCATED_CLAIM, UnloadDecision
 from coordinator.drivers.module_spec import module_ref, version_toggled
 from coordinator.drivers.status import KMM_NOT_INSTALLED, Problem, claims_block_deletion
 from coordinator.drivers.validation import FieldError
-from coordinator.kube.events import NORMAL, WARNING
+from coordinator.event_notes import NORMAL, WARNING, EventNote
 from gpuctl.common.names import FINALIZER
 
 # Seconds between retries of a refused unload (watches also retry it when claims change).
@@ -31,13 +31,6 @@ class Action(Enum):
     UPDATE = "update-module"
     DELETE = "delete-module"
     REMOVE_FINALIZER = "remove-finalizer"
-
-
-@dataclass(frozen=True)
-class EventNote:
-    kind: str
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True)

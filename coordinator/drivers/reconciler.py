@@ -30,9 +30,10 @@ from coordinator.drivers.status import (
     status_changed,
 )
 from coordinator.drivers.validation import validate
+from coordinator.event_notes import WARNING
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.discovery import Discovery
-from coordinator.kube.events import WARNING, EventRecorder
+from coordinator.kube.events import EventRecorder
 from gpuctl.common import names
 from gpuctl.common.names import FINALIZER
 from gpuctl.common.node_selectors import nodes_matching
@@ -40,8 +41,6 @@ from gpuctl.common.unload_rule import modules_unloaded_with
 
 log = logging.getLogger(__name__)
 
-HTTP_NOT_FOUND = 404
-HTTP_CONFLICT = 409
 API_ERROR_RETRY_SECONDS = 5.0
 CONFLICT_RETRY_SECONDS = 0.1
 
@@ -111,7 +110,7 @@ class Reconciler:
         try:
             return self._kube.request("GET", resource_path)
         except KubeError as err:
-            if err.status == HTTP_NOT_FOUND:
+            if err.not_found:
                 return None
             raise
 
@@ -145,7 +144,7 @@ class Reconciler:
             for note in decided.events:
                 self._events.record(driver, note.kind, note.reason, note.message)
         except KubeError as err:
-            if err.status in (HTTP_CONFLICT, HTTP_NOT_FOUND):
+            if err.conflict or err.not_found:
                 # Someone (KMM, an admin) changed or removed the object since we read it.
                 log.info("write conflict, retrying", extra={"gpudriver": name})
                 return CONFLICT_RETRY_SECONDS
@@ -220,7 +219,7 @@ class Reconciler:
         try:
             return self._kube.request("POST", self._module_path(), body=desired)
         except KubeError as err:
-            if err.status != HTTP_CONFLICT:
+            if not err.conflict:
                 raise
             current = self._kube.request("GET", self._module_path(desired["metadata"]["name"]))
             return self._update_module(current, desired)
@@ -245,7 +244,7 @@ class Reconciler:
         try:
             answer = self._kube.request("DELETE", self._module_path(meta["name"]), body=body)
         except KubeError as err:
-            if err.status == HTTP_NOT_FOUND:
+            if err.not_found:
                 return None
             raise
         # The API server answers with the object while finalizers hold it, else a Status.
@@ -269,5 +268,5 @@ class Reconciler:
                 content_type=MERGE_PATCH,
             )
         except KubeError as err:
-            if err.status != HTTP_NOT_FOUND:
+            if not err.not_found:
                 raise

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from coordinator.drivers.module_spec import module_ref, ready_label
+from gpuctl.common import timestamps
 from gpuctl.common.names import KMM_GROUP
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 
@@ -92,8 +92,7 @@ def kmm_status(obs: Observation) -> str:
 
 
 def _seconds_between(start: str, end: str) -> float:
-    fmt = "%Y-%m-%dT%H:%M:%SZ"
-    return (datetime.strptime(end, fmt) - datetime.strptime(start, fmt)).total_seconds()
+    return (timestamps.parse(end) - timestamps.parse(start)).total_seconds()
 
 
 def errors(obs: Observation, now: str) -> list[str]:

@@ -12,6 +12,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Iterator
+from http import HTTPStatus
 from typing import Any, Protocol
 
 from kubernetes.client import ApiClient
@@ -33,6 +34,26 @@ class KubeError(Exception):
     @property
     def message(self) -> str:
         return str(self.body.get("message") or self.reason)
+
+    @property
+    def not_found(self) -> bool:
+        """404: the object (or the whole collection: its API is not served) does not exist."""
+        return self.status == HTTPStatus.NOT_FOUND
+
+    @property
+    def conflict(self) -> bool:
+        """409: a write lost to another (stale resourceVersion), or a create found it exists."""
+        return self.status == HTTPStatus.CONFLICT
+
+    @property
+    def gone(self) -> bool:
+        """410: a watch's resourceVersion is too old; list again."""
+        return self.status == HTTPStatus.GONE
+
+    @property
+    def too_many_requests(self) -> bool:
+        """429: throttled, or an eviction a PodDisruptionBudget refuses for now."""
+        return self.status == HTTPStatus.TOO_MANY_REQUESTS
 
 
 def path(

@@ -15,14 +15,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from coordinator.event_notes import EventType
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 
 log = logging.getLogger(__name__)
 
-NORMAL = "Normal"
-WARNING = "Warning"
-HTTP_NOT_FOUND = 404
-HTTP_CONFLICT = 409
 MAX_REMEMBERED_EVENTS = 4096
 
 
@@ -51,7 +48,7 @@ class EventRecorder:
         digest = hashlib.sha256(f"{meta['uid']}\0{reason}\0{message}".encode()).hexdigest()
         return f"{meta['name']}.{digest[:16]}"
 
-    def record(self, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
+    def record(self, obj: Mapping[str, Any], kind: EventType, reason: str, message: str) -> None:
         """One Event of type `kind` (Normal/Warning) about `obj`; failures are logged only."""
         name = self._event_name(obj, reason, message)
         now = self._now()
@@ -75,14 +72,21 @@ class EventRecorder:
                     )
                     return
                 except KubeError as err:
-                    if err.status != HTTP_NOT_FOUND:
+                    if not err.not_found:
                         raise
             self._create(obj, name=name, kind=kind, reason=reason, message=message, now=now)
         except KubeError as err:
             log.warning("could not record event", extra={"reason": reason, "error": str(err)})
 
     def _create(
-        self, obj: Mapping[str, Any], *, name: str, kind: str, reason: str, message: str, now: str
+        self,
+        obj: Mapping[str, Any],
+        *,
+        name: str,
+        kind: EventType,
+        reason: str,
+        message: str,
+        now: str,
     ) -> None:
         meta = obj["metadata"]
         involved = {
@@ -113,5 +117,5 @@ class EventRecorder:
                 "POST", path("", "v1", "events", namespace=self._namespace), body=event
             )
         except KubeError as err:
-            if err.status != HTTP_CONFLICT:
+            if not err.conflict:
                 raise

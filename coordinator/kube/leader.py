@@ -13,16 +13,14 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
 from coordinator.kube.client import KubeApi, KubeError, path
+from gpuctl.common import timestamps
 
 log = logging.getLogger(__name__)
-
-MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
-HTTP_NOT_FOUND = 404
 
 
 class LeaseAction(Enum):
@@ -30,19 +28,6 @@ class LeaseAction(Enum):
     RENEW = "renew"
     TAKE_OVER = "take-over"
     WAIT = "wait"
-
-
-def format_micro_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime(MICRO_TIME)
-
-
-def parse_micro_time(text: str) -> datetime:
-    for fmt in (MICRO_TIME, "%Y-%m-%dT%H:%M:%SZ"):
-        try:
-            return datetime.strptime(text, fmt).replace(tzinfo=UTC)
-        except ValueError:
-            continue
-    raise ValueError(f"not a MicroTime: {text!r}")
 
 
 def lease_action(lease: Mapping[str, Any] | None, identity: str, now: datetime) -> LeaseAction:
@@ -57,7 +42,7 @@ def lease_action(lease: Mapping[str, Any] | None, identity: str, now: datetime) 
     duration = int(spec.get("leaseDurationSeconds") or 0)
     if not holder or not renewed:
         return LeaseAction.TAKE_OVER
-    if parse_micro_time(str(renewed)) + timedelta(seconds=duration) < now:
+    if timestamps.parse(str(renewed)) + timedelta(seconds=duration) < now:
         return LeaseAction.TAKE_OVER
     return LeaseAction.WAIT
 
@@ -96,7 +81,7 @@ class LeaderElector:
         )
 
     def _spec(self, lease: Mapping[str, Any] | None, action: LeaseAction) -> dict[str, Any]:
-        now = format_micro_time(self._now())
+        now = timestamps.format_microseconds(self._now())
         old = dict((lease or {}).get("spec") or {})
         spec = {
             **old,
@@ -116,7 +101,7 @@ class LeaderElector:
         try:
             lease: dict[str, Any] | None = self._kube.request("GET", self._path(self._config.name))
         except KubeError as err:
-            if err.status != HTTP_NOT_FOUND:
+            if not err.not_found:
                 log.warning("cannot read lease", extra={"error": str(err)})
                 return False
             lease = None

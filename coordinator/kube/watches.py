@@ -1,4 +1,4 @@
-"""List-and-watch caches of the objects the coordinator reacts to, and its work queue.
+"""List-and-watch caches of the objects the coordinator reacts to.
 
 An `Informer` keeps an in-memory copy of one collection (GPUDrivers, the namespace's Modules,
 Nodes, ResourceClaims) and calls back on every change, so the reconciler reacts within a
@@ -16,10 +16,8 @@ long watches meet:
 
 from __future__ import annotations
 
-import heapq
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,9 +25,6 @@ from typing import Any
 from coordinator.kube.client import KubeApi, KubeError, path
 
 log = logging.getLogger(__name__)
-
-HTTP_GONE = 410
-HTTP_NOT_FOUND = 404
 
 
 @dataclass(frozen=True)
@@ -136,9 +131,10 @@ class Informer:
             kind = event.get("type")
             obj = event.get("object") or {}
             if kind == "ERROR":
-                if obj.get("code") == HTTP_GONE:
+                error = KubeError(int(obj.get("code") or 0), str(obj.get("message")), obj)
+                if error.gone:
                     return None
-                raise KubeError(int(obj.get("code") or 0), str(obj.get("message")), obj)
+                raise error
             resource_version = str(obj.get("metadata", {}).get("resourceVersion", resource_version))
             if kind in ("ADDED", "MODIFIED", "DELETED"):
                 self._apply(kind, obj)
@@ -167,9 +163,9 @@ class Informer:
                 if resource_version is None:
                     log.info("watch expired, listing again", extra={"resource": str(self.resource)})
             except KubeError as err:
-                if err.status == HTTP_GONE:
+                if err.gone:
                     resource_version = None
-                elif err.status == HTTP_NOT_FOUND:
+                elif err.not_found:
                     self._go_unavailable()
                     resource_version = None
                 if not self.stop.is_set():
@@ -178,51 +174,3 @@ class Informer:
                         extra={"resource": str(self.resource), "error": str(err)},
                     )
                 self.stop.wait(self.retry_seconds)
-
-
-class WorkQueue:
-    """Deduplicating queue of keys with delayed re-adds, for one worker thread."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._ready: list[str] = []
-        self._queued: set[str] = set()
-        self._delayed: list[tuple[float, str]] = []
-        self._cond = threading.Condition()
-
-    def add(self, key: str) -> None:
-        with self._cond:
-            if key not in self._queued:
-                self._queued.add(key)
-                self._ready.append(key)
-                self._cond.notify()
-
-    def add_after(self, key: str, seconds: float) -> None:
-        with self._cond:
-            heapq.heappush(self._delayed, (self._clock() + seconds, key))
-            self._cond.notify()
-
-    def _promote_due(self) -> float | None:
-        now = self._clock()
-        while self._delayed and self._delayed[0][0] <= now:
-            _, key = heapq.heappop(self._delayed)
-            if key not in self._queued:
-                self._queued.add(key)
-                self._ready.append(key)
-        return self._delayed[0][0] - now if self._delayed else None
-
-    def get(self, timeout: float) -> str | None:
-        """The next key, or None after `timeout` seconds without one."""
-        deadline = self._clock() + timeout
-        with self._cond:
-            while True:
-                until_delayed = self._promote_due()
-                if self._ready:
-                    key = self._ready.pop(0)
-                    self._queued.discard(key)
-                    return key
-                remaining = deadline - self._clock()
-                if remaining <= 0:
-                    return None
-                wait = remaining if until_delayed is None else min(remaining, until_delayed)
-                self._cond.wait(wait)

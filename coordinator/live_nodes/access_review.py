@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator.kube.client import KubeApi, KubeError
-from coordinator.live_nodes.token_review import Reviewed
+from coordinator.live_nodes.identity import Reviewed
 from gpuctl.common import names
 
 SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from coordinator.live_nodes.registry import NodeRecord
+from coordinator.live_nodes.node_record import NodeRecord
 from gpuctl.common.names import FreshReason
 from gpuctl.common.unload_rule import NO_REPORT
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator.crd_envelope import custom_resource_definition
 from gpuctl.common import names
 
 MAX_REQUEST_ID = 128
@@ -148,42 +149,17 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
 
 
 def gpunode_crd() -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{names.GPUNODE_PLURAL}.{names.GROUP}"},
-        "spec": {
-            "group": names.GROUP,
-            "scope": "Cluster",
-            "names": {
-                "kind": names.GPUNODE_KIND,
-                "listKind": f"{names.GPUNODE_KIND}List",
-                "plural": names.GPUNODE_PLURAL,
-                "singular": names.GPUNODE_SINGULAR,
-                "shortNames": list(names.GPUNODE_SHORT_NAMES),
-            },
-            "versions": [
-                {
-                    "name": names.VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": PRINTER_COLUMNS,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "description": "GPUNode: one GPU node's truth as its gpuctl agent "
-                            "reports it (name = the Node's name).",
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": spec_schema(),
-                                "status": status_schema(),
-                            },
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    """The whole CustomResourceDefinition object for gpunodes.gpuctl.dev."""
+    return custom_resource_definition(
+        group=names.GROUP,
+        version=names.VERSION,
+        kind=names.GPUNODE_KIND,
+        plural=names.GPUNODE_PLURAL,
+        singular=names.GPUNODE_SINGULAR,
+        short_names=names.GPUNODE_SHORT_NAMES,
+        description="GPUNode: one GPU node's truth as its gpuctl agent reports it (name = the "
+        "Node's name).",
+        spec=spec_schema(),
+        status=status_schema(),
+        printer_columns=PRINTER_COLUMNS,
+    )

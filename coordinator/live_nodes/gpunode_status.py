@@ -13,23 +13,20 @@ reconnects) leaves the stored report alone, but says the node's state is unknown
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
 from coordinator.live_nodes.freshness import Freshness
-from coordinator.live_nodes.registry import NodeRecord, Session
+from coordinator.live_nodes.node_record import NodeRecord, Session
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from gpuctl.common import timestamps
 from gpuctl.common.names import GPUNODE_FRESH, UNKNOWN_BLOCKERS, FreshReason
 
 SRCVERSION_PREFIX = 12
 # Keys of the report's content: a change in any other key alone is not worth a write.
 _VOLATILE_REPORT_KEYS = frozenset({"observedAt"})
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def module_word(report: report_pb.NodeReport) -> str:
@@ -83,7 +80,7 @@ def fresh_condition(verdict: Freshness, bound_seconds: float, at: datetime) -> d
         "status": "True" if verdict.fresh else "False",
         "reason": verdict.reason.value,
         "message": fresh_message(verdict, bound_seconds),
-        "lastTransitionTime": rfc3339(at),
+        "lastTransitionTime": timestamps.format_microseconds(at),
     }
 
 
@@ -114,7 +111,7 @@ def desired_status(
         status["summary"] = summary(record.report)
         status["report"] = report_json(record.report)
         if record.report_received_at is not None:
-            status["reportReceivedAt"] = rfc3339(record.report_received_at)
+            status["reportReceivedAt"] = timestamps.format_microseconds(record.report_received_at)
     if record.answered_request:
         status["answeredInspectRequest"] = record.answered_request
         status["inspectError"] = record.inspect_error or None

@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from coordinator.drivers.guard import Blocker
 from coordinator.live_nodes.freshness import staleness
-from coordinator.live_nodes.registry import NodeRecord, Registry
+from coordinator.live_nodes.node_record import NodeRecord
+from coordinator.live_nodes.registry import Registry
 from gpuctl.common.unload_rule import UnloadSettings, unload_verdict
 
 SOURCE = "agents"

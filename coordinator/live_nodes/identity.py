@@ -4,18 +4,37 @@ The agent's ServiceAccount token must be (1) valid for our audience, (2) a token
 own ServiceAccount (any pod can mount a token with any audience, so the audience alone proves
 nothing), and (3) bound to a Pod on a node, whose name the review carries. The Hello must name
 that same node. Each failure has its own gRPC status and a message saying what was wrong.
+`Reviewed` is that answer; token_review.py asks the API server for it and caches it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 
-from coordinator.live_nodes.token_review import Reviewed
-
 BEARER = "bearer "
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+
+
+@dataclass(frozen=True)
+class Reviewed:
+    """A TokenReview's answer."""
+
+    authenticated: bool
+    username: str = ""
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def node_name(self) -> str | None:
+        """The node of the Pod a bound service-account token belongs to."""
+        values = self.extra.get(NODE_NAME_EXTRA) or ()
+        return values[0] if len(values) == 1 else None
 
 
 class RefusalError(Exception):

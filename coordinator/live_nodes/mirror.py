@@ -31,17 +31,16 @@ from datetime import datetime
 from typing import Any
 
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
-from coordinator.kube.watches import WorkQueue
+from coordinator.kube.workqueue import WorkQueue
 from coordinator.live_nodes.deadlines import Deadlines
 from coordinator.live_nodes.freshness import Freshness, freshness, stale_at
 from coordinator.live_nodes.gpunode_status import apply_merge, desired_status, status_patch
-from coordinator.live_nodes.registry import NodeRecord, Registry, Session
+from coordinator.live_nodes.node_record import NodeRecord, Session
+from coordinator.live_nodes.registry import Registry
 from gpuctl.common import names
 
 log = logging.getLogger(__name__)
 
-HTTP_NOT_FOUND = 404
-HTTP_CONFLICT = 409
 RETRY_SECONDS = 5.0
 # A stream that just opened sends its first report within moments: its write waits for it (at
 # most this long, never longer than the freshness bound), so a reconnect is one write, and a
@@ -315,7 +314,7 @@ class GPUNodeMirror:
                 content_type=MERGE_PATCH,
             )
         except KubeError as err:
-            if err.status != HTTP_NOT_FOUND:
+            if not err.not_found:
                 raise
             with self._lock:
                 self._exists.discard(node)
@@ -337,7 +336,7 @@ class GPUNodeMirror:
         try:
             owner = self._kube.request("GET", path("", "v1", "nodes", name=node))
         except KubeError as err:
-            if err.status == HTTP_NOT_FOUND:
+            if err.not_found:
                 log.warning("no Node for an agent's GPUNode", extra={"node": node})
                 self._retry_later(node, RETRY_SECONDS * 6)
                 return False
@@ -361,7 +360,7 @@ class GPUNodeMirror:
         try:
             created = self._kube.request("POST", gpunode_path(), body=body)
         except KubeError as err:
-            if err.status != HTTP_CONFLICT:
+            if not err.conflict:
                 raise
             created = self._kube.request("GET", gpunode_path(node))
         with self._lock:

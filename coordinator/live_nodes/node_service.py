@@ -21,11 +21,12 @@ from google.protobuf.message import DecodeError, Message
 
 from coordinator.live_nodes.access_review import AccessReviewer, AccessReviewUnavailableError
 from coordinator.live_nodes.freshness import is_fresh
-from coordinator.live_nodes.identity import RefusalError, bearer_token, require_token
+from coordinator.live_nodes.identity import RefusalError, Reviewed, bearer_token, require_token
 from coordinator.live_nodes.limits import InvalidMessageError, check_node_name
-from coordinator.live_nodes.registry import NodeRecord, Registry, Session
+from coordinator.live_nodes.node_record import NodeRecord, Session
+from coordinator.live_nodes.registry import Registry
 from coordinator.live_nodes.sessions import NotConnectedError, Sessions, TooManyRequestsError
-from coordinator.live_nodes.token_review import Reviewed, ReviewUnavailableError, TokenReviewer
+from coordinator.live_nodes.token_review import ReviewUnavailableError, TokenReviewer
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
 
 log = logging.getLogger(__name__)

@@ -1,12 +1,12 @@
 """What the coordinator knows about each node now: the thread-safe hand-over point.
 
 The gRPC sessions (in the server's event loop thread) write into it; the GPUNode mirror, the
-unload guard and NodeService read immutable snapshots (`NodeRecord`) from any thread. Every
-change that the GPUNode mirror cares about (a report, the session opening or closing, an
-answered inspect request) is announced to subscribers by node name; heartbeats (and dropped
-reports) only refresh `last_heard`/`in_sync` and announce nothing to them. They are told only
-to heartbeat subscribers, which must be cheap (the GPUNode mirror writes nothing unless the
-node's freshness changed, e.g. it is heard from again after going stale).
+unload guard and NodeService read immutable snapshots (`NodeRecord`, node_record.py) from any
+thread. Every change that the GPUNode mirror cares about (a report, the session opening or
+closing, an answered inspect request) is announced to subscribers by node name; heartbeats (and
+dropped reports) only refresh `last_heard`/`in_sync` and announce nothing to them. They are
+told only to heartbeat subscribers, which must be cheap (the GPUNode mirror writes nothing
+unless the node's freshness changed, e.g. it is heard from again after going stale).
 
 A record is never dropped when a session ends: the last report stays, marked Disconnected,
 and goes stale by the clock (see freshness.py).
@@ -17,41 +17,10 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
-from enum import Enum
 
+from coordinator.live_nodes.node_record import NodeRecord, Session
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
-
-
-class Session(Enum):
-    CONNECTED = "Connected"
-    DISCONNECTED = "Disconnected"
-
-
-@dataclass(frozen=True)
-class NodeRecord:
-    """One node as the coordinator knows it. Immutable; the registry replaces it on change."""
-
-    node: str
-    session: Session = Session.DISCONNECTED
-    stream_id: int = 0
-    agent_version: str = ""
-    boot_id: str = ""
-    # The latest accepted report (never mutated), its sequence on its stream, and when it came.
-    report: report_pb.NodeReport | None = None
-    report_sequence: int = 0
-    report_received_at: datetime | None = None
-    # Monotonic time of the last message of any kind from the agent, and of its stream's start.
-    last_heard: float | None = None
-    connected_at: float | None = None
-    # False when the agent has sent reports the coordinator did not accept (rate limit) or
-    # did not see: the report above may then not be the agent's latest.
-    in_sync: bool = False
-    # The last GPUNode spec.inspectRequest id answered (by a report or by inspect_error).
-    answered_request: str = ""
-    inspect_error: str = ""
-
 
 Listener = Callable[[str], None]
 

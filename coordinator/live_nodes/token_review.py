@@ -15,31 +15,12 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from coordinator.kube.client import KubeApi, KubeError
+from coordinator.live_nodes.identity import Reviewed
 
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"  # noqa: S105 - a URL path
-NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
-
-
-@dataclass(frozen=True)
-class Reviewed:
-    """A TokenReview's answer."""
-
-    authenticated: bool
-    username: str = ""
-    uid: str = ""
-    groups: tuple[str, ...] = ()
-    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    error: str = ""
-
-    @property
-    def node_name(self) -> str | None:
-        """The node of the Pod a bound service-account token belongs to."""
-        values = self.extra.get(NODE_NAME_EXTRA) or ()
-        return values[0] if len(values) == 1 else None
 
 
 class ReviewUnavailableError(Exception):

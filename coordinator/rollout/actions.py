@@ -5,15 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from coordinator.event_notes import EventNote
 from coordinator.rollout.facts import GpuPod
 from gpuctl.common.names import Phase
-
-
-@dataclass(frozen=True)
-class NodeEvent:
-    kind: str  # Normal | Warning
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -31,7 +25,7 @@ class PatchNode:
     unschedulable: bool | None = None
     phase_from: Phase | None = None
     phase_to: Phase | None = None
-    event: NodeEvent | None = None
+    event: EventNote | None = None
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,10 @@ from typing import Any, Protocol
 from coordinator.drivers import model
 from coordinator.drivers.conflicts import conflicting_driver
 from coordinator.drivers.module_spec import module_name, node_selector, ready_label, version_label
+from coordinator.event_notes import WARNING
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
-from coordinator.kube.events import WARNING, EventRecorder
-from coordinator.kube.watches import WorkQueue
+from coordinator.kube.events import EventRecorder
+from coordinator.kube.workqueue import WorkQueue, run_worker
 from coordinator.rollout.actions import (
     Action,
     EvictPods,
@@ -60,9 +61,6 @@ from gpuctl.common.unload_rule import modules_unloaded_with
 
 log = logging.getLogger(__name__)
 
-HTTP_NOT_FOUND = 404
-HTTP_CONFLICT = 409
-HTTP_TOO_MANY_REQUESTS = 429
 CONFLICT_RETRY_SECONDS = 0.05
 API_ERROR_RETRY_SECONDS = 5.0
 POD_LIST_TTL_SECONDS = 1.0
@@ -198,18 +196,20 @@ class RolloutController:
 
     def run(self, stop: threading.Event) -> None:
         self.enqueue_all()
-        while not stop.is_set():
-            name = self.queue.get(timeout=0.5)
-            if name is None:
-                continue
-            try:
-                again = self.sync(name)
-            except Exception:
-                log.exception("rollout pass failed", extra={"gpudriver": name})
-                again = API_ERROR_RETRY_SECONDS
+        run_worker(
+            self.queue,
+            self._counted_sync,
+            stop,
+            error_retry_seconds=API_ERROR_RETRY_SECONDS,
+            failure="rollout pass failed",
+            key_name="gpudriver",
+        )
+
+    def _counted_sync(self, name: str) -> float | None:
+        try:
+            return self.sync(name)
+        finally:
             self.passes += 1
-            if again is not None and not stop.is_set():
-                self.queue.add_after(name, again)
 
     # -- one pass ---------------------------------------------------------------------------
 
@@ -382,9 +382,9 @@ class RolloutController:
                 content_type=MERGE_PATCH,
             )
         except KubeError as err:
-            if err.status == HTTP_CONFLICT:
+            if err.conflict:
                 return CONFLICT_RETRY_SECONDS
-            if err.status == HTTP_NOT_FOUND:
+            if err.not_found:
                 return CONFLICT_RETRY_SECONDS
             log.warning("node write failed", extra={"node": patch.node, "error": str(err)})
             return API_ERROR_RETRY_SECONDS
@@ -464,12 +464,12 @@ class RolloutController:
                 self._kube.request("POST", f"{pod_path}/eviction", body=eviction(pod))
                 log.info("evicted GPU pod", extra={"node": action.node, "pod": str(pod)})
             except KubeError as err:
-                if err.status == HTTP_TOO_MANY_REQUESTS:
+                if err.too_many_requests:
                     log.info(
                         "eviction refused by a PodDisruptionBudget; retrying",
                         extra={"node": action.node, "pod": str(pod)},
                     )
-                elif err.status != HTTP_NOT_FOUND:
+                elif not err.not_found:
                     log.warning("eviction failed", extra={"pod": str(pod), "error": str(err)})
         self._pods.pop(action.node, None)
 
@@ -489,7 +489,7 @@ class RolloutController:
                 content_type=MERGE_PATCH,
             )
         except KubeError as err:
-            if err.status != HTTP_NOT_FOUND:
+            if not err.not_found:
                 log.warning(
                     "rollout status write failed", extra={"gpudriver": name, "error": str(err)}
                 )

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator.kube.events import NORMAL, WARNING
+from coordinator.event_notes import NORMAL, WARNING, EventNote
 from coordinator.rollout.actions import Action, PatchNode, RequestReport
 from coordinator.rollout.facts import INSPECT, NodeFacts, RolloutInput
 from coordinator.rollout.rollout_status import RolloutCounts, rollout_status
@@ -44,19 +44,12 @@ from gpuctl.common.names import IN_PROGRESS, Phase
 from gpuctl.common.rollout_order import is_unavailable, start_order
 
 
-@dataclass(frozen=True)
-class DriverEvent:
-    kind: str
-    reason: str
-    message: str
-
-
 @dataclass
 class Decision:
     actions: list[Action] = field(default_factory=list)
     # status.rollout to write; None removes it (no target version).
     status: dict[str, Any] | None = None
-    events: list[DriverEvent] = field(default_factory=list)
+    events: list[EventNote] = field(default_factory=list)
     requeue_after: float | None = None
 
     def wake(self, seconds: float | None) -> None:
@@ -275,11 +268,11 @@ def _message(gate: str, counts: RolloutCounts, bound: int) -> str:
     return words
 
 
-def _driver_events(inp: RolloutInput, status: Mapping[str, Any]) -> list[DriverEvent]:
+def _driver_events(inp: RolloutInput, status: Mapping[str, Any]) -> list[EventNote]:
     """An Event when the rollout's state changes (held, paused, failed, complete)."""
     before = inp.previous_status
     state = status.get("state")
     if before.get("state") == state and before.get("targetVersion") == status.get("targetVersion"):
         return []
     kind = WARNING if state == "Failed" else NORMAL
-    return [DriverEvent(kind, f"Rollout{state}", f"{status['targetVersion']}: {status['message']}")]
+    return [EventNote(kind, f"Rollout{state}", f"{status['targetVersion']}: {status['message']}")]

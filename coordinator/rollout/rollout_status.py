@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coordinator.rollout.facts import RolloutInput
-from coordinator.rollout.steps import rfc3339
-from gpuctl.common import names
+from gpuctl.common import names, timestamps
 from gpuctl.common.names import IN_PROGRESS, SEVERITY, Phase
 
 MAX_LISTED_NODES = 50
@@ -71,7 +70,7 @@ def _listed_nodes(inp: RolloutInput, phases: Mapping[str, Phase]) -> list[dict[s
     not_done = [name for name, phase in phases.items() if phase is not Phase.DONE]
     not_done.sort(key=lambda name: (SEVERITY.index(phases[name]), name))
     listed = []
-    now = rfc3339(inp.now)
+    now = timestamps.format_seconds(inp.now)
     for name in not_done[:MAX_LISTED_NODES]:
         node = by_name[name]
         same = node.phase is phases[name]
@@ -104,7 +103,7 @@ def rollout_status(
         "progress": f"{counts.updated}/{counts.total}",
         "counts": {phase.value: counts.per_phase[phase] for phase in Phase},
         "nodes": _listed_nodes(inp, phases),
-        "startedAt": started or rfc3339(inp.now),
+        "startedAt": started or timestamps.format_seconds(inp.now),
     }
 
 

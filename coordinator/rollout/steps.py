@@ -17,11 +17,10 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from coordinator.kube.events import NORMAL, WARNING
+from coordinator.event_notes import NORMAL, WARNING, EventNote, EventType
 from coordinator.rollout.actions import (
     Action,
     EvictPods,
-    NodeEvent,
     PatchNode,
     RequestReport,
     SendPrepare,
@@ -49,11 +48,10 @@ from coordinator.rollout.records import (
     reconstructed_changes,
 )
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
-from gpuctl.common import names
+from gpuctl.common import names, timestamps
 from gpuctl.common.names import Phase
 from gpuctl.common.unload_rule import unload_verdict
 
-RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
 # Seconds between retries of a failed agent request, and between verification polls.
 CALL_RETRY_SECONDS = 1.0
 VERIFY_POLL_SECONDS = 1.0
@@ -72,15 +70,10 @@ class StepResult:
         self.wake_in = seconds if self.wake_in is None else min(self.wake_in, seconds)
 
 
-def rfc3339(moment: datetime) -> str:
-    return moment.strftime(RFC3339)
-
-
 def seconds_since(since: str, now: datetime) -> float:
     """Seconds from an RFC 3339 timestamp to now; 0 when it is missing or unreadable."""
-    try:
-        start = datetime.strptime(since, RFC3339).replace(tzinfo=now.tzinfo)
-    except ValueError:
+    start = timestamps.parse_or_none(since)
+    if start is None:
         return 0.0
     return max(0.0, (now - start).total_seconds())
 
@@ -107,11 +100,11 @@ def transition(
     labels: dict[str, str | None] | None = None,
     annotations: dict[str, str | None] | None = None,
     unschedulable: bool | None = None,
-    event_kind: str = NORMAL,
+    event_kind: EventType = NORMAL,
 ) -> PatchNode:
     """The write that moves `node` to phase `to` (about `version`), with what goes with it."""
     all_annotations: dict[str, str | None] = {
-        names.SINCE: rfc3339(inp.now),
+        names.SINCE: timestamps.format_seconds(inp.now),
         names.REASON: reason,
         names.STATE_VERSION: version,
         names.GPUDRIVER: inp.driver_name,
@@ -120,7 +113,7 @@ def transition(
     event = None
     if to is not Phase.PENDING:
         words = f"{to.value}: {reason}" if reason else to.value
-        event = NodeEvent(event_kind, f"Rollout{to.value}", f"{version}: {words}")
+        event = EventNote(event_kind, f"Rollout{to.value}", f"{version}: {words}")
     return PatchNode(
         node=node.name,
         resource_version=node.resource_version,

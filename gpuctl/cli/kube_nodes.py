@@ -26,7 +26,7 @@ from gpuctl.cli.kube_errors import (
     unreachable,
 )
 from gpuctl.cli.node_view import NodeView, from_gpunode
-from gpuctl.common import names
+from gpuctl.common import names, timestamps
 
 REQUEST_TIMEOUT = 20.0
 
@@ -82,7 +82,7 @@ class KubeNodeSource:
 
     def _request_fresh(self, name: str, timeout: float) -> Mapping[str, Any]:
         request_id = uuid.uuid4().hex
-        requested_at = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        requested_at = timestamps.format_seconds(self._clock())
         body = {"spec": {"inspectRequest": {"id": request_id, "requestedAt": requested_at}}}
         patched: Mapping[str, Any] = self._call(
             "patch",

@@ -18,7 +18,7 @@ from google.protobuf import json_format
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.api.v1alpha1 import node_service_pb2 as service_pb
-from gpuctl.cli.durations import parse_rfc3339
+from gpuctl.common import timestamps
 from gpuctl.common.names import GPUNODE_FRESH
 
 
@@ -62,7 +62,7 @@ def from_gpunode(obj: Mapping[str, Any], now: datetime.datetime) -> NodeView:
             report, problem = None, f"the stored report cannot be read: {error}"
     elif raw_report is not None:
         problem = "the stored report is not an object"
-    received = parse_rfc3339(status.get("reportReceivedAt"))
+    received = timestamps.parse_or_none(status.get("reportReceivedAt"))
     age = now - received if received is not None and report is not None else None
     fresh = fresh_condition(status) or {}
     stale = bool(fresh) and fresh.get("status") != "True"

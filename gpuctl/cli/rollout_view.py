@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuctl.cli.durations import parse_rfc3339, short_age
+from gpuctl.cli.durations import short_age
 from gpuctl.cli.table import format_table
+from gpuctl.common import timestamps
 
 COMPLETE, FAILED = "Complete", "Failed"
 # Exit codes of `gpuctl rollout status`.
@@ -60,7 +61,7 @@ def from_gpudriver(obj: Mapping[str, Any]) -> RolloutView | None:
             name=str(node.get("name", "")),
             phase=str(node.get("phase", "")),
             reason=str(node.get("reason", "")),
-            since=parse_rfc3339(node.get("since")),
+            since=timestamps.parse_or_none(node.get("since")),
         )
         for node in rollout.get("nodes") or []
         if isinstance(node, Mapping)
@@ -74,7 +75,7 @@ def from_gpudriver(obj: Mapping[str, Any]) -> RolloutView | None:
         updated=_int(rollout.get("updated")),
         counts=counts,
         nodes=nodes,
-        started_at=parse_rfc3339(rollout.get("startedAt")),
+        started_at=timestamps.parse_or_none(rollout.get("startedAt")),
     )
 
 

@@ -8,14 +8,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from coordinator.kube.client import path
-from coordinator.kube.leader import (
-    LeaderElector,
-    LeaseAction,
-    LeaseConfig,
-    format_micro_time,
-    lease_action,
-    parse_micro_time,
-)
+from coordinator.kube.leader import LeaderElector, LeaseAction, LeaseConfig, lease_action
+from gpuctl.common.timestamps import format_microseconds
 from tests.support.memory_api import MemoryApi
 
 NOW = datetime(2026, 11, 29, 23, 0, 0, tzinfo=UTC)
@@ -27,7 +21,7 @@ def lease(holder: str, renewed: datetime, duration: int = 15) -> dict[str, Any]:
         "metadata": {"name": "l", "namespace": "ns", "resourceVersion": "5"},
         "spec": {
             "holderIdentity": holder,
-            "renewTime": format_micro_time(renewed),
+            "renewTime": format_microseconds(renewed),
             "leaseDurationSeconds": duration,
         },
     }
@@ -40,12 +34,6 @@ def test_actions() -> None:
     expired = lease("other", NOW - timedelta(seconds=16))
     assert lease_action(expired, "me", NOW) is LeaseAction.TAKE_OVER
     assert lease_action(lease("", NOW), "me", NOW) is LeaseAction.TAKE_OVER
-
-
-def test_micro_time_round_trip() -> None:
-    moment = datetime(2026, 11, 29, 23, 0, 1, 123456, tzinfo=UTC)
-    assert parse_micro_time(format_micro_time(moment)) == moment
-    assert parse_micro_time("2026-11-29T23:00:01Z") == moment.replace(microsecond=0)
 
 
 def elector(api: MemoryApi, identity: str, now: list[datetime]) -> LeaderElector:

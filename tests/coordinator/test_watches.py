@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from coordinator.kube.client import KubeError
-from coordinator.kube.watches import Informer, Resource, WorkQueue, object_key
+from coordinator.kube.watches import Informer, Resource, object_key
+from coordinator.kube.workqueue import WorkQueue
 from tests.support.clock import ManualClock
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from coordinator.live_nodes.access_review import AccessReviewer, access_review_body
-from coordinator.live_nodes.token_review import Reviewed
+from coordinator.live_nodes.identity import Reviewed
 from tests.support.clock import ManualClock
 from tests.support.memory_api import MemoryApi
 

@@ -15,7 +15,7 @@ from coordinator.live_nodes.gpunode_status import (
     status_patch,
     summary,
 )
-from coordinator.live_nodes.registry import NodeRecord, Session
+from coordinator.live_nodes.node_record import NodeRecord, Session
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common.names import FreshReason
 from tests.support.agent_client import OPEN_CLIENTS, sample_report

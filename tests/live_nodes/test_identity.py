@@ -11,15 +11,15 @@ import pytest
 
 from coordinator.kube.client import KubeError
 from coordinator.live_nodes.identity import (
+    NODE_NAME_EXTRA,
     RefusalError,
+    Reviewed,
     agent_node,
     bearer_token,
     check_claimed_node,
     require_token,
 )
 from coordinator.live_nodes.token_review import (
-    NODE_NAME_EXTRA,
-    Reviewed,
     ReviewUnavailableError,
     TokenReviewer,
     parse_review,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from coordinator.drivers.guard import Blocker, ResourceClaimSource, decide_unload
 from coordinator.live_nodes.freshness import is_fresh, staleness
 from coordinator.live_nodes.guard_source import LiveReportSource, report_blockers
-from coordinator.live_nodes.registry import Registry, Session
+from coordinator.live_nodes.node_record import Session
+from coordinator.live_nodes.registry import Registry
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from tests.support.agent_client import OPEN_CLIENTS, sample_report
 from tests.support.clock import ManualClock

@@ -35,7 +35,6 @@ from tests.harness.access import KubeCluster
 from tests.support.agent_client import AgentClient
 
 AGENT_SA = "gpuctl-agent"
-HTTP_NOT_FOUND = 404
 
 
 @dataclass(frozen=True)
@@ -230,7 +229,7 @@ def get_gpunode(kube: Kube, name: str) -> dict[str, Any] | None:
     try:
         return kube.request("GET", path(GROUP, VERSION, PLURAL, name=name))
     except KubeError as err:
-        if err.status == HTTP_NOT_FOUND:
+        if err.not_found:
             return None
         raise
 

@@ -22,7 +22,6 @@ from tests.harness.waiting import wait_until
 TEST_LABEL = "gpuctl.test/ns"
 GROUP, VERSION, PLURAL = names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL
 KMM = (names.KMM_GROUP, names.KMM_VERSION, names.KMM_MODULE_PLURAL)
-HTTP_NOT_FOUND = 404
 
 
 class Api:
@@ -63,7 +62,7 @@ class Api:
         try:
             return self.kube.request("GET", resource_path)
         except KubeError as err:
-            if err.status == HTTP_NOT_FOUND:
+            if err.not_found:
                 return None
             raise
 

@@ -18,7 +18,7 @@ import pytest
 
 from coordinator.kube.client import Kube
 from coordinator.kube.discovery import ServedGroups, api_discovery
-from coordinator.kube.leader import format_micro_time
+from gpuctl.common.timestamps import format_microseconds
 from tests.harness.access import KubeCluster
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.waiting import wait_until
@@ -177,8 +177,8 @@ def test_takes_over_a_crashed_leaders_lease_only_after_it_expires(
             "spec": {
                 "holderIdentity": "crashed-replica",
                 "leaseDurationSeconds": 3,
-                "acquireTime": format_micro_time(renewed),
-                "renewTime": format_micro_time(renewed),
+                "acquireTime": format_microseconds(renewed),
+                "renewTime": format_microseconds(renewed),
             },
         },
     )

@@ -18,7 +18,7 @@ from coordinator.kube.client import Kube
 from coordinator.live_nodes.freshness import is_fresh
 from coordinator.live_nodes.live import LiveNodes
 from coordinator.live_nodes.metrics import LiveNodesCollector
-from coordinator.live_nodes.registry import NodeRecord
+from coordinator.live_nodes.node_record import NodeRecord
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until

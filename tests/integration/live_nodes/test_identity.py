@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from coordinator.live_nodes.live import LiveNodes
-from coordinator.live_nodes.registry import NodeRecord, Session
+from coordinator.live_nodes.node_record import NodeRecord, Session
 from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until
 from tests.support.agent_client import sample_report

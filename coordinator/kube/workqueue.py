@@ -1,0 +1,100 @@
+"""Work queues of keys (GPUDriver names, node names) and the worker loop that drains one.
+
+Change handlers `add` the key a change concerns; a `WorkQueue` holds each key at most once, so
+a burst of changes to one object becomes one pass, and `add_after` brings a key back at a
+time (a wake-up the decision asked for, a retry). `run_worker` is the loop a controller runs
+in its own thread: take a key, make one pass over it, queue it again after the delay the pass
+asked for (or after `error_retry_seconds` when it raised), until `stop` is set.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+# How long a worker waits for a key before looking at `stop` again.
+POLL_SECONDS = 0.5
+
+
+class WorkQueue:
+    """Deduplicating queue of keys with delayed re-adds, for one worker thread."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._ready: list[str] = []
+        self._queued: set[str] = set()
+        self._delayed: list[tuple[float, str]] = []
+        self._cond = threading.Condition()
+
+    def add(self, key: str) -> None:
+        with self._cond:
+            if key not in self._queued:
+                self._queued.add(key)
+                self._ready.append(key)
+                self._cond.notify()
+
+    def add_after(self, key: str, seconds: float) -> None:
+        with self._cond:
+            heapq.heappush(self._delayed, (self._clock() + seconds, key))
+            self._cond.notify()
+
+    def _promote_due(self) -> float | None:
+        now = self._clock()
+        while self._delayed and self._delayed[0][0] <= now:
+            _, key = heapq.heappop(self._delayed)
+            if key not in self._queued:
+                self._queued.add(key)
+                self._ready.append(key)
+        return self._delayed[0][0] - now if self._delayed else None
+
+    def get(self, timeout: float) -> str | None:
+        """The next key, or None after `timeout` seconds without one."""
+        deadline = self._clock() + timeout
+        with self._cond:
+            while True:
+                until_delayed = self._promote_due()
+                if self._ready:
+                    key = self._ready.pop(0)
+                    self._queued.discard(key)
+                    return key
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    return None
+                wait = remaining if until_delayed is None else min(remaining, until_delayed)
+                self._cond.wait(wait)
+
+
+# One pass over a key: seconds until it wants another pass, or None when events suffice.
+Pass = Callable[[str], float | None]
+
+
+def run_worker(
+    queue: WorkQueue,
+    one_pass: Pass,
+    stop: threading.Event,
+    *,
+    error_retry_seconds: float,
+    failure: str,
+    key_name: str,
+) -> None:
+    """Take keys from `queue` and make `one_pass` over each until `stop` is set.
+
+    A pass that raises is logged as `failure` (with the key under `key_name`) and tried again
+    after `error_retry_seconds`; nothing is queued again once `stop` is set.
+    """
+    while not stop.is_set():
+        key = queue.get(timeout=POLL_SECONDS)
+        if key is None:
+            continue
+        try:
+            again = one_pass(key)
+        except Exception:
+            log.exception(failure, extra={key_name: key})
+            again = error_retry_seconds
+        if again is not None and not stop.is_set():
+            queue.add_after(key, again)

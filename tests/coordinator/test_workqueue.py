@@ -1,0 +1,63 @@
+"""run_worker: one pass per key, queued again as the pass asks, retried when it raises."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from coordinator.kube.workqueue import WorkQueue, run_worker
+from tests.support.clock import ManualClock
+
+
+def drain(queue: WorkQueue) -> list[str]:
+    keys = []
+    while (key := queue.get(0)) is not None:
+        keys.append(key)
+    return keys
+
+
+def test_worker_requeues_as_asked_retries_failures_and_stops(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = ManualClock()
+    queue = WorkQueue(clock)
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def one_pass(key: str) -> float | None:
+        seen.append(key)
+        if key == "boom":
+            raise RuntimeError("the API server is away")
+        if key == "last":
+            stop.set()  # a pass that ends the worker is not queued again
+            return 1.0
+        return 3.0 if key == "again" else None
+
+    for key in ("again", "done", "boom", "last"):
+        queue.add(key)
+    with caplog.at_level(logging.ERROR):
+        run_worker(
+            queue, one_pass, stop, error_retry_seconds=7.0, failure="pass failed", key_name="thing"
+        )
+
+    assert seen == ["again", "done", "boom", "last"]
+    failed = [r for r in caplog.records if r.getMessage() == "pass failed"]
+    assert [getattr(r, "thing", None) for r in failed] == ["boom"]
+    assert drain(queue) == []
+    clock.advance(3.0)
+    assert drain(queue) == ["again"]
+    clock.advance(4.0)
+    assert drain(queue) == ["boom"]
+    clock.advance(100.0)
+    assert drain(queue) == []
+
+
+def test_worker_returns_at_once_when_stopped() -> None:
+    queue = WorkQueue(ManualClock())
+    queue.add("never")
+    stop = threading.Event()
+    stop.set()
+    run_worker(queue, lambda _key: None, stop, error_retry_seconds=1.0, failure="", key_name="k")
+    assert drain(queue) == ["never"]
