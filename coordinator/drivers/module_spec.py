@@ -16,11 +16,9 @@ from typing import Any
 
 from coordinator.drivers import model
 from gpuctl.common import names
+from gpuctl.common.targeting import node_selector
 
 MODULE_API_VERSION = f"{names.KMM_GROUP}/{names.KMM_VERSION}"
-ARCH_LABEL = "kubernetes.io/arch"
-ARCH_VALUE = "amd64"
-NFD_GPU_PCI_LABEL = "intel.feature.node.kubernetes.io/gpu-pci"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "gpuctl-coordinator"
 # Cordoning a node makes the node-lifecycle controller taint it
@@ -56,15 +54,6 @@ def ready_label(namespace: str, module: str) -> str:
 def version_label(namespace: str, module: str) -> str:
     """The node label that lets KMM load a given `version` on that node (ordered upgrade)."""
     return f"kmm.node.kubernetes.io/version-module.{namespace}.{module}"
-
-
-def node_selector(spec: dict[str, Any]) -> dict[str, str]:
-    """The Module's (and its builds') node selector for a GPUDriver spec."""
-    selector = dict(spec.get("nodeSelector") or {})
-    if spec.get("useNFDLabeling"):
-        selector[NFD_GPU_PCI_LABEL] = "true"
-    selector[ARCH_LABEL] = ARCH_VALUE
-    return selector
 
 
 def _with_module_first(module: str, extra: list[str] | None) -> list[str]:

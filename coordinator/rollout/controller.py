@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from coordinator.drivers import model
 from coordinator.drivers.conflicts import conflicting_driver
-from coordinator.drivers.module_spec import module_name, node_selector, ready_label, version_label
+from coordinator.drivers.module_spec import module_name, ready_label, version_label
 from coordinator.event_notes import WARNING
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.events import EventRecorder
@@ -57,6 +57,7 @@ from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.common.node_selectors import matches_labels, node_labels
+from gpuctl.common.targeting import node_selector
 from gpuctl.common.unload_rule import modules_unloaded_with
 
 log = logging.getLogger(__name__)

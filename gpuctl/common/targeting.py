@@ -1,10 +1,11 @@
 """Which nodes a GPUDriver wants its driver on: its node selector and a kernel mapping (pure).
 
-KMM must never see the user's selector (a node leaving it would be unloaded at once, rule M1/M5
-of internal/controllers/module_reconciler.go); gpuctl evaluates it here and the rollout moves
-each wanted node in, and each unwanted one out, through the node checks. A node is wanted when
-it matches the GPUDriver's selector (nodeSelector + arch [+ NFD's gpu-pci label]) and one of
-its kernel mappings matches the node's kernel the way KMM matches it
+Shared: the coordinator's rollout decides with it and `gpuctl rollout plan` shows the same
+answers. KMM must never see the user's selector: a node leaving it would be unloaded at once
+(rules M1/M5, internal/controllers/module_reconciler.go). gpuctl evaluates it here, and the
+rollout moves each wanted node in, and each unwanted one out, through the node checks. A node
+is wanted when it matches the GPUDriver's selector (nodeSelector + arch [+ NFD's gpu-pci
+label]) and one of its kernel mappings matches the node's kernel the way KMM matches it
 (internal/module/kernelmapper.go: `status.nodeInfo.kernelVersion` with one trailing "+"
 dropped; `literal` equal first, then an unanchored `regexp` search, in list order).
 """
@@ -15,8 +16,20 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from coordinator.drivers.module_spec import node_selector
 from gpuctl.common.node_selectors import matches_labels, node_labels, node_name
+
+ARCH_LABEL = "kubernetes.io/arch"
+ARCH_VALUE = "amd64"
+NFD_GPU_PCI_LABEL = "intel.feature.node.kubernetes.io/gpu-pci"
+
+
+def node_selector(spec: Mapping[str, Any]) -> dict[str, str]:
+    """The labels a node needs for a GPUDriver spec: nodeSelector + arch [+ NFD's gpu-pci]."""
+    selector = dict(spec.get("nodeSelector") or {})
+    if spec.get("useNFDLabeling"):
+        selector[NFD_GPU_PCI_LABEL] = "true"
+    selector[ARCH_LABEL] = ARCH_VALUE
+    return selector
 
 
 def node_kernel(node: Mapping[str, Any]) -> str:
@@ -47,7 +60,7 @@ def wants_node(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     kernel_module = spec.get("kernelModule") or {}
     if not kernel_module:
         return False
-    if not matches_labels(node_selector(dict(spec)), node_labels(node)):
+    if not matches_labels(node_selector(spec), node_labels(node)):
         return False
     return mapping_for(node_kernel(node), kernel_module.get("kernelMappings") or []) is not None
 
