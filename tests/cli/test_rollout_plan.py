@@ -181,6 +181,24 @@ def test_a_node_labelled_at_another_version_is_reloaded_from_that_version() -> N
     assert planned.change == f"from {OLD} to {VERSION}: unload, then load"
 
 
+def test_a_labelled_node_without_kmms_version_label_is_loaded() -> None:
+    (planned,) = _plan(
+        [_facts(_node("a", labels=_carrying(None)), _idle(pb.Module.NOT_LOADED))]
+    ).nodes
+    assert _row(planned) == ("load", "go", "nothing blocks")
+    assert planned.change == f"carries {TARGET_LABEL} but no KMM version label: loads {VERSION}"
+
+
+def test_a_node_nfd_no_longer_labels_left_the_selector_by_that_label() -> None:
+    nfd = _driver(_spec(useNFDLabeling=True))
+    (planned,) = _plan([_facts(_node("a", labels=_carrying()))], driver=nfd).nodes
+    assert (planned.action.value, planned.change) == (
+        "unload",
+        "left the node selector: intel.feature.node.kubernetes.io/gpu-pci=true (the node has "
+        "no such label)",
+    )
+
+
 def test_a_node_done_at_the_modules_version_needs_nothing() -> None:
     labels, annotations = _done(VERSION)
     (planned,) = _plan([_facts(_node("a", labels=labels, annotations=annotations))]).nodes
