@@ -9,9 +9,10 @@ from typing import TextIO
 
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.gpudriver_api import GpuDriverApi
+from gpuctl.cli.kmm_touch import module_ref, module_version
 from gpuctl.cli.kube_client import load_api_client
-from gpuctl.cli.rollout_facts import gather_facts, module_selector, plan_settings
-from gpuctl.cli.rollout_plan import plan_rollout, render_plan
+from gpuctl.cli.rollout_facts import gather_facts, get_module
+from gpuctl.cli.rollout_plan import PlanInput, plan_rollout, render_plan
 from gpuctl.cli.rollout_view import (
     EXIT_NOT_DONE,
     RolloutView,
@@ -22,11 +23,43 @@ from gpuctl.cli.rollout_view import (
     summary_line,
 )
 from gpuctl.cli.source_flags import Clock, add_kube_flags, utc_now
+from gpuctl.common import names
 
 STATUS_EPILOG = """\
 exit codes: 0 the rollout is complete; 1 it failed (paused at its failure budget) or the
 GPUDriver could not be read; 2 bad arguments; 3 not done yet (progressing, held after the
 first node, or paused). With --watch, waits for 0 or 1 (or --timeout: 3)."""
+
+
+PLAN_DESCRIPTION = """\
+A dry run of the pending change, from what is true now; it changes nothing. Every node KMM
+would touch for the GPUDriver, in the order the coordinator would start them. The target is
+the version of the GPUDriver's KMM Module (a first install when there is no Module yet)."""
+
+PLAN_EPILOG = f"""\
+columns:
+  ORDER   the order the coordinator would start nodes in (already cordoned or NotReady first)
+  NOW     the node's rollout state, and the version it is about
+  ACTION  what KMM would do:
+          load     wanted, not yet loaded by KMM (first install); a live xe, in-tree or
+                   not, is removed first by KMM's loader: that is an unload
+          reload   labelled for another version or configuration: unload, then load
+          unload   no longer wanted: the GPUDriver is being deleted, its kernelModule was
+                   removed, the node left the node selector, or no kernel mapping serves
+                   its kernel
+          none     at the target already
+  CHANGE  the action in words: from which version to which, why a node is unloaded
+  WOULD   go       nothing stops it now
+          wait     GPU pods must finish first (evictGPUPods is off)
+          blocked  a person must act: busy devices, allocated claims, a Failed node, or
+                   something unknown (no fresh agent report, claims that cannot be listed,
+                   NotReady): unknown is never safe
+          skip     opted out ({names.OPT_OUT_LABEL}={names.OPT_OUT_VALUE})
+          done     at the target
+  WHY     what decides WOULD, from the same unload rule and facts as the coordinator
+
+Nodes neither wanted nor carrying {names.TARGET_LABEL}=NAME are not listed: KMM does not
+touch them. Exit code 0 when the plan is printed."""
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,11 +112,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     plan = steps.add_parser(
         "plan",
-        help="dry run: the order nodes would go in and what would stop each now",
-        description="A dry run of the rollout from what is true now: every targeted node in "
-        "the coordinator's order, and whether it would go, wait (GPU pods must finish) or is "
-        "blocked (busy devices, claims, no fresh agent report), with the reasons. Changes "
-        "nothing.",
+        help="dry run: which nodes KMM would load, reload or unload, and whether each may go now",
+        description=PLAN_DESCRIPTION,
+        epilog=PLAN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_name(plan)
     plan.set_defaults(run=run_plan)
@@ -159,15 +191,15 @@ def _watch(api: GpuDriverApi, name: str, timeout: float | None, out: TextIO, clo
 def run_plan(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock = utc_now) -> int:
     api_client = load_api_client(args.kubeconfig, args.context)
     driver = GpuDriverApi(api_client).resolve(args.name)
-    name = str(driver["metadata"]["name"])
-    target = str((driver.get("spec", {}).get("kernelModule") or {}).get("version") or "")
-    if not target:
+    module = get_module(api_client, driver)
+    if module is not None and not module_version(module):
+        ref = "/".join(module_ref(driver) or ("?", "?"))
         raise CommandError(
-            f'GPUDriver "{name}" has no kernelModule.version: without one KMM reloads every '
-            "node at once and there is no rollout to plan"
+            f"Module {ref} has no version: an older gpuctl-coordinator wrote it, and KMM loads "
+            "and unloads its nodes without the rollout; upgrade gpuctl-coordinator"
         )
-    facts = gather_facts(api_client, module_selector(api_client, driver), clock)
-    out.write(render_plan(name, target, plan_rollout(target, plan_settings(driver), facts)))
+    nodes, claims_unknown = gather_facts(api_client, clock)
+    out.write(render_plan(plan_rollout(PlanInput(driver, module, nodes, claims_unknown))))
     return 0
 
 

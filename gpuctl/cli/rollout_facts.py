@@ -1,8 +1,12 @@
 """Gather what `gpuctl rollout plan` decides from, through the Kubernetes API (read only).
 
-The Module the GPUDriver owns (its selector says which nodes are targeted), those Nodes, their
-GPUNode reports, the running pods that request `gpu.intel.com/*` resources on them, and the
-allocated GPU ResourceClaims placed on them.
+The KMM Module the GPUDriver names in `status.module` (its version is the target; absent
+before the first install), every Node (the plan keeps the wanted ones and those carrying
+`gpuctl.dev/driver-target`), their GPUNode reports, the pods that request `gpu.intel.com/*`
+resources on them, and the allocated GPU ResourceClaims placed on them. Claims are listed in
+the version API discovery serves; when discovery serves none, no claim can exist, but when a
+version is served and the list fails (or discovery itself fails), the claims are unknown and
+the plan blocks every node: unknown is never safe.
 """
 
 from __future__ import annotations
@@ -10,75 +14,61 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import urllib3
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.gpudriver_api import REQUEST_TIMEOUT
-from gpuctl.cli.kube_errors import call_api, describe_api_error
+from gpuctl.cli.kmm_touch import module_ref
+from gpuctl.cli.kube_errors import call_api, describe_api_error, status_body, unreachable
 from gpuctl.cli.node_view import from_gpunode
-from gpuctl.cli.rollout_plan import NodeFacts, PlanSettings
+from gpuctl.cli.rollout_plan import NodeFacts
 from gpuctl.cli.source_flags import Clock
 from gpuctl.common import names
-from gpuctl.common.gpu_claims import claim_nodes, is_gpu_allocation
-from gpuctl.common.unload_rule import modules_unloaded_with
+from gpuctl.common.gpu_claims import DRA_GROUP, claims_on_nodes, served_dra_version
+from gpuctl.common.gpu_pods import requests_gpu
 
-GPU_RESOURCE_PREFIX = "gpu.intel.com/"
 CLAIMS = "resourceclaims.resource.k8s.io"
 
 
-def plan_settings(driver: Mapping[str, Any]) -> PlanSettings:
-    spec = driver.get("spec") or {}
-    rollout = spec.get("rollout") or {}
-    kernel_module = spec.get("kernelModule") or {}
-    return PlanSettings(
-        evict_gpu_pods=bool(rollout.get("evictGPUPods", False)),
-        disable_idle_vfs=bool(rollout.get("disableIdleVFs", False)),
-        unloaded_with=tuple(modules_unloaded_with(kernel_module.get("modulesLoadingOrder"))),
-        driver=str(kernel_module.get("moduleName") or ""),
-    )
-
-
-def module_selector(api_client: Any, driver: Mapping[str, Any]) -> dict[str, str]:
-    """The `spec.selector` of the Module named in the GPUDriver's `status.module`."""
-    ref = str((driver.get("status") or {}).get("module", ""))
-    parts = ref.split("/")
-    if len(parts) != 3:
-        raise CommandError(
-            f'GPUDriver "{driver["metadata"]["name"]}" has no KMM Module yet (status.module is '
-            "empty): is gpuctl-coordinator running, and is KMM installed?"
-        )
-    _, namespace, name = parts
+def get_module(api_client: Any, driver: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The Module the GPUDriver's `status.module` names; None when it names none or the
+    Module is not there (not created yet, or KMM not installed)."""
+    ref = module_ref(driver)
+    if ref is None:
+        return None
+    namespace, name = ref
     custom: Any = client.CustomObjectsApi(api_client)
     server = str(api_client.configuration.host)
-    module = call_api(
-        "get",
-        names.KMM_MODULES,
-        server,
-        lambda: custom.get_namespaced_custom_object(
+    try:
+        module: Mapping[str, Any] = custom.get_namespaced_custom_object(
             names.KMM_GROUP,
             names.KMM_VERSION,
             namespace,
             names.KMM_MODULE_PLURAL,
             name,
             _request_timeout=REQUEST_TIMEOUT,
-        ),
-    )
-    return dict((module.get("spec") or {}).get("selector") or {})
+        )
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise CommandError(describe_api_error(error, "get", names.KMM_MODULES, server)) from error
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise unreachable(server, error) from error
+    return module
 
 
-def gather_facts(api_client: Any, selector: Mapping[str, str], clock: Clock) -> list[NodeFacts]:
+def gather_facts(api_client: Any, clock: Clock) -> tuple[list[NodeFacts], str]:
+    """Every Node with its report, GPU pods and claims; and why the claims are unknown ("" when
+    they are known)."""
     core: Any = client.CoreV1Api(api_client)
     custom: Any = client.CustomObjectsApi(api_client)
     server = str(api_client.configuration.host)
-    label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
     listed = call_api(
-        "list",
-        "nodes",
-        server,
-        lambda: core.list_node(label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT),
+        "list", "nodes", server, lambda: core.list_node(_request_timeout=REQUEST_TIMEOUT)
     )
     nodes: list[dict[str, Any]] = [api_client.sanitize_for_serialization(n) for n in listed.items]
-    node_names = {n["metadata"]["name"] for n in nodes}
     gpunodes = call_api(
         "list",
         names.GPUNODES,
@@ -89,33 +79,20 @@ def gather_facts(api_client: Any, selector: Mapping[str, str], clock: Clock) -> 
     )
     now = clock()
     views = {v.name: v for v in (from_gpunode(o, now) for o in gpunodes.get("items", []))}
-    pods = _gpu_pods_by_node(api_client, core, server, node_names)
-    claims = _claims_by_node(custom, server, nodes)
+    pods = _gpu_pods_by_node(api_client, core, server)
+    claims, claims_unknown = _claims_by_node(api_client, custom, server, nodes)
     return [
         NodeFacts(
-            name=node["metadata"]["name"],
-            labels=node["metadata"].get("labels") or {},
-            annotations=node["metadata"].get("annotations") or {},
-            ready=_ready(node),
-            unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+            node=node,
             view=views.get(node["metadata"]["name"]),
             gpu_pods=sorted(pods.get(node["metadata"]["name"], [])),
-            claims=sorted(claims.get(node["metadata"]["name"], [])),
+            claims=claims.get(node["metadata"]["name"], ()),
         )
         for node in nodes
-    ]
+    ], claims_unknown
 
 
-def _ready(node: Mapping[str, Any]) -> bool | None:
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return {"True": True, "False": False}.get(condition.get("status"))
-    return None
-
-
-def _gpu_pods_by_node(
-    api_client: Any, core: Any, server: str, node_names: set[str]
-) -> dict[str, list[str]]:
+def _gpu_pods_by_node(api_client: Any, core: Any, server: str) -> dict[str, list[str]]:
     listed = call_api(
         "list",
         "pods",
@@ -128,40 +105,55 @@ def _gpu_pods_by_node(
     found: dict[str, list[str]] = {}
     for pod in listed.items:
         node = pod.spec.node_name
-        if node in node_names and requests_gpu(api_client.sanitize_for_serialization(pod)):
+        if node and requests_gpu(api_client.sanitize_for_serialization(pod)):
             found.setdefault(node, []).append(f"{pod.metadata.namespace}/{pod.metadata.name}")
     return found
 
 
-def requests_gpu(pod: Mapping[str, Any]) -> bool:
-    """A pod whose containers request or limit a `gpu.intel.com/*` resource."""
-    spec = pod.get("spec") or {}
-    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
-        resources = container.get("resources") or {}
-        for amounts in (resources.get("requests") or {}, resources.get("limits") or {}):
-            if any(key.startswith(GPU_RESOURCE_PREFIX) for key in amounts):
-                return True
-    return False
-
-
 def _claims_by_node(
-    custom: Any, server: str, nodes: Sequence[Mapping[str, Any]]
-) -> dict[str, list[str]]:
+    api_client: Any, custom: Any, server: str, nodes: Sequence[Mapping[str, Any]]
+) -> tuple[dict[str, tuple[str, ...]], str]:
+    """Allocated GPU claims by node, and why they are unknown ("" when known)."""
+    try:
+        version = served_dra_version(_served_groups(api_client))
+        if version is None:
+            return {}, ""  # DRA is not served: there can be no claims
+        claims = _list_claims(custom, server, version)
+    except ClaimsUnknownError as unknown:
+        return {}, str(unknown)
+    return claims_on_nodes(claims, nodes), ""
+
+
+class ClaimsUnknownError(Exception):
+    """Why the allocated claims could not be read, in words."""
+
+
+def _served_groups(api_client: Any) -> dict[str, list[str]]:
+    """API discovery: group -> served versions."""
+    try:
+        groups = client.ApisApi(api_client).get_api_versions(_request_timeout=REQUEST_TIMEOUT)
+    except ApiException as error:
+        raise ClaimsUnknownError(f"API discovery failed: {_words(error)}") from error
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise ClaimsUnknownError(f"API discovery failed: {error}") from error
+    return {g.name: [v.version for v in g.versions or []] for g in groups.groups or []}
+
+
+def _list_claims(custom: Any, server: str, version: str) -> list[Mapping[str, Any]]:
     try:
         listed = custom.list_cluster_custom_object(
-            "resource.k8s.io", "v1", "resourceclaims", _request_timeout=REQUEST_TIMEOUT
+            DRA_GROUP, version, "resourceclaims", _request_timeout=REQUEST_TIMEOUT
         )
-    except client.exceptions.ApiException as error:
-        if error.status == 404:  # DRA is not served: there can be no claims
-            return {}
-        raise CommandError(describe_api_error(error, "list", CLAIMS, server)) from error
-    found: dict[str, list[str]] = {}
-    for claim in listed.get("items", []):
-        if not is_gpu_allocation(claim):
-            continue
-        meta = claim.get("metadata") or {}
-        label = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-        placed = claim_nodes(claim, nodes)
-        for node in placed if placed is not None else [n["metadata"]["name"] for n in nodes]:
-            found.setdefault(node, []).append(label)
-    return found
+    except ApiException as error:
+        if error.status == 404:
+            words = f"discovery serves {DRA_GROUP}/{version}, but listing {CLAIMS} gave 404"
+        else:
+            words = describe_api_error(error, "list", CLAIMS, server)
+        raise ClaimsUnknownError(words) from error
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise ClaimsUnknownError(f"listing {CLAIMS} failed: {error}") from error
+    return list(listed.get("items") or [])
+
+
+def _words(error: ApiException) -> str:
+    return str(status_body(error).get("message") or error.reason or error.status)

@@ -59,6 +59,13 @@ KMM_VERSION = "v1beta1"
 KMM_MODULE_PLURAL = "modules"
 KMM_MODULES = f"{KMM_MODULE_PLURAL}.{KMM_GROUP}"
 
+
+def kmm_version_label(namespace: str, module: str) -> str:
+    """KMM's node label naming the `version` of Module <namespace>/<module> the node may run
+    (its ordered upgrade): the rollout writes it in the Loading write, with TARGET_LABEL."""
+    return f"kmm.node.kubernetes.io/version-module.{namespace}.{module}"
+
+
 # The rollout's state on each Node: the label holds the phase, annotations hold the detail.
 STATE_LABEL = f"{GROUP}/driver-state"
 # A node carrying this label with value "skip" is never labelled by the rollout.

@@ -1,119 +1,361 @@
-"""`gpuctl rollout plan` verdicts from plain per-node facts."""
+"""`gpuctl rollout plan`: which nodes KMM would touch, how, and whether each may go now,
+from plain dicts (GPUDriver, Module, Nodes) and agent reports."""
 
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 from google.protobuf import json_format
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.node_view import NodeView, from_gpunode
-from gpuctl.cli.rollout_facts import plan_settings, requests_gpu
-from gpuctl.cli.rollout_plan import NodeFacts, PlanSettings, plan_rollout, render_plan
+from gpuctl.cli.rollout_plan import (
+    NodeFacts,
+    Plan,
+    PlanInput,
+    PlannedNode,
+    plan_rollout,
+    plan_settings,
+    render_plan,
+)
 
 AGE = datetime.timedelta(seconds=5)
+NS = "gpuctl-system"
+DRIVER = "gpu"
+VERSION = "v2-2222bbbb"
+OLD = "v1-1111aaaa"
+KERNEL = "6.8.0-60-generic"
+TARGET_LABEL = "gpuctl.dev/driver-target"
+VERSION_LABEL = f"kmm.node.kubernetes.io/version-module.{NS}.gpu-gpu"
+STATE = "gpuctl.dev/driver-state"
+STATE_VERSION = "gpuctl.dev/driver-state-version"
+
+
+def _spec(**extra: Any) -> dict[str, Any]:
+    return {
+        "nodeSelector": {"pool": "gpu"},
+        "kernelModule": {
+            "moduleName": "xe",
+            "kernelMappings": [{"regexp": r"^6\.8\.", "containerImage": "r.example/xe:2"}],
+        },
+        **extra,
+    }
+
+
+def _driver(spec: dict[str, Any] | None = None, *, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": DRIVER}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-29T11:00:00Z"
+    return {
+        "metadata": meta,
+        "spec": _spec() if spec is None else spec,
+        "status": {"module": f"modules.kmm.sigs.x-k8s.io/{NS}/gpu-gpu"},
+    }
+
+
+def _module(version: str = VERSION) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": NS, "name": "gpu-gpu"},
+        "spec": {
+            "selector": {TARGET_LABEL: DRIVER},
+            "moduleLoader": {"container": {"version": version}},
+        },
+    }
+
+
+def _node(
+    name: str,
+    *,
+    kernel: str = KERNEL,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    ready: str = "True",
+    unschedulable: bool = False,
+) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/arch": "amd64", "pool": "gpu", **(labels or {})},
+            "annotations": annotations or {},
+        },
+        "spec": {"unschedulable": unschedulable},
+        "status": {
+            "conditions": [{"type": "Ready", "status": ready}],
+            "nodeInfo": {"kernelVersion": kernel},
+        },
+    }
+
+
+def _carrying(version: str | None = OLD, **labels: str) -> dict[str, str]:
+    """Labels of a node the rollout labelled for `version` (None: no KMM version label)."""
+    out = {TARGET_LABEL: DRIVER, **labels}
+    if version is not None:
+        out[VERSION_LABEL] = version
+    return out
+
+
+def _done(version: str) -> tuple[dict[str, str], dict[str, str]]:
+    return _carrying(version, **{STATE: "Done"}), {STATE_VERSION: version}
 
 
 def _view(report: pb.NodeReport, connected: bool | None = True, problem: str = "") -> NodeView:
     return NodeView("n", connected, report, AGE, "0.1.0", problem)
 
 
-def _idle() -> pb.NodeReport:
+def _idle(state: pb.Module.State.ValueType = pb.Module.LIVE) -> pb.NodeReport:
     report = pb.NodeReport()
     report.module.name = "xe"
-    report.module.state = pb.Module.LIVE
+    report.module.state = state
     return report
 
 
-def _pf_with_vfs(vf_driver: str) -> pb.NodeReport:
-    report = _idle()
-    vf = pb.VirtualFunction(pci_address="0000:03:00.1", driver=vf_driver)
-    sriov = pb.Sriov(num_vfs=1, vfs=[vf])
-    report.devices.add(
-        pci_address="0000:03:00.0", driver="xe", role=pb.Device.PHYSICAL, sriov=sriov
+def _facts(node: dict[str, Any], report: pb.NodeReport | None = None, **kw: Any) -> NodeFacts:
+    view = kw.pop("view", _view(report if report is not None else _idle()))
+    return NodeFacts(node, view=view, **kw)
+
+
+def _plan(
+    nodes: list[NodeFacts],
+    driver: dict[str, Any] | None = None,
+    module: dict[str, Any] | None = None,
+    claims_unknown: str = "",
+) -> Plan:
+    return plan_rollout(
+        PlanInput(
+            driver if driver is not None else _driver(),
+            module if module is not None else _module(),
+            nodes,
+            claims_unknown,
+        )
     )
-    report.devices.add(
-        pci_address="0000:03:00.1", driver=vf_driver, role=pb.Device.VIRTUAL, physfn="0000:03:00.0"
+
+
+def _by_name(plan: Plan) -> dict[str, PlannedNode]:
+    return {node.name: node for node in plan.nodes}
+
+
+def _row(node: PlannedNode) -> tuple[str, str, str]:
+    return node.action.value, node.verdict, "; ".join(node.reasons)
+
+
+# -- which nodes, which action ----------------------------------------------------------
+
+
+def test_a_wanted_node_without_the_target_label_is_a_first_load() -> None:
+    (planned,) = _plan([_facts(_node("a"), _idle(pb.Module.NOT_LOADED))]).nodes
+    assert _row(planned) == ("load", "go", "nothing blocks")
+    assert planned.change == "first install"
+
+
+def test_a_first_load_over_a_live_in_tree_xe_says_the_loader_unloads_it_first() -> None:
+    in_tree = _idle()
+    in_tree.module.provenance = pb.Module.IN_TREE
+    out_of_tree = _idle()
+    out_of_tree.module.provenance = pb.Module.OUT_OF_TREE
+    plan = _by_name(
+        _plan(
+            [
+                _facts(_node("in-tree"), in_tree),
+                _facts(_node("other"), out_of_tree),
+                _facts(_node("silent"), view=None),
+            ]
+        )
     )
-    report.blockers.add(
-        reason=pb.Blocker.ACTIVE_VFS, pci_address="0000:03:00.0", message="03:00.0 has 1 VF"
+    assert plan["in-tree"].change == (
+        "first install; KMM's loader first removes the live in-tree xe (an unload)"
     )
-    return report
+    assert plan["other"].change.endswith("first removes the live out-of-tree xe (an unload)")
+    assert plan["silent"].change == "first install; unknown whether a live xe must be removed first"
+    # The unload that goes with the load is checked as any other.
+    busy = _idle()
+    busy.module.provenance = pb.Module.IN_TREE
+    busy.blockers.add(reason=pb.Blocker.OPEN_CLIENTS, message="pid 4242 (ollama) holds it")
+    (planned,) = _plan([_facts(_node("busy"), busy)]).nodes
+    assert _row(planned) == ("load", "blocked", "pid 4242 (ollama) holds it")
 
 
-def _verdicts(nodes: list[NodeFacts], settings: PlanSettings | None = None) -> dict[str, str]:
-    planned = plan_rollout("v2", settings or PlanSettings(), nodes)
-    return {p.name: p.verdict for p in planned}
+def test_a_node_labelled_at_another_version_is_reloaded_from_that_version() -> None:
+    (planned,) = _plan([_facts(_node("a", labels=_carrying(OLD)))]).nodes
+    assert _row(planned) == ("reload", "go", "nothing blocks")
+    assert planned.change == f"from {OLD} to {VERSION}: unload, then load"
 
 
-def test_order_is_by_name_and_done_and_skipped_nodes_have_no_place() -> None:
-    nodes = [
-        NodeFacts("c", view=_view(_idle())),
-        NodeFacts(
-            "a",
-            labels={"gpuctl.dev/driver-state": "Done"},
-            annotations={"gpuctl.dev/driver-state-version": "v2"},
-        ),
-        NodeFacts("b", labels={"gpuctl.dev/rollout": "skip"}),
-        NodeFacts("d", view=_view(_idle())),
+def test_a_labelled_node_without_kmms_version_label_is_loaded() -> None:
+    (planned,) = _plan(
+        [_facts(_node("a", labels=_carrying(None)), _idle(pb.Module.NOT_LOADED))]
+    ).nodes
+    assert _row(planned) == ("load", "go", "nothing blocks")
+    assert planned.change == f"carries {TARGET_LABEL} but no KMM version label: loads {VERSION}"
+
+
+def test_a_node_nfd_no_longer_labels_left_the_selector_by_that_label() -> None:
+    nfd = _driver(_spec(useNFDLabeling=True))
+    (planned,) = _plan([_facts(_node("a", labels=_carrying()))], driver=nfd).nodes
+    assert (planned.action.value, planned.change) == (
+        "unload",
+        "left the node selector: intel.feature.node.kubernetes.io/gpu-pci=true (the node has "
+        "no such label)",
+    )
+
+
+def test_a_node_done_at_the_modules_version_needs_nothing() -> None:
+    labels, annotations = _done(VERSION)
+    (planned,) = _plan([_facts(_node("a", labels=labels, annotations=annotations))]).nodes
+    assert _row(planned) == ("none", "done", "nothing to do")
+    assert planned.change == f"at {VERSION}"
+    assert planned.now == f"Done ({VERSION})"
+
+
+def test_a_node_labelled_at_the_target_but_not_done_is_under_way() -> None:
+    labels = _carrying(VERSION, **{STATE: "Loading"})
+    (planned,) = _plan([_facts(_node("a", labels=labels), view=None)]).nodes
+    assert _row(planned) == ("load", "go", "under way: the rollout verifies the load next")
+    assert planned.change == f"labelled for {VERSION}: KMM is loading it"
+
+
+def test_nodes_kmm_would_not_touch_are_not_listed() -> None:
+    plan = _plan(
+        [
+            _facts(_node("other-pool", labels={"pool": "cpu"})),
+            _facts(_node("old-kernel", kernel="5.15.0-1-generic")),
+            _facts(_node("another-driver", labels={"pool": "cpu", TARGET_LABEL: "other"})),
+            _facts(_node("wanted")),
+        ]
+    )
+    assert [node.name for node in plan.nodes] == ["wanted"]
+
+
+def test_unloads_say_why_the_node_is_no_longer_wanted() -> None:
+    left = _node("left", labels={**_carrying(), "pool": "cpu"})
+    no_label = _node("no-label", labels=_carrying())
+    del no_label["metadata"]["labels"]["pool"]
+    kernel = _node("kernel", kernel="6.11.0-1-oem", labels=_carrying())
+    plan = _by_name(_plan([_facts(left), _facts(no_label), _facts(kernel)]))
+    assert {name: node.action.value for name, node in plan.items()} == dict.fromkeys(
+        ("left", "no-label", "kernel"), "unload"
+    )
+    assert plan["left"].change == "left the node selector: pool=gpu (the node has pool=cpu)"
+    assert (
+        plan["no-label"].change == "left the node selector: pool=gpu (the node has no such label)"
+    )
+    assert plan["kernel"].change == "no kernel mapping for its kernel 6.11.0-1-oem"
+    assert plan["left"].verdict == "go"
+
+
+def test_every_labelled_node_unloads_when_the_gpudriver_goes_or_drops_its_kernel_module() -> None:
+    nodes = [_facts(_node("a", labels=_carrying())), _facts(_node("b"))]
+    deleting = _plan(nodes, driver=_driver(deleting=True))
+    assert [(n.name, n.action.value, n.change) for n in deleting.nodes] == [
+        ("a", "unload", "the GPUDriver is being deleted")
     ]
-    planned = plan_rollout("v2", PlanSettings(), nodes)
-    assert [(p.name, p.verdict) for p in planned] == [
+    spec = _spec()
+    del spec["kernelModule"]
+    removed = _plan(nodes, driver=_driver(spec))
+    assert [(n.name, n.action.value, n.change) for n in removed.nodes] == [
+        ("a", "unload", "the GPUDriver has no kernelModule any more")
+    ]
+
+
+def test_an_unload_is_checked_like_any_other_unload() -> None:
+    busy = _idle()
+    busy.blockers.add(reason=pb.Blocker.OPEN_CLIENTS, message="pid 4242 (ollama) holds it")
+    left = _node("left", labels={**_carrying(), "pool": "cpu"})
+    (planned,) = _plan([_facts(left, busy, gpu_pods=["ml/job-1"])]).nodes
+    assert _row(planned) == (
+        "unload",
+        "blocked",
+        "pid 4242 (ollama) holds it; GPU pods must finish (evictGPUPods is off): ml/job-1",
+    )
+
+
+def test_without_a_module_the_plan_is_a_first_install() -> None:
+    nodes = [
+        _facts(_node("a"), _idle(pb.Module.NOT_LOADED)),
+        _facts(_node("b", labels=_carrying()), _idle(pb.Module.NOT_LOADED)),
+    ]
+    driver = _driver()
+    plan = plan_rollout(PlanInput(driver, None, nodes))
+    assert plan.version is None
+    assert [(n.name, n.action.value, n.change) for n in plan.nodes] == [
+        ("a", "load", "first install"),
+        ("b", "load", "loads once the coordinator creates the Module"),
+    ]
+    assert render_plan(plan).splitlines()[0] == (
+        f"GPUDriver {DRIVER}: Module {NS}/gpu-gpu not found (not created yet, or KMM is not "
+        "installed): planned as a first install."
+    )
+    del driver["status"]
+    plan = plan_rollout(PlanInput(driver, None, nodes))
+    assert render_plan(plan).splitlines()[0] == (
+        f"GPUDriver {DRIVER}: no KMM Module yet (status.module is empty; is gpuctl-coordinator "
+        "running?): planned as a first install."
+    )
+
+
+# -- would it go now ---------------------------------------------------------------------
+
+
+def test_order_is_the_coordinators_and_done_and_skipped_nodes_have_no_place() -> None:
+    labels, annotations = _done(VERSION)
+    plan = _plan(
+        [
+            _facts(_node("c")),
+            _facts(_node("a", labels=labels, annotations=annotations)),
+            _facts(_node("b", labels={"gpuctl.dev/rollout": "skip"})),
+            _facts(_node("e")),
+            _facts(_node("d", unschedulable=True)),  # the admin's cordon: it goes first
+        ]
+    )
+    assert [(p.name, p.verdict) for p in plan.nodes] == [
+        ("d", "go"),
         ("a", "done"),
         ("b", "skip"),
         ("c", "go"),
-        ("d", "go"),
+        ("e", "go"),
     ]
-    rows = render_plan("gpu", "v2", planned).splitlines()[2:]
-    assert [row.split()[0] for row in rows] == ["-", "-", "1", "2"]
-
-
-def test_order_is_the_coordinators_an_already_cordoned_node_goes_first() -> None:
-    nodes = [
-        NodeFacts("a", view=_view(_idle())),
-        NodeFacts("c", view=_view(_idle()), unschedulable=True),  # the admin's cordon
-        NodeFacts("b", view=_view(_idle())),
+    rows = render_plan(plan).splitlines()[3:]
+    assert [row.split()[:2] for row in rows] == [
+        ["1", "d"],
+        ["-", "a"],
+        ["-", "b"],
+        ["2", "c"],
+        ["3", "e"],
     ]
-    planned = plan_rollout("v2", PlanSettings(), nodes)
-    assert [p.name for p in planned] == ["c", "a", "b"]
-    rows = render_plan("gpu", "v2", planned).splitlines()[2:]
-    assert [row.split()[:2] for row in rows] == [["1", "c"], ["2", "a"], ["3", "b"]]
-    # A cordoned node that opted out takes no slot; one whose opt-out went is Pending again.
-    skipped = {"gpuctl.dev/driver-state": "Skipped"}
-    nodes += [
-        NodeFacts("0-out", labels={**skipped, "gpuctl.dev/rollout": "skip"}, unschedulable=True),
-        NodeFacts("0-back", labels=skipped, view=_view(_idle()), unschedulable=True),
-    ]
-    planned = plan_rollout("v2", PlanSettings(), nodes)
-    assert [p.name for p in planned] == ["0-back", "c", "0-out", "a", "b"]
 
 
 def test_a_node_done_at_an_older_version_goes_again() -> None:
-    node = NodeFacts(
-        "a",
-        labels={"gpuctl.dev/driver-state": "Done"},
-        annotations={"gpuctl.dev/driver-state-version": "v1"},
-        view=_view(_idle()),
+    labels, annotations = _done(OLD)
+    (planned,) = _plan([_facts(_node("a", labels=labels, annotations=annotations))]).nodes
+    assert (planned.action.value, planned.verdict) == ("reload", "go")
+
+
+def test_a_node_failed_at_the_target_waits_for_the_admin() -> None:
+    labels = _carrying(VERSION, **{STATE: "Failed"})
+    annotations = {STATE_VERSION: VERSION, "gpuctl.dev/driver-state-reason": "KMM did not load"}
+    (planned,) = _plan([_facts(_node("a", labels=labels, annotations=annotations))]).nodes
+    assert planned.verdict == "blocked"
+    assert planned.reasons == ("Failed: KMM did not load; fix it, then `gpuctl rollout retry a`",)
+
+
+def test_no_report_a_disconnected_agent_and_not_ready_are_blocked() -> None:
+    plan = _plan(
+        [
+            _facts(_node("none"), view=None),
+            _facts(_node("gone"), view=_view(_idle(), connected=False)),
+            _facts(_node("down", ready="False")),
+            _facts(_node("unknown-ready", ready="Unknown")),
+        ]
     )
-    assert _verdicts([node]) == {"a": "go"}
-
-
-def test_no_report_stale_report_and_not_ready_are_blocked() -> None:
-    nodes = [
-        NodeFacts("none"),
-        NodeFacts("gone", view=_view(_idle(), connected=False)),
-        NodeFacts("old", view=_view(_idle(), problem="older than the freshness bound")),
-        NodeFacts("down", ready=False, view=_view(_idle())),
-        NodeFacts("unknown-ready", ready=None, view=_view(_idle())),
-    ]
-    assert set(_verdicts(nodes).values()) == {"blocked"}
-    reasons = {p.name: p.reasons for p in plan_rollout("v2", PlanSettings(), nodes)}
+    reasons = {p.name: p.reasons for p in plan.nodes}
+    assert {p.verdict for p in plan.nodes} == {"blocked"}
     assert reasons["none"] == ("no agent report (unknown is never safe)",)
     assert reasons["gone"] == ("agent disconnected (unknown is never safe)",)
-    assert reasons["old"] == ("older than the freshness bound (unknown is never safe)",)
+    assert reasons["down"] == ("node is NotReady",)
+    assert reasons["unknown-ready"] == ("node readiness unknown",)
 
 
-def test_a_gpunode_the_coordinator_calls_stale_is_blocked_in_its_words() -> None:
+def test_a_gpunode_the_coordinator_calls_stale_is_unknown_so_blocked() -> None:
     gpunode = {
         "metadata": {"name": "frozen"},
         "status": {
@@ -133,61 +375,87 @@ def test_a_gpunode_the_coordinator_calls_stale_is_blocked_in_its_words() -> None
         },
     }
     now = datetime.datetime(2026, 11, 29, 12, tzinfo=datetime.UTC)
-    (planned,) = plan_rollout(
-        "v2", PlanSettings(), [NodeFacts("frozen", view=from_gpunode(gpunode, now))]
-    )
+    view = from_gpunode(gpunode, now)
+    (planned,) = _plan([_facts(_node("frozen"), view=view)]).nodes
     assert planned.verdict == "blocked"
     assert planned.reasons == (
         "no heartbeat or report from the agent for 6.1s (the freshness bound is 6s): the "
         "node's state is unknown (unknown is never safe)",
+    )
+    # The stale report's live xe is not taken for the truth either.
+    assert planned.change == "first install; unknown whether a live xe must be removed first"
+
+
+def test_claims_that_cannot_be_listed_are_unknown_never_none() -> None:
+    plan = _plan(
+        [_facts(_node("a")), _facts(_node("b", labels=_carrying()))],
+        claims_unknown="discovery serves resource.k8s.io/v1, but listing resourceclaims gave 404",
+    )
+    assert {p.name: _row(p) for p in plan.nodes} == {
+        "a": (
+            "load",
+            "blocked",
+            "allocated GPU ResourceClaims are unknown (unknown is never safe)",
+        ),
+        "b": (
+            "reload",
+            "blocked",
+            "allocated GPU ResourceClaims are unknown (unknown is never safe)",
+        ),
+    }
+    assert render_plan(plan).splitlines()[1] == (
+        "Allocated GPU ResourceClaims are unknown: discovery serves resource.k8s.io/v1, but "
+        "listing resourceclaims gave 404. Every node counts as blocked until they can be listed."
     )
 
 
 def test_claims_and_agent_blockers_block_with_their_words() -> None:
     busy = _idle()
     busy.blockers.add(reason=pb.Blocker.OPEN_CLIENTS, message="pid 4242 (ollama) holds it")
-    planned = plan_rollout(
-        "v2",
-        PlanSettings(),
-        [NodeFacts("n", view=_view(busy), claims=["ml/train-0"])],
-    )
-    assert planned[0].verdict == "blocked"
-    assert planned[0].reasons == (
+    (planned,) = _plan([_facts(_node("n"), busy, claims=["ml/train-0"])]).nodes
+    assert planned.verdict == "blocked"
+    assert planned.reasons == (
         "allocated GPU ResourceClaim ml/train-0",
         "pid 4242 (ollama) holds it",
     )
 
 
 def test_gpu_pods_wait_unless_eviction_is_allowed() -> None:
-    node = NodeFacts("n", view=_view(_idle()), gpu_pods=["ml/job-1"])
-    assert _verdicts([node]) == {"n": "wait"}
-    planned = plan_rollout("v2", PlanSettings(evict_gpu_pods=True), [node])
-    assert planned[0].verdict == "go"
-    assert planned[0].reasons == ("would evict GPU pods: ml/job-1",)
+    node = _facts(_node("n"), gpu_pods=["ml/job-1"])
+    assert _plan([node]).nodes[0].verdict == "wait"
+    evicting = _driver(_spec(rollout={"evictGPUPods": True}))
+    (planned,) = _plan([node], driver=evicting).nodes
+    assert (planned.verdict, planned.reasons) == ("go", ("would evict GPU pods: ml/job-1",))
 
 
-def test_idle_vfs_on_the_host_go_only_when_disabling_them_is_allowed() -> None:
-    node = NodeFacts("n", view=_view(_pf_with_vfs("xe")))
-    assert _verdicts([node]) == {"n": "blocked"}
-    planned = plan_rollout("v2", PlanSettings(disable_idle_vfs=True), [node])
-    assert planned[0].verdict == "go"
-    assert planned[0].reasons == ("would disable the idle VFs of 0000:03:00.0, then restore them",)
+def _pf_with_vfs(vf_driver: str) -> pb.NodeReport:
+    report = _idle()
+    vf = pb.VirtualFunction(pci_address="0000:03:00.1", driver=vf_driver)
+    sriov = pb.Sriov(num_vfs=1, vfs=[vf])
+    report.devices.add(
+        pci_address="0000:03:00.0", driver="xe", role=pb.Device.PHYSICAL, sriov=sriov
+    )
+    report.devices.add(
+        pci_address="0000:03:00.1", driver=vf_driver, role=pb.Device.VIRTUAL, physfn="0000:03:00.0"
+    )
+    report.blockers.add(
+        reason=pb.Blocker.ACTIVE_VFS, pci_address="0000:03:00.0", message="03:00.0 has 1 VF"
+    )
+    return report
 
 
-def test_vfs_handed_to_vms_or_bound_to_another_driver_block_even_when_disabling_is_allowed() -> (
-    None
-):
+def test_idle_vfs_go_only_when_disabling_them_is_allowed_and_never_when_handed_away() -> None:
+    allowed = _driver(_spec(rollout={"disableIdleVFs": True}))
+    node = _facts(_node("n"), _pf_with_vfs("xe"))
+    assert _plan([node]).nodes[0].verdict == "blocked"
+    (planned,) = _plan([node], driver=allowed).nodes
+    assert (planned.verdict, planned.reasons) == (
+        "go",
+        ("would disable the idle VFs of 0000:03:00.0, then restore them",),
+    )
     for vf_driver in ("vfio-pci", "i915"):
-        node = NodeFacts("n", view=_view(_pf_with_vfs(vf_driver)))
-        planned = plan_rollout("v2", PlanSettings(disable_idle_vfs=True), [node])
-        assert planned[0].verdict == "blocked", vf_driver
-        assert planned[0].reasons == ("03:00.0 has 1 VF",)
-
-
-def test_the_vfs_driver_is_the_modules_name() -> None:
-    node = NodeFacts("n", view=_view(_pf_with_vfs("xe")))
-    other = PlanSettings(disable_idle_vfs=True, driver="xe_other")
-    assert _verdicts([node], other) == {"n": "blocked"}
+        (planned,) = _plan([_facts(_node("n"), _pf_with_vfs(vf_driver))], driver=allowed).nodes
+        assert (planned.verdict, planned.reasons) == ("blocked", ("03:00.0 has 1 VF",)), vf_driver
 
 
 def _held(*holders: str) -> pb.NodeReport:
@@ -199,20 +467,21 @@ def _held(*holders: str) -> pb.NodeReport:
     return report
 
 
-def test_holders_kmm_unloads_first_do_not_block() -> None:
-    node = NodeFacts("n", view=_view(_held("xe_compat")))
-    assert _verdicts([node]) == {"n": "blocked"}
-    planned = plan_rollout("v2", PlanSettings(unloaded_with=("xe_compat",)), [node])
-    assert planned[0].verdict == "go"
-    assert planned[0].reasons == ("KMM unloads xe_compat first (modulesLoadingOrder)",)
-
-
-def test_a_holder_kmm_does_not_unload_still_blocks_named_alone() -> None:
-    node = NodeFacts("n", view=_view(_held("xe_compat", "xe_vfio_pci")))
-    planned = plan_rollout("v2", PlanSettings(unloaded_with=("xe_compat",)), [node])
-    assert planned[0].verdict == "blocked"
-    assert planned[0].reasons == (
-        "xe is held by xe_vfio_pci, which the unload does not remove: unload it first",
+def test_holders_kmm_unloads_first_do_not_block_others_do_by_name() -> None:
+    ordered = _spec()
+    ordered["kernelModule"]["modulesLoadingOrder"] = ["xe", "xe_compat"]
+    assert _plan([_facts(_node("n"), _held("xe_compat"))]).nodes[0].verdict == "blocked"
+    (planned,) = _plan([_facts(_node("n"), _held("xe_compat"))], driver=_driver(ordered)).nodes
+    assert (planned.verdict, planned.reasons) == (
+        "go",
+        ("KMM unloads xe_compat first (modulesLoadingOrder)",),
+    )
+    (planned,) = _plan(
+        [_facts(_node("n"), _held("xe_compat", "xe_vfio_pci"))], driver=_driver(ordered)
+    ).nodes
+    assert (planned.verdict, planned.reasons) == (
+        "blocked",
+        ("xe is held by xe_vfio_pci, which the unload does not remove: unload it first",),
     )
 
 
@@ -226,11 +495,27 @@ def test_plan_settings_read_the_loading_order_and_module_name() -> None:
     assert plan_settings({"spec": {}}).driver == ""
 
 
-def test_gpu_pods_are_recognised_by_their_resources() -> None:
-    def pod(resources: dict[str, object]) -> dict[str, object]:
-        return {"spec": {"containers": [{"name": "c", "resources": resources}]}}
+def test_the_table_names_each_column_and_says_what_would_change() -> None:
+    labels, annotations = _done(VERSION)
+    plan = _plan(
+        [
+            _facts(_node("a", labels=_carrying())),
+            _facts(_node("b", labels={**_carrying(), "pool": "cpu"})),
+            _facts(_node("c")),
+            _facts(_node("d", labels=labels, annotations=annotations)),
+        ]
+    )
+    lines = render_plan(plan).splitlines()
+    assert lines[0] == f"GPUDriver {DRIVER}: target version {VERSION} (Module {NS}/gpu-gpu)."
+    assert lines[1] == (
+        "KMM would touch 3 node(s): 1 load, 1 reload, 1 unload; 1 at the target already. In "
+        "the coordinator's order:"
+    )
+    assert lines[2].split() == ["ORDER", "NODE", "NOW", "ACTION", "CHANGE", "WOULD", "WHY"]
 
-    assert requests_gpu(pod({"limits": {"gpu.intel.com/xe": "1"}}))
-    assert requests_gpu(pod({"requests": {"gpu.intel.com/i915": "1"}}))
-    assert not requests_gpu(pod({"limits": {"nvidia.com/gpu": "1", "cpu": "2"}}))
-    assert not requests_gpu({"spec": {}})
+
+def test_nothing_to_touch_is_said_plainly() -> None:
+    plan = _plan([_facts(_node("elsewhere", labels={"pool": "cpu"}))])
+    assert render_plan(plan).splitlines()[1] == (
+        f"No node to change: no node is wanted by the GPUDriver or carries {TARGET_LABEL}={DRIVER}."
+    )

@@ -6,10 +6,10 @@ from coordinator.rollout.actions import PatchNode
 from coordinator.rollout.decide import decide
 from coordinator.rollout.settings import RolloutSettings
 from gpuctl.cli.rollout_plan import NodeFacts as PlanNode
-from gpuctl.cli.rollout_plan import PlanSettings, plan_rollout
+from gpuctl.cli.rollout_plan import PlanInput, plan_rollout
 from gpuctl.common.names import Phase
 from gpuctl.common.rollout_order import is_unavailable, start_order
-from tests.support.rollout_samples import TARGET, node, rollout
+from tests.support.rollout_samples import node, rollout
 
 
 def test_nodes_unavailable_already_go_first_then_by_name() -> None:
@@ -36,9 +36,20 @@ def test_the_coordinator_starts_nodes_in_the_order_gpuctl_rollout_plan_shows() -
         for a in decision.actions
         if isinstance(a, PatchNode) and a.phase_to is Phase.CHECKING
     ]
-    planned = plan_rollout(
-        TARGET,
-        PlanSettings(),
-        [PlanNode(n.name, labels=n.labels, unschedulable=n.unschedulable) for n in pending],
-    )
+    driver = {
+        "metadata": {"name": "gpu"},
+        "spec": {"kernelModule": {"kernelMappings": [{"regexp": "^6"}]}},
+    }
+    as_listed = [
+        {
+            "metadata": {"name": n.name, "labels": {**n.labels, "kubernetes.io/arch": "amd64"}},
+            "spec": {"unschedulable": n.unschedulable},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "nodeInfo": {"kernelVersion": "6.8.0-60-generic"},
+            },
+        }
+        for n in pending
+    ]
+    planned = plan_rollout(PlanInput(driver, None, [PlanNode(n) for n in as_listed])).nodes
     assert started == [p.name for p in planned] == ["c", "e", "a", "b", "d"]

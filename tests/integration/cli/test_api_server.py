@@ -21,7 +21,7 @@ from google.protobuf import json_format
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.common import names
 from tests.harness.access import KubeCluster
-from tests.support.cluster_api import Api, gpudriver, node_labels, simple_spec
+from tests.support.cluster_api import TEST_LABEL, Api, gpudriver, node_labels, simple_spec
 
 pytestmark = pytest.mark.integration
 
@@ -344,25 +344,37 @@ def test_pause_resume_and_retry_write_what_the_coordinator_reads(
     assert "only a Failed or Blocked node can be retried" in refused.stderr
 
 
-def test_rollout_plan_orders_nodes_and_names_what_stops_each(
-    kube_cluster: KubeCluster, namespace: str, api: Api, make_node: Any
-) -> None:
-    name = f"{namespace}-gpu"
-    _versioned_driver(api, namespace, name, None)
-    selector = {"gpuctl.test/ns": namespace, "kubernetes.io/arch": "amd64"}
+TARGET_VERSION = "v2-2222bbbb"
+OLD_VERSION = "v1-1111aaaa"
+
+
+def _plan_driver(api: Api, namespace: str, name: str) -> str:
+    """A GPUDriver for kernels 6.8.*, and the Module the coordinator would have written for it
+    (selecting the nodes carrying the target label, at TARGET_VERSION); returns KMM's version
+    label for that Module."""
+    spec = simple_spec(namespace)
+    spec["kernelModule"]["kernelMappings"] = [
+        {"regexp": r"^6\.8\.", "containerImage": "registry.example.com/xe:2.0"}
+    ]
+    api.create_driver(gpudriver(name, namespace, spec))
+    module = f"{name}-gpu"
     api.kube.request(
         "POST",
         api.module_path(namespace),
         body={
             "apiVersion": "kmm.sigs.x-k8s.io/v1beta1",
             "kind": "Module",
-            "metadata": {"name": f"{name}-gpu", "namespace": namespace},
+            "metadata": {"name": module, "namespace": namespace},
             "spec": {
-                "selector": selector,
+                "selector": {names.TARGET_LABEL: name},
+                "tolerations": [{"operator": "Exists"}],
                 "moduleLoader": {
                     "container": {
+                        "version": TARGET_VERSION,
                         "modprobe": {"moduleName": "xe"},
-                        "kernelMappings": [{"regexp": "^.+$", "containerImage": "r.example/xe:1"}],
+                        "kernelMappings": [
+                            {"regexp": r"^6\.8\.", "containerImage": "registry.example.com/xe:2.0"}
+                        ],
                     }
                 },
             },
@@ -371,41 +383,194 @@ def test_rollout_plan_orders_nodes_and_names_what_stops_each(
     api.kube.request(
         "PATCH",
         f"{api.driver_path(name)}/status",
-        body={"status": {"module": f"modules.kmm.sigs.x-k8s.io/{namespace}/{name}-gpu"}},
+        body={"status": {"module": f"modules.kmm.sigs.x-k8s.io/{namespace}/{module}"}},
         content_type="application/merge-patch+json",
     )
+    return names.kmm_version_label(namespace, module)
+
+
+def _annotate(api: Api, node: str, annotations: dict[str, str]) -> None:
+    api.kube.request(
+        "PATCH",
+        f"/api/v1/nodes/{node}",
+        body={"metadata": {"annotations": annotations}},
+        content_type="application/merge-patch+json",
+    )
+
+
+def plan_rows(stdout: str) -> dict[str, dict[str, str]]:
+    """The plan's table, node -> column -> cell (cells may hold spaces)."""
+    lines = stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("ORDER "))
+    header = lines[first]
+    columns = header.split()
+    starts = [header.index(column) for column in columns]
+    ends = [*starts[1:], None]
+    rows = {}
+    for line in lines[first + 1 :]:
+        cells = {c: line[s:e].strip() for c, s, e in zip(columns, starts, ends, strict=True)}
+        rows[cells["NODE"]] = cells
+    return rows
+
+
+def stale(node: str) -> dict[str, Any]:
+    """A GPUNode the coordinator no longer counts as fresh (its agent went silent)."""
+    return dict(
+        connected(node),
+        conditions=[
+            {
+                "type": "Fresh",
+                "status": "False",
+                "reason": "NoHeartbeat",
+                "message": "no heartbeat or report from the agent for 6.1s (the freshness bound "
+                "is 6s): the node's state is unknown",
+                "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        ],
+    )
+
+
+def test_rollout_plan_shows_what_kmm_would_touch_and_whether_each_may_go(
+    kube_cluster: KubeCluster, namespace: str, api: Api, make_node: Any
+) -> None:
+    name = f"{namespace}-gpu"
+    version_label = _plan_driver(api, namespace, name)
+    target = {names.TARGET_LABEL: name}
     nodes = {
-        key: make_node(key, labels=node_labels(namespace, **extra)).metadata.name
-        for key, extra in (
-            ("a-idle", {}),
-            ("b-busy", {}),
-            ("c-claimed", {}),
-            ("d-silent", {}),
-            ("e-optout", {"gpuctl.dev/rollout": "skip"}),
+        key: make_node(key, labels=labels, kernel_version=kernel).metadata.name
+        for key, labels, kernel in (
+            ("a-first", node_labels(namespace), "6.8.0-60-generic"),
+            (
+                "b-reload",
+                node_labels(namespace, **target, **{version_label: OLD_VERSION}),
+                "6.8.0-60-generic",
+            ),
+            (
+                "c-left",
+                {**node_labels(namespace), TEST_LABEL: "elsewhere", **target},
+                "6.8.0-60-generic",
+            ),
+            ("d-kernel", node_labels(namespace, **target), "6.11.0-1-oem"),
+            (
+                "e-done",
+                node_labels(
+                    namespace, **target, **{version_label: TARGET_VERSION, STATE_LABEL: "Done"}
+                ),
+                "6.8.0-60-generic",
+            ),
+            ("f-stale", node_labels(namespace), "6.8.0-60-generic"),
+            (
+                "z-elsewhere",
+                {**node_labels(namespace), TEST_LABEL: "elsewhere"},
+                "6.8.0-60-generic",
+            ),
         )
     }
-    make_node("z-untargeted")
-    for key in ("a-idle", "c-claimed", "e-optout"):
+    _annotate(api, nodes["e-done"], {names.STATE_VERSION: TARGET_VERSION})
+    for key in ("a-first", "c-left", "e-done"):
         put_gpunode(api, nodes[key], connected(nodes[key]))
-    put_gpunode(api, nodes["b-busy"], connected(nodes["b-busy"], busy=True))
-    api.create_claim(namespace, "train-0", nodes["c-claimed"])
-
+    put_gpunode(api, nodes["b-reload"], connected(nodes["b-reload"], busy=True))
+    put_gpunode(api, nodes["f-stale"], stale(nodes["f-stale"]))
+    api.create_claim(namespace, "train-0", nodes["c-left"])
     # An admin's cordon: the coordinator starts that node first (it takes no new slot).
     api.kube.request(
         "PATCH",
-        f"/api/v1/nodes/{nodes['c-claimed']}",
+        f"/api/v1/nodes/{nodes['f-stale']}",
         body={"spec": {"unschedulable": True}},
         content_type="application/merge-patch+json",
     )
 
     done = gpuctl(kube_cluster.kubeconfig, "rollout", "plan", name)
     assert done.returncode == 0, done.stderr
-    rows = {line.split()[1]: line for line in done.stdout.splitlines()[2:]}
-    in_order = [nodes[k] for k in ("c-claimed", "a-idle", "b-busy", "d-silent", "e-optout")]
-    assert list(rows) == in_order, "only targeted nodes, in the coordinator's order"
-    assert rows[nodes["a-idle"]].split()[3] == "go"
-    assert rows[nodes["b-busy"]].split()[3] == "blocked"
-    assert "pid 4242 (ollama)" in rows[nodes["b-busy"]]
-    assert f"allocated GPU ResourceClaim {namespace}/train-0" in rows[nodes["c-claimed"]]
-    assert "no agent report (unknown is never safe)" in rows[nodes["d-silent"]]
-    assert rows[nodes["e-optout"]].split()[3] == "skip"
+    assert done.stdout.splitlines()[0] == (
+        f"GPUDriver {name}: target version {TARGET_VERSION} (Module {namespace}/{name}-gpu)."
+    )
+    rows = plan_rows(done.stdout)
+    in_order = [
+        nodes[k] for k in ("f-stale", "a-first", "b-reload", "c-left", "d-kernel", "e-done")
+    ]
+    assert list(rows) == in_order, "only the nodes KMM would touch, in the coordinator's order"
+    table = {
+        key: (rows[nodes[key]]["ORDER"], rows[nodes[key]]["ACTION"], rows[nodes[key]]["WOULD"])
+        for key in ("a-first", "b-reload", "c-left", "d-kernel", "e-done", "f-stale")
+    }
+    assert table == {
+        "f-stale": ("1", "load", "blocked"),
+        "a-first": ("2", "load", "go"),
+        "b-reload": ("3", "reload", "blocked"),
+        "c-left": ("4", "unload", "blocked"),
+        "d-kernel": ("5", "unload", "blocked"),
+        "e-done": ("-", "none", "done"),
+    }
+    change = {key: rows[nodes[key]]["CHANGE"] for key in nodes if nodes[key] in rows}
+    assert change["a-first"] == "first install; KMM's loader first removes the live xe (an unload)"
+    assert change["b-reload"] == f"from {OLD_VERSION} to {TARGET_VERSION}: unload, then load"
+    assert change["c-left"] == (
+        f"left the node selector: {TEST_LABEL}={namespace} (the node has {TEST_LABEL}=elsewhere)"
+    )
+    assert change["d-kernel"] == "no kernel mapping for its kernel 6.11.0-1-oem"
+    assert change["e-done"] == f"at {TARGET_VERSION}"
+    why = {key: rows[nodes[key]]["WHY"] for key in nodes if nodes[key] in rows}
+    assert "pid 4242 (ollama)" in why["b-reload"]
+    assert why["c-left"] == f"allocated GPU ResourceClaim {namespace}/train-0"
+    assert why["d-kernel"] == "no agent report (unknown is never safe)"
+    assert why["f-stale"].startswith("no heartbeat or report from the agent for 6.1s")
+    assert rows[nodes["e-done"]]["NOW"] == f"Done ({TARGET_VERSION})"
+
+
+def test_rollout_plan_blocks_every_node_when_claims_cannot_be_listed(
+    kube_cluster: KubeCluster, namespace: str, api: Api, make_node: Any, tmp_path: Path
+) -> None:
+    """A reader who may list everything the plan reads but ResourceClaims: the claims are
+    unknown, never "none", so no node may go."""
+    name = f"{namespace}-gpu"
+    _plan_driver(api, namespace, name)
+    idle = make_node("idle", labels=node_labels(namespace)).metadata.name
+    put_gpunode(api, idle, connected(idle))
+    reader = f"{namespace}-plan-reader"
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    read = ["get", "list"]
+    api.kube.request(
+        "POST",
+        f"{rbac}/clusterroles",
+        body={
+            "metadata": {"name": reader},
+            "rules": [
+                {
+                    "apiGroups": [names.GROUP],
+                    "resources": ["gpudrivers", "gpunodes"],
+                    "verbs": read,
+                },
+                {"apiGroups": [names.KMM_GROUP], "resources": ["modules"], "verbs": read},
+                {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": read},
+            ],
+        },
+    )
+    api.kube.request(
+        "POST",
+        f"{rbac}/clusterrolebindings",
+        body={
+            "metadata": {"name": reader},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": reader,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
+        },
+    )
+    try:
+        token = kube_cluster.service_account_token(namespace, "default")
+        kubeconfig = token_kubeconfig(kube_cluster, token, tmp_path / "kubeconfig")
+        done = gpuctl(kubeconfig, "rollout", "plan", name)
+    finally:
+        api.kube.request("DELETE", f"{rbac}/clusterrolebindings/{reader}")
+        api.kube.request("DELETE", f"{rbac}/clusterroles/{reader}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1].startswith(
+        "Allocated GPU ResourceClaims are unknown: you are not allowed to list "
+        "resourceclaims.resource.k8s.io: "
+    )
+    row = plan_rows(done.stdout)[idle]
+    assert (row["ACTION"], row["WOULD"]) == ("load", "blocked")
+    assert row["WHY"] == "allocated GPU ResourceClaims are unknown (unknown is never safe)"
