@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any
 
 from coordinator.drivers.guard import REASON_ALLOCATED_CLAIM, UnloadDecision
-from coordinator.drivers.module_spec import module_ref, version_toggled
+from coordinator.drivers.module_spec import module_ref
 from coordinator.drivers.status import KMM_NOT_INSTALLED, Problem, claims_block_deletion
 from coordinator.drivers.validation import FieldError
 from coordinator.event_notes import NORMAL, WARNING, EventNote
@@ -51,7 +51,6 @@ class Plan:
     problems: tuple[Problem, ...] = ()
     events: tuple[EventNote, ...] = ()
     requeue_after: float | None = None
-    recreating: bool = False
 
 
 def _terminating(obj: Mapping[str, Any] | None) -> bool:
@@ -94,14 +93,14 @@ def _blocked(inp: PlanInput, why: str) -> Plan:
     return Plan(problems=tuple(problems), events=(note,), requeue_after=BLOCKED_RETRY_SECONDS)
 
 
-def _unload(inp: PlanInput, why: str, done: str, *, recreate: bool = False) -> Plan:
+def _unload(inp: PlanInput, why: str, done: str) -> Plan:
     """Delete the Module if the guard allows it."""
     if not inp.unload.allowed:
         return _blocked(inp, why)
     nodes = len(inp.unload.target_nodes)
     note = EventNote(
         NORMAL,
-        "ModuleRecreating" if recreate else "ModuleDeleting",
+        "ModuleDeleting",
         f"deleting {module_ref(inp.module_name)} ({done}); KMM unloads the driver from "
         f"{nodes} node(s)",
     )
@@ -109,7 +108,6 @@ def _unload(inp: PlanInput, why: str, done: str, *, recreate: bool = False) -> P
         actions=(Action.DELETE,),
         events=(note,),
         requeue_after=TERMINATING_RETRY_SECONDS,
-        recreating=recreate,
     )
 
 
@@ -157,19 +155,12 @@ def _refusal(inp: PlanInput) -> Plan | None:
 def _plan_existing(inp: PlanInput, module: Mapping[str, Any], desired: Mapping[str, Any]) -> Plan:
     """Keep a stored Module in line with the desired one."""
     if _terminating(module):
-        return Plan(requeue_after=TERMINATING_RETRY_SECONDS, recreating=True)
+        return Plan(requeue_after=TERMINATING_RETRY_SECONDS)
     if not owned_by(module, inp.driver):
         message = f"{module_ref(inp.module_name)} exists and is not owned by this GPUDriver"
         return Plan(
             problems=(Problem("ModuleNotOwned", message),),
             events=(EventNote(WARNING, "ModuleNotOwned", message),),
-        )
-    if version_toggled(module.get("spec") or {}, desired["spec"]):
-        return _unload(
-            inp,
-            "recreate the Module for a version change between empty and set",
-            "version changed between empty and set",
-            recreate=True,
         )
     if _module_differs(module, desired):
         note = EventNote(NORMAL, "ModuleUpdated", f"updated {module_ref(inp.module_name)}")
@@ -212,5 +203,4 @@ def plan(inp: PlanInput) -> Plan:
         problems=module_plan.problems,
         events=(guard, *module_plan.events),
         requeue_after=module_plan.requeue_after,
-        recreating=module_plan.recreating,
     )

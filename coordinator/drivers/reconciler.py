@@ -163,7 +163,6 @@ class Reconciler:
             kmm_installed=kmm_installed,
             module=module,
             problems=tuple(problems),
-            recreating=decided.recreating,
         )
         self._write_status(after, compute_status(observation, self._now()))
         return requeue

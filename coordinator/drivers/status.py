@@ -2,7 +2,8 @@
 
 The fields follow the reference operator: `kmmStatus` is `<available>/<desired>` module
 loaders, `N/A` without a `kernelModule` (or without KMM), `Removing` while the Module is being
-deleted and `Recreating` while it is deleted to be created again (a `version` toggle).
+deleted and `Recreating` while a Module the GPUDriver still asks for is being deleted (it is
+created again once gone).
 `errors` carries the reference's messages, recomputed every time so a stale one disappears
 once it is no longer true. Conditions `Ready` and `Degraded` keep their lastTransitionTime
 while their status does not change.
@@ -58,8 +59,6 @@ class Observation:
     kmm_installed: bool
     module: Mapping[str, Any] | None
     problems: Sequence[Problem] = field(default_factory=tuple)
-    # The Module was just deleted to be created again (a version toggle).
-    recreating: bool = False
     # Seconds after which a Module still being deleted is reported as stuck.
     stuck_after_seconds: float = 120.0
 
@@ -77,8 +76,6 @@ def kmm_status(obs: Observation) -> str:
     """The kmmStatus column."""
     module = obs.module
     deleting_driver = _deleting(obs.driver)
-    if obs.recreating and obs.wants_module and not deleting_driver:
-        return RECREATING
     if module is not None and module.get("metadata", {}).get("deletionTimestamp"):
         return RECREATING if obs.wants_module and not deleting_driver else REMOVING
     if module is not None and (deleting_driver or not obs.wants_module):

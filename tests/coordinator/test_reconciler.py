@@ -41,7 +41,7 @@ def test_write_conflict_is_retried_quietly() -> None:
     rec = reconciler(api)
     rec.reconcile("gpu-policy")
     driver_path, module_path = f"{DRIVERS}/gpu-policy", f"{MODULES}/gpu-policy-gpu"
-    api.objects[driver_path]["spec"]["nodeSelector"] = {"pool": "a"}
+    api.objects[driver_path]["spec"]["kernelModule"]["parameters"] = ["max_vfs=7"]
     status_before = copy.deepcopy(api.objects[driver_path]["status"])
     events_before = event_reasons(api)
     api.fail[("PUT", module_path)] = KubeError(409, "Conflict")
@@ -49,7 +49,8 @@ def test_write_conflict_is_retried_quietly() -> None:
     assert event_reasons(api) == events_before
     assert api.objects[driver_path]["status"] == status_before
     assert rec.reconcile("gpu-policy") is None
-    assert api.objects[module_path]["spec"]["selector"]["pool"] == "a"
+    container = api.objects[module_path]["spec"]["moduleLoader"]["container"]
+    assert container["modprobe"]["parameters"] == ["max_vfs=7"]
     assert event_reasons(api) == [*events_before, "ModuleUpdated"]
 
 

@@ -1,7 +1,8 @@
 """The GPUDriver reconciler over a MemoryApi, as its unit tests (and the guard's) build it.
 
 The cluster view reads the GPUDrivers stored in the MemoryApi and shows one amd64 node `n1`
-and no ResourceClaims; KMM is served unless a test says otherwise; every clock reads NOW.
+(targeted for gpu-policy) and no ResourceClaims; KMM is served unless a test says otherwise;
+every clock reads NOW.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from coordinator.drivers.guard import BlockerSource
 from coordinator.drivers.reconciler import Reconciler, ReconcilerConfig
 from coordinator.kube.discovery import Discovery
 from coordinator.kube.events import EventRecorder
+from gpuctl.common.names import TARGET_LABEL
 from tests.support import samples
 from tests.support.memory_api import MemoryApi
 
@@ -31,7 +33,7 @@ class MemoryClusterView:
         return [o for p, o in self.api.objects.items() if p.startswith(DRIVERS)]
 
     def nodes(self) -> list[dict[str, Any]]:
-        return [samples.node("n1", {"kubernetes.io/arch": "amd64"})]
+        return [samples.node("n1", {"kubernetes.io/arch": "amd64", TARGET_LABEL: "gpu-policy"})]
 
     def claims(self) -> list[dict[str, Any]]:
         return []
