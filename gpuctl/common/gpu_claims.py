@@ -2,7 +2,7 @@
 
 A claim allocated by the GPU DRA driver holds devices the driver must not be pulled from;
 its `status.allocation.nodeSelector` says which node they are on. Shared by the coordinator's
-unload guard and rollout, and by `gpuctl rollout plan`.
+rollout and by `gpuctl rollout plan`.
 """
 
 from __future__ import annotations
