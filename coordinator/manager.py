@@ -97,6 +97,12 @@ def _labels(obj: dict[str, Any]) -> dict[str, str]:
     return dict(obj.get("metadata", {}).get("labels") or {})
 
 
+def _reconciled_node_part(node: dict[str, Any]) -> tuple[dict[str, str], str]:
+    """What the reconciler reads of a Node: its labels (TARGET_LABEL, KMM's ready and version
+    labels, the user's selector) and its kernel (which mapping serves it)."""
+    return _labels(node), node_kernel(node)
+
+
 def _reconciled_part(driver: dict[str, Any]) -> str:
     """What the reconciler reads of a GPUDriver: all of it but status.rollout and the
     bookkeeping every write changes."""
@@ -194,12 +200,11 @@ class Coordinator:
     def _on_node(self, kind: str, obj: dict[str, Any]) -> None:
         # Every change matters to the rollout (cordon, Ready, its own annotations).
         self._rollout_changed()
-        # The reconciler reads a Node's labels (TARGET_LABEL, KMM's ready and version labels,
-        # the user's selector) and kernel (its mapping): a change of those concerns the
-        # GPUDriver the node carries TARGET_LABEL for, and any GPUDriver whose selector or
-        # migration may involve it, so every GPUDriver is looked at (there are few).
+        # A change of what the reconciler reads concerns the GPUDriver the node carries
+        # TARGET_LABEL for (or did), and any whose migration may involve it: every GPUDriver
+        # is looked at (there are few).
         name = obj["metadata"]["name"]
-        seen = None if kind == "DELETED" else (_labels(obj), node_kernel(obj))
+        seen = None if kind == "DELETED" else _reconciled_node_part(obj)
         if self._node_seen.get(name) != seen:
             if seen is None:
                 self._node_seen.pop(name, None)
