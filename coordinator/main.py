@@ -46,13 +46,15 @@ log = logging.getLogger("coordinator")
 
 DESCRIPTION = """\
 Reconcile GPUDriver objects (gpudrivers.gpuctl.dev) into KMM Modules
-(modules.kmm.sigs.x-k8s.io) in this namespace, report their status, and refuse to unload
-the xe driver (GPUDriver deletion, kernelModule removal, version toggles) while an allocated
-gpu.intel.com ResourceClaim sits on a node the Module targets.
+(modules.kmm.sigs.x-k8s.io) in this namespace and report their status. A Module selects only
+the nodes the rollout labels gpuctl.dev/driver-target=<gpudriver>, so the xe driver is
+loaded, reloaded and unloaded node by node, each node after its checks; deleting a GPUDriver
+or removing its kernelModule unloads node by node, and the Module goes once no node is left.
 
 With --grpc-port it also serves the node agents' report streams (AgentService) and the
-direct read API (NodeService), mirrors each node's report into a GPUNode object, and refuses
-unloads while a targeted node reports a blocker or has no fresh report.
+direct read API (NodeService), and mirrors each node's report into a GPUNode object; the
+rollout asks the agents for the fresh reports its checks need (without agents it moves no
+node).
 
 Runs in-cluster by default (the pod's ServiceAccount). For a local run against a cluster:
   gpuctl-coordinator --kubeconfig ~/.kube/config --namespace gpuctl-system
@@ -251,7 +253,6 @@ def main(argv: list[str] | None = None) -> int:
     coordinator = Coordinator(
         kube,
         config,
-        blocker_sources=[live.guard_source] if live else [],
         leader_scoped=leader_scoped,
         rollout_agents=live.server if live else None,
         rollout_metrics=RolloutMetrics(registry),
@@ -263,9 +264,6 @@ def main(argv: list[str] | None = None) -> int:
         except MetricsServerError as err:
             log.error("cannot serve metrics", extra={"error": str(err)})
             return 2
-    if live is not None:
-        # A report that adds or clears a blocker re-decides refused unloads within a second.
-        live.registry.subscribe(lambda _node: coordinator.nudge())
     runner = threading.Thread(target=coordinator.run, args=(stop,), name="coordinator")
     runner.start()
     while runner.is_alive():

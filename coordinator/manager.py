@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from coordinator.drivers.guard import BlockerSource
 from coordinator.drivers.reconciler import Reconciler, ReconcilerConfig
 from coordinator.kube.client import KubeApi
 from coordinator.kube.discovery import DRA_GROUP, Discover, Discovery, api_discovery
@@ -34,11 +33,11 @@ from coordinator.rollout.metrics import RolloutMetrics
 from gpuctl.common import names, timestamps
 from gpuctl.common.names import DRIVER_LABEL, KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
+from gpuctl.common.targeting import node_kernel
 
 log = logging.getLogger(__name__)
 
 ERROR_RETRY_SECONDS = 5.0
-NUDGE_INTERVAL_SECONDS = 1.0
 COMPONENT = "gpuctl-coordinator"
 
 
@@ -98,6 +97,12 @@ def _labels(obj: dict[str, Any]) -> dict[str, str]:
     return dict(obj.get("metadata", {}).get("labels") or {})
 
 
+def _reconciled_node_part(node: dict[str, Any]) -> tuple[dict[str, str], str]:
+    """What the reconciler reads of a Node: its labels (TARGET_LABEL, KMM's ready and version
+    labels, the user's selector) and its kernel (which mapping serves it)."""
+    return _labels(node), node_kernel(node)
+
+
 def _reconciled_part(driver: dict[str, Any]) -> str:
     """What the reconciler reads of a GPUDriver: all of it but status.rollout and the
     bookkeeping every write changes."""
@@ -110,10 +115,6 @@ def _reconciled_part(driver: dict[str, Any]) -> str:
     return json.dumps([meta, driver.get("spec"), status], sort_keys=True, default=str)
 
 
-def _allocation(obj: dict[str, Any]) -> Any:
-    return (obj.get("status") or {}).get("allocation")
-
-
 class Coordinator:
     """One coordinator replica."""
 
@@ -123,7 +124,6 @@ class Coordinator:
         config: CoordinatorConfig,
         *,
         discover: Discover | None = None,
-        blocker_sources: Sequence[BlockerSource] = (),
         leader_scoped: Sequence[LeaderScoped] = (),
         rollout_agents: AgentCalls | None = None,
         rollout_metrics: RolloutMetrics | None = None,
@@ -133,8 +133,6 @@ class Coordinator:
         self._kube = kube
         self._config = config
         self._discovery = Discovery(discover or api_discovery(kube), config.discovery_interval)
-        # Unload blockers beyond the API's ResourceClaims (the agents' node reports).
-        self._blocker_sources = tuple(blocker_sources)
         self._leader_scoped = tuple(leader_scoped)
         self._leader_scoped_started: list[LeaderScoped] = []
         # The node agents the rollout asks (None: no --grpc-port, so no node is ever labelled).
@@ -158,11 +156,9 @@ class Coordinator:
             monotonic=monotonic,
         )
         self._work_stop = threading.Event()
-        self._nudged = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._node_labels: dict[str, dict[str, str]] = {}
+        self._node_seen: dict[str, tuple[dict[str, str], str]] = {}
         self._drivers_seen: dict[str, str] = {}
-        self._claim_allocations: dict[str, Any] = {}
         self.reconciles = 0
         self.lost_leadership = False
 
@@ -204,25 +200,20 @@ class Coordinator:
     def _on_node(self, kind: str, obj: dict[str, Any]) -> None:
         # Every change matters to the rollout (cordon, Ready, its own annotations).
         self._rollout_changed()
+        # A change of what the reconciler reads concerns the GPUDriver the node carries
+        # TARGET_LABEL for (or did), and any whose migration may involve it: every GPUDriver
+        # is looked at (there are few).
         name = obj["metadata"]["name"]
-        labels = None if kind == "DELETED" else _labels(obj)
-        if self._node_labels.get(name) != labels:
-            if labels is None:
-                self._node_labels.pop(name, None)
+        seen = None if kind == "DELETED" else _reconciled_node_part(obj)
+        if self._node_seen.get(name) != seen:
+            if seen is None:
+                self._node_seen.pop(name, None)
             else:
-                self._node_labels[name] = labels
+                self._node_seen[name] = seen
             self._enqueue_all()
 
-    def _on_claim(self, kind: str, obj: dict[str, Any]) -> None:
-        self._rollout_changed()
-        meta = obj["metadata"]
-        key = f"{meta.get('namespace')}/{meta['name']}"
-        allocation = None if kind == "DELETED" else _allocation(obj)
-        if self._claim_allocations.get(key) != allocation:
-            self._claim_allocations[key] = allocation
-            if allocation is None:
-                self._claim_allocations.pop(key, None)
-            self._enqueue_all()
+    def _on_claim(self, _kind: str, _obj: dict[str, Any]) -> None:
+        self._rollout_changed()  # the rollout's checks read claims; the reconciler does not
 
     # -- threads --------------------------------------------------------------------------
 
@@ -241,17 +232,6 @@ class Coordinator:
         if available is not None:
             informer.available = available
         return informer
-
-    def nudge(self) -> None:
-        """Something a guard decision reads changed outside the watches (an agent's report):
-        reconsider every GPUDriver soon. Cheap from any thread; at most one pass a second."""
-        self._nudged.set()
-
-    def _follow_nudges(self) -> None:
-        while not self._work_stop.wait(NUDGE_INTERVAL_SECONDS):
-            if self._nudged.is_set():
-                self._nudged.clear()
-                self._enqueue_all()
 
     def _poll_discovery(self) -> None:
         kmm = self._discovery.kmm_installed()
@@ -319,7 +299,6 @@ class Coordinator:
             events=events,
             config=ReconcilerConfig(self._config.namespace, self._config.loader_service_account),
             now=rfc3339_now,
-            extra_blocker_sources=self._blocker_sources,
         )
         rollout = RolloutController(
             self._kube,
@@ -338,19 +317,21 @@ class Coordinator:
             self._start(f"watch-{informer.resource.plural}", informer.run)
 
         def start_work_once_synced() -> None:
-            # Guard decisions need nodes and claims: reconcile only once those caches are
-            # filled. Waiting here, not in _lead, keeps the Lease renewing meanwhile.
-            for informer in (nodes, claims, self._drivers):
+            # The reconciler plans on the Node cache (and conflicts on the GPUDrivers'):
+            # reconcile only once those caches are filled. Waiting here, not in _lead, keeps
+            # the Lease renewing meanwhile.
+            for informer in (nodes, self._drivers):
                 while not informer.wait_synced(0.5):
                     if self._work_stop.is_set():
                         return
             self._start("discovery", self._poll_discovery)
-            self._start("nudges", self._follow_nudges)
             self._start("reconcile", lambda: self._work(reconciler))
-            # The rollout also needs the Modules (is the target version asked for yet?).
-            while not modules.wait_synced(0.5):
-                if self._work_stop.is_set():
-                    return
+            # The rollout also needs the claims (its checks) and the Modules (is the target
+            # version asked for yet?).
+            for informer in (claims, modules):
+                while not informer.wait_synced(0.5):
+                    if self._work_stop.is_set():
+                        return
             self.rollout = rollout
             self._start("rollout", lambda: rollout.run(self._work_stop))
 
@@ -359,8 +340,8 @@ class Coordinator:
             try:
                 part.start()
             except Exception:
-                # The guard then has no agent reports and refuses every unload: safe. Later
-                # parts depend on earlier ones (the serving label on the server), so stop here.
+                # The rollout then has no agent reports and moves no node: safe. Later parts
+                # depend on earlier ones (the serving label on the server), so stop here.
                 log.exception("could not start", extra={"part": type(part).__name__})
                 break
             self._leader_scoped_started.append(part)

@@ -15,7 +15,7 @@ from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 
 READ = ["get", "list", "watch"]
 
-# Cluster-wide: GPUDrivers (cluster-scoped), Nodes and ResourceClaims (the guard), Events
+# Cluster-wide: GPUDrivers (cluster-scoped), Nodes and ResourceClaims (the rollout), Events
 # (Events about cluster-scoped objects are filed in the `default` namespace), the GPUNode mirror,
 # and the reviews that check agents' and NodeService callers' tokens.
 CLUSTER_RULES: list[dict[str, Any]] = [
@@ -34,8 +34,10 @@ CLUSTER_RULES: list[dict[str, Any]] = [
         "resources": [f"{names.GPUDRIVER_PLURAL}/finalizers"],
         "verbs": ["update"],
     },
-    # The rollout writes its state, cordons and KMM's version label on Nodes, lists each
-    # node's GPU pods, and evicts them when spec.rollout.evictGPUPods allows it.
+    # The rollout writes its state, cordons, TARGET_LABEL and KMM's version label on Nodes,
+    # lists each node's GPU pods, and evicts them when spec.rollout.evictGPUPods allows it;
+    # the GPUDriver reconciler lists Nodes by label and writes TARGET_LABEL when it switches an
+    # older gpuctl's Module to it.
     {"apiGroups": [""], "resources": ["nodes"], "verbs": [*READ, "patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},

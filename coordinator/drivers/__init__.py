@@ -1,2 +1,2 @@
 """The GPUDriver controller: the spec model and CRD, validation, the GPUDriver -> KMM Module
-mapping, the reconcile plan and its I/O, status, conflicts and the unload guard."""
+mapping, the Nodes' labels as facts, the reconcile plan and its I/O, status and conflicts."""

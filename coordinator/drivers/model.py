@@ -19,6 +19,23 @@ DEFAULT_MODULE_NAME = "xe"
 # Kernel module names are short; the bound keeps the CEL rules' cost estimate small.
 ModuleNameStr = Annotated[str, Field(min_length=1, max_length=64)]
 
+# kernelModule.version becomes part of the Module's KMM version, `<version>-<8 hex>`
+# (module_spec.kmm_version), which KMM and the rollout write as a Node label value: at most 63
+# characters of letters, digits, '.', '_' and '-', starting and ending with a letter or digit.
+VERSION_MAX_LENGTH = 54
+VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+VERSION_MESSAGE = (
+    "version must start with a letter or digit and hold only letters, digits, '.', '_' and "
+    f"'-', at most {VERSION_MAX_LENGTH} characters (it becomes part of a Node label value)"
+)
+# A modprobe parameter: `name=value` or `name`, one argv entry each (no spaces or newlines).
+PARAMETER_PATTERN = r"^[A-Za-z0-9_-]+(=[!-~]*)?$"
+PARAMETER_MESSAGE = (
+    "each parameter is name=value or name: a name of letters, digits, '_' and '-', and a "
+    "value without spaces or newlines"
+)
+ParameterStr = Annotated[str, Field(min_length=1, max_length=256)]
+
 
 def _cel(*rules: tuple[str, str]) -> dict[str, Any]:
     """Schema extra carrying CEL rules as (rule, message) pairs."""
@@ -147,8 +164,12 @@ class KernelModule(_Model):
     )
     version: str | None = Field(
         default=None,
-        description="Opts into KMM's ordered upgrade. Changing it between empty and set "
-        "recreates the Module (unloading the driver).",
+        max_length=VERSION_MAX_LENGTH,
+        description="The driver's version (its backport tag, e.g. v7.1.4.6_260728.7), which "
+        "the rollout verifies on each node (optional). Any change of the driver's "
+        "configuration, this included, is rolled out node by node. At most 54 characters: "
+        "letters, digits, '.', '_', '-', starting with a letter or digit.",
+        json_schema_extra=_cel((f"self.matches('{VERSION_PATTERN}')", VERSION_MESSAGE)),
     )
     kernel_mappings: list[KernelMapping] = Field(
         alias="kernelMappings",
@@ -162,6 +183,16 @@ class KernelModule(_Model):
         max_length=32,
         description="Softdep-style loading order: moduleName first, at least 2 entries, "
         "no duplicates.",
+    )
+    parameters: list[ParameterStr] | None = Field(
+        default=None,
+        max_length=64,
+        description='modprobe parameters of moduleName, e.g. ["max_vfs=7", "force_probe=*"]: '
+        "each name=value or name, no spaces. Changing them is a configuration change, "
+        "rolled out node by node like a new version.",
+        json_schema_extra=_cel(
+            (f"self.all(p, p.matches('{PARAMETER_PATTERN}'))", PARAMETER_MESSAGE)
+        ),
     )
     firmware_path: str | None = Field(
         default=None,
@@ -290,11 +321,23 @@ class GPUDriverSpec(_Model):
         alias="useNFDLabeling",
         description="Also target nodes NFD labeled intel.feature.node.kubernetes.io/gpu-pci=true.",
     )
-    tolerations: list[Toleration] | None = Field(default=None, description="Tolerations.")
+    tolerations: list[Toleration] | None = Field(
+        default=None,
+        description="Tolerations of KMM's module loader and build pods.",
+    )
+    tolerate_all_taints: bool = Field(
+        default=True,
+        alias="tolerateAllTaints",
+        description="The Module tolerates every taint, so no taint (NotReady, unreachable, "
+        "cordon, autoscaler, reboot daemons) ever makes KMM unload the driver; gpuctl unloads "
+        "node by node. false: the Module tolerates only `tolerations` and the cordon taint, "
+        "and KMM unloads the driver by itself from a node that gets any other NoSchedule or "
+        "NoExecute taint.",
+    )
     kernel_module: KernelModule | None = Field(
         default=None,
         alias="kernelModule",
-        description="The out-of-tree driver; removing it unloads the driver.",
+        description="The out-of-tree driver; removing it unloads the driver node by node.",
     )
     rollout: Rollout | None = Field(default=None, description="Rollout options.")
 

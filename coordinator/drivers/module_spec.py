@@ -1,17 +1,33 @@
 """GPUDriver → KMM Module: the pure mapping (plain dicts in, a dict out).
 
-Exactly the mapping of the Intel GPU operator's KMM integration (../shared/seeds/):
-one `modules.kmm.sigs.x-k8s.io/v1beta1` Module named `<gpudriver>-gpu` in the coordinator's
-namespace, owned by the GPUDriver; `pullSecret` → `imageRepoSecret`; selector = `nodeSelector`
-+ `kubernetes.io/arch: amd64`, or with `useNFDLabeling` the NFD `gpu-pci` label; tolerations
-copied, plus always the cordon taint's (see CORDON_TOLERATION); `moduleName` first in the
-container-level and every per-mapping `inTreeModulesToRemove`; build pods use the Module's
-selector. No I/O here, so every rule is unit-tested with plain data.
+One `modules.kmm.sigs.x-k8s.io/v1beta1` Module named `<gpudriver>-gpu` in the coordinator's
+namespace, owned by the GPUDriver. The loader container, `pullSecret` → `imageRepoSecret`,
+`moduleName` first in the container-level and every per-mapping `inTreeModulesToRemove`, and
+build pods placed by the user's node selector are the Intel GPU operator's mapping
+(../shared/seeds/). Where gpuctl deliberately differs, so that KMM acts on a node only after
+gpuctl decided, for that node, that it may (rule ids of the KMM rules notes, as in
+tests/harness/kmm_emulator.py):
+
+- `selector` is `{gpuctl.dev/driver-target: <gpudriver>}` (TARGET_LABEL), a Node label only
+  the rollout writes: a node leaving the user's selector would otherwise be unloaded at once
+  (M1/M5, module_reconciler.go), so gpuctl evaluates that selector itself
+  (gpuctl.common.targeting).
+- `version` is always set, to `kmm_version(spec)`: a digest of everything KMM puts in a node's
+  config (N2/M6, nmc_reconciler.go), so any config change is a new version that reaches a
+  node only when the rollout moves that node's version label (V1), and the version never
+  toggles between empty and set (KMM's webhook refuses that, H1).
+- `tolerations` start with `{operator: Exists}` (unless `tolerateAllTaints: false`), so no
+  taint makes KMM drop a node from its targets and unload it (M2).
+
+No I/O here, so every rule is unit-tested with plain data.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from coordinator.drivers import model
@@ -21,10 +37,13 @@ from gpuctl.common.targeting import node_selector
 MODULE_API_VERSION = f"{names.KMM_GROUP}/{names.KMM_VERSION}"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "gpuctl-coordinator"
+# With it, no NoSchedule/NoExecute taint takes a node out of KMM's targets (M2).
+TOLERATE_EVERY_TAINT = {"operator": "Exists"}
 # Cordoning a node makes the node-lifecycle controller taint it
 # `node.kubernetes.io/unschedulable:NoSchedule`, and KMM stops targeting a node with a taint
 # the Module does not tolerate: it would unload the driver. The rollout cordons nodes (and
-# admins cordon them for other reasons), so the Module always tolerates that taint.
+# admins cordon them for other reasons), so with `tolerateAllTaints: false` the Module still
+# tolerates that taint.
 CORDON_TOLERATION = {
     "key": "node.kubernetes.io/unschedulable",
     "operator": "Exists",
@@ -34,6 +53,11 @@ CORDON_TOLERATION = {
 KMM_DEFAULT_DIR_NAME = "/opt"
 # KMM builds node label names from "<namespace>.<module>"; it refuses longer pairs.
 KMM_MAX_NAMESPACE_PLUS_NAME = 41
+# Hex digits of the config digest in kmm_version: after a user's version (<= 54 characters,
+# model.VERSION_MAX_LENGTH) + "-" the value stays within a label value's 63 characters.
+VERSION_DIGEST_HEX = 8
+UNVERSIONED_DIGEST_HEX = 12
+UNVERSIONED_PREFIX = "cfg"
 
 
 def module_name(driver_name: str) -> str:
@@ -64,17 +88,14 @@ def _with_module_first(module: str, extra: list[str] | None) -> list[str]:
     return ordered
 
 
-def _tls(tls: dict[str, Any] | None) -> dict[str, bool] | None:
+def _tls(tls: Mapping[str, Any] | None) -> dict[str, bool] | None:
     if not tls:
         return None
     return {k: bool(tls[k]) for k in ("insecure", "insecureSkipTLSVerify") if k in tls}
 
 
-def _build(build: dict[str, Any], selector: dict[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "dockerfileConfigMap": {"name": build["dockerfileConfigMap"]["name"]},
-        "selector": dict(selector),
-    }
+def _build(build: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"dockerfileConfigMap": {"name": build["dockerfileConfigMap"]["name"]}}
     if build.get("buildArgs"):
         out["buildArgs"] = [{"name": a["name"], "value": a["value"]} for a in build["buildArgs"]]
     if build.get("secrets"):
@@ -82,12 +103,12 @@ def _build(build: dict[str, Any], selector: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def _mapping(mapping: dict[str, Any], module: str, selector: dict[str, str]) -> dict[str, Any]:
+def _mapping(mapping: Mapping[str, Any], module: str) -> dict[str, Any]:
     out: dict[str, Any] = {"regexp": mapping["regexp"]}
     if mapping.get("containerImage"):
         out["containerImage"] = mapping["containerImage"]
     if mapping.get("build"):
-        out["build"] = _build(mapping["build"], selector)
+        out["build"] = _build(mapping["build"])
     tls = _tls(mapping.get("registryTLS"))
     if tls is not None:
         out["registryTLS"] = tls
@@ -95,16 +116,13 @@ def _mapping(mapping: dict[str, Any], module: str, selector: dict[str, str]) -> 
     return out
 
 
-def module_spec(spec: dict[str, Any], loader_service_account: str | None = None) -> dict[str, Any]:
-    """The Module's spec for a GPUDriver spec that has a kernelModule.
-
-    `loader_service_account` names the ServiceAccount of KMM's module loader pods (the chart's
-    OpenShift SCC is bound to it); None leaves KMM's default.
-    """
-    kernel_module: dict[str, Any] = spec["kernelModule"]
+def _loader_config(kernel_module: Mapping[str, Any]) -> dict[str, Any]:
+    """The loader container's config: everything KMM puts in a node's config (N2/M6), so the
+    container spec without `version` and without the builds' `selector` (where builds run)."""
     module = kernel_module.get("moduleName") or model.DEFAULT_MODULE_NAME
-    selector = node_selector(spec)
     modprobe: dict[str, Any] = {"moduleName": module, "dirName": KMM_DEFAULT_DIR_NAME}
+    if kernel_module.get("parameters"):
+        modprobe["parameters"] = list(kernel_module["parameters"])
     if kernel_module.get("firmwarePath"):
         modprobe["firmwarePath"] = kernel_module["firmwarePath"]
     if kernel_module.get("modulesLoadingOrder"):
@@ -112,29 +130,84 @@ def module_spec(spec: dict[str, Any], loader_service_account: str | None = None)
     container: dict[str, Any] = {
         "modprobe": modprobe,
         "inTreeModulesToRemove": [module],
-        "kernelMappings": [_mapping(m, module, selector) for m in kernel_module["kernelMappings"]],
+        "kernelMappings": [_mapping(m, module) for m in kernel_module["kernelMappings"]],
     }
-    if kernel_module.get("version"):
-        container["version"] = kernel_module["version"]
     tls = _tls(kernel_module.get("registryTLS"))
     if tls is not None:
         container["registryTLS"] = tls
+    return container
+
+
+def _kernel_module(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    kernel_module = spec.get("kernelModule")
+    if not kernel_module:
+        raise ValueError("the GPUDriver spec has no kernelModule: it asks for no Module")
+    return dict(kernel_module)
+
+
+def kmm_version(spec: Mapping[str, Any]) -> str:
+    """The Module's `version` for a GPUDriver spec that has a kernelModule.
+
+    `<kernelModule.version>-<8 hex>`, or `cfg-<12 hex>` without a version; the hex digits are
+    the start of a sha256 over the canonical JSON of the loader config (`_loader_config`):
+    every field of a node's config and nothing else, so tolerations, selectors, the pull
+    secret, the service account and the rollout settings do not change it. Whatever the
+    coordinator adds to that config later changes the digest too: the safe direction (a new
+    version rolls out node by node; a missed field would reach every node at once). A valid
+    label value: the rollout writes it on Nodes (KMM's version label).
+    """
+    kernel_module = _kernel_module(spec)
+    canonical = json.dumps(_loader_config(kernel_module), sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    version = kernel_module.get("version")
+    if version:
+        return f"{version}-{digest[:VERSION_DIGEST_HEX]}"
+    return f"{UNVERSIONED_PREFIX}-{digest[:UNVERSIONED_DIGEST_HEX]}"
+
+
+def target_selector(driver_name: str) -> dict[str, str]:
+    """The Module's selector: the Nodes the rollout labelled for this GPUDriver."""
+    return {names.TARGET_LABEL: driver_name}
+
+
+def module_tolerations(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every taint tolerated, then the user's; or, with `tolerateAllTaints: false`, the
+    user's and the cordon taint's."""
+    user = [dict(t) for t in copy.deepcopy(list(spec.get("tolerations") or []))]
+    if spec.get("tolerateAllTaints", True):
+        return [dict(TOLERATE_EVERY_TAINT), *(t for t in user if t != TOLERATE_EVERY_TAINT)]
+    if CORDON_TOLERATION not in user:
+        user.append(dict(CORDON_TOLERATION))
+    return user
+
+
+def module_spec(
+    driver_name: str, spec: Mapping[str, Any], loader_service_account: str | None = None
+) -> dict[str, Any]:
+    """The Module's spec for a GPUDriver spec that has a kernelModule.
+
+    `loader_service_account` names the ServiceAccount of KMM's module loader pods (the chart's
+    OpenShift SCC is bound to it); None leaves KMM's default.
+    """
+    container = _loader_config(_kernel_module(spec))
+    builds_on = node_selector(spec)
+    for mapping in container["kernelMappings"]:
+        if "build" in mapping:
+            mapping["build"]["selector"] = dict(builds_on)
+    container["version"] = kmm_version(spec)
     loader: dict[str, Any] = {"container": container}
     if loader_service_account:
         loader["serviceAccountName"] = loader_service_account
-    out: dict[str, Any] = {"moduleLoader": loader, "selector": selector}
+    out: dict[str, Any] = {"moduleLoader": loader, "selector": target_selector(driver_name)}
     pull_secret = (spec.get("pullSecret") or {}).get("name")
     if pull_secret:
         out["imageRepoSecret"] = {"name": pull_secret}
-    tolerations = copy.deepcopy(spec.get("tolerations") or [])
-    if CORDON_TOLERATION not in tolerations:
-        tolerations.append(dict(CORDON_TOLERATION))
-    out["tolerations"] = tolerations
+    out["tolerations"] = module_tolerations(spec)
     return out
 
 
 def desired_module(
-    driver: dict[str, Any], namespace: str, loader_service_account: str | None = None
+    driver: Mapping[str, Any], namespace: str, loader_service_account: str | None = None
 ) -> dict[str, Any] | None:
     """The whole Module object for a GPUDriver object, or None without a kernelModule."""
     spec = driver.get("spec") or {}
@@ -158,17 +231,17 @@ def desired_module(
                 }
             ],
         },
-        "spec": module_spec(spec, loader_service_account),
+        "spec": module_spec(meta["name"], spec, loader_service_account),
     }
 
 
-def version_toggled(current_module_spec: dict[str, Any], desired_spec: dict[str, Any]) -> bool:
-    """True when `version` goes between empty and set: KMM refuses that in place."""
-    current = current_module_spec.get("moduleLoader", {}).get("container", {}).get("version")
-    desired = desired_spec.get("moduleLoader", {}).get("container", {}).get("version")
-    return bool(current) != bool(desired)
+def stored_version(module: Mapping[str, Any]) -> str:
+    """The `version` a stored Module asks for ("" when it has none)."""
+    container = ((module.get("spec") or {}).get("moduleLoader") or {}).get("container") or {}
+    return str(container.get("version") or "")
 
 
-def spec_differs(current_module_spec: dict[str, Any], desired_spec: dict[str, Any]) -> bool:
-    """True when the stored Module's spec is not the one gpuctl would write."""
-    return current_module_spec != desired_spec
+def stored_mappings(module: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A stored Module's kernel mappings."""
+    container = ((module.get("spec") or {}).get("moduleLoader") or {}).get("container") or {}
+    return list(container.get("kernelMappings") or [])

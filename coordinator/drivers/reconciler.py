@@ -1,26 +1,30 @@
 """Reconcile one GPUDriver: gather the inputs, carry out the plan, write status and Events.
 
-The decisions are elsewhere and pure (plan.py, module_spec.py, validation.py, conflicts.py,
-guard.py, status.py); this module only reads (the GPUDriver and its Module fresh from the
-API server, nodes and claims from the watch caches) and writes (finalizer, Module, status,
-Events). It returns when to look again, if the watches alone would not say so.
+The decisions are elsewhere and pure (plan.py, module_spec.py, node_facts.py, validation.py,
+conflicts.py, status.py); this module only reads (the GPUDriver and its Module fresh from the
+API server, the other GPUDrivers and the Nodes from the watch caches) and writes (finalizer,
+TARGET_LABEL on Nodes, Module, status, Events). A plan is made on the Node cache; when it
+would write anything that can make KMM unload a node or let the Module go (NEEDS_FRESH_NODES),
+the Nodes that matter are read again from the API server (label-selected, so few) and the
+plan is made again on them: fresh truth for those writes, and a failed read holds them. It
+returns when to look again, if the watches alone would not say so.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from coordinator.drivers.conflicts import conflicting_driver
-from coordinator.drivers.guard import (
-    BlockerSource,
-    ResourceClaimSource,
-    UnloadDecision,
-    decide_unload,
+from coordinator.drivers.module_spec import (
+    desired_module,
+    module_name,
+    ready_label,
+    version_label,
 )
-from coordinator.drivers.module_spec import desired_module, module_name
+from coordinator.drivers.node_facts import NodeFacts, NodeRef, node_facts
 from coordinator.drivers.plan import Action, Plan, PlanInput, plan
 from coordinator.drivers.status import (
     ROLLOUT_OWNED_STATUS,
@@ -35,14 +39,13 @@ from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.discovery import Discovery
 from coordinator.kube.events import EventRecorder
 from gpuctl.common import names
-from gpuctl.common.names import FINALIZER
-from gpuctl.common.node_selectors import nodes_matching
-from gpuctl.common.unload_rule import modules_unloaded_with
+from gpuctl.common.names import FINALIZER, TARGET_LABEL
 
 log = logging.getLogger(__name__)
 
 API_ERROR_RETRY_SECONDS = 5.0
 CONFLICT_RETRY_SECONDS = 0.1
+NODES = path("", "v1", "nodes")
 
 
 class ClusterView(Protocol):
@@ -52,8 +55,6 @@ class ClusterView(Protocol):
 
     def nodes(self) -> list[dict[str, Any]]: ...
 
-    def claims(self) -> list[dict[str, Any]]: ...
-
 
 @dataclass(frozen=True)
 class ReconcilerConfig:
@@ -61,12 +62,21 @@ class ReconcilerConfig:
     loader_service_account: str | None = None
 
 
-def unloaded_with_module(module: Mapping[str, Any] | None) -> list[str]:
-    """The modules KMM unloads before the Module's own: its modulesLoadingOrder after the
-    first entry (the GPUDriver's, copied into the Module), [] when unset."""
-    spec = (module or {}).get("spec") or {}
-    modprobe = ((spec.get("moduleLoader") or {}).get("container") or {}).get("modprobe") or {}
-    return modules_unloaded_with(modprobe.get("modulesLoadingOrder"))
+@dataclass(frozen=True)
+class NodeLabels:
+    """The Node labels one GPUDriver's plan reads: its TARGET_LABEL value and its Module's
+    KMM ready and version labels."""
+
+    driver: str
+    ready: str
+    version: str
+
+    def selectors(self) -> tuple[str, ...]:
+        """Label selectors that together list every Node the plan looks at."""
+        return (f"{TARGET_LABEL}={self.driver}", self.ready, self.version)
+
+    def facts(self, nodes: Iterable[Mapping[str, Any]]) -> NodeFacts:
+        return node_facts(nodes, self.driver, self.ready, self.version)
 
 
 def _driver_path(name: str | None = None, subresource: str | None = None) -> str:
@@ -87,7 +97,6 @@ class Reconciler:
         events: EventRecorder,
         config: ReconcilerConfig,
         now: Callable[[], str],
-        extra_blocker_sources: Sequence[BlockerSource] = (),
     ) -> None:
         self._kube = kube
         self._discovery = discovery
@@ -95,7 +104,6 @@ class Reconciler:
         self._events = events
         self._config = config
         self._now = now
-        self._extra_sources = tuple(extra_blocker_sources)
 
     def _module_path(self, name: str | None = None) -> str:
         return path(
@@ -114,6 +122,27 @@ class Reconciler:
                 return None
             raise
 
+    def _fresh_facts(self, labels: NodeLabels) -> tuple[NodeFacts | None, str]:
+        """The Nodes that matter, read now from the API server; None and why if a read fails."""
+        nodes: list[dict[str, Any]] = []
+        try:
+            for selector in labels.selectors():
+                answer = self._kube.request("GET", NODES, query={"labelSelector": selector})
+                nodes.extend(answer.get("items") or [])
+        except KubeError as err:
+            log.warning("cannot read nodes", extra={"gpudriver": labels.driver, "error": str(err)})
+            return None, err.message
+        return labels.facts(nodes), ""
+
+    def _plan(self, inputs: PlanInput, labels: NodeLabels) -> tuple[PlanInput, Plan]:
+        """The plan on the Node cache, made again on fresh Nodes if it would release anything."""
+        decided = plan(inputs)
+        if decided.needs_fresh_nodes:
+            facts, error = self._fresh_facts(labels)
+            inputs = replace(inputs, nodes=facts, nodes_error=error)
+            decided = plan(inputs)
+        return inputs, decided
+
     def reconcile(self, name: str) -> float | None:
         """One pass; seconds until the next wanted pass, or None."""
         driver = self._get_or_none(_driver_path(name))
@@ -122,19 +151,23 @@ class Reconciler:
         kmm_installed = self._discovery.kmm_installed()
         mod_name = module_name(name)
         module = self._get_or_none(self._module_path(mod_name)) if kmm_installed else None
-        inputs = PlanInput(
-            driver=driver,
-            module_name=mod_name,
-            module=module,
-            desired=desired_module(
-                driver, self._config.namespace, self._config.loader_service_account
-            ),
-            kmm_installed=kmm_installed,
-            invalid=validate(driver, self._config.namespace),
-            conflict_with=conflicting_driver(driver, self._view.drivers()),
-            unload=self._unload_decision(module),
+        namespace = self._config.namespace
+        labels = NodeLabels(
+            name, ready_label(namespace, mod_name), version_label(namespace, mod_name)
         )
-        decided = plan(inputs)
+        inputs, decided = self._plan(
+            PlanInput(
+                driver=driver,
+                module_name=mod_name,
+                module=module,
+                desired=desired_module(driver, namespace, self._config.loader_service_account),
+                kmm_installed=kmm_installed,
+                nodes=labels.facts(self._view.nodes()),
+                invalid=validate(driver, namespace),
+                conflict_with=conflicting_driver(driver, self._view.drivers()),
+            ),
+            labels,
+        )
         problems = list(decided.problems)
         requeue = decided.requeue_after
         after: dict[str, Any] | None = driver
@@ -145,7 +178,8 @@ class Reconciler:
                 self._events.record(driver, note.kind, note.reason, note.message)
         except KubeError as err:
             if err.conflict or err.not_found:
-                # Someone (KMM, an admin) changed or removed the object since we read it.
+                # Someone (KMM, an admin, the rollout) changed or removed the object since we
+                # read it.
                 log.info("write conflict, retrying", extra={"gpudriver": name})
                 return CONFLICT_RETRY_SECONDS
             message = f"API request failed: {err.message}"
@@ -157,27 +191,16 @@ class Reconciler:
             return None
         observation = Observation(
             driver=after,
-            namespace=self._config.namespace,
+            namespace=namespace,
             module_name=mod_name,
             wants_module=inputs.desired is not None,
             kmm_installed=kmm_installed,
             module=module,
             problems=tuple(problems),
-            recreating=decided.recreating,
+            nodes_left=decided.nodes_left,
         )
         self._write_status(after, compute_status(observation, self._now()))
         return requeue
-
-    def _unload_decision(self, module: Mapping[str, Any] | None) -> UnloadDecision:
-        """The guard's answer for unloading `module` from the nodes its selector targets."""
-        nodes = self._view.nodes()
-        selector = (module or {}).get("spec", {}).get("selector") or {}
-        targets = nodes_matching(selector, nodes) if module is not None else set()
-        sources: list[BlockerSource] = [
-            ResourceClaimSource(tuple(self._view.claims()), tuple(nodes)),
-            *self._extra_sources,
-        ]
-        return decide_unload(targets, sources, unloaded_with_module(module))
 
     def _carry_out(
         self,
@@ -186,24 +209,40 @@ class Reconciler:
         module: dict[str, Any] | None,
         inputs: PlanInput,
     ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """Make the plan's writes; the GPUDriver and Module as they are afterwards."""
+        """Make the plan's writes, in its order; the GPUDriver and Module as they are afterwards."""
         for action in decided.actions:
             if action is Action.ADD_FINALIZER:
                 driver = self._set_finalizers(driver, add=True)
-            elif action is Action.REMOVE_FINALIZER:
-                self._set_finalizers(driver, add=False)
-                return None, None
+            elif action is Action.TARGET_NODES:
+                for node in decided.target_nodes:
+                    self._target_node(node, driver["metadata"]["name"])
             elif action is Action.CREATE:
                 assert inputs.desired is not None
-                module = self._create_module(dict(inputs.desired))
+                assert decided.module_spec is not None
+                module = self._create_module({**inputs.desired, "spec": decided.module_spec})
             elif action is Action.UPDATE:
-                assert inputs.desired is not None
                 assert module is not None
-                module = self._update_module(module, inputs.desired)
+                assert decided.module_spec is not None
+                module = self._update_module(module, decided.module_spec, inputs.desired)
             elif action is Action.DELETE:
                 assert module is not None
                 module = self._delete_module(module)
+            elif action is Action.REMOVE_FINALIZER:
+                self._set_finalizers(driver, add=False)
+                return None, None
         return driver, module
+
+    def _target_node(self, node: NodeRef, driver: str) -> None:
+        """TARGET_LABEL=<driver> on `node`, if it is still as the plan read it."""
+        metadata: dict[str, Any] = {"labels": {TARGET_LABEL: driver}}
+        if node.resource_version:
+            metadata["resourceVersion"] = node.resource_version
+        self._kube.request(
+            "PATCH",
+            path("", "v1", "nodes", name=node.name),
+            body={"metadata": metadata},
+            content_type=MERGE_PATCH,
+        )
 
     def _set_finalizers(self, driver: dict[str, Any], *, add: bool) -> dict[str, Any]:
         meta = driver["metadata"]
@@ -216,26 +255,28 @@ class Reconciler:
         )
 
     def _create_module(self, desired: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return self._kube.request("POST", self._module_path(), body=desired)
-        except KubeError as err:
-            if not err.conflict:
-                raise
-            current = self._kube.request("GET", self._module_path(desired["metadata"]["name"]))
-            return self._update_module(current, desired)
+        """POST the Module; one created meanwhile answers 409, and the pass is planned again
+        on it (never written over unplanned)."""
+        return self._kube.request("POST", self._module_path(), body=desired)
 
     def _update_module(
-        self, current: Mapping[str, Any], desired: Mapping[str, Any]
+        self,
+        current: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        desired: Mapping[str, Any] | None,
     ) -> dict[str, Any]:
+        """PUT `spec` over the stored Module (its resourceVersion: a stale read fails, 409);
+        with a desired Module, its labels and owner reference too."""
         meta = dict(current["metadata"])
-        meta["labels"] = {**(meta.get("labels") or {}), **desired["metadata"]["labels"]}
-        owners = [
-            r
-            for r in meta.get("ownerReferences") or []
-            if r.get("uid") != desired["metadata"]["ownerReferences"][0]["uid"]
-        ]
-        meta["ownerReferences"] = [*owners, *desired["metadata"]["ownerReferences"]]
-        body = {**current, "metadata": meta, "spec": desired["spec"]}
+        if desired is not None:
+            meta["labels"] = {**(meta.get("labels") or {}), **desired["metadata"]["labels"]}
+            owners = [
+                r
+                for r in meta.get("ownerReferences") or []
+                if r.get("uid") != desired["metadata"]["ownerReferences"][0]["uid"]
+            ]
+            meta["ownerReferences"] = [*owners, *desired["metadata"]["ownerReferences"]]
+        body = {**current, "metadata": meta, "spec": dict(spec)}
         return self._kube.request("PUT", self._module_path(meta["name"]), body=body)
 
     def _delete_module(self, module: Mapping[str, Any]) -> dict[str, Any] | None:

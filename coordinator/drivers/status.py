@@ -1,8 +1,10 @@
 """GPUDriver status, computed from what the reconciler saw and did (pure, clock passed in).
 
 The fields follow the reference operator: `kmmStatus` is `<available>/<desired>` module
-loaders, `N/A` without a `kernelModule` (or without KMM), `Removing` while the Module is being
-deleted and `Recreating` while it is deleted to be created again (a `version` toggle).
+loaders, `N/A` without a `kernelModule` (or without KMM), `Removing` while the driver is
+unloaded node by node and the Module then deleted (the Ready condition says how many nodes are
+left), and `Recreating` while a Module the GPUDriver still asks for is being deleted (it is
+created again once gone).
 `errors` carries the reference's messages, recomputed every time so a stale one disappears
 once it is no longer true. Conditions `Ready` and `Degraded` keep their lastTransitionTime
 while their status does not change.
@@ -25,18 +27,32 @@ REMOVING = "Removing"
 RECREATING = "Recreating"
 # status fields written by the rollout engine (coordinator/rollout), left alone here.
 ROLLOUT_OWNED_STATUS = frozenset({"rollout"})
+# Nodes named in a status message; the rest are counted.
+NAMED_NODES = 5
 
 
 def loader_not_available(module: str, available: int, desired: int) -> str:
     return f"module loader not fully available ({available}/{desired}) for {module_ref(module)}"
 
 
-def claims_block_deletion(module: str) -> str:
-    return f"allocated GPU ResourceClaims blocking {module_ref(module)} deletion"
-
-
 def stuck_deletion(module: str, since: str) -> str:
     return f"{module_ref(module)} deletion pending since {since}"
+
+
+def named(nodes: Sequence[str]) -> str:
+    """'a, b, c', or 'a, b, c, d, e and 3 more' past NAMED_NODES."""
+    shown = ", ".join(nodes[:NAMED_NODES])
+    more = len(nodes) - NAMED_NODES
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def unloading(nodes_left: Sequence[str]) -> str:
+    """The removal's progress: the nodes the rollout still unloads, one by one."""
+    noun = "node" if len(nodes_left) == 1 else "nodes"
+    return (
+        f"unloading node by node: {len(nodes_left)} {noun} left ({named(nodes_left)}); each "
+        "node's state is in status.rollout"
+    )
 
 
 @dataclass(frozen=True)
@@ -58,8 +74,8 @@ class Observation:
     kmm_installed: bool
     module: Mapping[str, Any] | None
     problems: Sequence[Problem] = field(default_factory=tuple)
-    # The Module was just deleted to be created again (a version toggle).
-    recreating: bool = False
+    # Removing: the nodes still carrying TARGET_LABEL or the ready label (unloaded one by one).
+    nodes_left: Sequence[str] = field(default_factory=tuple)
     # Seconds after which a Module still being deleted is reported as stuck.
     stuck_after_seconds: float = 120.0
 
@@ -77,11 +93,9 @@ def kmm_status(obs: Observation) -> str:
     """The kmmStatus column."""
     module = obs.module
     deleting_driver = _deleting(obs.driver)
-    if obs.recreating and obs.wants_module and not deleting_driver:
-        return RECREATING
     if module is not None and module.get("metadata", {}).get("deletionTimestamp"):
         return RECREATING if obs.wants_module and not deleting_driver else REMOVING
-    if module is not None and (deleting_driver or not obs.wants_module):
+    if (module is not None or obs.nodes_left) and (deleting_driver or not obs.wants_module):
         return REMOVING
     if not obs.wants_module or not obs.kmm_installed:
         return NOT_APPLICABLE
@@ -130,7 +144,9 @@ def conditions(obs: Observation, kmm: str, errs: list[str]) -> list[dict[str, An
     if not obs.kmm_installed and obs.wants_module:
         first_problem = Problem("KMMNotInstalled", KMM_NOT_INSTALLED)
     if kmm in (REMOVING, RECREATING):
-        ready = _condition("Ready", False, kmm, "; ".join(errs) or kmm, generation)
+        progress = [unloading(obs.nodes_left)] if obs.nodes_left else []
+        message = "; ".join([*progress, *errs]) or kmm
+        ready = _condition("Ready", False, kmm, message, generation)
     elif errs:
         reason = first_problem.reason if first_problem else "ModuleNotAvailable"
         ready = _condition("Ready", False, reason, "; ".join(errs), generation)

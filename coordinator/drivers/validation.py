@@ -8,7 +8,10 @@ anything, and reported as a status error and a Warning Event that name the field
   which Python accepts, are refused too);
 - a `containerImage` without an explicit tag or digest once KMM's template variables
   (`$KERNEL_FULL_VERSION`, `$MOD_NAME`, `${VAR}`) are filled in;
-- KMM's limit of 41 characters on namespace + Module name (its node label names).
+- KMM's limit of 41 characters on namespace + Module name (its node label names);
+- `version` and `parameters` as the CEL rules have them (model.VERSION_PATTERN,
+  model.PARAMETER_PATTERN), for a GPUDriver stored before those rules existed: a version that
+  is not a label value would break every Node write of the rollout.
 """
 
 from __future__ import annotations
@@ -101,6 +104,45 @@ def regexp_problem(pattern: str) -> str | None:
     return None
 
 
+def version_problem(version: str) -> str | None:
+    """Why `kernelModule.version` cannot become part of a Node label value, or None (its
+    length is the schema's: model.VERSION_MAX_LENGTH)."""
+    if not re.fullmatch(model.VERSION_PATTERN, version):
+        return model.VERSION_MESSAGE
+    return None
+
+
+def parameter_problem(parameter: str) -> str | None:
+    """Why one modprobe parameter is refused, or None."""
+    if not re.fullmatch(model.PARAMETER_PATTERN, parameter):
+        return f"parameter {parameter!r}: {model.PARAMETER_MESSAGE}"
+    return None
+
+
+def _kernel_module_errors(kernel_module: dict[str, Any]) -> list[FieldError]:
+    errors = []
+    version = kernel_module.get("version")
+    if version:
+        problem = version_problem(str(version))
+        if problem:
+            errors.append(FieldError("spec.kernelModule.version", problem))
+    for i, parameter in enumerate(kernel_module.get("parameters") or []):
+        problem = parameter_problem(str(parameter))
+        if problem:
+            errors.append(FieldError(f"spec.kernelModule.parameters[{i}]", problem))
+    for i, mapping in enumerate(kernel_module.get("kernelMappings") or []):
+        where = f"spec.kernelModule.kernelMappings[{i}]"
+        problem = regexp_problem(str(mapping.get("regexp", "")))
+        if problem:
+            errors.append(FieldError(f"{where}.regexp", problem))
+        image = mapping.get("containerImage")
+        if image:
+            problem = image_problem(str(image))
+            if problem:
+                errors.append(FieldError(f"{where}.containerImage", problem))
+    return errors
+
+
 def _schema_errors(spec: dict[str, Any]) -> list[FieldError]:
     try:
         model.parse_spec(spec)
@@ -122,16 +164,7 @@ def validate(driver: dict[str, Any], namespace: str) -> list[FieldError]:
     kernel_module = spec.get("kernelModule")
     if not kernel_module:
         return errors
-    for i, mapping in enumerate(kernel_module.get("kernelMappings") or []):
-        where = f"spec.kernelModule.kernelMappings[{i}]"
-        problem = regexp_problem(str(mapping.get("regexp", "")))
-        if problem:
-            errors.append(FieldError(f"{where}.regexp", problem))
-        image = mapping.get("containerImage")
-        if image:
-            problem = image_problem(str(image))
-            if problem:
-                errors.append(FieldError(f"{where}.containerImage", problem))
+    errors.extend(_kernel_module_errors(kernel_module))
     name = module_name(driver["metadata"]["name"])
     length = len(namespace) + len(name)
     if length > KMM_MAX_NAMESPACE_PLUS_NAME:

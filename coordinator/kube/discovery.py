@@ -17,7 +17,7 @@ from coordinator.kube.client import KubeApi
 from gpuctl.common.names import KMM_GROUP, KMM_VERSION
 
 DRA_GROUP = "resource.k8s.io"
-# ResourceClaim versions whose status.allocation.devices.results[].driver the guard reads,
+# ResourceClaim versions whose status.allocation.devices.results[].driver the rollout reads,
 # most preferred first.
 DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
 

@@ -1,7 +1,7 @@
 """The `gpuctl-coordinator` flags of the agents' gRPC server, and the config they make.
 
-Without `--grpc-port` the coordinator serves no agents and its unload guard sees only
-ResourceClaims (how the coordinator ran before live node reports; the chart always sets it).
+Without `--grpc-port` the coordinator serves no agents, so the rollout, which needs a fresh
+report for every load and unload, moves no node (the chart always sets it).
 With it, TLS is required (`--tls-cert-file` + `--tls-key-file`) unless `--insecure-grpc` says
 plaintext explicitly, for local runs.
 """
@@ -41,8 +41,7 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="PORT",
         help="serve AgentService and NodeService on this port (0: any free port); "
-        "without it no agents are served and the unload guard sees only ResourceClaims "
-        "(default: off)",
+        "without it no agents are served and the rollout moves no node (default: off)",
     )
     group.add_argument(
         "--grpc-address",

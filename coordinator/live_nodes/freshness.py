@@ -3,7 +3,7 @@
 A report counts only while the agent was heard from (report or heartbeat) within the freshness
 bound and its heartbeats confirm that the report we hold is its latest. Otherwise the node's
 state is unknown, and unknown is never safe. `freshness` says which, with a reason (the
-GPUNode's Fresh condition) and words (the guard's blocker); `stale_at` says when a fresh
+GPUNode's Fresh condition) and words (the unload rule's blocker); `stale_at` says when a fresh
 record turns stale by silence alone, which is when the GPUNode mirror looks again.
 """
 

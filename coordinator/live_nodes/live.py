@@ -2,10 +2,10 @@
 
 `LiveNodes.start()` listens for agents and NodeService callers, watches GPUNodes (to know what
 the API server holds, and to answer `spec.inspectRequest`), and starts the mirror's writers and
-its freshness timer; `stop()` ends it all. `guard_source` is the unload guard's blocker source
-over the same registry. Only the leading coordinator replica runs this: the standby does not
-listen, and the leader labels its own Pod for the chart's gRPC Service while it serves
-(serving_label.py), so agents and callers reach the leader.
+its freshness timer; `stop()` ends it all. The rollout asks the agents through `server`. Only
+the leading coordinator replica runs this: the standby does not listen, and the leader labels
+its own Pod for the chart's gRPC Service while it serves (serving_label.py), so agents and
+callers reach the leader.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import Any
 
 from coordinator.kube.client import KubeApi
 from coordinator.kube.watches import Informer, Resource
-from coordinator.live_nodes.guard_source import LiveReportSource
 from coordinator.live_nodes.inspect_requests import InspectRequests
 from coordinator.live_nodes.mirror import GPUNodeMirror
 from coordinator.live_nodes.registry import Registry
@@ -74,9 +73,6 @@ class LiveNodes:
         )
         self.inspect_requests = InspectRequests(
             self.registry, self.server.request_report, config.inspect_timeout_seconds
-        )
-        self.guard_source = LiveReportSource(
-            self.registry, config.server.report_freshness_seconds, monotonic
         )
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

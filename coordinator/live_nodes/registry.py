@@ -1,12 +1,13 @@
 """What the coordinator knows about each node now: the thread-safe hand-over point.
 
 The gRPC sessions (in the server's event loop thread) write into it; the GPUNode mirror, the
-unload guard and NodeService read immutable snapshots (`NodeRecord`, node_record.py) from any
-thread. Every change that the GPUNode mirror cares about (a report, the session opening or
-closing, an answered inspect request) is announced to subscribers by node name; heartbeats (and
-dropped reports) only refresh `last_heard`/`in_sync` and announce nothing to them. They are
-told only to heartbeat subscribers, which must be cheap (the GPUNode mirror writes nothing
-unless the node's freshness changed, e.g. it is heard from again after going stale).
+inspect requests, the metrics and NodeService read immutable snapshots (`NodeRecord`,
+node_record.py) from any thread. Every change that the GPUNode mirror cares about (a report,
+the session opening or closing, an answered inspect request) is announced to subscribers by
+node name; heartbeats (and dropped reports) only refresh `last_heard`/`in_sync` and announce
+nothing to them. They are told only to heartbeat subscribers, which must be cheap (the GPUNode
+mirror writes nothing unless the node's freshness changed, e.g. it is heard from again after
+going stale).
 
 A record is never dropped when a session ends: the last report stays, marked Disconnected,
 and goes stale by the clock (see freshness.py).

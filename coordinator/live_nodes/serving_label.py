@@ -35,7 +35,7 @@ class ServingLabel:
             )
         except KubeError as err:
             # Without the label the Service sends nobody here: agents keep retrying and the
-            # guard, without reports, refuses unloads. Loud, but safe.
+            # rollout, without reports, moves no node. Loud, but safe.
             log.error(
                 "could not label this Pod for the gRPC Service",
                 extra={"pod": self._pod, "error": str(err)},

@@ -2,10 +2,10 @@
 
 A claim allocated by the GPU DRA driver holds devices the driver must not be pulled from;
 its `status.allocation.nodeSelector` says which node they are on; a claim that is not
-node-local pins every node (unknown is never safe). Shared by the coordinator's unload guard
-and rollout, and by `gpuctl rollout plan`. Which DRA version to list is API discovery's
-answer: where no version of `resource.k8s.io` is served no claim can exist, but where one is
-served and the list fails, the claims are unknown.
+node-local pins every node (unknown is never safe). Shared by the coordinator's rollout and by
+`gpuctl rollout plan`. Which DRA version to list is API discovery's answer: where no version
+of `resource.k8s.io` is served no claim can exist, but where one is served and the list
+fails, the claims are unknown.
 """
 
 from __future__ import annotations

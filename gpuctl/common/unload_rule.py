@@ -1,8 +1,8 @@
 """Which of a node's reported blockers stop unloading its GPU module now: the one unload rule.
 
 Pure, over the agent's NodeReport and three settings. The rollout (its checks and Blocked
-rechecks), the unload guard, `gpuctl rollout plan` and the agent's own prepare planner all
-ask it, so they cannot disagree. The rule:
+rechecks), `gpuctl rollout plan` and the agent's own prepare planner all ask it, so they
+cannot disagree. The rule:
 
 - No report, or one that is not fresh: the node's state is unknown, and unknown is never
   safe. One blocker says why, and nothing in a stale report counts.
@@ -42,7 +42,7 @@ class UnloadSettings:
     # The module's PCI driver (the module's name, e.g. "xe"); "" means the report's module.
     driver: str = ""
     # Preparation may disable idle VFs (spec.rollout.disableIdleVFs). Off where nothing
-    # prepares the node (the unload guard).
+    # prepares the node.
     disable_idle_vfs: bool = False
     # The modules KMM unloads before the module: modulesLoadingOrder after its first entry.
     unloaded_with: tuple[str, ...] = ()

@@ -83,3 +83,23 @@ def test_crd_identity() -> None:
     assert version["subresources"] == {"status": {}}
     columns = [c["name"] for c in version["additionalPrinterColumns"]]
     assert {"Module", "Version", "KMM", "Age"} <= set(columns)
+
+
+def test_version_and_parameters_are_bounded_with_clear_messages() -> None:
+    kernel_module = _spec_schema()["properties"]["kernelModule"]["properties"]
+    version = kernel_module["version"]
+    assert version["maxLength"] == model.VERSION_MAX_LENGTH == 54
+    assert [r["message"] for r in version["x-kubernetes-validations"]] == [model.VERSION_MESSAGE]
+    parameters = kernel_module["parameters"]
+    assert parameters["items"]["type"] == "string"
+    assert [r["message"] for r in parameters["x-kubernetes-validations"]] == [
+        model.PARAMETER_MESSAGE
+    ]
+
+
+def test_tolerate_all_taints_defaults_to_true() -> None:
+    assert _spec_schema()["properties"]["tolerateAllTaints"] == {
+        "default": True,
+        "description": model.GPUDriverSpec.model_fields["tolerate_all_taints"].description,
+        "type": "boolean",
+    }

@@ -1,4 +1,5 @@
-"""Which GPUDriver changes the reconciler needs to see: not the rollout's own status writes."""
+"""Which GPUDriver and Node changes the reconciler needs to see: not the rollout's own status
+writes, nor a Node's heartbeats."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.manager import _reconciled_part
+from coordinator.manager import _reconciled_node_part, _reconciled_part
+from gpuctl.common.names import TARGET_LABEL
 from tests.support import samples
 
 
@@ -34,3 +36,33 @@ def test_spec_status_and_metadata_changes_are(part: str, key: str, value: Any) -
     after = copy.deepcopy(before)
     after[part][key] = value
     assert _reconciled_part(before) != _reconciled_part(after)
+
+
+def _gpu_node() -> dict[str, Any]:
+    node = samples.node("n1", {"kubernetes.io/arch": "amd64"}, kernel="6.8.0-45-generic")
+    node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    return node
+
+
+NODE_CHANGES: list[tuple[str, str, Any]] = [
+    ("labels", TARGET_LABEL, "gpu-policy"),
+    ("labels", "kmm.node.kubernetes.io/ns.m.ready", ""),
+    ("nodeInfo", "kernelVersion", "7.0.0-1-generic"),
+]
+
+
+@pytest.mark.parametrize(("where", "key", "value"), NODE_CHANGES)
+def test_a_nodes_labels_and_kernel_are_changes(where: str, key: str, value: str) -> None:
+    before = _gpu_node()
+    after = copy.deepcopy(before)
+    part = after["metadata"] if where == "labels" else after["status"]
+    part[where][key] = value
+    assert _reconciled_node_part(before) != _reconciled_node_part(after)
+
+
+def test_a_nodes_heartbeat_is_not() -> None:
+    before = _gpu_node()
+    after = copy.deepcopy(before)
+    after["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-11-29T12:00:00Z"
+    after["metadata"]["resourceVersion"] = "9"
+    assert _reconciled_node_part(before) == _reconciled_node_part(after)

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import copy
+import re
+from collections.abc import Callable
+from typing import Any
 
+import pytest
+
+from coordinator.drivers import model
 from coordinator.drivers import module_spec as ms
 from tests.support import samples
+
+D = "gpu-policy"
 
 
 def test_minimal_driver_maps_to_named_owned_module_in_namespace() -> None:
@@ -35,9 +43,11 @@ def test_minimal_driver_maps_to_named_owned_module_in_namespace() -> None:
             "inTreeModulesToRemove": ["xe"],
         }
     ]
-    assert "version" not in container
+    assert container["version"] == ms.kmm_version(samples.minimal_spec())
+    assert container["version"].startswith("cfg-")
     assert "imageRepoSecret" not in module["spec"]
-    assert module["spec"]["tolerations"] == [ms.CORDON_TOLERATION]
+    assert module["spec"]["selector"] == {"gpuctl.dev/driver-target": "gpu-policy"}
+    assert module["spec"]["tolerations"] == [{"operator": "Exists"}]
 
 
 def test_no_module_without_kernel_module() -> None:
@@ -45,54 +55,55 @@ def test_no_module_without_kernel_module() -> None:
     assert ms.desired_module(samples.driver(spec={}), "ns") is None
 
 
-def test_selector_is_node_selector_plus_amd64() -> None:
-    spec = samples.full_spec()
-    module = ms.module_spec(spec)
-    assert module["selector"] == {"gpu-hw-wo-driver": "true", "kubernetes.io/arch": "amd64"}
-
-
-def test_selector_arch_cannot_be_overridden() -> None:
-    spec = {**samples.minimal_spec(), "nodeSelector": {"kubernetes.io/arch": "arm64"}}
-    assert ms.module_spec(spec)["selector"] == {"kubernetes.io/arch": "amd64"}
-
-
-def test_nfd_labeling_adds_gpu_pci_label() -> None:
-    spec = {**samples.minimal_spec(), "useNFDLabeling": True}
-    assert ms.module_spec(spec)["selector"] == {
-        "intel.feature.node.kubernetes.io/gpu-pci": "true",
-        "kubernetes.io/arch": "amd64",
-    }
-
-
-def test_nfd_labeling_false_adds_nothing() -> None:
-    spec = {**samples.minimal_spec(), "useNFDLabeling": False}
-    assert ms.module_spec(spec)["selector"] == {"kubernetes.io/arch": "amd64"}
+def test_selector_is_the_target_label_whatever_the_users_selector() -> None:
+    """gpuctl evaluates nodeSelector/useNFDLabeling/arch itself (gpuctl.common.targeting); KMM
+    sees only the label the rollout writes (M1/M5: a node leaving KMM's selector is unloaded
+    at once)."""
+    for spec in (
+        samples.full_spec(),
+        {**samples.minimal_spec(), "useNFDLabeling": True},
+        {**samples.minimal_spec(), "nodeSelector": {"kubernetes.io/arch": "arm64"}},
+    ):
+        assert ms.module_spec("gpu-policy", spec)["selector"] == {
+            "gpuctl.dev/driver-target": "gpu-policy"
+        }
+    assert ms.target_selector("other") == {"gpuctl.dev/driver-target": "other"}
 
 
 def test_pull_secret_becomes_image_repo_secret() -> None:
-    assert ms.module_spec(samples.full_spec())["imageRepoSecret"] == {"name": "my-registry"}
+    assert ms.module_spec(D, samples.full_spec())["imageRepoSecret"] == {"name": "my-registry"}
 
 
-def test_tolerations_are_copied_not_shared() -> None:
+def test_every_taint_is_tolerated_then_the_users_tolerations() -> None:
     spec = samples.full_spec()
-    module = ms.module_spec(spec)
+    assert ms.module_spec(D, spec)["tolerations"] == [{"operator": "Exists"}, *spec["tolerations"]]
+    spec["tolerateAllTaints"] = True
+    spec["tolerations"] = [{"operator": "Exists"}]
+    assert ms.module_spec(D, spec)["tolerations"] == [{"operator": "Exists"}]
+
+
+def test_without_tolerate_all_taints_the_users_and_the_cordon_toleration() -> None:
+    spec = {**samples.full_spec(), "tolerateAllTaints": False}
+    module = ms.module_spec(D, spec)
     assert module["tolerations"] == [*spec["tolerations"], ms.CORDON_TOLERATION]
     module["tolerations"][0]["key"] = "changed"
     assert spec["tolerations"][0]["key"] == "gpu"
-
-
-def test_the_cordon_toleration_is_not_added_twice() -> None:
-    spec = samples.full_spec()
     spec["tolerations"] = [dict(ms.CORDON_TOLERATION)]
-    assert ms.module_spec(spec)["tolerations"] == [ms.CORDON_TOLERATION]
+    assert ms.module_spec(D, spec)["tolerations"] == [ms.CORDON_TOLERATION]
+    del spec["tolerations"]
+    assert ms.module_spec(D, spec)["tolerations"] == [ms.CORDON_TOLERATION]
 
 
 def test_every_kernel_module_field_maps() -> None:
-    container = ms.module_spec(samples.full_spec())["moduleLoader"]["container"]
-    assert container["version"] == "v7.1.4.6_260728.7"
+    spec = samples.full_spec()
+    spec["kernelModule"]["parameters"] = ["max_vfs=7", "force_probe=*"]
+    container = ms.module_spec(D, spec)["moduleLoader"]["container"]
+    assert container["version"] == ms.kmm_version(spec)
+    assert container["version"].startswith("v7.1.4.6_260728.7-")
     assert container["modprobe"] == {
         "moduleName": "xe",
         "dirName": "/opt",
+        "parameters": ["max_vfs=7", "force_probe=*"],
         "firmwarePath": "/firmware",
         "modulesLoadingOrder": ["xe", "drm_gpuvm", "drm_buddy"],
     }
@@ -105,7 +116,7 @@ def test_every_kernel_module_field_maps() -> None:
 
 
 def test_module_name_first_and_deduplicated_in_every_in_tree_list() -> None:
-    container = ms.module_spec(samples.full_spec())["moduleLoader"]["container"]
+    container = ms.module_spec(D, samples.full_spec())["moduleLoader"]["container"]
     assert container["inTreeModulesToRemove"] == ["xe"]
     first, second = container["kernelMappings"]
     assert first["inTreeModulesToRemove"] == ["xe", "i915"]
@@ -116,7 +127,7 @@ def test_custom_module_name_is_used_everywhere() -> None:
     spec = samples.minimal_spec()
     spec["kernelModule"]["moduleName"] = "xe_oot"
     spec["kernelModule"]["kernelMappings"][0]["inTreeModulesToRemove"] = ["xe"]
-    container = ms.module_spec(spec)["moduleLoader"]["container"]
+    container = ms.module_spec(D, spec)["moduleLoader"]["container"]
     assert container["modprobe"]["moduleName"] == "xe_oot"
     assert container["inTreeModulesToRemove"] == ["xe_oot"]
     assert container["kernelMappings"][0]["inTreeModulesToRemove"] == ["xe_oot", "xe"]
@@ -125,38 +136,38 @@ def test_custom_module_name_is_used_everywhere() -> None:
 def test_missing_module_name_defaults_to_xe() -> None:
     spec = samples.minimal_spec()
     del spec["kernelModule"]["moduleName"]
-    assert ms.module_spec(spec)["moduleLoader"]["container"]["modprobe"]["moduleName"] == "xe"
+    assert ms.module_spec(D, spec)["moduleLoader"]["container"]["modprobe"]["moduleName"] == "xe"
 
 
-def test_build_maps_with_the_module_selector() -> None:
-    module = ms.module_spec(samples.full_spec())
+def test_builds_run_on_the_users_selector() -> None:
+    """Only where builds run: no node is loaded by it."""
+    module = ms.module_spec(D, samples.full_spec())
     build = module["moduleLoader"]["container"]["kernelMappings"][0]["build"]
     assert build == {
         "dockerfileConfigMap": {"name": "xe-build-u26.04"},
         "buildArgs": [{"name": "XE_TAG", "value": "xebr_v7.1.4.6_260728.7"}],
         "secrets": [{"name": "private-repo"}],
-        "selector": module["selector"],
+        "selector": {"gpu-hw-wo-driver": "true", "kubernetes.io/arch": "amd64"},
     }
-    assert build["selector"] is not module["selector"]
 
 
 def test_build_without_args_or_secrets_omits_them() -> None:
     spec = samples.minimal_spec()
     spec["kernelModule"]["kernelMappings"][0]["build"] = {"dockerfileConfigMap": {"name": "df"}}
-    build = ms.module_spec(spec)["moduleLoader"]["container"]["kernelMappings"][0]["build"]
+    build = ms.module_spec(D, spec)["moduleLoader"]["container"]["kernelMappings"][0]["build"]
     assert set(build) == {"dockerfileConfigMap", "selector"}
 
 
 def test_loader_service_account_is_set_only_when_given() -> None:
-    assert "serviceAccountName" not in ms.module_spec(samples.minimal_spec())["moduleLoader"]
-    loader = ms.module_spec(samples.minimal_spec(), "gpuctl-module-loader")["moduleLoader"]
+    assert "serviceAccountName" not in ms.module_spec(D, samples.minimal_spec())["moduleLoader"]
+    loader = ms.module_spec(D, samples.minimal_spec(), "gpuctl-module-loader")["moduleLoader"]
     assert loader["serviceAccountName"] == "gpuctl-module-loader"
 
 
 def test_mapping_does_not_modify_its_input() -> None:
     spec = samples.full_spec()
     before = copy.deepcopy(spec)
-    ms.module_spec(spec)
+    ms.module_spec(D, spec)
     assert spec == before
 
 
@@ -173,15 +184,106 @@ def test_labels_and_names() -> None:
     )
 
 
-def _with_version(version: str | None) -> dict[str, object]:
+# -- kmm_version: a digest of exactly what KMM puts in a node's config (N2/M6) ----------------
+
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def _changed(change: Callable[[dict[str, Any]], None]) -> str:
+    spec = samples.full_spec()
+    change(spec)
+    return ms.kmm_version(spec)
+
+
+def _km(spec: dict[str, Any]) -> dict[str, Any]:
+    kernel_module: dict[str, Any] = spec["kernelModule"]
+    return kernel_module
+
+
+CONFIG_CHANGES: dict[str, Callable[[dict[str, Any]], None]] = {
+    "image": lambda s: _km(s)["kernelMappings"][1].update(containerImage="reg.example.com/x:2"),
+    "regexp": lambda s: _km(s)["kernelMappings"][1].update(regexp="^6\\.13\\..*"),
+    "mapping order": lambda s: _km(s)["kernelMappings"].reverse(),
+    "mapping added": lambda s: _km(s)["kernelMappings"].append(
+        {"regexp": "^5\\.", "containerImage": "reg.example.com/x:5"}
+    ),
+    "mapping inTreeModulesToRemove": lambda s: _km(s)["kernelMappings"][1].update(
+        inTreeModulesToRemove=["i915"]
+    ),
+    "mapping registryTLS": lambda s: _km(s)["kernelMappings"][0].update(
+        registryTLS={"insecure": False}
+    ),
+    "build args": lambda s: _km(s)["kernelMappings"][0]["build"].update(buildArgs=[]),
+    "parameters": lambda s: _km(s).update(parameters=["max_vfs=7"]),
+    "parameter value": lambda s: _km(s).update(parameters=["max_vfs=8"]),
+    "firmwarePath": lambda s: _km(s).update(firmwarePath="/lib/firmware/xe"),
+    "modulesLoadingOrder": lambda s: _km(s).update(modulesLoadingOrder=["xe", "drm_buddy"]),
+    "registryTLS": lambda s: _km(s).update(registryTLS={"insecure": True}),
+    "moduleName": lambda s: _km(s).update(moduleName="xe_oot", modulesLoadingOrder=None),
+    "version": lambda s: _km(s).update(version="v7.1.4.7"),
+}
+
+NOT_CONFIG: dict[str, Callable[[dict[str, Any]], None]] = {
+    "tolerations": lambda s: s.update(tolerations=[]),
+    "tolerateAllTaints": lambda s: s.update(tolerateAllTaints=False),
+    "nodeSelector": lambda s: s.update(nodeSelector={"pool": "b"}),
+    "useNFDLabeling": lambda s: s.update(useNFDLabeling=True),
+    "pullSecret": lambda s: s.update(pullSecret={"name": "other"}),
+    "rollout": lambda s: s.update(rollout={"maxUnavailable": 3, "holdAfterFirstNode": False}),
+}
+
+
+@pytest.mark.parametrize("change", CONFIG_CHANGES, ids=list(CONFIG_CHANGES))
+def test_every_config_change_is_a_new_version(change: str) -> None:
+    assert _changed(CONFIG_CHANGES[change]) != ms.kmm_version(samples.full_spec())
+
+
+@pytest.mark.parametrize("change", NOT_CONFIG, ids=list(NOT_CONFIG))
+def test_what_is_not_in_a_nodes_config_keeps_the_version(change: str) -> None:
+    assert _changed(NOT_CONFIG[change]) == ms.kmm_version(samples.full_spec())
+
+
+def test_the_loader_service_account_keeps_the_version() -> None:
+    plain = ms.module_spec(D, samples.full_spec())
+    with_account = ms.module_spec(D, samples.full_spec(), "gpuctl-module-loader")
+    assert plain["moduleLoader"]["container"] == with_account["moduleLoader"]["container"]
+
+
+def test_the_version_is_the_users_with_a_digest_or_cfg_and_a_longer_digest() -> None:
+    versioned = ms.kmm_version(samples.full_spec())
+    assert re.fullmatch(r"v7\.1\.4\.6_260728\.7-[0-9a-f]{8}", versioned)
+    assert re.fullmatch(r"cfg-[0-9a-f]{12}", ms.kmm_version(samples.minimal_spec()))
+    assert ms.kmm_version(samples.full_spec()) == versioned  # deterministic
+
+
+def test_the_version_is_a_label_value_at_the_longest_user_version() -> None:
     spec = samples.minimal_spec()
-    if version is not None:
-        spec["kernelModule"]["version"] = version
-    return ms.module_spec(spec)
+    spec["kernelModule"]["version"] = "v" * model.VERSION_MAX_LENGTH
+    version = ms.kmm_version(spec)
+    assert len(version) == 63
+    assert LABEL_VALUE.match(version)
+    assert LABEL_VALUE.match(ms.kmm_version(samples.minimal_spec()))
 
 
-def test_version_toggle_only_between_empty_and_set() -> None:
-    assert ms.version_toggled(_with_version(None), _with_version("v1"))
-    assert ms.version_toggled(_with_version("v1"), _with_version(None))
-    assert not ms.version_toggled(_with_version("v1"), _with_version("v2"))
-    assert not ms.version_toggled(_with_version(None), _with_version(None))
+def test_the_version_ignores_dict_order() -> None:
+    spec = samples.full_spec()
+    reordered = {k: spec[k] for k in reversed(list(spec))}
+    reordered["kernelModule"] = {k: spec["kernelModule"][k] for k in reversed(spec["kernelModule"])}
+    assert ms.kmm_version(reordered) == ms.kmm_version(spec)
+
+
+def test_no_version_without_a_kernel_module() -> None:
+    with pytest.raises(ValueError, match="no kernelModule"):
+        ms.kmm_version({"nodeSelector": {"a": "b"}})
+
+
+def test_stored_version_and_mappings_of_a_module() -> None:
+    module = ms.desired_module(samples.driver(spec=samples.full_spec()), samples.NAMESPACE)
+    assert module is not None
+    assert ms.stored_version(module) == ms.kmm_version(samples.full_spec())
+    assert [m["regexp"] for m in ms.stored_mappings(module)] == [
+        "^7\\.0\\.0-.*-generic$",
+        "^6\\.12\\..*",
+    ]
+    assert ms.stored_version({"spec": {}}) == ""
+    assert ms.stored_mappings({}) == []

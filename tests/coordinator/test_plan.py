@@ -1,21 +1,21 @@
-"""The reconcile decision: finalizer, create/update/delete, refusals, and their Events."""
+"""The reconcile decision: finalizer, Node labels, create/update/delete, holds and refusals."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from coordinator.drivers.guard import Blocker, UnloadDecision
-from coordinator.drivers.module_spec import desired_module
+from coordinator.drivers import node_facts
+from coordinator.drivers.module_spec import desired_module, ready_label, version_label
 from coordinator.drivers.plan import Action, PlanInput, plan
 from coordinator.drivers.validation import FieldError
-from gpuctl.common.names import FINALIZER
+from gpuctl.common.names import FINALIZER, TARGET_LABEL
 from tests.support import samples
 
 MOD = "gpu-policy-gpu"
-CLAIM_BLOCK = UnloadDecision(
-    frozenset({"n1"}),
-    (Blocker("n1", "AllocatedResourceClaim", "ResourceClaim apps/c on n1", "resourceclaims"),),
-)
+READY = ready_label(samples.NAMESPACE, MOD)
+VERSION = version_label(samples.NAMESPACE, MOD)
+TARGETED = {TARGET_LABEL: "gpu-policy"}
+KERNEL = "6.8.0-31-generic"
 
 
 def stored(driver: dict[str, Any], **changes: Any) -> dict[str, Any]:
@@ -27,6 +27,28 @@ def stored(driver: dict[str, Any], **changes: Any) -> dict[str, Any]:
     return module
 
 
+def older_gpuctls(driver: dict[str, Any], *, version: str | None = "v1") -> dict[str, Any]:
+    """The Module an older gpuctl wrote: the user's selector, the user's version (or none)."""
+    module = stored(driver)
+    module["spec"]["selector"] = {"kubernetes.io/arch": "amd64"}
+    container = module["spec"]["moduleLoader"]["container"]
+    if version is None:
+        del container["version"]
+    else:
+        container["version"] = version
+    return module
+
+
+def nodes(*found: dict[str, Any]) -> node_facts.NodeFacts:
+    return node_facts.node_facts(found, "gpu-policy", READY, VERSION)
+
+
+def gpu_node(name: str, labels: dict[str, str], kernel: str = KERNEL) -> dict[str, Any]:
+    found = samples.node(name, {"kubernetes.io/arch": "amd64", **labels}, kernel=kernel)
+    found["metadata"]["resourceVersion"] = "5"
+    return found
+
+
 def inputs(driver: dict[str, Any], module: dict[str, Any] | None, **changes: Any) -> PlanInput:
     base: dict[str, Any] = {
         "driver": driver,
@@ -34,6 +56,7 @@ def inputs(driver: dict[str, Any], module: dict[str, Any] | None, **changes: Any
         "module": module,
         "desired": desired_module(driver, samples.NAMESPACE),
         "kmm_installed": True,
+        "nodes": nodes(),
     }
     base.update(changes)
     return PlanInput(**base)
@@ -43,11 +66,32 @@ def live(spec: dict[str, Any] | None = None) -> dict[str, Any]:
     return samples.driver(spec=spec, finalizers=[FINALIZER])
 
 
+def deleted() -> dict[str, Any]:
+    return samples.driver(finalizers=[FINALIZER], deleting=True)
+
+
+def terminating(module: dict[str, Any]) -> dict[str, Any]:
+    module["metadata"]["deletionTimestamp"] = "2026-11-29T23:00:00Z"
+    return module
+
+
+def spec_with_mapping(regexp: str) -> dict[str, Any]:
+    spec = samples.minimal_spec()
+    spec["kernelModule"]["kernelMappings"][0]["regexp"] = regexp
+    return spec
+
+
+# -- a live GPUDriver ------------------------------------------------------------------------
+
+
 def test_new_driver_gets_finalizer_and_module() -> None:
-    decided = plan(inputs(samples.driver(), None))
+    driver = samples.driver()
+    decided = plan(inputs(driver, None))
     assert decided.actions == (Action.ADD_FINALIZER, Action.CREATE)
+    assert decided.module_spec == stored(driver)["spec"]
     assert [e.reason for e in decided.events] == ["GuardInstalled", "ModuleCreated"]
     assert decided.problems == ()
+    assert not decided.needs_fresh_nodes
 
 
 def test_up_to_date_module_needs_nothing() -> None:
@@ -57,101 +101,71 @@ def test_up_to_date_module_needs_nothing() -> None:
     assert decided.events == ()
 
 
-def test_changed_spec_updates_in_place() -> None:
+def test_changed_spec_updates_in_place_on_fresh_nodes() -> None:
     driver = live()
     old = stored(driver)
-    old["spec"]["selector"] = {"kubernetes.io/arch": "amd64", "old": "x"}
+    old["spec"]["tolerations"] = []
     decided = plan(inputs(driver, old))
     assert decided.actions == (Action.UPDATE,)
+    assert decided.module_spec == stored(driver)["spec"]
     assert decided.events[0].reason == "ModuleUpdated"
+    assert decided.needs_fresh_nodes
 
 
-def test_version_change_between_two_values_updates_in_place() -> None:
+def test_a_version_or_config_change_is_an_update_never_a_recreate() -> None:
     before, after = samples.minimal_spec(), samples.minimal_spec()
-    before["kernelModule"]["version"] = "v1"
     after["kernelModule"]["version"] = "v2"
     decided = plan(inputs(live(after), stored(live(before))))
     assert decided.actions == (Action.UPDATE,)
+    after["kernelModule"]["parameters"] = ["max_vfs=7"]
+    assert plan(inputs(live(after), stored(live(before)))).actions == (Action.UPDATE,)
 
 
-def test_version_toggle_recreates_when_nothing_blocks() -> None:
-    with_version = samples.minimal_spec()
-    with_version["kernelModule"]["version"] = "v1"
-    for old, new in (
-        (samples.minimal_spec(), with_version),
-        (with_version, samples.minimal_spec()),
-    ):
-        decided = plan(inputs(live(new), stored(live(old))))
-        assert decided.actions == (Action.DELETE,)
-        assert decided.recreating
-        assert decided.events[0].reason == "ModuleRecreating"
+def test_targeted_nodes_the_update_serves_too_do_not_hold_it() -> None:
+    driver = live(spec_with_mapping("^6\\.8\\."))
+    old = stored(live(spec_with_mapping("^6\\.")))
+    on_68 = gpu_node("n1", TARGETED)
+    assert plan(inputs(driver, old, nodes=nodes(on_68))).actions == (Action.UPDATE,)
 
 
-def test_version_toggle_refused_while_claims_allocated() -> None:
-    with_version = samples.minimal_spec()
-    with_version["kernelModule"]["version"] = "v1"
-    decided = plan(inputs(live(with_version), stored(live()), unload=CLAIM_BLOCK))
+def test_mapping_loss_holds_the_update_until_those_nodes_are_unloaded() -> None:
+    """KMM checks "no mapping → remove" before the version (M5): the update would unload
+    every targeted node the new mappings do not serve, at once."""
+    driver = live(spec_with_mapping("^7\\.0\\."))
+    old = stored(live(spec_with_mapping("^6\\.8\\.")))
+    targeted = [gpu_node(f"n{i}", TARGETED) for i in (1, 2)]
+    decided = plan(inputs(driver, old, nodes=nodes(*targeted)))
     assert decided.actions == ()
     assert [p.message for p in decided.problems] == [
-        "allocated GPU ResourceClaims blocking modules.kmm.sigs.x-k8s.io/gpu-policy-gpu deletion"
+        "holding the Module update: nodes n1, n2 run a kernel no new kernel mapping serves; "
+        "they are unloaded node by node first"
     ]
-    assert decided.events[0].kind == "Warning"
-    assert decided.events[0].reason == "UnloadBlocked"
-    assert "ResourceClaim apps/c on n1" in decided.events[0].message
+    assert decided.problems[0].reason == "ModuleUpdateHeld"
+    assert [e.reason for e in decided.events] == ["ModuleUpdateHeld"]
     assert decided.requeue_after is not None
+    # The rollout unloaded them (TARGET_LABEL gone): the update goes through.
+    unloaded = [gpu_node(f"n{i}", {}) for i in (1, 2)]
+    assert plan(inputs(driver, old, nodes=nodes(*unloaded))).actions == (Action.UPDATE,)
 
 
-def test_kernel_module_removed_deletes_module() -> None:
-    driver = live({})
-    decided = plan(inputs(driver, stored(live())))
-    assert decided.actions == (Action.DELETE,)
-    assert not decided.recreating
+def test_a_targeted_node_neither_mapping_serves_does_not_hold_the_update() -> None:
+    driver = live(spec_with_mapping("^7\\.0\\."))
+    old = stored(live(spec_with_mapping("^6\\.8\\.")))
+    rebooted = gpu_node("n1", TARGETED, kernel="6.9.0-1-generic")
+    assert plan(inputs(driver, old, nodes=nodes(rebooted))).actions == (Action.UPDATE,)
 
 
-def test_kernel_module_removed_refused_while_blocked() -> None:
-    decided = plan(inputs(live({}), stored(live()), unload=CLAIM_BLOCK))
+def test_unknown_nodes_hold_an_update() -> None:
+    driver = live()
+    old = stored(driver)
+    old["spec"]["tolerations"] = []
+    decided = plan(inputs(driver, old, nodes=None, nodes_error="503 Service Unavailable"))
     assert decided.actions == ()
-    assert decided.problems[0].reason == "UnloadBlocked"
-
-
-def test_non_claim_blockers_get_their_own_message() -> None:
-    agent = UnloadDecision(
-        frozenset({"n1"}), (Blocker("n1", "OPEN_CLIENTS", "pid 7 holds card0 on n1", "agent"),)
-    )
-    decided = plan(inputs(live({}), stored(live()), unload=agent))
     assert [p.message for p in decided.problems] == [
-        "modules.kmm.sigs.x-k8s.io/gpu-policy-gpu deletion blocked: pid 7 holds card0 on n1"
+        "cannot read Nodes (503 Service Unavailable): holding the Module update"
     ]
-
-
-def test_no_kernel_module_and_no_module_is_quiet() -> None:
-    decided = plan(inputs(live({}), None))
-    assert decided.actions == ()
-    assert decided.events == ()
-    assert decided.problems == ()
-
-
-def test_deleted_driver_deletes_module_then_releases_finalizer() -> None:
-    driver = samples.driver(finalizers=[FINALIZER], deleting=True)
-    assert plan(inputs(driver, stored(live()))).actions == (Action.DELETE,)
-    terminating = stored(live())
-    terminating["metadata"]["deletionTimestamp"] = "2026-11-29T23:00:00Z"
-    waiting = plan(inputs(driver, terminating))
-    assert waiting.actions == ()
-    assert waiting.requeue_after is not None
-    released = plan(inputs(driver, None))
-    assert released.actions == (Action.REMOVE_FINALIZER,)
-    assert [e.reason for e in released.events] == ["GuardReleased"]
-    already_released = samples.driver(finalizers=[], deleting=True)
-    assert plan(inputs(already_released, None)).actions == ()
-
-
-def test_deleted_driver_refused_while_blocked() -> None:
-    driver = samples.driver(finalizers=[FINALIZER], deleting=True)
-    decided = plan(inputs(driver, stored(live()), unload=CLAIM_BLOCK))
-    assert decided.actions == ()
-    assert decided.problems[0].reason == "UnloadBlocked"
-    assert "delete the Module of a deleted GPUDriver" in decided.events[0].message
+    # Nothing to write, nothing to hold.
+    assert plan(inputs(driver, stored(driver), nodes=None)).problems == ()
 
 
 def test_kmm_missing_writes_no_module() -> None:
@@ -191,5 +205,164 @@ def test_foreign_module_is_not_touched() -> None:
     decided = plan(inputs(driver, foreign))
     assert decided.actions == ()
     assert decided.problems[0].reason == "ModuleNotOwned"
-    removed = plan(inputs(live({}), foreign))
+    removed = plan(inputs(live({}), foreign, nodes=nodes(gpu_node("n1", {READY: ""}))))
     assert removed.actions == ()
+    assert removed.nodes_left == ()  # its ready labels are its own
+
+
+def test_a_wanted_module_being_deleted_is_waited_for() -> None:
+    driver = live()
+    decided = plan(inputs(driver, terminating(stored(driver))))
+    assert decided.actions == ()
+    assert decided.requeue_after is not None
+
+
+# -- migration: a Module an older gpuctl wrote (the user's selector) ----------------------------
+
+
+def test_nodes_it_loaded_get_the_target_label_before_the_module_selects_it() -> None:
+    driver = live()
+    old = older_gpuctls(driver)
+    found = nodes(
+        gpu_node("ready", {READY: "", VERSION: "v1"}),
+        gpu_node("versioned", {VERSION: "v1"}),
+        gpu_node("done", {READY: "", **TARGETED}),
+        gpu_node("elsewhere", {}),
+    )
+    decided = plan(inputs(driver, old, nodes=found))
+    assert decided.actions == (Action.TARGET_NODES, Action.UPDATE)
+    assert decided.target_nodes == (
+        node_facts.NodeRef("ready", "5"),
+        node_facts.NodeRef("versioned", "5"),
+    )
+    assert decided.module_spec == stored(driver)["spec"]
+    assert [e.reason for e in decided.events] == ["NodesTargeted", "ModuleUpdated"]
+    assert "ready, versioned" in decided.events[0].message
+
+
+def test_without_nodes_to_label_the_module_is_just_updated() -> None:
+    driver = live()
+    decided = plan(inputs(driver, older_gpuctls(driver)))
+    assert decided.actions == (Action.UPDATE,)
+    assert decided.module_spec == stored(driver)["spec"]
+
+
+def test_another_gpudrivers_target_label_holds_the_switch() -> None:
+    driver = live()
+    taken = gpu_node("n1", {READY: "", TARGET_LABEL: "other"})
+    decided = plan(inputs(driver, older_gpuctls(driver), nodes=nodes(taken)))
+    assert decided.actions == ()
+    assert decided.problems[0].reason == "TargetLabelConflict"
+    assert f"node n1 (which carries {TARGET_LABEL}=other)" in decided.problems[0].message
+
+
+def test_migration_with_mapping_loss_switches_only_the_selector_and_holds_the_rest() -> None:
+    driver = live(spec_with_mapping("^7\\.0\\."))
+    old = older_gpuctls(live(spec_with_mapping("^6\\.8\\.")))
+    decided = plan(inputs(driver, old, nodes=nodes(gpu_node("n1", {READY: ""}))))
+    assert decided.actions == (Action.TARGET_NODES, Action.UPDATE)
+    assert decided.module_spec == {**old["spec"], "selector": TARGETED}
+    assert [p.reason for p in decided.problems] == ["ModuleUpdateHeld"]
+    assert "nodes n1 run a kernel" in decided.problems[0].message
+
+
+def test_a_module_without_version_is_retargeted_and_held_kmm_refuses_adding_one() -> None:
+    driver = live()
+    old = older_gpuctls(driver, version=None)
+    loaded = nodes(gpu_node("n1", {READY: ""}))
+    decided = plan(inputs(driver, old, nodes=loaded))
+    assert decided.actions == (Action.TARGET_NODES, Action.UPDATE)
+    assert decided.module_spec == {**old["spec"], "selector": TARGETED}
+    assert "has no version (written by an older gpuctl)" in decided.problems[0].message
+    # Retargeted, still loaded: held, nothing written.
+    retargeted = {**old, "spec": {**old["spec"], "selector": TARGETED}}
+    held = plan(inputs(driver, retargeted, nodes=nodes(gpu_node("n1", {READY: "", **TARGETED}))))
+    assert held.actions == ()
+    assert held.problems[0].reason == "ModuleUpdateHeld"
+
+
+def test_a_module_without_version_loaded_nowhere_is_recreated_with_one() -> None:
+    driver = live()
+    decided = plan(inputs(driver, older_gpuctls(driver, version=None)))
+    assert decided.actions == (Action.DELETE,)
+    assert decided.events[0].reason == "ModuleRecreating"
+    assert decided.needs_fresh_nodes
+
+
+# -- removal, node by node --------------------------------------------------------------------
+
+
+def test_kernel_module_removed_with_no_node_left_deletes_the_module() -> None:
+    decided = plan(inputs(live({}), stored(live())))
+    assert decided.actions == (Action.DELETE,)
+    assert decided.events[0].reason == "ModuleDeleting"
+    assert decided.needs_fresh_nodes
+
+
+def test_kernel_module_removed_keeps_the_module_while_nodes_are_targeted() -> None:
+    found = nodes(gpu_node("n1", {READY: "", **TARGETED}), gpu_node("n2", TARGETED))
+    decided = plan(inputs(live({}), stored(live()), nodes=found))
+    assert decided.actions == ()
+    assert decided.nodes_left == ("n1", "n2")
+    assert decided.requeue_after is not None
+
+
+def test_a_ready_label_left_behind_keeps_the_module_too() -> None:
+    """TARGET_LABEL removed, KMM not done unloading (its ready label still there)."""
+    decided = plan(inputs(live({}), stored(live()), nodes=nodes(gpu_node("n1", {READY: ""}))))
+    assert decided.actions == ()
+    assert decided.nodes_left == ("n1",)
+
+
+def test_no_kernel_module_and_no_module_is_quiet() -> None:
+    decided = plan(inputs(live({}), None))
+    assert decided.actions == ()
+    assert decided.events == ()
+    assert decided.problems == ()
+
+
+def test_deleted_driver_waits_for_nodes_then_deletes_module_then_releases_finalizer() -> None:
+    driver = deleted()
+    waiting = plan(inputs(driver, stored(live()), nodes=nodes(gpu_node("n1", TARGETED))))
+    assert waiting.actions == ()
+    assert waiting.nodes_left == ("n1",)
+    assert plan(inputs(driver, stored(live()))).actions == (Action.DELETE,)
+    gone_soon = plan(inputs(driver, terminating(stored(live()))))
+    assert gone_soon.actions == ()
+    assert gone_soon.requeue_after is not None
+    released = plan(inputs(driver, None))
+    assert released.actions == (Action.REMOVE_FINALIZER,)
+    assert [e.reason for e in released.events] == ["GuardReleased"]
+    assert released.needs_fresh_nodes
+    already_released = samples.driver(finalizers=[], deleting=True)
+    assert plan(inputs(already_released, None)).actions == ()
+
+
+def test_no_module_seen_never_releases_while_a_node_carries_the_label() -> None:
+    """A KMM discovery blip (no Module read) is not "the Module is gone"."""
+    driver = deleted()
+    for found in (nodes(gpu_node("n1", TARGETED)), nodes(gpu_node("n1", {READY: ""}))):
+        decided = plan(inputs(driver, None, kmm_installed=False, nodes=found))
+        assert decided.actions == ()
+        assert decided.nodes_left == ("n1",)
+
+
+def test_unknown_nodes_never_release() -> None:
+    for module in (stored(live()), None):
+        decided = plan(inputs(deleted(), module, nodes=None, nodes_error="timed out"))
+        assert decided.actions == ()
+        assert [p.reason for p in decided.problems] == ["NodesUnknown"]
+        assert "the Module and the finalizer stay" in decided.problems[0].message
+
+
+def test_removal_of_an_older_gpuctls_module_retargets_it_first() -> None:
+    """The rollout unloads a node by removing TARGET_LABEL: the Module must select it."""
+    old = older_gpuctls(live())
+    loaded = nodes(gpu_node("n1", {READY: "", VERSION: "v1"}))
+    for driver in (deleted(), live({})):
+        decided = plan(inputs(driver, old, nodes=loaded))
+        assert decided.actions == (Action.TARGET_NODES, Action.UPDATE)
+        assert decided.module_spec == {**old["spec"], "selector": TARGETED}
+        assert decided.nodes_left == ("n1",)
+    # Loaded nowhere: deleted as it is.
+    assert plan(inputs(deleted(), old)).actions == (Action.DELETE,)

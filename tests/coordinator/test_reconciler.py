@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
+from coordinator.drivers.module_spec import desired_module, ready_label, version_label
 from coordinator.drivers.reconciler import CONFLICT_RETRY_SECONDS
 from coordinator.kube.client import KubeError
-from gpuctl.common.names import FINALIZER
-from tests.support.drivers_world import DRIVERS, MODULES, reconciler, with_driver
+from gpuctl.common.names import FINALIZER, TARGET_LABEL
+from tests.support import samples
+from tests.support.drivers_world import (
+    DRIVERS,
+    MODULES,
+    NODES,
+    MemoryClusterView,
+    reconciler,
+    with_driver,
+    with_node,
+)
 from tests.support.memory_api import MemoryApi
 
 
@@ -41,7 +52,7 @@ def test_write_conflict_is_retried_quietly() -> None:
     rec = reconciler(api)
     rec.reconcile("gpu-policy")
     driver_path, module_path = f"{DRIVERS}/gpu-policy", f"{MODULES}/gpu-policy-gpu"
-    api.objects[driver_path]["spec"]["nodeSelector"] = {"pool": "a"}
+    api.objects[driver_path]["spec"]["kernelModule"]["parameters"] = ["max_vfs=7"]
     status_before = copy.deepcopy(api.objects[driver_path]["status"])
     events_before = event_reasons(api)
     api.fail[("PUT", module_path)] = KubeError(409, "Conflict")
@@ -49,7 +60,8 @@ def test_write_conflict_is_retried_quietly() -> None:
     assert event_reasons(api) == events_before
     assert api.objects[driver_path]["status"] == status_before
     assert rec.reconcile("gpu-policy") is None
-    assert api.objects[module_path]["spec"]["selector"]["pool"] == "a"
+    container = api.objects[module_path]["spec"]["moduleLoader"]["container"]
+    assert container["modprobe"]["parameters"] == ["max_vfs=7"]
     assert event_reasons(api) == [*events_before, "ModuleUpdated"]
 
 
@@ -102,3 +114,144 @@ def test_repeated_event_bumps_count() -> None:
     ]
     assert len(invalid) == 1
     assert invalid[0]["count"] == 2
+
+
+# -- Nodes: fresh reads, TARGET_LABEL writes, removal node by node ----------------------------
+
+DRIVER = f"{DRIVERS}/gpu-policy"
+MODULE = f"{MODULES}/gpu-policy-gpu"
+READY = ready_label(samples.NAMESPACE, "gpu-policy-gpu")
+VERSION = version_label(samples.NAMESPACE, "gpu-policy-gpu")
+TARGETED = {TARGET_LABEL: "gpu-policy"}
+
+
+def gpu_node(api: MemoryApi, name: str, labels: dict[str, str]) -> None:
+    with_node(api, samples.node(name, {"kubernetes.io/arch": "amd64", **labels}, kernel="6.8.0"))
+
+
+def ready_condition(api: MemoryApi) -> dict[str, Any]:
+    conditions = api.objects[DRIVER]["status"]["conditions"]
+    return next(c for c in conditions if c["type"] == "Ready")
+
+
+def test_nodes_get_the_target_label_before_the_module_selects_it() -> None:
+    api = MemoryApi()
+    with_driver(api, samples.driver(finalizers=[FINALIZER]))
+    old = desired_module(api.objects[DRIVER], samples.NAMESPACE)
+    assert old is not None
+    old["spec"]["selector"] = {"kubernetes.io/arch": "amd64"}
+    old["spec"]["moduleLoader"]["container"]["version"] = "v1"
+    api.store(MODULE, old)
+    gpu_node(api, "n1", {READY: "", VERSION: "v1"})
+    gpu_node(api, "n2", {READY: ""})
+    gpu_node(api, "n3", {})
+    api.writes.clear()
+    reconciler(api).reconcile("gpu-policy")
+    writes = [w for w in api.writes if "/events" not in w[1]]
+    assert writes[:3] == [
+        ("PATCH", f"{NODES}/n1"),
+        ("PATCH", f"{NODES}/n2"),
+        ("PUT", MODULE),
+    ]
+    for name in ("n1", "n2"):
+        assert api.objects[f"{NODES}/{name}"]["metadata"]["labels"][TARGET_LABEL] == "gpu-policy"
+    assert TARGET_LABEL not in api.objects[f"{NODES}/n3"]["metadata"]["labels"]
+    assert api.objects[MODULE]["spec"]["selector"] == TARGETED
+
+
+def test_a_node_changed_since_read_is_not_labelled_and_the_pass_is_made_again() -> None:
+    api = MemoryApi()
+    with_driver(api, samples.driver(finalizers=[FINALIZER]))
+    old = desired_module(api.objects[DRIVER], samples.NAMESPACE)
+    assert old is not None
+    old["spec"]["selector"] = {"kubernetes.io/arch": "amd64"}
+    api.store(MODULE, old)
+    gpu_node(api, "n1", {READY: ""})
+    api.fail[("PATCH", f"{NODES}/n1")] = KubeError(409, "Conflict")
+    assert reconciler(api).reconcile("gpu-policy") == CONFLICT_RETRY_SECONDS
+    assert api.objects[MODULE]["spec"]["selector"] == {"kubernetes.io/arch": "amd64"}
+
+
+def test_deletion_waits_for_each_node_then_deletes_the_module_then_releases() -> None:
+    api = MemoryApi()
+    with_driver(api)
+    gpu_node(api, "n1", TARGETED)
+    rec = reconciler(api)
+    rec.reconcile("gpu-policy")
+    api.objects[DRIVER]["metadata"]["deletionTimestamp"] = "2026-11-29T22:00:00Z"
+    assert rec.reconcile("gpu-policy") is not None
+    assert MODULE in api.objects
+    status = api.objects[DRIVER]["status"]
+    assert status["kmmStatus"] == "Removing"
+    assert ready_condition(api)["message"] == (
+        "unloading node by node: 1 node left (n1); each node's state is in status.rollout"
+    )
+    # The rollout's unload write: TARGET_LABEL and the version label go together.
+    del api.objects[f"{NODES}/n1"]["metadata"]["labels"][TARGET_LABEL]
+    rec.reconcile("gpu-policy")
+    assert MODULE not in api.objects
+    assert "ModuleDeleting" in event_reasons(api)
+    rec.reconcile("gpu-policy")
+    assert FINALIZER not in api.objects[DRIVER]["metadata"]["finalizers"]
+    assert "GuardReleased" in event_reasons(api)
+
+
+def test_the_cache_is_checked_against_fresh_nodes_before_anything_is_let_go() -> None:
+    api = MemoryApi()
+    with_driver(api)
+    view = MemoryClusterView(api)
+    rec = reconciler(api, view=view)
+    rec.reconcile("gpu-policy")
+    view.frozen_nodes = []  # the cache has not seen the rollout label n1 yet
+    gpu_node(api, "n1", TARGETED)
+    api.objects[DRIVER]["spec"] = {}
+    rec.reconcile("gpu-policy")
+    assert MODULE in api.objects
+    assert api.objects[DRIVER]["status"]["kmmStatus"] == "Removing"
+
+
+def test_a_failed_node_read_never_releases_the_finalizer() -> None:
+    api = MemoryApi()
+    with_driver(api, samples.driver(finalizers=[FINALIZER], deleting=True))
+    api.fail[("GET", NODES)] = KubeError(503, "ServiceUnavailable", {"message": "etcd timeout"})
+    assert reconciler(api).reconcile("gpu-policy") is not None
+    driver = api.objects[DRIVER]
+    assert driver["metadata"]["finalizers"] == [FINALIZER]
+    assert driver["status"]["errors"] == [
+        "cannot read Nodes (etcd timeout): the Module and the finalizer stay until no node "
+        "carries gpuctl.dev/driver-target=gpu-policy"
+    ]
+    assert "NodesUnknown" in event_reasons(api)
+
+
+def test_kmm_discovery_blip_releases_only_when_no_node_carries_the_label() -> None:
+    api = MemoryApi()
+    with_driver(api, samples.driver(finalizers=[FINALIZER], deleting=True))
+    gpu_node(api, "n1", TARGETED)
+    rec = reconciler(api, kmm=False)
+    rec.reconcile("gpu-policy")
+    assert api.objects[DRIVER]["metadata"]["finalizers"] == [FINALIZER]
+    del api.objects[f"{NODES}/n1"]["metadata"]["labels"][TARGET_LABEL]
+    rec.reconcile("gpu-policy")
+    assert api.objects[DRIVER]["metadata"]["finalizers"] == []
+
+
+def test_mapping_loss_keeps_the_stored_module_and_says_why() -> None:
+    api = MemoryApi()
+    with_driver(api)
+    gpu_node(api, "n1", TARGETED)
+    rec = reconciler(api)
+    rec.reconcile("gpu-policy")
+    before = copy.deepcopy(api.objects[MODULE]["spec"])
+    mapping = api.objects[DRIVER]["spec"]["kernelModule"]["kernelMappings"][0]
+    mapping["regexp"] = "^7\\.0\\."
+    assert rec.reconcile("gpu-policy") is not None
+    assert api.objects[MODULE]["spec"] == before
+    assert api.objects[DRIVER]["status"]["errors"] == [
+        "holding the Module update: nodes n1 run a kernel no new kernel mapping serves; they "
+        "are unloaded node by node first"
+    ]
+    del api.objects[f"{NODES}/n1"]["metadata"]["labels"][TARGET_LABEL]
+    rec.reconcile("gpu-policy")
+    assert api.objects[MODULE]["spec"] != before
+    assert api.objects[DRIVER]["status"]["errors"] == []

@@ -87,10 +87,9 @@ def test_removing_while_module_terminates_or_waits_for_guard() -> None:
     assert kmm_status(observe(driver=deleted_driver, module=terminating)) == "Removing"
 
 
-def test_recreating_on_version_toggle() -> None:
+def test_recreating_while_a_wanted_module_is_being_deleted() -> None:
     terminating = samples.module(deleting_since="2026-11-29T22:59:30Z")
     assert kmm_status(observe(module=terminating)) == "Recreating"
-    assert kmm_status(observe(module=None, recreating=True)) == "Recreating"
     status = compute_status(observe(module=terminating), NOW)
     assert condition(status, "Ready")["reason"] == "Recreating"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.drivers.model import PARAMETER_MESSAGE, VERSION_MESSAGE
 from coordinator.drivers.validation import (
     FieldError,
     expand_template_variables,
@@ -120,3 +121,37 @@ def test_schema_problems_are_reported_too() -> None:
 
 def test_field_error_reads_as_field_then_message() -> None:
     assert str(FieldError("spec.x", "bad")) == "spec.x: bad"
+
+
+@pytest.mark.parametrize("version", ["v7.1.4.6_260728.7", "1", "a" * 54, "2.0-rc1"])
+def test_versions_that_fit_a_label_value_are_accepted(version: str) -> None:
+    spec = samples.minimal_spec()
+    spec["kernelModule"]["version"] = version
+    assert validate(samples.driver(spec=spec), samples.NAMESPACE) == []
+
+
+@pytest.mark.parametrize("version", ["-v1", "v 1", "v1/2", "ü1", ".1"])
+def test_versions_that_are_no_label_value_are_refused(version: str) -> None:
+    spec = samples.minimal_spec()
+    spec["kernelModule"]["version"] = version
+    errors = validate(samples.driver(spec=spec), samples.NAMESPACE)
+    assert [str(e) for e in errors] == [f"spec.kernelModule.version: {VERSION_MESSAGE}"]
+
+
+def test_a_version_over_54_characters_is_refused() -> None:
+    spec = samples.minimal_spec()
+    spec["kernelModule"]["version"] = "a" * 55
+    errors = validate(samples.driver(spec=spec), samples.NAMESPACE)
+    assert [e.field for e in errors] == ["spec.kernelModule.version"]
+
+
+def test_parameters_name_value_or_name() -> None:
+    spec = samples.minimal_spec()
+    spec["kernelModule"]["parameters"] = ["max_vfs=7", "force_probe=*", "debug", "a-b=x,y", "e="]
+    assert validate(samples.driver(spec=spec), samples.NAMESPACE) == []
+    spec["kernelModule"]["parameters"] = ["ok=1", "two words=1", "x=a b", "n=\n", "=v"]
+    errors = validate(samples.driver(spec=spec), samples.NAMESPACE)
+    assert [e.field for e in errors] == [f"spec.kernelModule.parameters[{i}]" for i in (1, 2, 3, 4)]
+    assert str(errors[0]) == (
+        "spec.kernelModule.parameters[1]: parameter 'two words=1': " + PARAMETER_MESSAGE
+    )

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
+from coordinator.drivers.module_spec import kmm_version, module_name, version_label
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
+from coordinator.kube.discovery import ServedGroups, api_discovery
 from gpuctl.common import names
 from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until
@@ -123,9 +126,56 @@ class Api:
             content_type=MERGE_PATCH,
         )
 
+    def load_as_the_rollout_would(self, node: str, driver: str, namespace: str) -> None:
+        """The rollout's Loading write (coordinator/rollout), played by a test of the GPUDriver
+        controller: TARGET_LABEL=<driver> and KMM's version label at the Module's version
+        (kmm_version of the GPUDriver's stored spec), in one patch. KMM then loads the node."""
+        stored = self.get_driver(driver)
+        assert stored is not None, f"no GPUDriver {driver}"
+        module = module_name(driver)
+        self.label_nodes(
+            node,
+            {
+                names.TARGET_LABEL: driver,
+                version_label(namespace, module): kmm_version(stored["spec"]),
+            },
+        )
+
+    def unload_as_the_rollout_would(self, node: str, driver: str, namespace: str) -> None:
+        """The rollout's Unloading write, played by a test: TARGET_LABEL and KMM's version
+        label removed in one patch. KMM then unloads the node."""
+        module = module_name(driver)
+        self.label_nodes(node, {names.TARGET_LABEL: None, version_label(namespace, module): None})
+
+    def label_nodes(self, node: str, labels: dict[str, str | None]) -> None:
+        """One merge patch of `node`'s labels (None removes one)."""
+        self.kube.request(
+            "PATCH",
+            path("", "v1", "nodes", name=node),
+            body={"metadata": {"labels": labels}},
+            content_type=MERGE_PATCH,
+        )
+
     def delete_claim(self, namespace: str, name: str) -> None:
         claim = path("resource.k8s.io", "v1", "resourceclaims", namespace=namespace, name=name)
         self.kube.request("DELETE", claim)
+
+
+class SwitchableKmm:
+    """The real server's discovery, with the KMM group hidden while `hidden` is set (a
+    coordinator's `discover`): KMM "not installed", or a discovery blip, without touching
+    the session's KMM CRD."""
+
+    def __init__(self, kube: Kube) -> None:
+        self._real = api_discovery(kube)
+        self.hidden = threading.Event()
+        self.hidden.set()
+
+    def __call__(self) -> ServedGroups:
+        groups = self._real()
+        if self.hidden.is_set():
+            groups.pop(names.KMM_GROUP, None)
+        return groups
 
 
 def gpudriver(

@@ -1,7 +1,7 @@
 """The coordinator in a thread of the test process, against the test cluster's API server.
 
 Integration tests run it this way rather than as a process when they need its objects (the
-elector, `nudge`, a LiveNodes it leads): leader-elected with short timings, managing only the
+elector, a LiveNodes it leads): leader-elected with short timings, managing only the
 test's GPUDrivers (`driver_selector` on TEST_LABEL), stopped and its Lease released on exit.
 """
 
@@ -12,7 +12,6 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from coordinator.drivers.guard import BlockerSource
 from coordinator.kube.client import Kube
 from coordinator.kube.discovery import Discover
 from coordinator.manager import Coordinator, CoordinatorConfig, LeaderScoped
@@ -29,7 +28,6 @@ def running_coordinator(
     discover: Discover | None = None,
     client: Any = None,
     kube: Kube | None = None,
-    blocker_sources: Sequence[BlockerSource] = (),
     leader_scoped: Sequence[LeaderScoped] = (),
 ) -> Iterator[Coordinator]:
     """A coordinator for `namespace` in a thread, leader-elected, stopped on exit.
@@ -52,7 +50,6 @@ def running_coordinator(
         kube if kube is not None else Kube(client),
         config,
         discover=discover,
-        blocker_sources=blocker_sources,
         leader_scoped=leader_scoped,
     )
     stop = threading.Event()

@@ -1,15 +1,15 @@
-"""The GPUDriver reconciler over a MemoryApi, as its unit tests (and the guard's) build it.
+"""The GPUDriver reconciler over a MemoryApi, as its unit tests build it.
 
-The cluster view reads the GPUDrivers stored in the MemoryApi and shows one amd64 node `n1`
-and no ResourceClaims; KMM is served unless a test says otherwise; every clock reads NOW.
+The cluster view (the watch caches) reads the GPUDrivers and Nodes stored in the MemoryApi,
+so the Node cache and the reconciler's fresh, label-selected Node reads see the same Nodes
+unless a test changes one behind the other's back (`MemoryClusterView.frozen_nodes`). KMM is
+served unless a test says otherwise; every clock reads NOW.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from coordinator.drivers.guard import BlockerSource
 from coordinator.drivers.reconciler import Reconciler, ReconcilerConfig
 from coordinator.kube.discovery import Discovery
 from coordinator.kube.events import EventRecorder
@@ -18,37 +18,38 @@ from tests.support.memory_api import MemoryApi
 
 DRIVERS = "/apis/gpuctl.dev/v1alpha1/gpudrivers"
 MODULES = f"/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/{samples.NAMESPACE}/modules"
+NODES = "/api/v1/nodes"
 NOW = "2026-11-29T23:00:00Z"
 
 
 class MemoryClusterView:
-    """The reconciler's ClusterView: the stored GPUDrivers, node n1, no claims."""
+    """The reconciler's ClusterView: the stored GPUDrivers and Nodes (or `frozen_nodes`, a
+    cache that has not caught up)."""
 
     def __init__(self, api: MemoryApi) -> None:
         self.api = api
+        self.frozen_nodes: list[dict[str, Any]] | None = None
 
     def drivers(self) -> list[dict[str, Any]]:
-        return [o for p, o in self.api.objects.items() if p.startswith(DRIVERS)]
+        return [o for p, o in self.api.objects.items() if p.startswith(f"{DRIVERS}/")]
 
     def nodes(self) -> list[dict[str, Any]]:
-        return [samples.node("n1", {"kubernetes.io/arch": "amd64"})]
-
-    def claims(self) -> list[dict[str, Any]]:
-        return []
+        if self.frozen_nodes is not None:
+            return self.frozen_nodes
+        return [o for p, o in self.api.objects.items() if p.startswith(f"{NODES}/")]
 
 
 def reconciler(
-    api: MemoryApi, kmm: bool = True, extra_blocker_sources: Sequence[BlockerSource] = ()
+    api: MemoryApi, kmm: bool = True, view: MemoryClusterView | None = None
 ) -> Reconciler:
     groups = {"kmm.sigs.x-k8s.io": ["v1beta1"]} if kmm else {}
     return Reconciler(
         api,
         discovery=Discovery(lambda: groups),
-        view=MemoryClusterView(api),
+        view=view if view is not None else MemoryClusterView(api),
         events=EventRecorder(api, "default", "test", lambda: NOW),
         config=ReconcilerConfig(samples.NAMESPACE),
         now=lambda: NOW,
-        extra_blocker_sources=extra_blocker_sources,
     )
 
 
@@ -56,3 +57,8 @@ def with_driver(api: MemoryApi, driver: dict[str, Any] | None = None) -> None:
     """Stores `driver` (default: samples.driver(), named gpu-policy) as if created."""
     driver = driver if driver is not None else samples.driver()
     api.store(f"{DRIVERS}/{driver['metadata']['name']}", driver)
+
+
+def with_node(api: MemoryApi, node: dict[str, Any]) -> dict[str, Any]:
+    """Stores `node` (samples.node) as if registered; the stored copy."""
+    return api.store(f"{NODES}/{node['metadata']['name']}", node)

@@ -5,7 +5,9 @@ Objects are plain dicts kept by REST path. GET, POST, PUT, PATCH (JSON merge pat
 watches: every write stamps a new resourceVersion (and a uid where there is none), POST
 refuses a name in use (409), PUT refuses a stale resourceVersion (409: the optimistic
 concurrency a Lease relies on), and GET, PUT or PATCH of a missing object is 404. A
-collection GET answers what the test stored at the collection's path (`{"items": [...]}`).
+collection GET answers what the test stored at the collection's path (`{"items": [...]}`);
+with nothing stored there, a GET with a `query` (a list's) answers the objects stored directly
+under the path, filtered by the query's `labelSelector` (`k=v`, `k==v`, `k!=v`, `k`, `!k`).
 
 What tests need beyond storage:
 - `requests` (every call), `writes` (every non-GET) and `bodies` (their bodies) record what
@@ -36,6 +38,25 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def _selects(selector: str, labels: dict[str, str]) -> bool:
+    """A label selector of equality and existence requirements, as the API server reads it."""
+    for requirement in filter(None, (r.strip() for r in selector.split(","))):
+        if "!=" in requirement:
+            key, value = requirement.split("!=", 1)
+            if labels.get(key) == value:
+                return False
+        elif "=" in requirement:
+            key, value = requirement.replace("==", "=").split("=", 1)
+            if labels.get(key) != value:
+                return False
+        elif requirement.startswith("!"):
+            if requirement[1:] in labels:
+                return False
+        elif requirement not in labels:
+            return False
+    return True
 
 
 class MemoryApi:
@@ -93,9 +114,7 @@ class MemoryApi:
         if (method, resource_path) in self._answers:
             return self._scripted(method, resource_path)
         if method == "GET":
-            if resource_path not in self.objects:
-                raise KubeError(404, "NotFound")
-            return copy.deepcopy(self.objects[resource_path])
+            return self._get(resource_path, query)
         if method == "POST":
             target = f"{resource_path}/{body['metadata']['name']}"
             if target in self.objects:
@@ -117,6 +136,23 @@ class MemoryApi:
             updated = _merge(current, body)
         self.objects[target] = self._stamp(updated)
         return copy.deepcopy(self.objects[target])
+
+    def _get(self, resource_path: str, query: dict[str, Any] | None) -> dict[str, Any]:
+        if resource_path in self.objects:
+            return copy.deepcopy(self.objects[resource_path])
+        if query is not None:
+            return {"items": self._listed(resource_path, query.get("labelSelector") or "")}
+        raise KubeError(404, "NotFound")
+
+    def _listed(self, collection: str, selector: str) -> list[dict[str, Any]]:
+        prefix = f"{collection}/"
+        return [
+            copy.deepcopy(obj)
+            for path, obj in self.objects.items()
+            if path.startswith(prefix)
+            and "/" not in path[len(prefix) :]
+            and _selects(selector, (obj.get("metadata") or {}).get("labels") or {})
+        ]
 
     def watch(
         self, resource_path: str, query: dict[str, Any], timeout_seconds: int

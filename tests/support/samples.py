@@ -93,8 +93,13 @@ def full_spec() -> dict[str, Any]:
     }
 
 
-def node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": dict(labels or {})}}
+def node(
+    name: str, labels: dict[str, str] | None = None, *, kernel: str | None = None
+) -> dict[str, Any]:
+    obj: dict[str, Any] = {"metadata": {"name": name, "labels": dict(labels or {})}}
+    if kernel is not None:
+        obj["status"] = {"nodeInfo": {"kernelVersion": kernel}}
+    return obj
 
 
 GPU_NODE_LABELS = {"kubernetes.io/arch": "amd64"}

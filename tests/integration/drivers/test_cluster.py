@@ -9,21 +9,19 @@ kmm.sigs.x-k8s.io group, and that answer can be switched back without restarting
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from coordinator.kube.client import Kube
-from coordinator.kube.discovery import ServedGroups, api_discovery
 from gpuctl.common.timestamps import format_microseconds
 from tests.harness.access import KubeCluster
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import (
     Api,
+    SwitchableKmm,
     gpudriver,
     node_labels,
     simple_spec,
@@ -34,21 +32,6 @@ from tests.support.coordinator_thread import running_coordinator
 pytestmark = pytest.mark.integration
 
 KMM_NOT_INSTALLED = "KMM is not installed in the cluster."
-
-
-class SwitchableKmm:
-    """The real server's discovery, with the KMM group hidden while `hidden` is set."""
-
-    def __init__(self, kube: Kube) -> None:
-        self._real = api_discovery(kube)
-        self.hidden = threading.Event()
-        self.hidden.set()
-
-    def __call__(self) -> ServedGroups:
-        groups = self._real()
-        if self.hidden.is_set():
-            groups.pop("kmm.sigs.x-k8s.io", None)
-        return groups
 
 
 def test_kmm_absent_then_installed_without_restart(
@@ -71,9 +54,10 @@ def test_kmm_absent_then_installed_without_restart(
         assert api.get_module(namespace, module) is None
         assert "KMMNotInstalled" in api.event_reasons(created["metadata"]["uid"])
         discovery.hidden.clear()  # "KMM installed"
+        wait_until("module", lambda: api.get_module(namespace, module))
+        api.load_as_the_rollout_would(f"{namespace}-n1", name, namespace)
         status = wait_status(api, name, lambda s: s.get("kmmStatus") == "1/1", "reports 1/1")
         assert status["errors"] == []
-        assert api.get_module(namespace, module) is not None
 
 
 def test_without_kernel_module_kmm_absence_is_no_error(

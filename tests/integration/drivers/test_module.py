@@ -1,8 +1,12 @@
 """The coordinator against the real API server: the KMM Module it writes, and status.
 
 A GPUDriver becomes a Module that KMM's real CRD accepts, with every field mapped; KMM (the
-test-side emulator) loads it and `kmmStatus` follows; removing `kernelModule` or the
-GPUDriver removes the Module. Scenarios of the reference operator's controller tests.
+test-side emulator) loads it on the nodes carrying TARGET_LABEL and `kmmStatus` follows;
+removing `kernelModule` or the GPUDriver keeps the Module until no node carries the label,
+then removes it. Scenarios of the reference operator's controller tests. The rollout
+(coordinator/rollout) writes and removes TARGET_LABEL; here the test plays its two writes
+(`load_as_the_rollout_would`, `unload_as_the_rollout_would`): the coordinator runs without
+agents, so its rollout moves no node.
 """
 
 from __future__ import annotations
@@ -11,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.drivers.module_spec import desired_module
-from gpuctl.common.names import FINALIZER
+from coordinator.drivers.module_spec import desired_module, kmm_version
+from gpuctl.common.names import FINALIZER, TARGET_LABEL
 from tests.harness.access import KubeCluster
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.waiting import wait_until
@@ -34,6 +38,8 @@ def full_spec(namespace: str) -> dict[str, Any]:
         "nodeSelector": {"gpuctl.test/ns": namespace},
         "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "kernelModule": {
+            "version": "v7.1.4.6",
+            "parameters": ["max_vfs=7", "force_probe=*"],
             "firmwarePath": "/firmware",
             "modulesLoadingOrder": ["xe", "drm_gpuvm", "drm_buddy"],
             "registryTLS": {"insecure": False, "insecureSkipTLSVerify": True},
@@ -69,22 +75,21 @@ def test_module_created_with_every_field_mapped_and_accepted_by_kmm_crd(
         assert module["spec"] == expected["spec"]
         container = module["spec"]["moduleLoader"]["container"]
         assert module["spec"]["imageRepoSecret"] == {"name": "my-registry"}
-        assert module["spec"]["selector"] == {
-            "gpuctl.test/ns": namespace,
-            "kubernetes.io/arch": "amd64",
-        }
+        assert module["spec"]["selector"] == {TARGET_LABEL: name}
         assert module["spec"]["tolerations"] == [
+            {"operator": "Exists"},
             {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
-            {
-                "key": "node.kubernetes.io/unschedulable",
-                "operator": "Exists",
-                "effect": "NoSchedule",
-            },
         ]
+        assert container["version"] == kmm_version(driver["spec"])
+        assert container["version"].startswith("v7.1.4.6-")
+        assert container["modprobe"]["parameters"] == ["max_vfs=7", "force_probe=*"]
         assert container["inTreeModulesToRemove"] == ["xe"]
         mapping = container["kernelMappings"][0]
         assert mapping["inTreeModulesToRemove"] == ["xe", "i915"]
-        assert mapping["build"]["selector"] == module["spec"]["selector"]
+        assert mapping["build"]["selector"] == {
+            "gpuctl.test/ns": namespace,
+            "kubernetes.io/arch": "amd64",
+        }
         assert mapping["registryTLS"] == {"insecure": True}
         assert container["registryTLS"] == {"insecure": False, "insecureSkipTLSVerify": True}
         assert container["modprobe"]["firmwarePath"] == "/firmware"
@@ -114,6 +119,8 @@ def test_kmm_status_follows_the_module_loader_and_errors_clear(
     kmm_emulator.fail_node(f"{namespace}-n1")
     api.create_driver(gpudriver(name, namespace, simple_spec(namespace)))
     with running_coordinator(kube_cluster, namespace):
+        wait_status(api, name, lambda s: s.get("kmmStatus") == "0/0", "reports 0/0")
+        api.load_as_the_rollout_would(f"{namespace}-n1", name, namespace)
         status = wait_status(api, name, lambda s: s.get("kmmStatus") == "0/1", "reports 0/1")
         assert status["errors"] == [
             f"module loader not fully available (0/1) for modules.kmm.sigs.x-k8s.io/{name}-gpu"
@@ -124,6 +131,7 @@ def test_kmm_status_follows_the_module_loader_and_errors_clear(
         ready = next(c for c in status["conditions"] if c["type"] == "Ready")
         assert ready["status"] == "True"
         make_node("n2", node_labels(namespace))
+        api.load_as_the_rollout_would(f"{namespace}-n2", name, namespace)
         status = wait_status(api, name, lambda s: s.get("kmmStatus") == "2/2", "reports 2/2")
 
 
@@ -139,42 +147,68 @@ def test_no_module_without_kernel_module(
         assert api.get_module(namespace, f"{name}-gpu") is None
 
 
-def test_removing_kernel_module_deletes_the_module(
+def _left(status: dict[str, Any]) -> str:
+    ready = next(c for c in status.get("conditions") or [] if c["type"] == "Ready")
+    return str(ready["message"])
+
+
+def test_removing_kernel_module_unloads_node_by_node_then_deletes_the_module(
     kube_cluster: KubeCluster,
     namespace: str,
     api: Api,
     make_node: Any,
     kmm_emulator: KmmEmulator,
 ) -> None:
-    name = f"{namespace}-rm"
+    name, node = f"{namespace}-rm", f"{namespace}-n1"
     make_node("n1", node_labels(namespace))
     created = api.create_driver(gpudriver(name, namespace, simple_spec(namespace)))
     with running_coordinator(kube_cluster, namespace):
+        wait_until("module", lambda: api.get_module(namespace, f"{name}-gpu"))
+        api.load_as_the_rollout_would(node, name, namespace)
         wait_status(api, name, lambda s: s.get("kmmStatus") == "1/1", "reports 1/1")
         api.patch_driver(name, {"spec": {"kernelModule": None}})
+        status = wait_status(api, name, lambda s: "1 node left" in _left(s), "waits for its node")
+        assert status["kmmStatus"] == "Removing"
+        assert api.get_module(namespace, f"{name}-gpu") is not None
+        assert kmm_emulator.loaded(f"{name}-gpu", node) is not None
+        api.unload_as_the_rollout_would(node, name, namespace)
         wait_until("module deleted", lambda: api.get_module(namespace, f"{name}-gpu") is None)
         status = wait_status(api, name, lambda s: s.get("kmmStatus") == "N/A", "reports N/A")
         assert status["errors"] == []
-        assert kmm_emulator.loaded(f"{name}-gpu", f"{namespace}-n1") is None
+        assert kmm_emulator.loaded(f"{name}-gpu", node) is None
         assert "ModuleDeleting" in api.event_reasons(created["metadata"]["uid"])
 
 
-def test_deleting_the_gpudriver_removes_module_then_driver(
+def test_deleting_the_gpudriver_keeps_module_and_finalizer_until_no_node_is_targeted(
     kube_cluster: KubeCluster,
     namespace: str,
     api: Api,
     make_node: Any,
     kmm_emulator: KmmEmulator,
 ) -> None:
-    name = f"{namespace}-del"
-    make_node("n1", node_labels(namespace))
+    name, module = f"{namespace}-del", f"{namespace}-del-gpu"
+    nodes = [make_node(n, node_labels(namespace)).metadata.name for n in ("n1", "n2")]
     api.create_driver(gpudriver(name, namespace, simple_spec(namespace)))
     with running_coordinator(kube_cluster, namespace):
-        wait_status(api, name, lambda s: s.get("kmmStatus") == "1/1", "reports 1/1")
+        wait_until("module", lambda: api.get_module(namespace, module))
+        for node in nodes:
+            api.load_as_the_rollout_would(node, name, namespace)
+        wait_status(api, name, lambda s: s.get("kmmStatus") == "2/2", "reports 2/2")
         api.delete_driver(name)
-        wait_until("module deleted", lambda: api.get_module(namespace, f"{name}-gpu") is None)
+        wait_status(api, name, lambda s: "2 nodes left" in _left(s), "waits for 2 nodes")
+        api.unload_as_the_rollout_would(nodes[0], name, namespace)
+        wait_status(api, name, lambda s: "1 node left" in _left(s), "waits for 1 node")
+        wait_until("first node unloaded", lambda: kmm_emulator.loaded(module, nodes[0]) is None)
+        # One node at a time: the other keeps its driver.
+        assert kmm_emulator.loaded(module, nodes[1]) is not None
+        driver = api.get_driver(name)
+        assert driver is not None
+        assert FINALIZER in driver["metadata"]["finalizers"]
+        assert api.get_module(namespace, module) is not None
+        api.unload_as_the_rollout_would(nodes[1], name, namespace)
+        wait_until("module deleted", lambda: api.get_module(namespace, module) is None)
         wait_until("gpudriver gone", lambda: api.get_driver(name) is None)
-        assert kmm_emulator.loaded(f"{name}-gpu", f"{namespace}-n1") is None
+        assert kmm_emulator.loaded(module, nodes[1]) is None
 
 
 def test_spec_change_patches_module_in_place(
@@ -206,9 +240,8 @@ def test_spec_change_patches_module_in_place(
 
         module = wait_until("module updated", updated)
         assert module["metadata"]["uid"] == first["metadata"]["uid"]
-        assert module["spec"]["selector"] == {
-            "gpuctl.test/ns": namespace,
-            "intel.feature.node.kubernetes.io/gpu-pci": "true",
-            "kubernetes.io/arch": "amd64",
-        }
+        assert module["spec"]["selector"] == {TARGET_LABEL: name}
+        version = module["spec"]["moduleLoader"]["container"]["version"]
+        assert version != first["spec"]["moduleLoader"]["container"]["version"]
+        assert version.startswith("cfg-")
         wait_status(api, name, lambda s: s.get("observedGeneration") == 2, "observes gen 2")

@@ -9,12 +9,15 @@ from typing import Any
 
 import pytest
 
+from coordinator.drivers.module_spec import desired_module, kmm_version, version_label
 from coordinator.kube.client import path
 from coordinator.rbac import CLUSTER_RULES, NAMESPACE_RULES
+from gpuctl.common.names import TARGET_LABEL
 from tests.harness.access import KubeCluster
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import (
+    TEST_LABEL,
     Api,
     gpudriver,
     node_labels,
@@ -81,20 +84,34 @@ def test_coordinator_runs_with_the_charts_rbac_only(
     make_node: Any,
     kmm_emulator: KmmEmulator,
 ) -> None:
-    name, module = f"{namespace}-sa", f"{namespace}-sa-gpu"
+    name, module, node = f"{namespace}-sa", f"{namespace}-sa-gpu", f"{namespace}-n1"
     make_node("n1", node_labels(namespace))
     token = kube_cluster.service_account_token(namespace, coordinator_account)
-    created = api.create_driver(gpudriver(name, namespace, simple_spec(namespace)))
+    spec = simple_spec(namespace)
+    spec["kernelModule"]["version"] = "v1"
+    created = api.create_driver(gpudriver(name, namespace, spec))
+    # A Module an older gpuctl wrote, loaded on n1: the coordinator labels n1 (Node patch)
+    # before it switches the Module to TARGET_LABEL.
+    old = desired_module(created, namespace)
+    assert old is not None
+    old["spec"]["selector"] = {TEST_LABEL: namespace, "kubernetes.io/arch": "amd64"}
+    api.kube.request("POST", api.module_path(namespace), body=old)
+    api.label_nodes(node, {version_label(namespace, module): kmm_version(spec)})
     with (
         kube_cluster.token_client(token) as client,
         running_coordinator(kube_cluster, namespace, client=client),
     ):
+        wait_until(
+            "node targeted",
+            lambda: api.kube.request("GET", path("", "v1", "nodes", name=node))["metadata"][
+                "labels"
+            ].get(TARGET_LABEL),
+        )
         status = wait_status(api, name, lambda s: s.get("kmmStatus") == "1/1", "reports 1/1")
         assert status["errors"] == []
-        assert "ModuleCreated" in api.event_reasons(created["metadata"]["uid"])
-        api.create_claim(namespace, "busy", f"{namespace}-n1")
+        assert "NodesTargeted" in api.event_reasons(created["metadata"]["uid"])
         api.delete_driver(name)
         wait_status(api, name, lambda s: s.get("kmmStatus") == "Removing", "is Removing")
-        api.delete_claim(namespace, "busy")
+        api.unload_as_the_rollout_would(node, name, namespace)
         wait_until("module deleted", lambda: api.get_module(namespace, module) is None)
         wait_until("gpudriver gone", lambda: api.get_driver(name) is None)

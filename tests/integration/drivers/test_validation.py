@@ -94,6 +94,17 @@ REJECTED = [
         "registryTLS.insecureSkipTLSVerify: Invalid value",
     ),
     (
+        "version-not-a-label-value",
+        kernel_module(version="v1/2"),
+        "version must start with a letter or digit",
+    ),
+    ("version-too-long", kernel_module(version="v" * 55), "may not be more than 54"),
+    (
+        "parameter-with-space",
+        kernel_module(parameters=["max_vfs=7", "force_probe=a b"]),
+        "each parameter is name=value or name",
+    ),
+    (
         "bad-toleration-operator",
         {**kernel_module(), "tolerations": [{"key": "k", "operator": "Maybe"}]},
         "Unsupported value",
@@ -116,6 +127,13 @@ def test_valid_order_and_default_module_name_accepted(namespace: str, api: Api) 
         gpudriver(f"{namespace}-ok", namespace, kernel_module(modulesLoadingOrder=["xe", "drm"]))
     )
     assert created["spec"]["kernelModule"]["moduleName"] == "xe"
+    assert created["spec"]["tolerateAllTaints"] is True  # the CRD's default
+
+
+def test_parameters_and_a_54_character_version_accepted(namespace: str, api: Api) -> None:
+    spec = kernel_module(version="v" * 54, parameters=["max_vfs=7", "force_probe=*", "debug"])
+    created = api.create_driver(gpudriver(f"{namespace}-params", namespace, spec))
+    assert created["spec"]["kernelModule"]["parameters"] == ["max_vfs=7", "force_probe=*", "debug"]
 
 
 COORDINATOR_CHECKS = [

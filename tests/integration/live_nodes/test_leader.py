@@ -44,7 +44,6 @@ def coordinator_serving(
         identity=identity,
         client=api_client,
         kube=kube,
-        blocker_sources=[live.guard_source],
         leader_scoped=[live],
     ) as coordinator:
         yield coordinator, live
