@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from coordinator.drivers.reconciler import Reconciler, ReconcilerConfig
 from coordinator.kube.client import KubeApi
-from coordinator.kube.discovery import DRA_GROUP, Discover, Discovery, api_discovery
+from coordinator.kube.discovery import Discover, Discovery, api_discovery
 from coordinator.kube.events import EventRecorder
 from coordinator.kube.leader import LeaderElector, LeaseConfig
 from coordinator.kube.watches import Informer, Resource
@@ -31,6 +31,7 @@ from coordinator.rollout.agent_calls import AgentCalls
 from coordinator.rollout.controller import RolloutConfig, RolloutController
 from coordinator.rollout.metrics import RolloutMetrics
 from gpuctl.common import names, timestamps
+from gpuctl.common.gpu_claims import DRA_GROUP
 from gpuctl.common.names import DRIVER_LABEL, KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from gpuctl.common.targeting import node_kernel

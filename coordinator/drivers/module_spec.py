@@ -77,7 +77,7 @@ def ready_label(namespace: str, module: str) -> str:
 
 def version_label(namespace: str, module: str) -> str:
     """The node label that lets KMM load a given `version` on that node (ordered upgrade)."""
-    return f"kmm.node.kubernetes.io/version-module.{namespace}.{module}"
+    return names.kmm_version_label(namespace, module)
 
 
 def _with_module_first(module: str, extra: list[str] | None) -> list[str]:

@@ -14,12 +14,8 @@ import time
 from collections.abc import Callable
 
 from coordinator.kube.client import KubeApi
+from gpuctl.common.gpu_claims import served_dra_version
 from gpuctl.common.names import KMM_GROUP, KMM_VERSION
-
-DRA_GROUP = "resource.k8s.io"
-# ResourceClaim versions whose status.allocation.devices.results[].driver the rollout reads,
-# most preferred first.
-DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
 
 # group -> versions the API server serves for it
 ServedGroups = dict[str, list[str]]
@@ -80,5 +76,4 @@ class Discovery:
         return KMM_VERSION in self.groups().get(KMM_GROUP, [])
 
     def dra_version(self) -> str | None:
-        served = self.groups().get(DRA_GROUP, [])
-        return next((v for v in DRA_VERSIONS if v in served), None)
+        return served_dra_version(self.groups())
