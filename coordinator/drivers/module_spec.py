@@ -76,8 +76,9 @@ def ready_label(namespace: str, module: str) -> str:
 
 
 def version_label(namespace: str, module: str) -> str:
-    """The node label that lets KMM load a given `version` on that node (ordered upgrade)."""
-    return f"kmm.node.kubernetes.io/version-module.{namespace}.{module}"
+    """The node label that lets KMM load a given `version` on that node (ordered upgrade);
+    its name's one home is gpuctl.common.names, shared with `gpuctl rollout plan`."""
+    return names.kmm_version_label(namespace, module)
 
 
 def _with_module_first(module: str, extra: list[str] | None) -> list[str]:
