@@ -76,7 +76,8 @@ def ready_label(namespace: str, module: str) -> str:
 
 
 def version_label(namespace: str, module: str) -> str:
-    """The node label that lets KMM load a given `version` on that node (ordered upgrade)."""
+    """The node label that lets KMM load a given `version` on that node (ordered upgrade);
+    its name's one home is gpuctl.common.names, shared with `gpuctl rollout plan`."""
     return names.kmm_version_label(namespace, module)
 
 
