@@ -12,6 +12,9 @@ selector. No I/O here, so every rule is unit-tested with plain data.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from coordinator.drivers import model
@@ -131,6 +134,32 @@ def module_spec(spec: dict[str, Any], loader_service_account: str | None = None)
         tolerations.append(dict(CORDON_TOLERATION))
     out["tolerations"] = tolerations
     return out
+
+
+def _node_config(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything of a GPUDriver spec that KMM puts in a node's NodeModulesConfig config
+    (rules N2/M6): the Module's container without `version`, and builds without their node
+    selector (tolerations, selector, pull secret and service account are not in it)."""
+    container: dict[str, Any] = copy.deepcopy(module_spec(dict(spec))["moduleLoader"]["container"])
+    container.pop("version", None)
+    for mapping in container.get("kernelMappings") or []:
+        if isinstance(mapping.get("build"), dict):
+            mapping["build"].pop("selector", None)
+    return container
+
+
+def kmm_version(spec: Mapping[str, Any]) -> str:
+    """The Module's `version` for a GPUDriver spec with a kernelModule: always set (KMM refuses
+    toggling between empty and set, rule H1), and new for any change of a node's config, so
+    every such change goes node by node through the rollout's checks (rule V1).
+
+    `<kernelModule.version>-<8 hex>` when a version is set, else `cfg-<12 hex>`; the hex is a
+    sha256 digest of the canonical JSON of the node config (`_node_config`).
+    """
+    canonical = json.dumps(_node_config(spec), sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    version = (spec.get("kernelModule") or {}).get("version")
+    return f"{version}-{digest[:8]}" if version else f"cfg-{digest[:12]}"
 
 
 def desired_module(

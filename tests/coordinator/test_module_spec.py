@@ -185,3 +185,25 @@ def test_version_toggle_only_between_empty_and_set() -> None:
     assert ms.version_toggled(_with_version("v1"), _with_version(None))
     assert not ms.version_toggled(_with_version("v1"), _with_version("v2"))
     assert not ms.version_toggled(_with_version(None), _with_version(None))
+
+
+def test_kmm_version_names_the_user_version_and_changes_with_the_node_config() -> None:
+    spec = samples.minimal_spec()
+    spec["kernelModule"]["version"] = "v7.1"
+    version = ms.kmm_version(spec)
+    assert version.startswith("v7.1-")
+    assert len(version.removeprefix("v7.1-")) == 8
+    assert ms.kmm_version(copy.deepcopy(spec)) == version
+    changed = copy.deepcopy(spec)
+    changed["kernelModule"]["modulesLoadingOrder"] = ["xe", "xe_compat"]
+    assert ms.kmm_version(changed) != version
+    # Not in a node's config: tolerations, the selector, the pull secret.
+    other = copy.deepcopy(spec)
+    other["tolerations"] = [{"operator": "Exists"}]
+    other["nodeSelector"] = {"pool": "b"}
+    other["pullSecret"] = {"name": "s"}
+    assert ms.kmm_version(other) == version
+    unversioned = copy.deepcopy(spec)
+    del unversioned["kernelModule"]["version"]
+    assert ms.kmm_version(unversioned).startswith("cfg-")
+    assert len(ms.kmm_version(unversioned)) == len("cfg-") + 12
