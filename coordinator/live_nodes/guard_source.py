@@ -4,9 +4,9 @@
 (gpuctl.common.unload_rule) finds in its report, or one blocker saying the node's state is
 unknown (no report, a stale one, or one the agent has since superseded: freshness.py says
 which). Nothing prepares the node around a Module deletion, so no VF counts as cleared; a
-MODULE_HOLDERS blocker whose holders are all modules the unload removes first
-(`unloaded_with`: KMM unloads modulesLoadingOrder in reverse) is left out. Blockers are
-otherwise the agent's own words. `LiveReportSource` feeds it the registry's records and the
+MODULE_HOLDERS blocker always counts (KMM removes the module before the rest of
+modulesLoadingOrder, `unloaded_with`, so listing a holder there does not help). Blockers are
+the agent's own words. `LiveReportSource` feeds it the registry's records and the
 clock each time the guard asks.
 """
 

@@ -240,7 +240,8 @@ class RolloutInput:
     previous_status: Mapping[str, Any] = field(default_factory=dict)
     # How often a Blocked node's agent is asked whether the blocker went away.
     blocked_recheck_seconds: float = 30.0
-    # The modules KMM unloads before the module: modulesLoadingOrder after its first entry.
+    # The modules KMM unloads after the module: modulesLoadingOrder after its first entry
+    # (they only explain a holder's blocker; see gpuctl.common.unload_rule).
     unloaded_with: tuple[str, ...] = ()
 
     @property

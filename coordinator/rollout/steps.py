@@ -175,8 +175,8 @@ def failed(
 def unfixable_blockers(inp: RolloutInput, report: ReportFacts) -> list[str]:
     """The blockers neither draining nor the allowed preparation can clear, in words.
 
-    The shared unload rule (gpuctl.common.unload_rule) decides: a holder module KMM unloads
-    first (listed in modulesLoadingOrder) blocks nothing, nor do VFs preparation may disable.
+    The shared unload rule (gpuctl.common.unload_rule) decides: VFs preparation may disable
+    block nothing; a holder module always blocks (KMM removes the module first).
     """
     return unload_verdict(report.report, inp.unload_settings).messages()
 

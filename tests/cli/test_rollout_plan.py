@@ -199,21 +199,23 @@ def _held(*holders: str) -> pb.NodeReport:
     return report
 
 
-def test_holders_kmm_unloads_first_do_not_block() -> None:
+def test_a_holder_blocks_even_when_modules_loading_order_lists_it() -> None:
+    # KMM removes xe before the rest of modulesLoadingOrder: xe_compat still holds it then.
     node = NodeFacts("n", view=_view(_held("xe_compat")))
     assert _verdicts([node]) == {"n": "blocked"}
     planned = plan_rollout("v2", PlanSettings(unloaded_with=("xe_compat",)), [node])
-    assert planned[0].verdict == "go"
-    assert planned[0].reasons == ("KMM unloads xe_compat first (modulesLoadingOrder)",)
-
-
-def test_a_holder_kmm_does_not_unload_still_blocks_named_alone() -> None:
-    node = NodeFacts("n", view=_view(_held("xe_compat", "xe_vfio_pci")))
-    planned = plan_rollout("v2", PlanSettings(unloaded_with=("xe_compat",)), [node])
     assert planned[0].verdict == "blocked"
     assert planned[0].reasons == (
-        "xe is held by xe_vfio_pci, which the unload does not remove: unload it first",
+        "xe is held by xe_compat: KMM removes xe first and modulesLoadingOrder's xe_compat "
+        "only after it, so `modprobe -r xe` fails (EBUSY); unload it first, or fix the order",
     )
+
+
+def test_a_holder_not_in_modules_loading_order_blocks_in_the_agents_words() -> None:
+    node = NodeFacts("n", view=_view(_held("xe_compat", "xe_vfio_pci")))
+    planned = plan_rollout("v2", PlanSettings(), [node])
+    assert planned[0].verdict == "blocked"
+    assert planned[0].reasons == ("xe is held by xe_compat, xe_vfio_pci",)
 
 
 def test_plan_settings_read_the_loading_order_and_module_name() -> None:

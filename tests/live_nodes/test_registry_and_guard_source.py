@@ -152,7 +152,7 @@ def _held_by(node: str, *holders: str) -> report_pb.NodeReport:
     return report
 
 
-def test_holders_kmm_unloads_first_do_not_block_other_blockers_still_do() -> None:
+def test_holders_block_listed_in_modules_loading_order_or_not() -> None:
     registry, clock, _ = _registry()
     registry.connected("n1", 1, "v1", "boot")
     registry.connected("n2", 2, "v1", "boot")
@@ -167,15 +167,17 @@ def test_holders_kmm_unloads_first_do_not_block_other_blockers_still_do() -> Non
             for b in report_blockers(records, both, clock(), BOUND, unloaded_with)
         ]
 
-    assert reasons(["xe_compat"]) == [
+    every = [
         ("n1", "OPEN_CLIENTS"),
+        ("n1", "MODULE_HOLDERS"),
         ("n2", "OPEN_CLIENTS"),
         ("n2", "MODULE_HOLDERS"),
     ]
+    assert reasons(["xe_compat"]) == every
     left = report_blockers(records, frozenset({"n2"}), clock(), BOUND, ["xe_compat"])[-1]
-    assert left.message == (
-        "node n2: xe is held by kvmgt, which the unload does not remove: unload it first "
-        "(MODULE_HOLDERS)"
+    assert left.message.startswith(
+        "node n2: xe is held by xe_compat, kvmgt: KMM removes xe first and modulesLoadingOrder's "
+        "xe_compat only after it"
     )
     assert reasons([]) == [
         ("n1", "OPEN_CLIENTS"),
@@ -204,13 +206,15 @@ def test_idle_vfs_block_the_guard_nothing_disables_them_around_a_deletion() -> N
     assert (blocker.reason, blocker.message) == ("ACTIVE_VFS", "node n1: 1 VF enabled (ACTIVE_VFS)")
 
 
-def test_the_guard_passes_the_unload_list_to_the_agent_source() -> None:
+def test_the_guard_passes_the_unload_list_to_the_agent_source_which_still_refuses() -> None:
     registry, clock, _ = _registry()
     registry.connected("n1", 1, "v1", "boot")
     report = _held_by("n1", "xe_compat")
     del report.blockers[0]  # the open client: only the holder is left
     registry.reported("n1", 1, report, 1)
     source = LiveReportSource(registry, BOUND, clock)
-    assert decide_unload({"n1"}, [source], ["xe_compat", "drm_buddy"]).allowed
+    listed = decide_unload({"n1"}, [source], ["xe_compat", "drm_buddy"])
+    assert not listed.allowed
+    assert "KMM removes xe first" in listed.blockers[0].message
     refused = decide_unload({"n1"}, [source])
     assert [b.reason for b in refused.blockers] == ["MODULE_HOLDERS"]

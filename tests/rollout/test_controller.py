@@ -72,7 +72,7 @@ class Agents:
     ) -> concurrent.futures.Future[agent_pb.PrepareResult]:
         self.asked.append("prepare")
         self.prepares.append(request)
-        ready = set(self.holders) <= set(request.unloaded_with)
+        ready = not self.holders  # a holder blocks, whatever modulesLoadingOrder says
         return self._done(agent_pb.PrepareResult(request_id=request.request_id, ready=ready))
 
     def request_restore(
@@ -188,20 +188,21 @@ def run_until_settled(
     return seen
 
 
-def test_a_holder_listed_in_modules_loading_order_does_not_block() -> None:
-    for prepare in (False, True):
-        agents = Agents()
-        agents.holders = ["xe_compat"]
-        api, controller, clock = world(
-            agents=agents,
-            loading_order=["xe", "xe_compat"],
-            rollout={"unbindIdleDevices": prepare},
-        )
-        seen = run_until_settled(api, controller, clock)
-        assert seen[-1] == "Loading", (prepare, seen)
-        assert [list(r.unloaded_with) for r in agents.prepares] == (
-            [["xe_compat"]] if prepare else []
-        )
+def test_a_holder_listed_in_modules_loading_order_blocks_before_any_cordon() -> None:
+    # KMM removes xe first, the rest of modulesLoadingOrder after it: xe_compat still holds
+    # xe then, so its unload would fail with EBUSY. The node is blocked, saying why.
+    agents = Agents()
+    agents.holders = ["xe_compat"]
+    api, controller, clock = world(
+        agents=agents, loading_order=["xe", "xe_compat"], rollout={"unbindIdleDevices": True}
+    )
+    seen = run_until_settled(api, controller, clock)
+    assert seen[-1] == "Blocked", seen
+    assert "Draining" not in seen, seen
+    assert agents.prepares == []
+    reason = api.objects[NODE_PATH]["metadata"]["annotations"][names.REASON]
+    assert "KMM removes xe first" in reason
+    assert "unload it first, or fix the order" in reason
 
 
 def test_a_holder_not_in_modules_loading_order_blocks_before_any_cordon() -> None:

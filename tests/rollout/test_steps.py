@@ -132,22 +132,21 @@ def test_checking_idle_vfs_go_on_when_preparation_may_disable_them() -> None:
         assert patch.annotations[names.REASON] == ACTIVE_VFS.message
 
 
-def test_checking_a_holder_module_blocks_unless_kmm_unloads_it_first() -> None:
+def test_checking_a_holder_module_blocks_even_when_modules_loading_order_lists_it() -> None:
     held = answered(
         node(phase=Phase.CHECKING), report=report(blockers=[HELD], holders=["xe_compat"])
     )
-    with_compat = rollout([held], unloaded_with=["xe_compat"])
-    assert only_patch(step_checking(with_compat, held).actions).phase_to is Phase.DRAINING
     patch = only_patch(step_checking(rollout([held]), held).actions)
     assert patch.phase_to is Phase.BLOCKED
     assert patch.annotations[names.REASON] == HELD.message
-    two = answered(
-        node(phase=Phase.CHECKING), report=report(blockers=[HELD], holders=["xe_compat", "kvmgt"])
-    )
-    patch = only_patch(step_checking(with_compat, two).actions)
+    # KMM removes xe first and xe_compat after it: `modprobe -r xe` would fail (EBUSY).
+    with_compat = rollout([held], unloaded_with=["xe_compat"])
+    patch = only_patch(step_checking(with_compat, held).actions)
     assert patch.phase_to is Phase.BLOCKED
+    assert patch.unschedulable is None
     assert patch.annotations[names.REASON] == (
-        "xe is held by kvmgt, which the unload does not remove: unload it first"
+        "xe is held by xe_compat: KMM removes xe first and modulesLoadingOrder's xe_compat "
+        "only after it, so `modprobe -r xe` fails (EBUSY); unload it first, or fix the order"
     )
 
 
@@ -302,13 +301,14 @@ def test_preparing_sends_prepare_with_the_settings() -> None:
     ]
 
 
-def test_preparing_from_a_report_a_holder_kmm_unloads_first_does_not_block() -> None:
+def test_preparing_from_a_report_a_holder_blocks_listed_or_not() -> None:
     facts = answered(
         node(phase=Phase.PREPARING, unschedulable=True),
         report=report(blockers=[HELD], holders=["xe_compat"]),
     )
     patch = only_patch(step_preparing(rollout([facts], unloaded_with=["xe_compat"]), facts).actions)
-    assert patch.phase_to is Phase.LOADING
+    assert patch.phase_to is Phase.BLOCKED
+    assert "KMM removes xe first" in str(patch.annotations[names.REASON])
     patch = only_patch(step_preparing(rollout([facts]), facts).actions)
     assert patch.phase_to is Phase.BLOCKED
     assert patch.annotations[names.REASON] == HELD.message

@@ -341,7 +341,7 @@ def test_the_rollout_holds_after_the_first_node_until_resumed_for_its_version(
     wait_complete(rig)
 
 
-def test_a_holder_module_blocks_until_modules_loading_order_lists_it(
+def test_a_holder_module_blocks_listed_in_modules_loading_order_or_not(
     rollout_rig: RolloutRig,
 ) -> None:
     rig = rollout_rig
@@ -356,8 +356,22 @@ def test_a_holder_module_blocks_until_modules_loading_order_lists_it(
     assert "xe is held by xe_compat" in rig.annotation(node, names.REASON)
     assert module_version(rig, node) == OLD
     assert node not in rig.loader.unloads
-    # KMM unloads modulesLoadingOrder in reverse: xe_compat goes first, so it blocks nothing.
+    # Listing it does not help: KMM removes xe first and xe_compat only after it, so
+    # `modprobe -r xe` would fail with EBUSY. Still blocked, and the reason says why.
     rig.patch_driver({"spec": {"kernelModule": {"modulesLoadingOrder": ["xe", "xe_compat"]}}})
+    wait_until(
+        "the reason explains the order",
+        lambda: "KMM removes xe first" in rig.annotation(node, names.REASON),
+    )
+    reason = rig.annotation(node, names.REASON)
+    assert "unload it first, or fix the order" in reason
+    assert rig.phase(node) == "Blocked"
+    assert module_version(rig, node) == OLD
+    assert node not in rig.loader.unloads
+    # The admin unloads xe_compat: nothing holds xe any more, and the node goes.
+    host.remove("sys/module/xe/holders/xe_compat")
+    host.remove("sys/module/xe_compat")
+    host.write("sys/module/xe/refcnt", "0\n")
     rig.wait_phases({node: "Done"}, timeout=60)
     assert module_version(rig, node) == NEW
     assert rig.loader.violations == []
