@@ -6,8 +6,8 @@ with an error and changes nothing; a refused plan changes nothing and answers th
 with the report it was decided on; otherwise the changes are made (up to the first failed
 write) and the node is inspected again, so `ready` and `blockers` describe the node after.
 The agent keeps no state: what it changed travels back in `changes`. The inspection and the
-writer are parameters. A holder module the request says the unload removes too
-(`unloaded_with`) blocks nothing, in the plan and in the answer.
+writer are parameters. A holder module blocks, even one the request says the unload removes
+too (`unloaded_with`): KMM removes the module first.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ rule's answer (gpuctl.common.unload_rule), the same one the coordinator and the 
 
 - Every blocker that preparation cannot clear refuses: OPEN_CLIENTS, CLIENTS_UNKNOWN,
   MODULE_HOLDERS, BUILTIN, TRANSITIONING, MODULE_IN_USE, STATE_UNKNOWN (anything unknown).
-- MODULE_HOLDERS does not refuse when every holder is one the unload removes first
-  (`unloaded_with`: KMM unloads modulesLoadingOrder in reverse); otherwise it refuses naming
-  only the holders the unload leaves in place.
+- MODULE_HOLDERS always refuses: KMM removes the module before the rest of
+  modulesLoadingOrder, so a holder listed there (`unloaded_with`) still holds it then; the
+  refusal says so.
 - ACTIVE_VFS refuses when disabling VFs is not allowed, when any VF of the PF is handed to a
   VM (vfio-pci, xe-vfio-pci) or bound to another driver, has open clients, cannot be seen,
   or when fewer VFs are listed than `sriov_numvfs` says; otherwise it plans DisabledVfs.
@@ -54,10 +54,10 @@ class PreparePlan:
 def remaining_blockers(
     report: pb.NodeReport, unloaded_with: Sequence[str] = ()
 ) -> list[pb.Blocker]:
-    """The report's blockers once the modules unloaded with the module are accounted for.
+    """The report's blockers as the unload rule words them.
 
-    A MODULE_HOLDERS blocker whose holders are all in `unloaded_with` is dropped; one with
-    other holders too is kept, reworded to name only those. The rest are kept as they are.
+    A MODULE_HOLDERS blocker with a holder in `unloaded_with` is reworded to say why listing
+    it in modulesLoadingOrder does not help. The rest are kept as they are.
     """
     verdict = unload_verdict(report, UnloadSettings(unloaded_with=tuple(unloaded_with)))
     return [_as_proto(blocker) for blocker in verdict.blocking]
@@ -73,7 +73,7 @@ def plan_preparation(
 ) -> PreparePlan:
     """The plan for unloading the module whose PCI driver is `driver` on the reported node.
 
-    `unloaded_with` names the modules the unload removes before the module itself.
+    `unloaded_with` names the modules KMM's unload removes after the module itself.
     """
     settings = UnloadSettings(driver, allow_disable_vfs, tuple(unloaded_with))
     verdict = unload_verdict(report, settings)

@@ -40,7 +40,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from bench.timing import Timings, ratio_line
-from coordinator.drivers.module_spec import desired_module
+from coordinator.drivers.module_spec import desired_module, kmm_version
 from coordinator.kube.client import JSON, MERGE_PATCH, Kube, KubeApi, path
 from coordinator.kube.events import EventRecorder
 from coordinator.kube.watches import Informer, Resource
@@ -56,12 +56,27 @@ from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.nodes import create_node
 
 NAMESPACE = "gpuctl-bench"
-OLD, NEW = "v6.17.13.62_260409.8", "v7.1.4.6_260728.7"
+OLD_VERSION, NEW_VERSION = "v6.17.13.62_260409.8", "v7.1.4.6_260728.7"
 PF = "0000:03:00.0"
 ROLLOUT = {
     "holdAfterFirstNode": False,
     "timeouts": {"check": "60s", "drain": "60s", "prepare": "60s", "load": "60s", "verify": "60s"},
 }
+
+
+def spec_at(driver: str, version: str) -> dict[str, Any]:
+    return {
+        "nodeSelector": {"bench": driver},
+        "kernelModule": {
+            "version": version,
+            "kernelMappings": [{"regexp": "^.+$", "containerImage": "registry.example.com/xe:1"}],
+        },
+        "rollout": ROLLOUT,
+    }
+
+
+# The Module's versions (what the rollout targets): the user's version plus a config digest.
+OLD, NEW = kmm_version(spec_at("", OLD_VERSION)), kmm_version(spec_at("", NEW_VERSION))
 
 
 class CountingKube:
@@ -135,7 +150,8 @@ class InstantAgents:
         report.devices.add(pci_address=PF, driver="xe" if loaded else "")
         if loaded:
             report.module.state = report_pb.Module.LIVE
-            report.module.backport_tag = f"xeb_{loaded.version}"
+            # The image's module carries the user's version, not the Module's digest.
+            report.module.backport_tag = f"xeb_{loaded.version.rsplit('-', 1)[0]}"
             report.module.srcversion = loaded.version
         else:
             report.module.state = report_pb.Module.NOT_LOADED
@@ -195,6 +211,9 @@ class WatchedView:
     def claims(self) -> list[dict[str, Any]]:
         return self._informers["claims"].snapshot()
 
+    def claims_trouble(self) -> str:
+        return self._informers["claims"].trouble()
+
     def module(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._informers["modules"].get(f"{namespace}/{name}")
 
@@ -223,6 +242,9 @@ class RelistingView:
     def claims(self) -> list[dict[str, Any]]:
         return self._list(path("resource.k8s.io", "v1", "resourceclaims"))
 
+    def claims_trouble(self) -> str:
+        return ""  # claims() lists afresh, or raises
+
     def module(self, namespace: str, name: str) -> dict[str, Any] | None:
         for module in self._list(path(KMM_GROUP, KMM_VERSION, KMM_PLURAL, namespace=namespace)):
             if module["metadata"]["name"] == name:
@@ -236,18 +258,11 @@ def set_up(kube: Kube, driver: str, nodes: int, now: datetime.datetime, admin: A
     names_ = []
     for index in range(nodes):
         name = f"{driver}-{index:04}"
-        create_node(
-            admin, name, {"kubernetes.io/arch": "amd64", "bench": driver, labels.version: OLD}, now
-        )
+        node_labels = {"kubernetes.io/arch": "amd64", "bench": driver}
+        node_labels.update({names.TARGET_LABEL: driver, labels.version: OLD})
+        create_node(admin, name, node_labels, now)
         names_.append(name)
-    spec = {
-        "nodeSelector": {"bench": driver},
-        "kernelModule": {
-            "version": OLD,
-            "kernelMappings": [{"regexp": "^.+$", "containerImage": "registry.example.com/xe:1"}],
-        },
-        "rollout": ROLLOUT,
-    }
+    spec = spec_at(driver, OLD_VERSION)
     created = kube.request(
         "POST",
         path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL),
@@ -260,6 +275,7 @@ def set_up(kube: Kube, driver: str, nodes: int, now: datetime.datetime, admin: A
     )
     module = desired_module(created, NAMESPACE)
     assert module is not None
+    module["spec"]["moduleLoader"]["container"]["version"] = OLD
     kube.request("POST", path(KMM_GROUP, KMM_VERSION, KMM_PLURAL, namespace=NAMESPACE), body=module)
     return names_
 
@@ -282,7 +298,7 @@ def upgrade(kube: Kube, driver: str) -> None:
     kube.request(
         "PATCH",
         path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, name=driver),
-        body={"spec": {"kernelModule": {"version": NEW}}},
+        body={"spec": {"kernelModule": {"version": NEW_VERSION}}},
         content_type=MERGE_PATCH,
     )
     kube.request(

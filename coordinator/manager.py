@@ -93,6 +93,9 @@ class _Caches:
     def claims(self) -> list[dict[str, Any]]:
         return self._claims.snapshot()
 
+    def claims_trouble(self) -> str:
+        return self._claims.trouble()
+
 
 def _labels(obj: dict[str, Any]) -> dict[str, str]:
     return dict(obj.get("metadata", {}).get("labels") or {})
@@ -285,6 +288,9 @@ class Coordinator:
             self._on_claim,
             lambda: self._discovery.dra_version() is not None,
         )
+        # The rollout never reads claims it cannot trust as "no claims" (Informer.trouble):
+        # after a failure it lists again rather than watching on.
+        claims.relist_after_error = True
         events = EventRecorder(
             self._kube,
             self._config.events_namespace,

@@ -1,5 +1,5 @@
 """The shared unload rule: which reported blockers stop an unload now, and what preparation
-or KMM's own unload of holder modules would clear."""
+would clear (a holder module never is: KMM removes the module before the rest of its list)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from gpuctl.common.unload_rule import (
     IdleVfs,
     UnloadBlocker,
     UnloadSettings,
-    holders_left,
     modules_unloaded_with,
     unload_verdict,
 )
@@ -119,25 +118,32 @@ def test_the_driver_defaults_to_the_reports_module() -> None:
 # -- holders ------------------------------------------------------------------------------
 
 
-def test_holders_kmm_unloads_first_do_not_block() -> None:
+def test_a_holder_blocks_even_when_modules_loading_order_lists_it() -> None:
+    # KMM removes xe first and the rest of modulesLoadingOrder after it (worker.go ::
+    # UnloadKmod): a holder of xe is still there when xe goes, so `modprobe -r xe` fails.
     report = _held_by("xe_compat")
     assert unload_verdict(report, XE).messages() == ["xe is held by xe_compat: unload"]
     verdict = unload_verdict(report, UnloadSettings(unloaded_with=("xe_compat", "drm_buddy")))
-    assert verdict.clear
-    assert verdict.notes == ("KMM unloads xe_compat first (modulesLoadingOrder)",)
+    assert not verdict.clear
+    assert verdict.messages() == [
+        "xe is held by xe_compat: KMM removes xe first and modulesLoadingOrder's xe_compat "
+        "only after it, so `modprobe -r xe` fails (EBUSY); unload it first, or fix the order"
+    ]
+    assert verdict.notes == ()
 
 
-def test_a_holder_kmm_leaves_blocks_named_alone() -> None:
+def test_holders_some_listed_and_some_not_block_naming_all() -> None:
     verdict = unload_verdict(
         _held_by("xe_compat", "xe_debug"), UnloadSettings(unloaded_with=("xe_compat",))
     )
     assert verdict.blocking == (
         UnloadBlocker(
             "MODULE_HOLDERS",
-            "xe is held by xe_debug, which the unload does not remove: unload it first",
+            "xe is held by xe_compat, xe_debug: KMM removes xe first and modulesLoadingOrder's "
+            "xe_compat only after it, so `modprobe -r xe` fails (EBUSY); unload them first, or "
+            "fix the order",
         ),
     )
-    assert verdict.notes == ()
 
 
 def test_a_holders_blocker_without_the_holders_listed_stays() -> None:
@@ -148,12 +154,7 @@ def test_a_holders_blocker_without_the_holders_listed_stays() -> None:
     ]
 
 
-def test_holders_left_and_the_modules_unloaded_with() -> None:
-    assert holders_left(["xe_compat"], ["xe_compat", "drm_gpuvm"]) == []
-    assert holders_left(["xe_debug", "xe_compat", "kvmgt"], ["xe_compat"]) == [
-        "xe_debug",
-        "kvmgt",
-    ]
+def test_the_modules_unloaded_with() -> None:
     assert modules_unloaded_with(["xe", "xe_compat", "drm_buddy"]) == ["xe_compat", "drm_buddy"]
     assert modules_unloaded_with(None) == []
 

@@ -12,6 +12,12 @@ long watches meet:
   so no change is lost;
 - the collection is not served (KMM or DRA not installed): it empties its cache, reports the
   removals, and waits until `available()` says it is served.
+
+`trouble()` says when the cache cannot be trusted as the truth: not listed yet, or its list
+or watch failed (a 404 while `available()` says the collection is served included). It
+stays so until a list succeeds again; with `relist_after_error` the informer lists again
+after any failure (instead of watching on from the last resourceVersion), so that is soon.
+An empty cache because the collection is not served (`available()` false) is the truth.
 """
 
 from __future__ import annotations
@@ -74,9 +80,12 @@ class Informer:
     label_selector: str | None = None
     watch_timeout_seconds: int = 240
     retry_seconds: float = 1.0
+    # List again after a failed list or watch: `trouble()` clears only on a successful list.
+    relist_after_error: bool = False
     _cache: dict[str, dict[str, Any]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _synced: threading.Event = field(default_factory=threading.Event)
+    _trouble: str = "not listed yet"
     relists: int = 0
 
     def snapshot(self) -> list[dict[str, Any]]:
@@ -89,6 +98,15 @@ class Informer:
 
     def wait_synced(self, timeout: float) -> bool:
         return self._synced.wait(timeout)
+
+    def trouble(self) -> str:
+        """Why the cache cannot be trusted now ("" when it can)."""
+        with self._lock:
+            return self._trouble
+
+    def _set_trouble(self, why: str) -> None:
+        with self._lock:
+            self._trouble = why
 
     def _query(self) -> dict[str, Any]:
         return {"labelSelector": self.label_selector} if self.label_selector else {}
@@ -119,6 +137,7 @@ class Informer:
     def _list(self) -> str:
         answer = self.kube.request("GET", self.resource.collection_path(), query=self._query())
         self._replace(list(answer.get("items") or []))
+        self._set_trouble("")
         self.relists += 1
         self._synced.set()
         return str(answer.get("metadata", {}).get("resourceVersion", ""))
@@ -145,7 +164,19 @@ class Informer:
     def _go_unavailable(self) -> None:
         if self._cache:
             self._replace([])
+        self._set_trouble("")
         self._synced.set()
+
+    def _failed(self, err: KubeError, resource_version: str | None) -> str | None:
+        """After a failed list or watch: the resourceVersion to go on from (None: list)."""
+        if err.gone:
+            return None
+        if err.not_found:
+            self._go_unavailable()
+            self._set_trouble(f"{self.resource} is not served: {err}")
+            return None
+        self._set_trouble(f"listing or watching {self.resource} failed: {err}")
+        return None if self.relist_after_error else resource_version
 
     def run(self) -> None:
         """List and watch until `stop` is set."""
@@ -163,11 +194,7 @@ class Informer:
                 if resource_version is None:
                     log.info("watch expired, listing again", extra={"resource": str(self.resource)})
             except KubeError as err:
-                if err.gone:
-                    resource_version = None
-                elif err.not_found:
-                    self._go_unavailable()
-                    resource_version = None
+                resource_version = self._failed(err, resource_version)
                 if not self.stop.is_set():
                     log.warning(
                         "watch failed, retrying",

@@ -41,7 +41,7 @@ class SendPrepare:
     module_name: str
     allow_unbind: bool
     allow_disable_vfs: bool
-    # Modules KMM unloads before module_name (PrepareRequest.unloaded_with).
+    # Modules KMM unloads after module_name (PrepareRequest.unloaded_with).
     unloaded_with: tuple[str, ...] = ()
 
 

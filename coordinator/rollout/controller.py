@@ -2,8 +2,12 @@
 
 One worker thread takes GPUDriver names from its own queue (filled by node, GPUDriver, Module
 and claim changes, by agent answers, and by the decision's own wake-up times) and makes one
-pass: nodes, claims and Modules come from the coordinator's watch caches; GPU pods are listed
-for the few nodes whose step needs them; agent answers come from the CallTable. Writes are
+pass: nodes, claims and Modules come from the coordinator's watch caches (claims with why
+they cannot be trusted, when they cannot); GPU pods are listed for the few nodes whose step
+needs them; agent answers come from the CallTable. The nodes a pass considers are those the
+GPUDriver wants (gpuctl.common.targeting; none while it is deleted or has no kernelModule),
+those carrying names.TARGET_LABEL=<driver>, and those with its rollout state; the target is
+the Module's KMM version (coordinator.drivers.module_spec.kmm_version). Writes are
 merge patches carrying the resourceVersion the decision saw, so a decision made on a stale
 view fails (409) instead of acting, and the pass is made again. The copy a successful patch
 returns is used until the watch cache has caught up with it, so the next pass never counts
@@ -23,7 +27,7 @@ from typing import Any, Protocol
 
 from coordinator.drivers import model
 from coordinator.drivers.conflicts import conflicting_driver
-from coordinator.drivers.module_spec import module_name, ready_label, version_label
+from coordinator.drivers.module_spec import kmm_version, module_name, ready_label, version_label
 from coordinator.event_notes import WARNING
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.events import EventRecorder
@@ -56,8 +60,8 @@ from coordinator.rollout.settings import RolloutSettings, SettingsError, rollout
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase
-from gpuctl.common.node_selectors import matches_labels, node_labels
-from gpuctl.common.targeting import node_selector
+from gpuctl.common.node_selectors import node_labels, node_name
+from gpuctl.common.targeting import wanted_nodes
 from gpuctl.common.unload_rule import modules_unloaded_with
 
 log = logging.getLogger(__name__)
@@ -82,6 +86,11 @@ class RolloutView(Protocol):
     def nodes(self) -> list[dict[str, Any]]: ...
 
     def claims(self) -> list[dict[str, Any]]: ...
+
+    def claims_trouble(self) -> str:
+        """Why `claims()` cannot be trusted now ("" when it can): the ResourceClaims are not
+        listed yet, not served though discovery says DRA is, or their list or watch failed."""
+        ...
 
     def module(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
@@ -132,18 +141,32 @@ class NodeOverlay:
         return out
 
 
+def _module_container(module: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    loader = ((module or {}).get("spec") or {}).get("moduleLoader") or {}
+    return dict(loader.get("container") or {})
+
+
 def _module_readiness(module: Mapping[str, Any] | None, name: str, target: str) -> str:
     """ "" when the Module exists, is not being deleted and asks for `target`; else why not."""
     if module is None:
         return f"waiting for Module {name} (KMM missing, or the Module being recreated)"
     if (module.get("metadata") or {}).get("deletionTimestamp"):
-        return f"waiting for Module {name}: being deleted (recreated for a version change)"
-    version = (
-        ((module.get("spec") or {}).get("moduleLoader") or {}).get("container", {}).get("version")
-    )
-    if version != target:
+        return f"waiting for Module {name}: being deleted"
+    if _module_container(module).get("version") != target:
         return f"waiting for Module {name} to ask for version {target}"
     return ""
+
+
+def _considered(driver: str, nodes: Sequence[dict[str, Any]], wanted: frozenset[str]) -> list[Any]:
+    """The nodes a pass looks at: wanted, targeted (TARGET_LABEL=driver), or with its state."""
+    out = []
+    for node in nodes:
+        labels = node_labels(node)
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        ours = names.STATE_LABEL in labels and annotations.get(names.GPUDRIVER) == driver
+        if node_name(node) in wanted or labels.get(names.TARGET_LABEL) == driver or ours:
+            out.append(node)
+    return out
 
 
 def kmm_labels(namespace: str, module: str) -> KmmLabels:
@@ -223,44 +246,46 @@ class RolloutController:
     def sync(self, name: str) -> float | None:
         """One pass for one GPUDriver; seconds until it wants another, or None."""
         driver = self._driver(name)
-        if driver is None or (driver.get("metadata") or {}).get("deletionTimestamp"):
+        if driver is None:
             return None
+        deleting = bool((driver.get("metadata") or {}).get("deletionTimestamp"))
         spec = driver.get("spec") or {}
         previous = dict((driver.get("status") or {}).get("rollout") or {})
-        target = (spec.get("kernelModule") or {}).get("version")
-        if not target:
-            if previous:
-                self._write_status(driver, None)
-            return None
-        rival = conflicting_driver(driver, self._view.drivers())
+        # Nothing is loaded any more once the GPUDriver is deleted or has no kernelModule:
+        # the nodes still targeted are unloaded, one checked node at a time.
+        target = kmm_version(spec) if spec.get("kernelModule") and not deleting else None
+        rival = None if deleting else conflicting_driver(driver, self._view.drivers())
         if rival is not None:
             # Its nodes are the older GPUDriver's to roll; touching them would fight it.
             why = f"no rollout: GPUDriver {rival} already loads the driver on these nodes"
-            self._refuse(driver, str(target), previous, why)
+            self._refuse(driver, target, previous, why)
             return None
         try:
             settings = rollout_settings(spec)
         except SettingsError as err:
-            self._refuse(driver, str(target), previous, str(err))
+            self._refuse(driver, target, previous, str(err))
             return None
-        inp = self._gather(driver, spec, str(target), settings, previous)
+        inp = self._gather(driver, spec, target, settings, previous)
         decision = decide(inp)
         requeue = self._execute(driver, inp, decision)
-        if decision.status is not None and decision.status != previous:
+        if decision.status != (previous or None):
             self._write_status(driver, decision.status)
         for event in decision.events:
             self._events.record(driver, event.kind, event.reason, event.message)
-        if self._metrics is not None and decision.status is not None:
+        if self._metrics is not None:
             blocked = [n.reason for n in inp.nodes if n.phase is Phase.BLOCKED]
-            self._metrics.phases(name, decision.status["counts"], blocked)
+            counts = decision.status["counts"] if decision.status is not None else {}
+            self._metrics.phases(name, counts, blocked)
         if requeue is not None:
             return requeue
         return decision.requeue_after
 
     def _refuse(
-        self, driver: dict[str, Any], target: str, previous: Mapping[str, Any], why: str
+        self, driver: dict[str, Any], target: str | None, previous: Mapping[str, Any], why: str
     ) -> None:
-        status = {**previous, "targetVersion": target, "state": "Paused", "message": why}
+        """Paused with why, about `target`: nothing of another version's status is kept."""
+        version = target or names.REMOVAL_VERSION
+        status = {"targetVersion": version, "state": "Paused", "message": why}
         if status != previous:
             self._events.record(driver, WARNING, "InvalidRollout", why)
             self._write_status(driver, status)
@@ -269,37 +294,45 @@ class RolloutController:
         self,
         driver: Mapping[str, Any],
         spec: Mapping[str, Any],
-        target: str,
+        target: str | None,
         settings: RolloutSettings,
         previous: Mapping[str, Any],
     ) -> RolloutInput:
         name = str(driver["metadata"]["name"])
         module = module_name(name)
         namespace = self._config.namespace
-        selector = node_selector(dict(spec))
         all_nodes = self.overlay.apply(self._view.nodes())
-        targeted = [n for n in all_nodes if matches_labels(selector, node_labels(n))]
+        wanted = wanted_nodes(spec, all_nodes) if target else frozenset()
         claims = claims_on_nodes(self._view.claims(), all_nodes)
+        claims_unknown = self._view.claims_trouble()
         facts = []
-        for node in targeted:
-            node_name = str(node["metadata"]["name"])
+        for node in _considered(name, all_nodes, wanted):
+            called = node_name(node)
             phase = names.parse_phase(node_labels(node).get(names.STATE_LABEL))
-            pods = self._gpu_pods(node_name) if phase in NEEDS_PODS else ()
+            pods = self._gpu_pods(called) if phase in NEEDS_PODS else ()
             facts.append(
                 node_facts(
                     node,
                     gpu_pods=pods,
-                    claims=claims.get(node_name, ()),
-                    calls=self.calls.for_node(node_name),
+                    claims=claims.get(called, ()),
+                    calls=self.calls.for_node(called),
+                    wanted=called in wanted,
+                    claims_unknown=claims_unknown,
                 )
             )
         kernel_module = spec.get("kernelModule") or {}
-        waiting_for_module = _module_readiness(self._view.module(namespace, module), module, target)
+        module_object = self._view.module(namespace, module)
+        modprobe = _module_container(module_object).get("modprobe") or {}
+        waiting_for_module = _module_readiness(module_object, module, target) if target else ""
+        module_driver = kernel_module.get("moduleName") or modprobe.get("moduleName")
+        loading_order = kernel_module.get("modulesLoadingOrder") or modprobe.get(
+            "modulesLoadingOrder"
+        )
         return RolloutInput(
             driver_name=name,
             target_version=target,
             settings=settings,
-            module_driver=str(kernel_module.get("moduleName") or model.DEFAULT_MODULE_NAME),
+            module_driver=str(module_driver or model.DEFAULT_MODULE_NAME),
             kmm=kmm_labels(namespace, module),
             module_ready=not waiting_for_module,
             module_wait_reason=waiting_for_module,
@@ -308,7 +341,8 @@ class RolloutController:
             now=self._wall(),
             previous_status=previous,
             blocked_recheck_seconds=self._config.blocked_recheck_seconds,
-            unloaded_with=tuple(modules_unloaded_with(kernel_module.get("modulesLoadingOrder"))),
+            unloaded_with=tuple(modules_unloaded_with(loading_order)),
+            module_version=str(kernel_module.get("version") or ""),
         )
 
     def _gpu_pods(self, node: str) -> tuple[GpuPod, ...] | None:
@@ -390,6 +424,12 @@ class RolloutController:
             log.warning("node write failed", extra={"node": patch.node, "error": str(err)})
             return API_ERROR_RETRY_SECONDS
         self.overlay.remember(written)
+        if patch.phase_to is None and patch.phase_from is not None:
+            log.info(
+                "rollout left",
+                extra={"node": patch.node, "from": patch.phase_from.value},
+            )
+            self._record_events(driver, written, patch)
         if patch.phase_to is not None:
             log.info(
                 "rollout step",
@@ -408,9 +448,9 @@ class RolloutController:
     def _record_events(
         self, driver: Mapping[str, Any], written: Mapping[str, Any], patch: PatchNode
     ) -> None:
-        if patch.event is None or patch.phase_to is None:
+        if patch.event is None:
             return
-        if patch.phase_to in NODE_EVENT_PHASES:
+        if patch.phase_to is None or patch.phase_to in NODE_EVENT_PHASES:
             meta = written.get("metadata") or {}
             node_ref = {
                 "apiVersion": "v1",
@@ -418,7 +458,7 @@ class RolloutController:
                 "metadata": {"name": meta.get("name"), "uid": meta.get("uid", "")},
             }
             self._events.record(node_ref, patch.event.kind, patch.event.reason, patch.event.message)
-        if patch.phase_to in DRIVER_EVENT_PHASES:
+        if patch.phase_to is not None and patch.phase_to in DRIVER_EVENT_PHASES:
             self._events.record(
                 driver,
                 patch.event.kind,

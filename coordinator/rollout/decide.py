@@ -1,19 +1,31 @@
 """The rollout decision for one GPUDriver: a pure function from facts to actions and status.
 
-Per pass, over every targeted node (in name order):
+The nodes it considers are those the GPUDriver wants (gpuctl.common.targeting), those
+carrying names.TARGET_LABEL=<driver>, and those with rollout state of this GPUDriver. Each
+node's version is the target (the Module's KMM version) when wanted, else
+names.REMOVAL_VERSION: the removal path takes the driver off it through the same checks.
 
-1. Nodes not yet part of this rollout are put in their place: `Skipped` (opted out with
-   `gpuctl.dev/rollout=skip`), `Done` (already labelled and loaded at the target), `Loading`
-   (labelled at the target by someone else, KMM not done: it is verified like any other),
-   or `Pending` (everything else: no state, an older version's Done/Failed/Blocked, a
-   Skipped node whose opt-out was removed).
-2. Nodes in progress take their next step (steps.py).
-3. New nodes start (Pending, or Blocked nodes whose blocker went away) while the rollout is
-   neither paused, held after its first node, failed (at its failure budget) nor waiting for
-   the Module, and only while the unavailable nodes — in progress, cordoned by anyone, or
-   NotReady — stay within maxUnavailable. They start in the order of
-   gpuctl.common.rollout_order (the one `gpuctl rollout plan` shows): nodes unavailable
-   already (an admin's cordon) first, as they take no new slot, then by name.
+Per pass, over those nodes (in name order):
+
+1. Nodes not yet in their place are put there: `Skipped` (opted out with
+   `gpuctl.dev/rollout=skip`), `Done` (targeted and loaded at the target already),
+   `Loading` (targeted and labelled at the target by someone else, KMM not done: verified
+   like any other), or `Pending` (everything else: no state, an older version's
+   Done/Failed/Blocked, a Skipped node whose opt-out was removed, a node labelled at the
+   target without names.TARGET_LABEL, which KMM does not load, a node to unload). A node
+   no longer wanted on which nothing was loaded for this GPUDriver just leaves the rollout.
+2. A node in a step about another version than its own (the target changed, or the node
+   became wanted or unwanted mid-step) goes back to Checking at its version, keeping its
+   cordon and records: it is never stranded half way, and takes the new version through
+   the same checks. Other nodes in progress take their next step (steps.py).
+3. New nodes start (Pending, or Blocked nodes whose blocker went away) only while the
+   unavailable nodes — in progress, cordoned by anyone, or NotReady — stay within
+   maxUnavailable. Loads wait while the rollout is paused, held after its first node,
+   failed (at its failure budget) or waiting for the Module; removals only while it is
+   paused or failed (the Module's version does not matter to an unload, and the drivers
+   controller may hold a Module update until such nodes are unloaded). They start in the
+   order of gpuctl.common.rollout_order (the one `gpuctl rollout plan` shows): nodes
+   unavailable already (an admin's cordon) first, as they take no new slot, then by name.
 4. Blocked nodes are asked now and then whether their blocker went away.
 
 The status (rollout_status.py) and the Events about the GPUDriver come out of the same facts.
@@ -28,17 +40,20 @@ from typing import Any
 from coordinator.event_notes import NORMAL, WARNING, EventNote
 from coordinator.rollout.actions import Action, PatchNode, RequestReport
 from coordinator.rollout.facts import INSPECT, NodeFacts, RolloutInput
-from coordinator.rollout.rollout_status import RolloutCounts, rollout_status
-from coordinator.rollout.settings import SettingsError, max_unavailable
-from coordinator.rollout.steps import (
-    STEPS,
+from coordinator.rollout.node_step import (
     StepResult,
     blocked,
+    claims_unknown_words,
     epoch,
-    kmm_loaded,
+    foreign_target,
+    removing,
     transition,
     unfixable_blockers,
 )
+from coordinator.rollout.placement import placement
+from coordinator.rollout.rollout_status import RolloutCounts, rollout_status
+from coordinator.rollout.settings import SettingsError, max_unavailable
+from coordinator.rollout.steps import STEPS
 from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase
 from gpuctl.common.rollout_order import is_unavailable, start_order
@@ -47,7 +62,7 @@ from gpuctl.common.rollout_order import is_unavailable, start_order
 @dataclass
 class Decision:
     actions: list[Action] = field(default_factory=list)
-    # status.rollout to write; None removes it (no target version).
+    # status.rollout to write; None removes it (nothing to roll or remove).
     status: dict[str, Any] | None = None
     events: list[EventNote] = field(default_factory=list)
     requeue_after: float | None = None
@@ -64,42 +79,14 @@ class Decision:
         self.wake(step.wake_in)
 
 
-def _stays(node: NodeFacts, target: str) -> bool:
-    """True when the node already has its place in this rollout."""
-    phase, current = node.phase, node.state_version == target
-    if phase in IN_PROGRESS or (current and phase in (Phase.DONE, Phase.FAILED)):
-        return True
-    if node.opted_out:
-        return phase is Phase.SKIPPED
-    return current and phase in (Phase.BLOCKED, Phase.PENDING)
-
-
-def _placement(inp: RolloutInput, node: NodeFacts, target: str) -> PatchNode | None:
-    """The write that puts a node not (yet) in this rollout in its place, if any."""
-    if _stays(node, target):
-        return None
-    if node.opted_out:
-        reason = f"opted out with {names.OPT_OUT_LABEL}={names.OPT_OUT_VALUE}"
-        return transition(inp, node, Phase.SKIPPED, reason, version=target)
-    if node.labels.get(inp.kmm.version) == target:
-        if kmm_loaded(inp, node, target):
-            reason = f"already labelled and loaded at {target} before the rollout reached it"
-            return transition(inp, node, Phase.DONE, reason, version=target)
-        # Labelled by someone else: KMM acts on it whatever gpuctl does; verify its result.
-        reason = f"labelled for {target} before the rollout reached it; waiting for KMM"
-        return transition(inp, node, Phase.LOADING, reason, version=target)
-    return transition(inp, node, Phase.PENDING, "", version=target)
-
-
-def _effective_phase(node: NodeFacts, placement: PatchNode | None) -> Phase:
-    if placement is not None and placement.phase_to is not None:
-        return placement.phase_to
-    return node.phase or Phase.PENDING
+# -- one pass -----------------------------------------------------------------------------
 
 
 def _unblocked(inp: RolloutInput, node: NodeFacts) -> bool:
     """A Blocked node's latest recheck shows nothing the rollout cannot clear."""
-    if not node.ready or node.claims or node.gpu_pods is None:
+    if not node.ready or node.claims or node.gpu_pods is None or claims_unknown_words(node):
+        return False
+    if not removing(inp.target_for(node)) and foreign_target(inp, node):
         return False
     if node.gpu_pods and not inp.settings.evict_gpu_pods:
         return False
@@ -121,22 +108,37 @@ def _recheck(inp: RolloutInput, node: NodeFacts, decision: Decision) -> None:
         decision.wake(every - (now - call.finished_at))
 
 
-def _gate(inp: RolloutInput, counts: RolloutCounts) -> str:
-    """Why no new node may start now ("" when nodes may start)."""
-    if not inp.module_ready:
-        return inp.module_wait_reason or "waiting for the Module"
+@dataclass(frozen=True)
+class _Gates:
+    """Why no new node may start now, per path ("" when nodes may start)."""
+
+    load: str
+    removal: str
+
+    def of(self, version: str) -> str:
+        return self.removal if removing(version) else self.load
+
+
+def _gates(inp: RolloutInput, counts: RolloutCounts) -> _Gates:
+    both = ""
     if counts.failed >= inp.settings.failure_budget:
-        return "failed"
-    if inp.settings.paused:
-        return "paused"
+        both = "failed"
+    elif inp.settings.paused:
+        both = "paused"
+    if both:
+        return _Gates(both, both)
+    if not inp.target_version:
+        return _Gates("", "")
+    if not inp.module_ready:
+        return _Gates(inp.module_wait_reason or "waiting for the Module", "")
     if (
         inp.settings.hold_after_first_node
         and inp.resumed_version != inp.target_version
         and counts.updated >= 1
         and counts.updated < counts.total
     ):
-        return "held"
-    return ""
+        return _Gates("held", "")
+    return _Gates("", "")
 
 
 def _unavailable(nodes: Mapping[str, NodeFacts], phases: Mapping[str, Phase]) -> set[str]:
@@ -147,33 +149,50 @@ def _unavailable(nodes: Mapping[str, NodeFacts], phases: Mapping[str, Phase]) ->
     }
 
 
+def _after(node: NodeFacts, write: PatchNode | None) -> tuple[Phase | None, str]:
+    """The node's phase and version once `write` is made (phase None: it left)."""
+    if write is None:
+        return node.phase or Phase.PENDING, node.state_version
+    version = write.annotations.get(names.STATE_VERSION) or node.state_version
+    if write.labels.get(names.STATE_LABEL, "") is None:
+        return None, version
+    return write.phase_to or node.phase or Phase.PENDING, version
+
+
 def decide(inp: RolloutInput) -> Decision:
     """Everything to do for one GPUDriver's rollout now."""
     decision = Decision()
-    target = inp.target_version
-    if not target:
-        return decision
     nodes = {n.name: n for n in sorted(inp.nodes, key=lambda n: n.name)}
     phases: dict[str, Phase] = {}
+    versions: dict[str, str] = {}
+    targets: dict[str, str] = {}
     for name, node in nodes.items():
-        placement = _placement(inp, node, target)
-        if placement is not None:
-            decision.actions.append(placement)
-        phases[name] = _effective_phase(node, placement)
-        if placement is None and node.phase in STEPS:
+        place = placement(inp, node)
+        if place is None and node.phase is None and removing(inp.target_for(node)):
+            continue  # neither wanted nor loaded for this GPUDriver: not in its rollout
+        if place is not None:
+            decision.actions.append(place)
+        phase, version = _after(node, place)
+        if phase is None:
+            continue  # it left the rollout
+        phases[name], versions[name], targets[name] = phase, version, inp.target_for(node)
+        if place is None and node.phase in STEPS:
             decision.take(STEPS[node.phase](inp, node))
-    counts = RolloutCounts.of(phases, {n: nodes[n].state_version for n in nodes}, target)
+    if not phases and not inp.target_version:
+        return decision
+    counts = RolloutCounts.of(phases, versions, targets)
     try:
-        bound = max_unavailable(inp.settings.max_unavailable, counts.total)
+        bound = max_unavailable(inp.settings.max_unavailable, counts.total + counts.removing)
     except SettingsError as err:
         decision.status = rollout_status(inp, phases, counts, str(err), "error")
         return decision
-    gate = _gate(inp, counts)
-    held_back = _start_nodes(inp, nodes, phases, decision, gate=gate, bound=bound)
-    message = _message(gate, counts, bound)
+    gates = _gates(inp, counts)
+    staying = {name: nodes[name] for name in phases}
+    held_back = _start_nodes(inp, staying, phases, decision, gates=gates, bound=bound)
+    message = _message(inp, gates, counts, bound)
     if held_back and not counts.in_progress:
         message += f"; waiting: already unavailable: {held_back}"
-    decision.status = rollout_status(inp, phases, counts, message, gate)
+    decision.status = rollout_status(inp, phases, counts, message, gates.load)
     decision.events.extend(_driver_events(inp, decision.status))
     return decision
 
@@ -184,7 +203,7 @@ def _start_nodes(
     phases: Mapping[str, Phase],
     decision: Decision,
     *,
-    gate: str,
+    gates: _Gates,
     bound: int,
 ) -> str:
     """Start nodes within the bound (unless gated); recheck Blocked ones; repair cordons.
@@ -192,7 +211,6 @@ def _start_nodes(
     Returns the unavailable nodes, in words, when the bound kept a node from starting.
     """
     held_back = ""
-    target = inp.target_version or ""
     unavailable = _unavailable(nodes, phases)
     touched = {a.node for a in decision.actions if isinstance(a, PatchNode)}
     for name in start_order({name: name in unavailable for name in nodes}):
@@ -200,25 +218,26 @@ def _start_nodes(
         if name in touched:
             continue
         phase = phases[name]
-        current = node.state_version == target
+        version = inp.target_for(node)
+        current = node.state_version == version
         if phase is Phase.BLOCKED and current and not _unblocked(inp, node):
             _recheck(inp, node, decision)
             continue
         if phase is Phase.DONE and current and node.cordoned_by_us:
             decision.actions.append(_release_cordon(node))
             continue
-        if gate or phase not in (Phase.PENDING, Phase.BLOCKED):
+        if gates.of(version) or phase not in (Phase.PENDING, Phase.BLOCKED):
             continue
         if not node.ready:
             if phase is Phase.PENDING:
-                decision.actions.append(blocked(inp, node, "node is NotReady", target))
+                decision.actions.append(blocked(inp, node, "node is NotReady", version))
             continue
         if len(unavailable | {name}) > bound:
             held_back = held_back or _unavailable_words(nodes, phases, unavailable)
             continue
         unavailable.add(name)
         reason = "asking the agent for a fresh report"
-        decision.actions.append(transition(inp, node, Phase.CHECKING, reason, version=target))
+        decision.actions.append(transition(inp, node, Phase.CHECKING, reason, version=version))
     return held_back
 
 
@@ -248,24 +267,36 @@ def _release_cordon(node: NodeFacts) -> PatchNode:
     )
 
 
-def _message(gate: str, counts: RolloutCounts, bound: int) -> str:
-    if counts.total and counts.updated == counts.total:
-        return f"all {counts.total} nodes run the target version"
+def _message(inp: RolloutInput, gates: _Gates, counts: RolloutCounts, bound: int) -> str:
+    target = inp.target_version or names.REMOVAL_VERSION
+    gate = gates.load
     if gate == "failed":
         return (
-            f"paused: {counts.failed} node(s) failed (failure budget reached); "
+            f"{target}: paused: {counts.failed} node(s) failed (failure budget reached); "
             "`gpuctl rollout retry NODE` after fixing them"
         )
     if gate == "paused":
-        return "paused by spec.rollout.paused; `gpuctl rollout resume` continues"
+        return f"{target}: paused by spec.rollout.paused; `gpuctl rollout resume` continues"
+    if not inp.target_version:
+        return f"unloading the driver from {counts.removing} node(s), at most {bound} at once"
+    return _progress_words(target, gate, counts, bound)
+
+
+def _progress_words(target: str, gate: str, counts: RolloutCounts, bound: int) -> str:
+    removals = f"; unloading the driver from {counts.removing} node(s)" if counts.removing else ""
+    if not counts.total and not counts.removing:
+        return f"no node is wanted for {target}"
+    if counts.total and counts.updated == counts.total and not counts.removing:
+        return f"all {counts.total} nodes run {target}"
     if gate == "held":
-        return "held after the first node; check it, then `gpuctl rollout resume`"
-    if gate:
-        return gate
-    words = f"{counts.updated}/{counts.total} updated, at most {bound} unavailable at once"
-    if counts.blocked:
-        words += f"; {counts.blocked} blocked"
-    return words
+        words = f"held after the first node of {target}; check it, then `gpuctl rollout resume`"
+    elif gate:
+        words = gate
+    else:
+        words = f"{counts.updated}/{counts.total} at {target}, at most {bound} unavailable at once"
+        if counts.blocked:
+            words += f"; {counts.blocked} blocked"
+    return words + removals
 
 
 def _driver_events(inp: RolloutInput, status: Mapping[str, Any]) -> list[EventNote]:

@@ -3,9 +3,11 @@
 - `ReportFacts`: what one NodeReport says that matters to an unload and to verification;
 - `CallState`: the latest agent request of one kind made for a node's current step, and its
   answer (in memory only: after a restart the step asks again);
-- `NodeFacts`: one Node (labels, annotations, cordon, Ready) plus its GPU pods, allocated GPU
-  claims and agent answers;
-- `RolloutInput`: one GPUDriver's target, settings and all its targeted nodes, and the clock.
+- `NodeFacts`: one Node (labels, annotations, cordon, Ready), whether the GPUDriver wants its
+  driver there, plus its GPU pods, allocated GPU claims (or why they are unknown) and agent
+  answers;
+- `RolloutInput`: one GPUDriver's target (the Module's KMM version), the version the loaded
+  module must show, settings and every node the rollout considers, and the clock.
 """
 
 from __future__ import annotations
@@ -154,6 +156,12 @@ class NodeFacts:
     claims: tuple[str, ...] = ()
     # Agent requests of the current step by kind (INSPECT, PREPARE, RESTORE).
     calls: Mapping[str, CallState] = field(default_factory=dict)
+    # The GPUDriver wants its driver here (gpuctl.common.targeting); else the rollout takes
+    # it off (the removal path) or lets the node go.
+    wanted: bool = True
+    # Why the claims are not known ("" when `claims` is the truth): a node whose claims are
+    # unknown is never unloaded.
+    claims_unknown: str = ""
 
     @property
     def phase(self) -> Phase | None:
@@ -184,6 +192,11 @@ class NodeFacts:
     def cordoned_by_us(self) -> bool:
         return self.annotations.get(names.CORDONED_BY_GPUCTL) == "true"
 
+    @property
+    def target_label(self) -> str:
+        """The GPUDriver this node is targeted for (names.TARGET_LABEL), "" for none."""
+        return self.labels.get(names.TARGET_LABEL, "")
+
     def call(self, kind: str) -> CallState | None:
         state = self.calls.get(kind)
         return state if state is not None and state.attempt == self.attempt else None
@@ -200,6 +213,8 @@ def node_facts(
     gpu_pods: tuple[GpuPod, ...] | None = None,
     claims: tuple[str, ...] = (),
     calls: Mapping[str, CallState] | None = None,
+    wanted: bool = True,
+    claims_unknown: str = "",
 ) -> NodeFacts:
     meta = node.get("metadata") or {}
     return NodeFacts(
@@ -212,6 +227,8 @@ def node_facts(
         gpu_pods=gpu_pods,
         claims=claims,
         calls=dict(calls or {}),
+        wanted=wanted,
+        claims_unknown=claims_unknown,
     )
 
 
@@ -227,6 +244,8 @@ class KmmLabels:
 @dataclass(frozen=True)
 class RolloutInput:
     driver_name: str
+    # The Module's KMM version (coordinator.drivers.module_spec.kmm_version) wanted nodes are
+    # taken to; None when no node is wanted (no kernelModule, or the GPUDriver is deleted).
     target_version: str | None
     settings: RolloutSettings
     module_driver: str
@@ -240,8 +259,18 @@ class RolloutInput:
     previous_status: Mapping[str, Any] = field(default_factory=dict)
     # How often a Blocked node's agent is asked whether the blocker went away.
     blocked_recheck_seconds: float = 30.0
-    # The modules KMM unloads before the module: modulesLoadingOrder after its first entry.
+    # The modules KMM unloads after the module: modulesLoadingOrder after its first entry
+    # (they only explain a holder's blocker; see gpuctl.common.unload_rule).
     unloaded_with: tuple[str, ...] = ()
+    # The user's kernelModule.version: what the loaded module's backport tag must show (""
+    # when none is set: then the module must be live with a new srcversion).
+    module_version: str = ""
+
+    def target_for(self, node: NodeFacts) -> str:
+        """The version `node` is taken to: the target, or REMOVAL_VERSION when not wanted."""
+        if node.wanted and self.target_version:
+            return self.target_version
+        return names.REMOVAL_VERSION
 
     @property
     def unload_settings(self) -> UnloadSettings:

@@ -14,7 +14,7 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from coordinator.rollout.actions import PatchNode
-from coordinator.rollout.steps import seconds_since
+from coordinator.rollout.node_step import seconds_since
 from gpuctl.common.names import Phase
 
 STEP_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
@@ -25,6 +25,7 @@ _BLOCKED_KINDS = (
     ("NotReady", "node-not-ready"),
     ("no fresh agent report", "agent-unreachable"),
     ("GPU pods", "gpu-pods"),
+    ("cannot tell", "unknown-state"),
     ("ResourceClaim", "gpu-claims"),
     ("VF", "vfs"),
     ("holds", "open-clients"),

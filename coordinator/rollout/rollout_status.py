@@ -1,8 +1,12 @@
 """GPUDriver status.rollout from the nodes' phases (pure; a public contract the CLI reads).
 
-`counts` has every phase; `total` is the targeted nodes that are not Skipped; `updated` the
-nodes Done at the target; `progress` is "updated/total" for the printer column; `nodes` lists
-at most 50 nodes that are not Done, the worst first (Failed, Blocked, then by how far along).
+`targetVersion` is the version the status speaks of in every state: the Module's KMM version
+the wanted nodes are taken to, or names.REMOVAL_VERSION when the GPUDriver loads its driver
+nowhere now (only removals are left); a status of another version is never read as this
+one's. `counts` has every phase; `total` is the wanted nodes that are not Skipped; `updated`
+the nodes Done at the target; `progress` is "updated/total" for the printer column; `nodes`
+lists at most 50 nodes that are not Done, the worst first (Failed, Blocked, then by how far
+along), those being unloaded included.
 """
 
 from __future__ import annotations
@@ -21,40 +25,51 @@ MAX_LISTED_NODES = 50
 @dataclass(frozen=True)
 class RolloutCounts:
     per_phase: Mapping[Phase, int]
+    # Wanted nodes not Skipped, and those of them Done at the target.
     total: int
     updated: int
+    # Nodes Failed at their version (the target, or the removal path's).
     failed: int
     blocked: int
     in_progress: int
+    # Nodes on the removal path (not Skipped).
+    removing: int
 
     @classmethod
     def of(
-        cls, phases: Mapping[str, Phase], versions: Mapping[str, str], target: str
+        cls,
+        phases: Mapping[str, Phase],
+        versions: Mapping[str, str],
+        targets: Mapping[str, str],
     ) -> RolloutCounts:
+        """`versions`: each node's version once this pass's writes are made; `targets`: the
+        version each node is taken to (the target, or names.REMOVAL_VERSION)."""
         per_phase = dict.fromkeys(Phase, 0)
         for phase in phases.values():
             per_phase[phase] += 1
+        counted = [name for name, phase in phases.items() if phase is not Phase.SKIPPED]
+        removal = {name for name in counted if targets[name] == names.REMOVAL_VERSION}
 
-        def at_target(phase: Phase) -> int:
-            # A node placed this pass has its version written in the same patch.
+        def at_target(phase: Phase, among: list[str]) -> int:
             return sum(
-                1
-                for name, p in phases.items()
-                if p is phase and (versions.get(name) == target or phase is Phase.PENDING)
+                1 for name in among if phases[name] is phase and versions[name] == targets[name]
             )
 
+        loads = [name for name in counted if name not in removal]
         return cls(
             per_phase=per_phase,
-            total=len(phases) - per_phase[Phase.SKIPPED],
-            updated=at_target(Phase.DONE),
-            failed=at_target(Phase.FAILED),
+            total=len(loads),
+            updated=at_target(Phase.DONE, loads),
+            failed=at_target(Phase.FAILED, counted),
             blocked=per_phase[Phase.BLOCKED],
             in_progress=sum(per_phase[p] for p in IN_PROGRESS),
+            removing=len(removal),
         )
 
 
 def rollout_state(inp: RolloutInput, counts: RolloutCounts, gate: str) -> str:
-    if counts.updated == counts.total and not counts.in_progress:
+    done = counts.updated == counts.total and not counts.in_progress and not counts.removing
+    if inp.target_version and done:
         return "Complete"
     if gate == "failed":
         return "Failed"
@@ -92,7 +107,7 @@ def rollout_status(
     gate: str = "",
 ) -> dict[str, Any]:
     previous = inp.previous_status
-    target = inp.target_version or ""
+    target = inp.target_version or names.REMOVAL_VERSION
     started = previous.get("startedAt") if previous.get("targetVersion") == target else None
     return {
         "targetVersion": target,

@@ -74,7 +74,10 @@ OPT_OUT_VALUE = "skip"
 
 SINCE = f"{GROUP}/driver-state-since"
 REASON = f"{GROUP}/driver-state-reason"
+# The version the node's phase is about: the Module's KMM version the node is being taken to,
+# or REMOVAL_VERSION on the removal path (the driver is being taken off the node).
 STATE_VERSION = f"{GROUP}/driver-state-version"
+REMOVAL_VERSION = "none"
 GPUDRIVER = f"{GROUP}/driver-state-gpudriver"
 CORDONED_BY_GPUCTL = f"{GROUP}/cordoned-by-gpuctl"
 PREPARE_CHANGES = f"{GROUP}/prepare-changes"
@@ -92,6 +95,10 @@ PASS_DETAIL = (PREPARE_CHANGES, BOUND_BEFORE, VFS_BEFORE, SRCVERSION_BEFORE)
 
 
 class Phase(StrEnum):
+    """A node's place in the rollout. On the removal path (STATE_VERSION = REMOVAL_VERSION)
+    the same phases take the driver off: Loading is then KMM unloading it, Verifying checks
+    it is gone, and the phase label is removed at the end (there is no Done)."""
+
     PENDING = "Pending"
     CHECKING = "Checking"
     DRAINING = "Draining"

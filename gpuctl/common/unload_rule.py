@@ -6,10 +6,13 @@ cannot disagree. The rule:
 
 - No report, or one that is not fresh: the node's state is unknown, and unknown is never
   safe. One blocker says why, and nothing in a stale report counts.
-- MODULE_HOLDERS: KMM unloads `kernelModule.modulesLoadingOrder` in reverse, so with
-  `[xe, xe_compat]` xe_compat is removed before xe. Holders listed after the module
-  (`unloaded_with`) are gone by then: when all of them are, the blocker goes (a note says
-  KMM unloads them first); when only some are, it stays and names only the others.
+- MODULE_HOLDERS always blocks. KMM removes the module *first*: its unloader runs
+  `modprobe -r <moduleName>` and then the rest of `kernelModule.modulesLoadingOrder` in
+  list order (KMM main, worker.go :: UnloadKmod; v2.6.0 passes only moduleName and relies
+  on the softdep config, which kmod also walks after the module). So a holder of xe (say
+  xe_compat, which holds xe) is still loaded when xe goes, and `modprobe -r xe` fails with
+  EBUSY, even when modulesLoadingOrder lists it. When it does (`unloaded_with`), the
+  blocker's words say so: unload the holder first, or fix the order.
 - ACTIVE_VFS: preparation may disable a PF's VFs (the rollout restores them afterwards) only
   when `disable_idle_vfs` allows it and every VF is idle on the host: as many listed as
   `sriov_numvfs` says, each visible, unbound or bound to the module's driver (not handed to
@@ -44,7 +47,9 @@ class UnloadSettings:
     # Preparation may disable idle VFs (spec.rollout.disableIdleVFs). Off where nothing
     # prepares the node.
     disable_idle_vfs: bool = False
-    # The modules KMM unloads before the module: modulesLoadingOrder after its first entry.
+    # The modules KMM unloads after the module: modulesLoadingOrder after its first entry.
+    # They clear nothing (a holder of the module blocks its removal all the same); they only
+    # explain a MODULE_HOLDERS blocker.
     unloaded_with: tuple[str, ...] = ()
 
 
@@ -106,14 +111,8 @@ class UnloadVerdict:
 
 
 def modules_unloaded_with(modules_loading_order: Sequence[str] | None) -> list[str]:
-    """The modules KMM unloads before the first one: modulesLoadingOrder after its first entry."""
+    """The modules KMM unloads after the first one: modulesLoadingOrder after its first entry."""
     return list(modules_loading_order or [])[1:]
-
-
-def holders_left(holders: Sequence[str], unloaded_with: Sequence[str]) -> list[str]:
-    """The holders (in their order) the unload leaves in place: those not in `unloaded_with`."""
-    removed = set(unloaded_with)
-    return [holder for holder in holders if holder not in removed]
 
 
 def reason_name(reason: int) -> str:
@@ -150,9 +149,8 @@ def unload_verdict(
         reason = reason_name(blocker.reason)
         kept = UnloadBlocker(reason, blocker.message or reason, blocker.pci_address)
         if reason == MODULE_HOLDERS and report.module.holders:
-            left, note = _holders(report.module, kept, settings.unloaded_with)
-            blocking.extend([left] if left is not None else [])
-            notes.extend([note] if note else [])
+            name = report.module.name or driver
+            blocking.append(_holders(name, report.module, kept, settings.unloaded_with))
             continue
         if reason == ACTIVE_VFS:
             vfs = _judge_vfs(blocker.pci_address, devices, driver)
@@ -166,21 +164,21 @@ def unload_verdict(
 
 
 def _holders(
-    module: pb.Module, blocker: UnloadBlocker, unloaded_with: Sequence[str]
-) -> tuple[UnloadBlocker | None, str]:
-    """A MODULE_HOLDERS blocker once KMM's unload of `unloaded_with` is counted (None when
-    it is gone), and the note saying why it is gone."""
-    holders = list(module.holders)
-    left = holders_left(holders, unloaded_with)
-    if not left:
-        return None, f"KMM unloads {', '.join(holders)} first (modulesLoadingOrder)"
-    if len(left) == len(holders):
-        return blocker, ""
+    name: str, module: pb.Module, blocker: UnloadBlocker, unloaded_with: Sequence[str]
+) -> UnloadBlocker:
+    """A MODULE_HOLDERS blocker, in words that say why listing a holder in
+    modulesLoadingOrder does not help: KMM removes the module before the rest of the list."""
+    listed = [holder for holder in module.holders if holder in set(unloaded_with)]
+    if not listed:
+        return blocker
+    holders = ", ".join(module.holders)
+    them = "it" if len(module.holders) == 1 else "them"
     message = (
-        f"{module.name} is held by {', '.join(left)}, which the unload does not remove: unload "
-        f"{'it' if len(left) == 1 else 'them'} first"
+        f"{name} is held by {holders}: KMM removes {name} first and modulesLoadingOrder's "
+        f"{', '.join(listed)} only after it, so `modprobe -r {name}` fails (EBUSY); unload "
+        f"{them} first, or fix the order"
     )
-    return UnloadBlocker(MODULE_HOLDERS, message, blocker.pci_address), ""
+    return UnloadBlocker(MODULE_HOLDERS, message, blocker.pci_address)
 
 
 def _judge_vfs(address: str, devices: Mapping[str, pb.Device], driver: str) -> ActiveVfs:

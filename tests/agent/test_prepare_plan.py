@@ -195,16 +195,19 @@ def test_any_other_blocker_refuses_the_whole_plan() -> None:
     assert [b.message for b in result.refusals] == ["cannot read xe's refcnt"]
 
 
-def test_a_holder_the_unload_removes_first_does_not_refuse(tmp_path: Path) -> None:
+def test_a_holder_refuses_even_when_modules_loading_order_lists_it(tmp_path: Path) -> None:
+    # KMM removes xe first and modulesLoadingOrder's other modules after it: xe_compat still
+    # holds xe then, so `modprobe -r xe` would fail. Nothing is changed.
     report = dkms_out_of_tree(tmp_path).inspect()
     result = plan_preparation(
         report, driver="xe", allow_unbind=True, allow_disable_vfs=False, unloaded_with=["xe_compat"]
     )
-    assert not result.refused
-    assert list(result.changes) == [unbound(B580)]
+    assert reasons(result) == ["MODULE_HOLDERS"]
+    assert result.changes == ()
+    assert "KMM removes xe first" in result.refusals[0].message
 
 
-def test_a_holder_the_unload_leaves_refuses_naming_only_it() -> None:
+def test_every_holder_is_named_whether_listed_or_not() -> None:
     report = pb.NodeReport(
         module=pb.Module(name="xe", holders=["xe_compat", "xe_debug"]),
         blockers=[
@@ -218,6 +221,6 @@ def test_a_holder_the_unload_leaves_refuses_naming_only_it() -> None:
         report, driver="xe", allow_unbind=True, allow_disable_vfs=True, unloaded_with=["xe_compat"]
     )
     assert reasons(result) == ["MODULE_HOLDERS"]
-    assert result.refusals[0].message == (
-        "xe is held by xe_debug, which the unload does not remove: unload it first"
-    )
+    assert result.refusals[0].message.startswith("xe is held by xe_compat, xe_debug: ")
+    unlisted = plan_preparation(report, driver="xe", allow_unbind=True, allow_disable_vfs=True)
+    assert unlisted.refusals[0].message == "xe is held by xe_compat, xe_debug: unload them first"

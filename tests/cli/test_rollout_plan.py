@@ -467,21 +467,16 @@ def _held(*holders: str) -> pb.NodeReport:
     return report
 
 
-def test_holders_kmm_unloads_first_do_not_block_others_do_by_name() -> None:
+def test_a_holder_blocks_even_when_modules_loading_order_lists_it() -> None:
+    # KMM removes xe before the rest of modulesLoadingOrder: xe_compat still holds it then.
     ordered = _spec()
     ordered["kernelModule"]["modulesLoadingOrder"] = ["xe", "xe_compat"]
     assert _plan([_facts(_node("n"), _held("xe_compat"))]).nodes[0].verdict == "blocked"
     (planned,) = _plan([_facts(_node("n"), _held("xe_compat"))], driver=_driver(ordered)).nodes
-    assert (planned.verdict, planned.reasons) == (
-        "go",
-        ("KMM unloads xe_compat first (modulesLoadingOrder)",),
-    )
-    (planned,) = _plan(
-        [_facts(_node("n"), _held("xe_compat", "xe_vfio_pci"))], driver=_driver(ordered)
-    ).nodes
-    assert (planned.verdict, planned.reasons) == (
-        "blocked",
-        ("xe is held by xe_vfio_pci, which the unload does not remove: unload it first",),
+    assert planned.verdict == "blocked"
+    assert planned.reasons == (
+        "xe is held by xe_compat: KMM removes xe first and modulesLoadingOrder's xe_compat "
+        "only after it, so `modprobe -r xe` fails (EBUSY); unload it first, or fix the order",
     )
 
 

@@ -205,3 +205,68 @@ def test_queue_wakes_a_waiting_worker() -> None:
     queue.add("x")
     worker.join(timeout=5)
     assert got == ["x"]
+
+
+def test_trouble_says_when_the_cache_is_not_the_truth_until_a_list_succeeds() -> None:
+    api = ScriptedApi(
+        [[obj("a", "1")]],
+        [KubeError(500, "etcd timeout"), [{"type": "ADDED", "object": obj("b", "21")}]],
+    )
+    stop = threading.Event()
+    troubles: list[str] = []
+    informer = Informer(
+        api, Resource("resource.k8s.io", "v1", "resourceclaims"), lambda *_: None, stop
+    )
+    assert informer.trouble() == "not listed yet"
+    informer.relist_after_error = True
+    informer.retry_seconds = 0.0
+
+    def on_change(kind: str, o: dict[str, Any]) -> None:
+        troubles.append(informer.trouble())
+        if o["metadata"]["name"] == "b":
+            stop.set()
+
+    informer.on_change = on_change
+    thread = threading.Thread(target=informer.run)
+    thread.start()
+    thread.join(timeout=5)
+    stop.set()
+    thread.join(timeout=5)
+    # The failed watch made it list again (not watch on), and the list cleared the trouble.
+    assert api.list_calls == 2
+    assert troubles[-1] == ""
+    assert informer.trouble() == ""
+
+
+def test_a_failed_watch_is_trouble_and_a_404_while_served_is_not_served() -> None:
+    failing = Informer(
+        ScriptedApi([[]], [KubeError(500, "etcd timeout")]),
+        Resource("resource.k8s.io", "v1", "resourceclaims"),
+        lambda *_: None,
+        threading.Event(),
+    )
+    assert failing._failed(KubeError(500, "etcd timeout"), "10") == "10"
+    assert "listing or watching resourceclaims.resource.k8s.io/v1 failed" in failing.trouble()
+    failing.relist_after_error = True
+    assert failing._failed(KubeError(0, "connection reset"), "10") is None
+    assert failing._failed(KubeError(404, "Not Found"), "10") is None
+    assert failing.trouble().startswith("resourceclaims.resource.k8s.io/v1 is not served")
+
+
+def test_not_served_by_discovery_is_the_truth_an_empty_cache() -> None:
+    stop = threading.Event()
+    informer = Informer(
+        ScriptedApi([[]], []),
+        Resource("resource.k8s.io", "v1", "resourceclaims"),
+        lambda *_: None,
+        stop,
+        available=lambda: False,
+        retry_seconds=0.0,
+    )
+    thread = threading.Thread(target=informer.run)
+    thread.start()
+    assert informer.wait_synced(5)
+    stop.set()
+    thread.join(timeout=5)
+    assert informer.trouble() == ""
+    assert informer.snapshot() == []

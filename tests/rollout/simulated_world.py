@@ -1,10 +1,13 @@
 """A small in-memory world for driving the pure rollout decision over many passes.
 
-Nodes are plain dicts; a fake KMM follows the version label (unload, then load, a tick each);
-fake agents answer report, prepare and restore requests from each node's simulated state.
-Every pass builds the facts the real controller would gather, calls `decide`, and applies
-the actions. The world records what must never happen: an unload on a busy node, or a node
-started while the unavailability bound was already reached.
+Nodes are plain dicts; a fake KMM follows the target and version labels as the Module (which
+selects nodes by names.TARGET_LABEL) does: a node targeted at a version it does not run is
+unloaded, then loaded, a tick each; a node no longer targeted is unloaded. Fake agents answer
+report, prepare and restore requests from each node's simulated state. The GPUDriver's target
+and the nodes it wants may change between passes. Every pass builds the facts the real
+controller would gather (the wanted nodes, those targeted, those with rollout state), calls
+`decide`, and applies the actions. The world records what must never happen: a KMM write or
+an unload on a busy node, or a node started while the unavailability bound was reached.
 """
 
 from __future__ import annotations
@@ -41,7 +44,15 @@ from coordinator.rollout.settings import RolloutSettings, max_unavailable
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase
-from tests.support.rollout_samples import KMM, NOW, OLD, TARGET, loaded_labels, report_proto
+from tests.support.rollout_samples import (
+    DRIVER,
+    KMM,
+    NOW,
+    OLD,
+    TARGET,
+    loaded_labels,
+    report_proto,
+)
 
 PF = "0000:03:00.0"
 
@@ -59,12 +70,21 @@ class SimNode:
     open_fd_pid: int | None = None
     pods: list[GpuPod] = field(default_factory=list)
     agent_up: bool = True
-    # KMM's progress on a changed label: "unloading" then load.
-    kmm_pending: str | None = None
     resource_version: int = 1
 
     def busy(self) -> bool:
         return bool(self.open_fd_pid or self.vfs or self.pods)
+
+    def kmm_wants(self) -> str | None:
+        """The version the Module asks KMM to run here: targeted, at its version label."""
+        if self.labels.get(names.TARGET_LABEL) != DRIVER:
+            return None
+        return self.labels.get(KMM.version)
+
+
+def module_version_of(kmm_version: str) -> str:
+    """The user's version inside a KMM version (`<version>-<digest>`): the backport tag."""
+    return kmm_version.rsplit("-", 1)[0]
 
 
 @dataclass
@@ -76,6 +96,9 @@ class SimWorld:
     calls: dict[tuple[str, str], CallState] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
     admin_cordoned: set[str] = field(default_factory=set)
+    target: str | None = TARGET
+    # The nodes the GPUDriver wants (None: all of them).
+    wanted: set[str] | None = None
 
     # -- facts ------------------------------------------------------------------------------
 
@@ -99,7 +122,7 @@ class SimWorld:
             module_state="LIVE" if loaded else "NOT_LOADED",
             module_version="",
             srcversion=f"SRC-{loaded}" if loaded else "",
-            backport_tag=f"xeb_{loaded}" if loaded else "",
+            backport_tag=f"xeb_{module_version_of(loaded)}" if loaded else "",
             drivers={PF: "xe" if loaded else ""},
             vfs={PF: sim.vfs},
             report=report_proto(self.blockers(sim), vf_driver=vf_driver, vf_count=sim.vfs),
@@ -126,21 +149,31 @@ class SimWorld:
             gpu_pods=tuple(sim.pods),
             claims=(),
             calls=calls,
+            wanted=self.is_wanted(sim),
         )
 
-    def rollout_input(self, resumed: str = TARGET) -> RolloutInput:
+    def is_wanted(self, sim: SimNode) -> bool:
+        return self.target is not None and (self.wanted is None or sim.name in self.wanted)
+
+    def considered(self, sim: SimNode) -> bool:
+        """As the controller gathers: wanted, targeted, or with this GPUDriver's state."""
+        ours = names.STATE_LABEL in sim.labels and sim.annotations.get(names.GPUDRIVER) == DRIVER
+        return self.is_wanted(sim) or sim.labels.get(names.TARGET_LABEL) == DRIVER or ours
+
+    def rollout_input(self) -> RolloutInput:
         return RolloutInput(
-            driver_name="gpu",
-            target_version=TARGET,
+            driver_name=DRIVER,
+            target_version=self.target,
             settings=self.settings,
             module_driver="xe",
             kmm=KMM,
             module_ready=True,
             module_wait_reason="",
-            resumed_version=resumed,
-            nodes=[self.facts(s) for s in self.nodes.values()],
+            resumed_version=self.target or "",
+            nodes=[self.facts(s) for s in self.nodes.values() if self.considered(s)],
             now=self.now(),
             blocked_recheck_seconds=3.0,
+            module_version=module_version_of(self.target) if self.target else "",
         )
 
     # -- one pass ---------------------------------------------------------------------------
@@ -161,7 +194,11 @@ class SimWorld:
         decision = decide(self.rollout_input())
         bound = max_unavailable(
             self.settings.max_unavailable,
-            sum(1 for s in self.nodes.values() if s.labels.get(names.OPT_OUT_LABEL) != "skip"),
+            sum(
+                1
+                for s in self.nodes.values()
+                if s.labels.get(names.OPT_OUT_LABEL) != "skip" and self.considered(s)
+            ),
         )
         for action in decision.actions:
             self.apply(action)
@@ -190,15 +227,14 @@ class SimWorld:
         sim = self.nodes[patch.node]
         if str(sim.resource_version) != patch.resource_version:
             return  # a conflict: the controller looks again
+        before = sim.kmm_wants()
         for key, value in patch.labels.items():
             if value is None:
                 sim.labels.pop(key, None)
             else:
-                if key == KMM.version and sim.labels.get(key) != value:
-                    if sim.busy():
-                        self.violations.append(f"tick {self.tick}: labelled busy {sim.name}")
-                    sim.kmm_pending = value
                 sim.labels[key] = value
+        if sim.kmm_wants() != before and sim.loaded is not None and sim.busy():
+            self.violations.append(f"tick {self.tick}: KMM write on busy {sim.name}")
         for key, value in patch.annotations.items():
             if value is None:
                 sim.annotations.pop(key, None)
@@ -249,9 +285,11 @@ class SimWorld:
         self._finish(request.node, RESTORE, request.attempt, restore=result)
 
     def kmm(self) -> None:
-        """A label change: first the unload (checked for safety), next tick the load."""
+        """KMM follows the labels: first the unload (checked for safety), next tick the
+        load of the version asked for (if any)."""
         for sim in self.nodes.values():
-            if sim.kmm_pending is None:
+            wants = sim.kmm_wants()
+            if sim.loaded == wants:
                 continue
             if sim.loaded is not None:
                 if sim.busy():
@@ -259,10 +297,9 @@ class SimWorld:
                 sim.loaded = None
                 for key in (KMM.ready, KMM.version_ready):
                     sim.labels.pop(key, None)
-            else:
-                sim.loaded = sim.kmm_pending
-                sim.labels.update({KMM.ready: "", KMM.version_ready: sim.kmm_pending})
-                sim.kmm_pending = None
+            elif wants is not None:
+                sim.loaded = wants
+                sim.labels.update({KMM.ready: "", KMM.version_ready: wants})
             sim.resource_version += 1
 
     def restart(self) -> None:

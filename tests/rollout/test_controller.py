@@ -7,6 +7,7 @@ import concurrent.futures
 import copy
 from typing import Any
 
+from coordinator.drivers.module_spec import kmm_version
 from coordinator.kube.client import KubeError
 from coordinator.kube.events import EventRecorder
 from coordinator.rollout.controller import (
@@ -34,10 +35,11 @@ PF = "0000:03:00.0"
 
 
 class Agents:
-    """Answers at once with the node's module at `loaded` (None: no answer at all)."""
+    """Answers at once with the node's module at `loaded` (None: not loaded); `reachable`
+    False: no answer at all."""
 
     def __init__(self) -> None:
-        self.loaded = OLD
+        self.loaded: str | None = OLD
         self.reachable = True
         self.asked: list[str] = []
         self.holders: list[str] = []  # modules holding xe (xe_compat of the backport)
@@ -56,6 +58,10 @@ class Agents:
     ) -> concurrent.futures.Future[report_pb.NodeReport]:
         self.asked.append("report")
         report = report_pb.NodeReport(node_name=node)
+        if self.loaded is None:
+            report.devices.add(pci_address=PF, driver="")
+            report.module.state = report_pb.Module.NOT_LOADED
+            return self._done(report)
         report.devices.add(pci_address=PF, driver="xe")
         report.module.state = report_pb.Module.LIVE
         report.module.backport_tag = f"xeb_{self.loaded}"
@@ -72,7 +78,7 @@ class Agents:
     ) -> concurrent.futures.Future[agent_pb.PrepareResult]:
         self.asked.append("prepare")
         self.prepares.append(request)
-        ready = set(self.holders) <= set(request.unloaded_with)
+        ready = not self.holders  # a holder blocks, whatever modulesLoadingOrder says
         return self._done(agent_pb.PrepareResult(request_id=request.request_id, ready=ready))
 
     def request_restore(
@@ -83,8 +89,12 @@ class Agents:
 
 
 class View:
+    """The watch caches: the API's objects; the Module asks for the GPUDriver's KMM version
+    (as the drivers controller writes it); `claims_unknown` says why claims cannot be read."""
+
     def __init__(self, api: MemoryApi) -> None:
         self.api = api
+        self.claims_unknown = ""
 
     def drivers(self) -> list[dict[str, Any]]:
         return [copy.deepcopy(self.api.objects[DRIVER_PATH])]
@@ -95,11 +105,20 @@ class View:
     def claims(self) -> list[dict[str, Any]]:
         return []
 
+    def claims_trouble(self) -> str:
+        return self.claims_unknown
+
     def module(self, namespace: str, name: str) -> dict[str, Any] | None:
+        spec = self.api.objects[DRIVER_PATH]["spec"]
         return {
             "metadata": {"name": name},
-            "spec": {"moduleLoader": {"container": {"version": NEW}}},
+            "spec": {"moduleLoader": {"container": {"version": kmm_version(spec)}}},
         }
+
+
+def target(api: MemoryApi) -> str:
+    """The version the rollout takes nodes to: the Module's KMM version of the GPUDriver."""
+    return kmm_version(api.objects[DRIVER_PATH]["spec"])
 
 
 def world(
@@ -119,10 +138,18 @@ def world(
     api.objects[DRIVER_PATH] = samples.driver(DRIVER, spec)
     node = samples.node("n1", {"kubernetes.io/arch": "amd64", "gpu": "yes"})
     node["metadata"]["labels"].update(
-        {LABELS.version: OLD, LABELS.ready: "", LABELS.version_ready: OLD}
+        {
+            names.TARGET_LABEL: DRIVER,
+            LABELS.version: OLD,
+            LABELS.ready: "",
+            LABELS.version_ready: OLD,
+        }
     )
     node["metadata"]["resourceVersion"] = "50"
-    node["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    node["status"] = {
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "nodeInfo": {"kernelVersion": "6.8.0-40-generic"},
+    }
     api.objects[NODE_PATH] = node
     api.objects[PODS_PATH] = {"items": pods or []}
     clock = ManualClock()
@@ -150,8 +177,9 @@ def test_a_node_goes_from_pending_to_done_through_real_writes() -> None:
         seen.append(phase(api))
         if phase(api) == "Loading":
             labels = api.objects[NODE_PATH]["metadata"]["labels"]
-            assert labels[LABELS.version] == NEW
-            labels[LABELS.version_ready] = NEW  # KMM loaded it
+            assert labels[LABELS.version] == target(api)
+            assert labels[names.TARGET_LABEL] == DRIVER
+            labels[LABELS.version_ready] = target(api)  # KMM loaded it
             agents.loaded = NEW
         clock.advance(1.5)
     steps = [p for i, p in enumerate(seen) if i == 0 or seen[i - 1] != p]
@@ -188,20 +216,21 @@ def run_until_settled(
     return seen
 
 
-def test_a_holder_listed_in_modules_loading_order_does_not_block() -> None:
-    for prepare in (False, True):
-        agents = Agents()
-        agents.holders = ["xe_compat"]
-        api, controller, clock = world(
-            agents=agents,
-            loading_order=["xe", "xe_compat"],
-            rollout={"unbindIdleDevices": prepare},
-        )
-        seen = run_until_settled(api, controller, clock)
-        assert seen[-1] == "Loading", (prepare, seen)
-        assert [list(r.unloaded_with) for r in agents.prepares] == (
-            [["xe_compat"]] if prepare else []
-        )
+def test_a_holder_listed_in_modules_loading_order_blocks_before_any_cordon() -> None:
+    # KMM removes xe first, the rest of modulesLoadingOrder after it: xe_compat still holds
+    # xe then, so its unload would fail with EBUSY. The node is blocked, saying why.
+    agents = Agents()
+    agents.holders = ["xe_compat"]
+    api, controller, clock = world(
+        agents=agents, loading_order=["xe", "xe_compat"], rollout={"unbindIdleDevices": True}
+    )
+    seen = run_until_settled(api, controller, clock)
+    assert seen[-1] == "Blocked", seen
+    assert "Draining" not in seen, seen
+    assert agents.prepares == []
+    reason = api.objects[NODE_PATH]["metadata"]["annotations"][names.REASON]
+    assert "KMM removes xe first" in reason
+    assert "unload it first, or fix the order" in reason
 
 
 def test_a_holder_not_in_modules_loading_order_blocks_before_any_cordon() -> None:
@@ -278,6 +307,7 @@ def test_without_agents_a_node_is_never_labelled() -> None:
     assert phase(api) == "Blocked"
     node = api.objects[NODE_PATH]
     assert node["metadata"]["labels"][LABELS.version] == OLD
+    assert node["metadata"]["annotations"][names.STATE_VERSION] == target(api)
     assert "no fresh agent report within 60s" in node["metadata"]["annotations"][names.REASON]
 
 
@@ -304,3 +334,95 @@ def test_a_conflicting_newer_gpudriver_never_touches_the_nodes() -> None:
     assert ("PATCH", NODE_PATH) not in api.writes
     status = api.objects[DRIVER_PATH]["status"]["rollout"]
     assert "GPUDriver older already loads the driver" in status["message"]
+
+
+def run_removal(
+    api: MemoryApi, controller: RolloutController, clock: ManualClock, agents: Agents
+) -> list[str]:
+    """Passes until the node left the rollout; KMM unloads once the labels are gone."""
+    seen: list[str] = []
+    for _ in range(20):
+        controller.sync(DRIVER)
+        labels = api.objects[NODE_PATH]["metadata"]["labels"]
+        if phase(api) == "Loading" and names.TARGET_LABEL not in labels:
+            assert LABELS.version not in labels
+            for kmm_label in (LABELS.ready, LABELS.version_ready):
+                labels.pop(kmm_label, None)  # KMM unloaded it
+            agents.loaded = None
+        if not seen or seen[-1] != phase(api):
+            seen.append(phase(api))
+        if phase(api) == "" and len(seen) > 1:
+            break
+        clock.advance(1.5)
+    return seen
+
+
+REMOVAL_STEPS = ["Pending", "Checking", "Draining", "Preparing", "Loading", "Verifying", ""]
+
+
+def assert_left(api: MemoryApi) -> None:
+    node = api.objects[NODE_PATH]
+    assert not node.get("spec", {}).get("unschedulable")
+    annotations = node["metadata"].get("annotations", {})
+    assert not {k for k in annotations if k.startswith("gpuctl.dev/")}, annotations
+    assert names.STATE_LABEL not in node["metadata"]["labels"]
+
+
+def test_a_node_leaving_the_selector_is_unloaded_through_the_checks_and_leaves() -> None:
+    agents = Agents()
+    api, controller, clock = world(agents=agents)
+    api.objects[DRIVER_PATH]["spec"]["nodeSelector"] = {"gpu": "elsewhere"}
+    assert run_removal(api, controller, clock, agents) == REMOVAL_STEPS
+    assert agents.asked.count("report") == 3  # checking, preparing, verifying: each fresh
+    assert_left(api)
+    controller.sync(DRIVER)
+    status = api.objects[DRIVER_PATH]["status"]["rollout"]
+    assert (status["state"], status["total"]) == ("Complete", 0)
+    assert status["message"] == f"no node is wanted for {target(api)}"
+    reasons = {o["reason"] for p, o in api.objects.items() if "/events/" in p}
+    assert "RolloutRemoved" in reasons
+
+
+def test_a_deleted_gpudriver_unloads_its_nodes_and_then_says_nothing() -> None:
+    agents = Agents()
+    api, controller, clock = world(agents=agents)
+    driver = api.objects[DRIVER_PATH]
+    driver["metadata"]["deletionTimestamp"] = "2026-11-29T12:00:00Z"
+    driver["metadata"]["finalizers"] = [names.FINALIZER]
+    controller.sync(DRIVER)
+    status = api.objects[DRIVER_PATH]["status"]["rollout"]
+    assert (status["targetVersion"], status["state"]) == (names.REMOVAL_VERSION, "Progressing")
+    assert run_removal(api, controller, clock, agents)[-1] == ""
+    assert_left(api)
+    controller.sync(DRIVER)  # the pass the node's last write wakes
+    assert not api.objects[DRIVER_PATH]["status"].get("rollout")
+
+
+def test_a_node_whose_kernel_no_mapping_serves_is_unloaded() -> None:
+    agents = Agents()
+    api, controller, clock = world(agents=agents)
+    mappings = api.objects[DRIVER_PATH]["spec"]["kernelModule"]["kernelMappings"]
+    mappings[0]["regexp"] = "^5[.]"
+    assert run_removal(api, controller, clock, agents) == REMOVAL_STEPS
+
+
+def test_claims_that_cannot_be_read_block_the_node_never_read_as_none() -> None:
+    api, _controller, clock = world()
+    view = View(api)
+    view.claims_unknown = "resourceclaims.resource.k8s.io/v1 is not served: 404"
+    controller = RolloutController(
+        api,
+        view,
+        agents=Agents(),
+        events=EventRecorder(api, "default", "test", lambda: "2026-11-29T12:00:00Z"),
+        config=RolloutConfig(NS),
+        wall_clock=clock.wall,
+    )
+    seen = run_until_settled(api, controller, clock)
+    assert seen[-1] == "Blocked", seen
+    reason = api.objects[NODE_PATH]["metadata"]["annotations"][names.REASON]
+    assert reason == (
+        "cannot tell whether GPU ResourceClaims are allocated on the node: "
+        "resourceclaims.resource.k8s.io/v1 is not served: 404"
+    )
+    assert api.objects[NODE_PATH]["metadata"]["labels"][LABELS.version] == OLD

@@ -22,6 +22,7 @@ from tests.support.rollout_samples import (
     node,
     report,
     rollout,
+    targeted,
 )
 
 
@@ -50,10 +51,15 @@ def done(name: str, version: str = TARGET, **kwargs: Any) -> NodeFacts:
     return node(name, phase=Phase.DONE, version=version, labels=loaded_labels(version), **kwargs)
 
 
-def test_no_target_version_means_no_rollout() -> None:
-    decision = decide(rollout([node("a"), pending("b")], target=None))
-    assert decision.actions == []
+def test_without_a_target_nodes_nothing_was_loaded_on_leave_and_there_is_no_status() -> None:
+    decision = decide(rollout([node("a", wanted=False), pending("b", wanted=False)], target=None))
+    [leave] = decision.actions
+    assert isinstance(leave, PatchNode)
+    assert leave.node == "b"
+    assert leave.labels == {names.STATE_LABEL: None}
+    assert leave.annotations[names.STATE_VERSION] is None
     assert decision.status is None
+    assert decide(rollout([], target=None)).status is None
 
 
 def test_nodes_outside_the_rollout_are_placed_first() -> None:
@@ -64,7 +70,11 @@ def test_nodes_outside_the_rollout_are_placed_first() -> None:
         node("skip-me", labels={names.OPT_OUT_LABEL: "skip"}),
         node("skipped-no-more", phase=Phase.SKIPPED),
         node("hand-labelled", labels=loaded_labels()),
-        node("kmm-busy", labels={KMM.version: TARGET}),
+        node("kmm-busy", labels=targeted()),
+        # Labelled at the target without the target label: the Module does not select it.
+        node(
+            "not-targeted", labels={KMM.version: TARGET, KMM.ready: "", KMM.version_ready: TARGET}
+        ),
     ]
     placed = {n: p.phase_to for n, p in patches(decide(rollout(nodes))).items()}
     assert placed == {
@@ -75,6 +85,7 @@ def test_nodes_outside_the_rollout_are_placed_first() -> None:
         "skipped-no-more": Phase.PENDING,
         "hand-labelled": Phase.DONE,
         "kmm-busy": Phase.LOADING,
+        "not-targeted": Phase.PENDING,
     }
     for patch in patches(decide(rollout(nodes))).values():
         assert patch.annotations[names.STATE_VERSION] == TARGET
@@ -207,11 +218,28 @@ def test_an_admin_cordoned_done_node_stays_cordoned() -> None:
     assert patches(decide(rollout([facts]))) == {}
 
 
-def test_a_new_target_moves_pre_label_steps_to_it() -> None:
-    facts = node("a", phase=Phase.DRAINING, version=OLD, unschedulable=True)
-    patch = patches(decide(rollout([facts])))["a"]
-    assert patch.phase_to is Phase.PREPARING
-    assert patch.annotations[names.STATE_VERSION] == TARGET
+def test_a_new_target_takes_every_step_back_to_checking_at_it() -> None:
+    for phase in (Phase.CHECKING, Phase.DRAINING, Phase.PREPARING, Phase.LOADING, Phase.VERIFYING):
+        facts = node(
+            "a",
+            phase=phase,
+            version=OLD,
+            unschedulable=True,
+            labels=targeted(OLD),
+            annotations={names.CORDONED_BY_GPUCTL: "true", names.BOUND_BEFORE: "[]"},
+        )
+        patch = patches(decide(rollout([facts])))["a"]
+        assert patch.phase_to is Phase.CHECKING, phase
+        assert patch.annotations[names.STATE_VERSION] == TARGET
+        # The cordon and the records stay; the KMM labels are left to the next KMM write.
+        assert patch.unschedulable is None
+        assert set(patch.annotations) == {
+            names.SINCE,
+            names.REASON,
+            names.STATE_VERSION,
+            names.GPUDRIVER,
+        }
+        assert patch.labels == {names.STATE_LABEL: "Checking"}
 
 
 def test_status_counts_every_phase_and_lists_the_worst_first() -> None:
@@ -267,3 +295,47 @@ def test_a_bad_max_unavailable_is_reported_and_nothing_starts() -> None:
     assert started(decision) == []
     assert decision.status is not None
     assert "maxUnavailable" in decision.status["message"]
+
+
+def test_a_done_node_whose_target_label_was_removed_is_loaded_again_through_the_checks() -> None:
+    labels = {k: v for k, v in loaded_labels().items() if k != names.TARGET_LABEL}
+    facts = node("a", phase=Phase.DONE, labels=labels)
+    patch = patches(decide(rollout([facts])))["a"]
+    assert patch.phase_to is Phase.PENDING
+    assert names.TARGET_LABEL in str(patch.annotations[names.REASON])
+
+
+def test_a_blocked_node_whose_claims_are_unknown_stays_blocked() -> None:
+    blocked = node("a", phase=Phase.BLOCKED, claims_unknown="the list failed")
+    clear = answered(blocked, report=report())
+    decision = decide(rollout([clear]))
+    assert started(decision) == []
+    assert decision.actions == []  # asked just now; rechecked later
+
+
+def test_the_status_names_its_version_in_every_state() -> None:
+    held = decide(rollout([done("a"), pending("b")], settings=RolloutSettings())).status
+    assert held is not None
+    assert (held["targetVersion"], held["state"]) == (TARGET, "Held")
+    assert held["message"].startswith(f"held after the first node of {TARGET}")
+    paused = decide(rollout([pending("a")], settings=settings(paused=True))).status
+    assert paused is not None
+    assert paused["targetVersion"] == TARGET
+    assert paused["message"].startswith(f"{TARGET}: paused")
+    complete = decide(rollout([done("a")])).status
+    assert complete is not None
+    assert complete["message"] == f"all 1 nodes run {TARGET}"
+
+
+def test_an_older_versions_status_is_never_taken_for_this_ones() -> None:
+    # A Held status of OLD's rollout: the new rollout starts its first node, and its own
+    # status (with its own start) replaces it.
+    previous = {"targetVersion": OLD, "state": "Held", "startedAt": "2026-01-01T00:00:00Z"}
+    decision = decide(
+        rollout([pending("a"), pending("b")], settings=RolloutSettings(), previous=previous)
+    )
+    assert started(decision) == ["a"]
+    assert decision.status is not None
+    assert (decision.status["targetVersion"], decision.status["state"]) == (TARGET, "Progressing")
+    assert decision.status["startedAt"] == "2026-11-29T12:00:00Z"
+    assert [e.reason for e in decision.events] == ["RolloutProgressing"]

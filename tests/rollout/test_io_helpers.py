@@ -133,6 +133,10 @@ def test_blocked_kinds() -> None:
     )
     assert blocked_kind("still on the node after 10m: GPU pods ml/a") == "gpu-pods"
     assert blocked_kind("0000:03:00.0 has 2 VFs enabled") == "vfs"
+    assert (
+        blocked_kind("cannot tell whether GPU ResourceClaims are allocated on the node: 404")
+        == "unknown-state"
+    )
     assert blocked_kind("something new") == "other"
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from coordinator.rollout.facts import GpuPod
 from gpuctl.common import names
-from gpuctl.common.names import Phase
+from gpuctl.common.names import IN_PROGRESS, Phase
 from tests.rollout.simulated_world import SimWorld, world
 from tests.support.rollout_samples import KMM, TARGET
 
@@ -115,3 +115,82 @@ def test_random_worlds_with_restarts_keep_every_invariant(seed: int) -> None:
     for name, sim_node in sim.nodes.items():
         assert sim_node.loaded == TARGET
         assert sim_node.unschedulable == (name in admin)
+
+
+NEXT = "v8.0.0.1_261201.1-12345678"
+
+
+def left(sim: SimWorld, name: str) -> bool:
+    """The node left the rollout: no state, no target, driver unloaded, not cordoned by us."""
+    node = sim.nodes[name]
+    return (
+        names.STATE_LABEL not in node.labels
+        and names.TARGET_LABEL not in node.labels
+        and node.loaded is None
+        and not any(k.startswith("gpuctl.dev/") for k in node.annotations)
+    )
+
+
+def test_nodes_no_longer_wanted_are_unloaded_one_at_a_time_and_a_busy_one_waits() -> None:
+    sim = world(4, seed=5)
+    sim.settle(150)
+    assert set(phases(sim).values()) == {"Done"}
+    sim.wanted = {"n00", "n01"}
+    sim.nodes["n03"].open_fd_pid = 4242
+    for _ in range(150):
+        sim.step()
+        in_progress = [n for n, p in phases(sim).items() if p in IN_PROGRESS]
+        assert len(in_progress) <= 1, in_progress
+    assert left(sim, "n02")
+    assert not sim.nodes["n02"].unschedulable
+    assert phases(sim)["n03"] == "Blocked"
+    assert sim.nodes["n03"].annotations[names.STATE_VERSION] == names.REMOVAL_VERSION
+    assert "pid 4242" in sim.nodes["n03"].annotations[names.REASON]
+    assert sim.nodes["n03"].loaded == TARGET
+    sim.nodes["n03"].open_fd_pid = None
+    sim.settle(60)
+    assert left(sim, "n03")
+    assert {n: phases(sim)[n] for n in ("n00", "n01")} == {"n00": "Done", "n01": "Done"}
+    assert sim.violations == []
+
+
+def test_without_a_target_every_node_is_unloaded() -> None:
+    sim = world(3, seed=6)
+    sim.settle(100)
+    sim.target = None
+    sim.settle(100)
+    assert all(left(sim, name) for name in sim.nodes)
+    assert sim.violations == []
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_targets_and_wanted_nodes_changing_mid_rollout_strand_no_node(seed: int) -> None:
+    sim = world(5, seed=seed, disable_idle_vfs=True, evict_gpu_pods=True, max_unavailable=2)
+    rng = sim.rng
+    for sim_node in sim.nodes.values():
+        if rng.random() < 0.3:
+            sim_node.open_fd_pid = rng.randint(100, 9999)
+        elif rng.random() < 0.3:
+            sim_node.vfs = rng.randint(1, 4)
+    for tick in range(500):
+        if tick < 200 and rng.random() < 0.04:
+            sim.target = rng.choice([TARGET, NEXT])
+        if tick < 200 and rng.random() < 0.04:
+            sim.wanted = {n for n in sim.nodes if rng.random() < 0.7}
+        if rng.random() < 0.03:
+            sim.restart()
+        if tick == 200:
+            for sim_node in sim.nodes.values():
+                sim_node.open_fd_pid = None
+        sim.step()
+    assert sim.violations == []
+    wanted = sim.wanted if sim.wanted is not None else set(sim.nodes)
+    for name, sim_node in sim.nodes.items():
+        if name in wanted:
+            assert phases(sim)[name] == "Done", (name, phases(sim))
+            assert sim_node.annotations[names.STATE_VERSION] == sim.target
+            assert sim_node.loaded == sim.target
+            assert not sim_node.unschedulable
+        else:
+            assert left(sim, name), (name, sim_node.labels, sim_node.annotations)
+            assert not sim_node.unschedulable

@@ -22,14 +22,16 @@ from coordinator.rollout.steps import (
     step_draining,
     step_loading,
     step_preparing,
-    step_verifying,
 )
+from coordinator.rollout.verify import step_verifying
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from tests.support.rollout_samples import (
     ACTIVE_VFS,
     HELD,
     KMM,
+    MODULE_VERSION,
+    OLD,
     OPEN_CLIENT,
     PF,
     TARGET,
@@ -42,6 +44,7 @@ from tests.support.rollout_samples import (
     prepared,
     report,
     rollout,
+    targeted,
 )
 
 POD = GpuPod("ml", "trainer-0")
@@ -132,22 +135,21 @@ def test_checking_idle_vfs_go_on_when_preparation_may_disable_them() -> None:
         assert patch.annotations[names.REASON] == ACTIVE_VFS.message
 
 
-def test_checking_a_holder_module_blocks_unless_kmm_unloads_it_first() -> None:
+def test_checking_a_holder_module_blocks_even_when_modules_loading_order_lists_it() -> None:
     held = answered(
         node(phase=Phase.CHECKING), report=report(blockers=[HELD], holders=["xe_compat"])
     )
-    with_compat = rollout([held], unloaded_with=["xe_compat"])
-    assert only_patch(step_checking(with_compat, held).actions).phase_to is Phase.DRAINING
     patch = only_patch(step_checking(rollout([held]), held).actions)
     assert patch.phase_to is Phase.BLOCKED
     assert patch.annotations[names.REASON] == HELD.message
-    two = answered(
-        node(phase=Phase.CHECKING), report=report(blockers=[HELD], holders=["xe_compat", "kvmgt"])
-    )
-    patch = only_patch(step_checking(with_compat, two).actions)
+    # KMM removes xe first and xe_compat after it: `modprobe -r xe` would fail (EBUSY).
+    with_compat = rollout([held], unloaded_with=["xe_compat"])
+    patch = only_patch(step_checking(with_compat, held).actions)
     assert patch.phase_to is Phase.BLOCKED
+    assert patch.unschedulable is None
     assert patch.annotations[names.REASON] == (
-        "xe is held by kvmgt, which the unload does not remove: unload it first"
+        "xe is held by xe_compat: KMM removes xe first and modulesLoadingOrder's xe_compat "
+        "only after it, so `modprobe -r xe` fails (EBUSY); unload it first, or fix the order"
     )
 
 
@@ -302,13 +304,14 @@ def test_preparing_sends_prepare_with_the_settings() -> None:
     ]
 
 
-def test_preparing_from_a_report_a_holder_kmm_unloads_first_does_not_block() -> None:
+def test_preparing_from_a_report_a_holder_blocks_listed_or_not() -> None:
     facts = answered(
         node(phase=Phase.PREPARING, unschedulable=True),
         report=report(blockers=[HELD], holders=["xe_compat"]),
     )
     patch = only_patch(step_preparing(rollout([facts], unloaded_with=["xe_compat"]), facts).actions)
-    assert patch.phase_to is Phase.LOADING
+    assert patch.phase_to is Phase.BLOCKED
+    assert "KMM removes xe first" in str(patch.annotations[names.REASON])
     patch = only_patch(step_preparing(rollout([facts]), facts).actions)
     assert patch.phase_to is Phase.BLOCKED
     assert patch.annotations[names.REASON] == HELD.message
@@ -401,7 +404,7 @@ def test_preparing_a_malformed_record_fails_the_node_not_the_process() -> None:
 
 
 def test_loading_waits_for_kmm_then_verifies() -> None:
-    waiting = node(phase=Phase.LOADING, labels={KMM.version: TARGET})
+    waiting = node(phase=Phase.LOADING, labels=targeted())
     step = step_loading(rollout([waiting]), waiting)
     assert step.actions == []
     assert step.wake_in is not None
@@ -409,15 +412,16 @@ def test_loading_waits_for_kmm_then_verifies() -> None:
     assert only_patch(step_loading(rollout([loaded]), loaded).actions).phase_to is Phase.VERIFYING
 
 
-def test_loading_puts_back_a_removed_version_label() -> None:
-    facts = node(phase=Phase.LOADING)
-    patch = only_patch(step_loading(rollout([facts]), facts).actions)
-    assert patch.labels == {KMM.version: TARGET}
-    assert patch.phase_to is None
+def test_loading_puts_back_a_removed_target_or_version_label() -> None:
+    for labels in ({}, {KMM.version: TARGET}, {names.TARGET_LABEL: "gpu"}):
+        facts = node(phase=Phase.LOADING, labels=labels)
+        patch = only_patch(step_loading(rollout([facts]), facts).actions)
+        assert patch.labels == targeted()
+        assert patch.phase_to is None
 
 
 def test_loading_timeout_fails() -> None:
-    facts = node(phase=Phase.LOADING, since=601, labels={KMM.version: TARGET})
+    facts = node(phase=Phase.LOADING, since=601, labels=targeted())
     patch = only_patch(step_loading(rollout([facts]), facts).actions)
     assert patch.phase_to is Phase.FAILED
     assert "did not load" in str(patch.annotations[names.REASON])
@@ -522,3 +526,93 @@ def test_timeouts_come_from_settings() -> None:
     facts = in_flight(node(phase=Phase.CHECKING, since=6), INSPECT)
     patch = only_patch(step_checking(rollout([facts], settings=quick), facts).actions)
     assert "within 5s" in str(patch.annotations[names.REASON])
+
+
+# -- fresh truth --------------------------------------------------------------------------
+
+
+def test_the_load_write_is_decided_only_on_a_fresh_answer_of_this_step() -> None:
+    allowed = settings(disable_idle_vfs=True)
+    base = node(phase=Phase.PREPARING, unschedulable=True)
+    stale = answered(base, PREPARE, prepare=prepared(after=report()), finished_ago=6)
+    assert step_preparing(rollout([stale], settings=allowed), stale).actions == [
+        SendPrepare("n1", stale.attempt, "xe", allow_unbind=False, allow_disable_vfs=True)
+    ]
+    fresh = answered(base, PREPARE, prepare=prepared(after=report()), finished_ago=1)
+    patch = only_patch(step_preparing(rollout([fresh], settings=allowed), fresh).actions)
+    assert patch.phase_to is Phase.LOADING
+    assert patch.labels == {names.STATE_LABEL: "Loading", **targeted()}
+
+
+def test_unknown_claims_block_checking_and_draining() -> None:
+    why = "listing or watching resourceclaims failed: 503"
+    checking = node(phase=Phase.CHECKING, claims_unknown=why)
+    patch = only_patch(step_checking(rollout([checking]), checking).actions)
+    assert patch.phase_to is Phase.BLOCKED
+    assert patch.annotations[names.REASON] == (
+        f"cannot tell whether GPU ResourceClaims are allocated on the node: {why}"
+    )
+    draining = node(
+        phase=Phase.DRAINING,
+        unschedulable=True,
+        claims_unknown=why,
+        annotations={names.CORDONED_BY_GPUCTL: "true"},
+        labels=loaded_labels(OLD),
+    )
+    patch = only_patch(step_draining(rollout([draining]), draining).actions)
+    assert patch.phase_to is Phase.BLOCKED
+    assert patch.unschedulable is False  # nothing was written: released
+
+
+def test_a_node_another_gpudriver_targets_is_not_loaded() -> None:
+    facts = node(phase=Phase.CHECKING, labels={names.TARGET_LABEL: "other"})
+    patch = only_patch(step_checking(rollout([facts]), facts).actions)
+    assert patch.phase_to is Phase.BLOCKED
+    assert patch.annotations[names.REASON] == (
+        f"node is targeted by GPUDriver other ({names.TARGET_LABEL}=other)"
+    )
+
+
+def test_blocked_keeps_the_cordon_while_kmm_acts_on_an_earlier_write() -> None:
+    # Loading at OLD, then the target changed: KMM is unloading OLD's module (its ready
+    # label gone, still targeted). A pod that shows up now must not be let back.
+    mid = node(
+        phase=Phase.DRAINING,
+        since=601,
+        pods=[POD],
+        unschedulable=True,
+        labels=targeted(OLD),
+        annotations={names.CORDONED_BY_GPUCTL: "true", names.BOUND_BEFORE: "[]"},
+    )
+    patch = only_patch(step_draining(rollout([mid]), mid).actions)
+    assert patch.phase_to is Phase.BLOCKED
+    assert patch.unschedulable is None
+    assert names.CORDONED_BY_GPUCTL not in patch.annotations
+
+
+# -- verification against the user's version ---------------------------------------------
+
+
+def test_the_backport_tag_is_compared_with_the_users_version_not_the_kmm_version() -> None:
+    facts = answered(verifying(), report=new_report(vfs={PF: 2}))
+    assert TARGET != MODULE_VERSION
+    assert only_patch(step_verifying(rollout([facts]), facts).actions).phase_to is Phase.DONE
+
+
+def test_without_a_users_version_a_live_module_with_a_new_srcversion_passes() -> None:
+    def step(facts: NodeFacts) -> PatchNode:
+        return only_patch(step_verifying(rollout([facts], module_version=""), facts).actions)
+
+    changed = answered(verifying(), report=report(tag="", srcversion="NEWSRC", vfs={PF: 2}))
+    patch = step(changed)
+    assert patch.phase_to is Phase.DONE
+    assert "srcversion NEWSRC" in str(patch.annotations[names.REASON])
+    same = answered(verifying(since=301), report=report(tag="", vfs={PF: 2}))
+    patch = step(same)
+    assert patch.phase_to is Phase.FAILED
+    assert "srcversion is still OLDSRC" in str(patch.annotations[names.REASON])
+    # Nothing recorded before (the module was not live): live is enough.
+    fresh = answered(
+        verifying(annotations={names.SRCVERSION_BEFORE: ""}), report=report(tag="", vfs={PF: 2})
+    )
+    assert step(fresh).phase_to is Phase.DONE

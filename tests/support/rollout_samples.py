@@ -28,8 +28,14 @@ from gpuctl.common import names
 from gpuctl.common.names import Phase
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
-TARGET = "v7.1.4.6_260728.7"
-OLD = "v6.17.13.62_260409.8"
+# The user's kernelModule.version (what the loaded module's backport tag shows) and the
+# Module's KMM version the rollout targets (the version plus a digest of the node config).
+MODULE_VERSION = "v7.1.4.6_260728.7"
+TARGET = f"{MODULE_VERSION}-0a1b2c3d"
+OLD_MODULE_VERSION = "v6.17.13.62_260409.8"
+OLD = f"{OLD_MODULE_VERSION}-9f8e7d6c"
+NONE = names.REMOVAL_VERSION
+DRIVER = "gpu"
 KMM = KmmLabels(
     version="kmm.node.kubernetes.io/version-module.ns.gpu-gpu",
     ready="kmm.node.kubernetes.io/ns.gpu-gpu.ready",
@@ -77,7 +83,7 @@ def _add_pf_with_vfs(proto: report_pb.NodeReport, pf: str, vf_driver: str, count
 def report(
     *,
     state: str = "LIVE",
-    tag: str = "xeb_" + OLD,
+    tag: str = "xeb_" + OLD_MODULE_VERSION,
     srcversion: str = "OLDSRC",
     drivers: Mapping[str, str] | None = None,
     vfs: Mapping[str, int] | None = None,
@@ -97,7 +103,7 @@ def report(
 
 
 def new_report(**overrides: Any) -> ReportFacts:
-    values: dict[str, Any] = {"tag": "xeb_" + TARGET, "srcversion": "NEWSRC"}
+    values: dict[str, Any] = {"tag": "xeb_" + MODULE_VERSION, "srcversion": "NEWSRC"}
     values.update(overrides)
     return report(**values)
 
@@ -122,6 +128,8 @@ def node(
     ready: bool = True,
     pods: Sequence[GpuPod] | None = (),
     claims: Sequence[str] = (),
+    wanted: bool = True,
+    claims_unknown: str = "",
 ) -> NodeFacts:
     all_labels = dict(labels or {})
     all_annotations = dict(annotations or {})
@@ -141,6 +149,8 @@ def node(
         ready=ready,
         gpu_pods=None if pods is None else tuple(pods),
         claims=tuple(claims),
+        wanted=wanted,
+        claims_unknown=claims_unknown,
     )
 
 
@@ -188,8 +198,14 @@ def disabled_vfs(pf: str = PF, count: int = 2) -> agent_pb.NodeChange:
     return agent_pb.NodeChange(disabled_vfs=agent_pb.DisabledVfs(pci_address=pf, num_vfs=count))
 
 
+def targeted(version: str = TARGET) -> dict[str, str]:
+    """The labels of the rollout's KMM write: targeted at `version`."""
+    return {names.TARGET_LABEL: DRIVER, KMM.version: version}
+
+
 def loaded_labels(version: str = TARGET) -> dict[str, str]:
-    return {KMM.version: version, KMM.ready: "", KMM.version_ready: version}
+    """Targeted at `version`, and KMM reports it loaded."""
+    return {**targeted(version), KMM.ready: "", KMM.version_ready: version}
 
 
 def rollout(
@@ -202,9 +218,10 @@ def rollout(
     previous: Mapping[str, Any] | None = None,
     now: datetime = NOW,
     unloaded_with: Sequence[str] = (),
+    module_version: str = MODULE_VERSION,
 ) -> RolloutInput:
     return RolloutInput(
-        driver_name="gpu",
+        driver_name=DRIVER,
         target_version=target,
         settings=settings or RolloutSettings(hold_after_first_node=False),
         module_driver="xe",
@@ -216,6 +233,7 @@ def rollout(
         now=now,
         previous_status=dict(previous or {}),
         unloaded_with=tuple(unloaded_with),
+        module_version=module_version,
     )
 
 

@@ -1,8 +1,11 @@
 """The rollout end to end: `gpuctl-coordinator` (a real process), agents over real gRPC and
 TLS on fake host roots, the real API server, and the KMM emulator whose fake loader changes
-those roots (and records any unload of a busy node).
+those roots (and records any unload of a busy node: every test ends asserting there was none,
+in RolloutRig.close).
 
-Every test starts with its nodes labelled and loaded at OLD and moves the GPUDriver to NEW.
+Every test starts with its nodes targeted and loaded at OLD and moves the GPUDriver to NEW, or
+takes nodes out of it. The rollout's versions are the Module's KMM versions (`rig.target()`);
+the loaded module's backport tag is the user's version (OLD, NEW).
 """
 
 from __future__ import annotations
@@ -43,15 +46,16 @@ def start(rig: RolloutRig, shorts: list[str], rollout: dict[str, Any]) -> list[s
     rig.start_coordinator()
     for node in nodes:
         rig.start_agent(node)
-    rig.wait_phases(dict.fromkeys(nodes, "Done"), version=OLD)
+    rig.wait_phases(dict.fromkeys(nodes, "Done"))
     return nodes
 
 
 def watch(rig: RolloutRig, bound: int, admin: frozenset[str] = frozenset()) -> NodeWatch:
+    """A watch of the test's nodes checking the bound of the rollout to NEW."""
     node_watch = NodeWatch(
         rig.kube,
         f"{TEST_LABEL}={rig.namespace}",
-        [unavailable_within(bound, rig.labels.version, NEW, admin)],
+        [unavailable_within(bound, rig.labels.version, rig.kmm_version_at(NEW), admin)],
     )
     node_watch.start()
     return node_watch
@@ -100,12 +104,13 @@ def test_five_nodes_roll_one_at_a_time_in_order_and_end_verified(
     rig = rollout_rig
     nodes = start(rig, ["n1", "n2", "n3", "n4", "n5"], FAST)
     node_watch = watch(rig, bound=1)
-    order = node_watch.first_reaching(rig.labels.version, NEW)
+    target = rig.kmm_version_at(NEW)
+    order = node_watch.first_reaching(rig.labels.version, target)
     loading_before = scrape(rig).get(LOADING_COUNT, 0)
     try:
         rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
         rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=120)
-        node_watch.wait_until_seen(nodes, "Done", NEW)
+        node_watch.wait_until_seen(nodes, "Done", target)
     finally:
         node_watch.stop()
     assert node_watch.breaches == []
@@ -118,11 +123,15 @@ def test_five_nodes_roll_one_at_a_time_in_order_and_end_verified(
         obj = rig.node(node)
         assert not obj["spec"].get("unschedulable")
         annotations = obj["metadata"]["annotations"]
-        assert annotations[names.STATE_VERSION] == NEW
-        assert annotations[names.REASON].startswith("verified: xe live with backport tag xeb_")
+        assert annotations[names.STATE_VERSION] == target
+        assert obj["metadata"]["labels"][names.TARGET_LABEL] == "gpu"
+        assert annotations[names.REASON].startswith(
+            f"verified: xe live with backport tag xeb_{NEW}"
+        )
         assert names.CORDONED_BY_GPUCTL not in annotations
         assert names.BOUND_BEFORE not in annotations
     status = wait_complete(rig)
+    assert status["targetVersion"] == target
     assert (status["updated"], status["total"], status["progress"]) == (5, 5, "5/5")
     assert status["counts"]["Done"] == 5
     assert status["nodes"] == []
@@ -168,7 +177,7 @@ def test_idle_vfs_are_disabled_and_restored_and_vfs_handed_to_a_vm_block(
     rig.create_driver(OLD, {**FAST, "disableIdleVFs": True, "maxUnavailable": 2})
     rig.start_coordinator()
     agents = {node: rig.start_protocol_agent(node) for node in (idle, vm)}
-    rig.wait_phases({idle: "Done", vm: "Done"}, version=OLD)
+    rig.wait_phases({idle: "Done", vm: "Done"})
     rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
     rig.wait_phases({idle: "Done", vm: "Blocked"}, timeout=90)
     # The idle node's VFs were disabled for the unload, then restored after the load.
@@ -247,17 +256,18 @@ def test_a_coordinator_killed_at_random_points_resumes_without_breaking_the_boun
     for node in nodes:  # loads take a while, so kills land in every step
         rig.emulator.delay_node(node, 1.0)
     node_watch = watch(rig, bound=1)
+    target = rig.kmm_version_at(NEW)
     rng = random.Random(20261129)  # noqa: S311 - reproducible kill points, not secrecy
     kills = 0
     try:
         rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
-        while kills < 10 and {rig.state(n) for n in nodes} != {f"Done {NEW}"}:
+        while kills < 10 and {rig.state(n) for n in nodes} != {f"Done {target}"}:
             time.sleep(rng.uniform(1.0, 6.0))  # startup and Lease takeover take ~3 s
             rig.kill_coordinator()
             kills += 1
             rig.start_coordinator()
         rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=120)
-        node_watch.wait_until_seen(nodes, "Done", NEW)
+        node_watch.wait_until_seen(nodes, "Done", target)
     finally:
         node_watch.stop()
     assert kills >= 5, "the rollout finished before the coordinator was killed enough"
@@ -269,27 +279,33 @@ def test_a_coordinator_killed_at_random_points_resumes_without_breaking_the_boun
         assert not rig.node(node)["spec"].get("unschedulable")
 
 
-def test_the_first_version_recreates_the_module_then_labels_nodes_one_at_a_time(
+def test_an_unversioned_gpudriver_loads_through_the_rollout_then_a_version_rolls_in_place(
     rollout_rig: RolloutRig,
 ) -> None:
     rig = rollout_rig
+    # Nodes running an older xe that KMM did not load: not targeted yet.
     nodes = [rig.add_node(short, old_root, labelled=False) for short in ("f1", "f2", "f3")]
     rig.create_driver(None, FAST)
     rig.start_coordinator()
     for node in nodes:
         rig.start_agent(node)
-    wait_until(
-        "KMM loads the unversioned Module everywhere",
-        lambda: all(rig.emulator.loaded(MODULE, node) for node in nodes),
-    )
+    # The Module always has a version (`cfg-<digest>` without kernelModule.version): the
+    # rollout targets the nodes one at a time, and KMM loads each only once targeted.
+    unversioned = rig.target()
+    assert unversioned.startswith("cfg-")
+    rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=90)
+    for node in nodes:
+        assert rig.node(node)["metadata"]["labels"][names.TARGET_LABEL] == "gpu"
+        assert rig.annotation(node, names.REASON).startswith("verified: xe live with srcversion")
     node_watch = watch(rig, bound=1)
-    order = node_watch.first_reaching(rig.labels.version, NEW)
+    target = rig.kmm_version_at(NEW)
+    order = node_watch.first_reaching(rig.labels.version, target)
     try:
-        # Empty -> set: the guarded Module recreate unloads everywhere (nothing is busy), then
-        # KMM loads nothing until a node has the version label, which the rollout sets.
+        # Unset -> set is one more version (KMM's webhook refuses that toggle in place; the
+        # Module never toggles): node by node, nothing recreated.
         rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
         rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=90)
-        node_watch.wait_until_seen(nodes, "Done", NEW)
+        node_watch.wait_until_seen(nodes, "Done", target)
     finally:
         node_watch.stop()
     assert node_watch.breaches == []
@@ -297,7 +313,7 @@ def test_the_first_version_recreates_the_module_then_labels_nodes_one_at_a_time(
     assert rig.loader.violations == []
     for node in nodes:
         assert module_version(rig, node) == NEW
-        assert (rig.emulator.loaded(MODULE, node) or Loaded("", "")).version == NEW
+        assert (rig.emulator.loaded(MODULE, node) or Loaded("", "")).version == target
     wait_complete(rig)
 
 
@@ -325,15 +341,23 @@ def test_the_rollout_holds_after_the_first_node_until_resumed_for_its_version(
 ) -> None:
     rig = rollout_rig
     first, second = start(rig, ["a", "b"], {**FAST, "holdAfterFirstNode": True})
+    target = rig.kmm_version_at(NEW)
     rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
-    wait_status(rig, "says Held", lambda s: s.get("state") == "Held")
-    assert rig.state(first) == f"Done {NEW}"
+    # The status of the version meant: a Held left from OLD's rollout (on a loaded machine
+    # its second node may finish after the first) is another version's, not this one's.
+    status = wait_status(
+        rig,
+        f"says Held for {target}",
+        lambda s: s.get("targetVersion") == target and s.get("state") == "Held",
+    )
+    assert status["message"].startswith(f"held after the first node of {target}")
+    assert rig.state(first) == f"Done {target}"
     time.sleep(1)
-    assert rig.state(second) == f"Pending {NEW}"
-    # What `gpuctl rollout resume NAME` writes.
+    assert rig.state(second) == f"Pending {target}"
+    # What `gpuctl rollout resume NAME` writes: the version the status speaks of.
     rig.patch_driver(
         {
-            "metadata": {"annotations": {names.RESUMED_VERSION: NEW}},
+            "metadata": {"annotations": {names.RESUMED_VERSION: status["targetVersion"]}},
             "spec": {"rollout": {"paused": False}},
         }
     )
@@ -341,7 +365,7 @@ def test_the_rollout_holds_after_the_first_node_until_resumed_for_its_version(
     wait_complete(rig)
 
 
-def test_a_holder_module_blocks_until_modules_loading_order_lists_it(
+def test_a_holder_module_blocks_listed_in_modules_loading_order_or_not(
     rollout_rig: RolloutRig,
 ) -> None:
     rig = rollout_rig
@@ -356,8 +380,133 @@ def test_a_holder_module_blocks_until_modules_loading_order_lists_it(
     assert "xe is held by xe_compat" in rig.annotation(node, names.REASON)
     assert module_version(rig, node) == OLD
     assert node not in rig.loader.unloads
-    # KMM unloads modulesLoadingOrder in reverse: xe_compat goes first, so it blocks nothing.
+    # Listing it does not help: KMM removes xe first and xe_compat only after it, so
+    # `modprobe -r xe` would fail with EBUSY. Still blocked, and the reason says why.
     rig.patch_driver({"spec": {"kernelModule": {"modulesLoadingOrder": ["xe", "xe_compat"]}}})
+    wait_until(
+        "the reason explains the order",
+        lambda: "KMM removes xe first" in rig.annotation(node, names.REASON),
+    )
+    reason = rig.annotation(node, names.REASON)
+    assert "unload it first, or fix the order" in reason
+    assert rig.phase(node) == "Blocked"
+    assert module_version(rig, node) == OLD
+    assert node not in rig.loader.unloads
+    # The admin unloads xe_compat: nothing holds xe any more, and the node goes.
+    host.remove("sys/module/xe/holders/xe_compat")
+    host.remove("sys/module/xe_compat")
+    host.write("sys/module/xe/refcnt", "0\n")
     rig.wait_phases({node: "Done"}, timeout=60)
     assert module_version(rig, node) == NEW
+    assert rig.loader.violations == []
+
+
+def busy_with_ollama(rig: RolloutRig, node: str) -> None:
+    host = rig.hosts[node]
+    host.add_process(4242, "ollama")
+    host.add_drm_fd(4242, 5, "renderD128", pdev=B580, client_id=7)
+    host.write("sys/module/xe/refcnt", "1\n")
+
+
+def idle_again(rig: RolloutRig, node: str) -> None:
+    host = rig.hosts[node]
+    host.remove_process(4242)
+    host.write("sys/module/xe/refcnt", "0\n")
+
+
+def assert_left(rig: RolloutRig, node: str) -> None:
+    """The driver is off the node and the node out of the rollout."""
+    obj = rig.node(node)
+    labels = obj["metadata"].get("labels") or {}
+    assert names.TARGET_LABEL not in labels
+    assert rig.labels.version not in labels
+    assert names.STATE_LABEL not in labels
+    assert rig.labels.ready not in labels
+    annotations = obj["metadata"].get("annotations") or {}
+    assert not [k for k in annotations if k.startswith(f"{names.GROUP}/")], annotations
+    assert not obj["spec"].get("unschedulable")
+    assert not rig.hosts[node].real("sys/module/xe").exists()
+
+
+def test_nodes_leaving_the_gpudriver_are_unloaded_one_at_a_time_and_a_busy_one_waits(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    kept, idle, busy = start(rig, ["kept", "idle", "busy"], FAST)
+    rig.label_node(kept, {"gpuctl.test/pool": "kept"})
+    busy_with_ollama(rig, busy)
+    node_watch = watch(rig, bound=1)
+    try:
+        # Both leave the GPUDriver's selector: its Module no longer selects them only once the
+        # rollout, after its checks, removes their target label.
+        selector = {TEST_LABEL: rig.namespace, "gpuctl.test/pool": "kept"}
+        rig.patch_driver({"spec": {"nodeSelector": selector}})
+        rig.wait_phases({idle: ""}, timeout=90)
+        rig.wait_phases({busy: "Blocked"}, version=names.REMOVAL_VERSION)
+    finally:
+        node_watch.stop()
+    assert node_watch.breaches == []
+    assert_left(rig, idle)
+    assert "pid 4242 (ollama)" in rig.annotation(busy, names.REASON)
+    assert not rig.node(busy)["spec"].get("unschedulable")  # released while blocked
+    assert module_version(rig, busy) == OLD
+    assert rig.node(busy)["metadata"]["labels"][names.TARGET_LABEL] == "gpu"
+    assert rig.state(kept) == f"Done {rig.target()}"
+    assert module_version(rig, kept) == OLD
+    status = wait_status(rig, "counts the unload", lambda s: s["counts"]["Blocked"] == 1)
+    assert "unloading the driver from 1 node(s)" in status["message"]
+    idle_again(rig, busy)
+    rig.wait_phases({busy: ""}, timeout=60)
+    assert_left(rig, busy)
+    assert sorted(rig.loader.unloads) == sorted([idle, busy])
+    assert rig.loader.violations == []
+    wait_complete(rig)
+
+
+NEXT = "v7.2.0.3_260902.1"
+
+
+def test_a_version_changed_mid_rollout_strands_no_node(rollout_rig: RolloutRig) -> None:
+    rig = rollout_rig
+    nodes = start(rig, ["m1", "m2", "m3"], FAST)
+    for node in nodes:  # KMM takes a while, so the change lands while a node is loading
+        rig.emulator.delay_node(node, 2.0)
+    new = rig.kmm_version_at(NEW)
+    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    wait_until(
+        f"a node loading {new}",
+        lambda: any(rig.state(n) in (f"Loading {new}", f"Verifying {new}") for n in nodes),
+    )
+    node_watch = watch(rig, bound=1)
+    try:
+        rig.patch_driver({"spec": {"kernelModule": {"version": NEXT}}})
+        rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=150)
+    finally:
+        node_watch.stop()
+    assert node_watch.breaches == []
+    assert rig.target() == rig.kmm_version_at(NEXT)
+    for node in nodes:
+        assert module_version(rig, node) == NEXT
+        assert not rig.node(node)["spec"].get("unschedulable")
+    assert rig.loader.violations == []
+    wait_complete(rig)
+
+
+def test_deleting_the_gpudriver_unloads_node_by_node_and_waits_for_a_busy_one(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    idle, busy = start(rig, ["d1", "d2"], FAST)
+    busy_with_ollama(rig, busy)
+    rig.delete_driver()
+    rig.wait_phases({idle: ""}, timeout=90)
+    rig.wait_phases({busy: "Blocked"}, version=names.REMOVAL_VERSION)
+    assert_left(rig, idle)
+    assert module_version(rig, busy) == OLD
+    # The GPUDriver (and its Module) stay while a node is still targeted.
+    assert not rig.driver_gone()
+    idle_again(rig, busy)
+    rig.wait_phases({busy: ""}, timeout=60)
+    assert_left(rig, busy)
+    wait_until("the GPUDriver is gone", rig.driver_gone)
     assert rig.loader.violations == []

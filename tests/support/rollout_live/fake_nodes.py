@@ -5,14 +5,16 @@ backport tag in its version string, a srcversion derived from the version, no ho
 module). `FakeKmmLoader` is the KMM emulator's load hook: when the emulator unloads the
 module from a node it checks the host is idle (no process holding a DRM node, no VFs
 enabled), recording every violation, then removes `sys/module/xe` and unbinds the
-functions; when it loads a version it writes the module back with that version and binds
-the functions again, as the new driver's probe would. SR-IOV helpers disable and re-enable
-VFs the way `sriov_numvfs` does.
+functions; when it loads a version it writes the module back with the driver that version
+names (the user's version inside the Module's KMM version) and binds the functions again,
+as the new driver's probe would. `busy_of` is the emulator's busy predicate over a host.
+SR-IOV helpers disable and re-enable VFs the way `sriov_numvfs` does.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +22,21 @@ from pathlib import Path
 from tests.fakehost import DEFAULT_RELEASE, PCI_DEVICES, FakeHost
 from tests.fakehost.scenarios import B70_PFS, B580, arc_b580_in_tree, two_pro_b70_with_vfs
 from tests.harness.kmm_model import Loaded
+from tests.harness.kmm_safety import Busy
 
 VF_COUNT = 4
-UNVERSIONED = "v6.17.13.62_260409.8"
+# The driver an image loads when the GPUDriver names no version (its Module's version is
+# `cfg-<digest>`): one the nodes do not run before, so its srcversion differs.
+UNVERSIONED = "v6.18.0.4_260601.2"
+
+
+def driver_version(kmm_version: str) -> str:
+    """The driver a Module version loads: the user's version inside `<version>-<8 hex>`
+    (coordinator.drivers.module_spec.kmm_version), UNVERSIONED for `cfg-<hex>` or none."""
+    if not kmm_version or kmm_version.startswith("cfg-"):
+        return UNVERSIONED
+    match = re.fullmatch(r"(.+)-[0-9a-f]{8}", kmm_version)
+    return match.group(1) if match else kmm_version
 
 
 def srcversion_of(version: str) -> str:
@@ -90,6 +104,21 @@ def enable_vfs(host: FakeHost, pf: str, count: int) -> None:
     host.add_vfs(pf, count, driver="xe", first_drm_minor=first_minor)
 
 
+def module_held(host: FakeHost) -> bool:
+    """xe's refcount is above zero (a holder module, an open device): `modprobe -r` fails."""
+    refcnt = host.real("sys/module/xe/refcnt")
+    return refcnt.exists() and refcnt.read_text().strip() not in ("", "0")
+
+
+def busy_of(host: FakeHost) -> Busy | None:
+    """The KMM emulator's view of the host: busy (and held) or not."""
+    reasons = busy_reasons(host)
+    held = module_held(host)
+    if held:
+        reasons.append("xe's refcount is held")
+    return Busy("; ".join(reasons), held=held) if reasons else None
+
+
 def busy_reasons(host: FakeHost) -> list[str]:
     """Why unloading xe on this host now would hurt (what the real unload would hit)."""
     reasons = []
@@ -131,8 +160,7 @@ class FakeKmmLoader:
                         host.unbind(address)
                 host.remove("sys/module/xe")
                 return
-            # A Module without `version` loads the image's driver: the old one here.
-            load_module(host, loaded.version or UNVERSIONED)
+            load_module(host, driver_version(loaded.version))
             for address in bound:
                 if not host.real(f"{PCI_DEVICES}/{address}/driver").is_symlink():
                     host.bind(address, "xe")

@@ -4,8 +4,8 @@
 resourceVersion, so no event is missed) and, after applying each event, evaluates the
 invariant over all nodes as they are at that moment; every breach is kept with the event
 that caused it. `unavailable_within(bound, version_label, target)` is the rollout's bound:
-nodes cordoned, or labelled for the target but not yet Done, are at most `bound` (nodes the
-admin cordoned are passed in as allowed extras).
+nodes cordoned, in a step (loading or unloading), or labelled for the target but not yet Done,
+are at most `bound` (nodes the admin cordoned are passed in as allowed extras).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ def _labels(node: Mapping[str, Any]) -> Mapping[str, str]:
 def unavailable_within(
     bound: int, version_label: str, target: str, admin_cordoned: frozenset[str] = frozenset()
 ) -> Invariant:
-    """At most `bound` nodes unavailable: cordoned by the rollout, or unloading/loading (the
-    version label at the target while the node is not Done)."""
+    """At most `bound` nodes unavailable: cordoned by the rollout, in a step, or
+    unloading/loading (the version label at the target while the node is not Done)."""
 
     def check(nodes: Nodes) -> str:
         busy = set()
@@ -41,6 +41,8 @@ def unavailable_within(
                 busy.add(name)
             state = labels.get(names.STATE_LABEL)
             if labels.get(version_label) == target and state != "Done":
+                busy.add(name)
+            if names.parse_phase(state) in names.IN_PROGRESS:
                 busy.add(name)
         if len(busy) > bound:
             return f"{len(busy)} nodes unavailable at once (bound {bound}): {sorted(busy)}"

@@ -5,6 +5,15 @@ at will, TLS gRPC for the agents, `--metrics-port`), agent ServiceAccount tokens
 Pod per Node, the nodes' fake roots, the emulator's fake loader hook, real `gpuctl-agent run`
 processes or hand-written protocol agents, and a GPUDriver labelled for this coordinator. The
 `rollout_rig` fixture (tests/integration/conftest.py) builds it from the shared fixtures.
+
+The emulator asks the rig whether a node is busy at every unload attempt (a process holding a
+DRM node, VFs enabled, or a module holding xe: `fake_nodes.busy_of`), and `close()` ends every
+test by asserting that KMM never tried to unload a busy node.
+
+Versions: tests speak of the user's `kernelModule.version` (OLD, NEW); the rollout and KMM's
+labels speak of the Module's KMM version (coordinator.drivers.module_spec.kmm_version of the
+GPUDriver's spec): `target()` is the current one, `kmm_version_at(version)` the one a version
+gives with the rest of the spec unchanged.
 """
 
 from __future__ import annotations
@@ -19,12 +28,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from coordinator.drivers.module_spec import kmm_version
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
 from coordinator.rollout.controller import kmm_labels
 from gpuctl.common import names
 from tests.fakehost import FakeHost
 from tests.harness.access import KubeCluster
 from tests.harness.kmm_emulator import KmmEmulator
+from tests.harness.kmm_safety import Busy
 from tests.harness.ports import free_loopback_ports
 from tests.harness.waiting import wait_until
 from tests.support.cluster_agents import (
@@ -35,11 +46,12 @@ from tests.support.cluster_agents import (
 )
 from tests.support.cluster_api import TEST_LABEL, gpudriver, node_labels
 from tests.support.fixture_types import MakeNode
-from tests.support.rollout_live.fake_nodes import FakeKmmLoader
+from tests.support.rollout_live.fake_nodes import FakeKmmLoader, busy_of
 from tests.support.rollout_live.protocol_agent import ProtocolAgent
 
 BIN = Path(sys.executable).parent
 DRIVER = "gpu"
+DRIVER_TARGET = names.TARGET_LABEL
 OLD = "v6.17.13.62_260409.8"
 NEW = "v7.1.4.6_260728.7"
 
@@ -78,6 +90,7 @@ class RolloutRig:
         self.hosts: dict[str, FakeHost] = {}
         self.loader = FakeKmmLoader(self.hosts)
         emulator.on_change(self.loader)
+        emulator.busy_when(self._busy)
         self.port, self.metrics_port = free_loopback_ports(2)
         self.coordinator: subprocess.Popen[bytes] | None = None
         self._coordinator_logs: list[Any] = []
@@ -87,15 +100,21 @@ class RolloutRig:
         self._logs = contextlib.ExitStack()
         (folder / "ca.crt").write_bytes(tls.ca_pem)
         self.labels = kmm_labels(namespace, f"{DRIVER}-gpu")
+        self._rollout: dict[str, Any] = {}
+
+    def _busy(self, node: str) -> Busy | None:
+        host = self.hosts.get(node)
+        return None if host is None else busy_of(host)
 
     # -- nodes and their agents -------------------------------------------------------------
 
     def add_node(
         self, short: str, make_root: Callable[[Path], FakeHost], *, labelled: bool = True
     ) -> str:
-        """A Node selected by the test GPUDriver, with its fake root; `labelled`: with the
-        version label at OLD, as a rollout before left it."""
-        extra = {self.labels.version: OLD} if labelled else {}
+        """A Node selected by the test GPUDriver, with its fake root; `labelled`: targeted at
+        OLD (the target label and KMM's version label), as a rollout before left it."""
+        extra = {DRIVER_TARGET: DRIVER, self.labels.version: self.kmm_version_at(OLD)}
+        extra = extra if labelled else {}
         name: str = self._make_node(
             short, labels=node_labels(self.namespace, **extra)
         ).metadata.name
@@ -186,8 +205,9 @@ class RolloutRig:
 
     # -- the GPUDriver ----------------------------------------------------------------------
 
-    def create_driver(self, version: str | None, rollout: dict[str, Any]) -> None:
-        spec = {
+    def spec(self, version: str | None) -> dict[str, Any]:
+        """The test GPUDriver's spec at `version` (None: without one)."""
+        return {
             "nodeSelector": {TEST_LABEL: self.namespace},
             "kernelModule": {
                 **({"version": version} if version else {}),
@@ -195,13 +215,30 @@ class RolloutRig:
                     {"regexp": "^.+$", "containerImage": "registry.example.com/xe:1"}
                 ],
             },
-            "rollout": rollout,
+            "rollout": self._rollout,
         }
+
+    def create_driver(self, version: str | None, rollout: dict[str, Any]) -> None:
+        self._rollout = rollout
         self.kube.request(
             "POST",
             path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL),
-            body=gpudriver(DRIVER, self.namespace, spec),
+            body=gpudriver(DRIVER, self.namespace, self.spec(version)),
         )
+
+    def target(self) -> str:
+        """The Module's KMM version of the GPUDriver as it is now: the rollout's target."""
+        return kmm_version(self.driver()["spec"])
+
+    def kmm_version_at(self, version: str | None) -> str:
+        """The KMM version of the GPUDriver's spec (as created, if not yet) at `version`."""
+        try:
+            spec = dict(self.driver()["spec"])
+        except KubeError:
+            spec = self.spec(version)
+        kernel_module = {k: v for k, v in spec["kernelModule"].items() if k != "version"}
+        spec["kernelModule"] = {**kernel_module, **({"version": version} if version else {})}
+        return kmm_version(spec)
 
     def patch_driver(self, patch: dict[str, Any]) -> None:
         self.kube.request(
@@ -233,13 +270,19 @@ class RolloutRig:
         return f"{self.phase(name)} {self.annotation(name, names.STATE_VERSION)}"
 
     def wait_phases(
-        self, wanted: dict[str, str], timeout: float = 60.0, version: str = NEW
+        self, wanted: dict[str, str], timeout: float = 60.0, version: str | None = None
     ) -> None:
-        """Waits until each node is in its phase about `version`."""
+        """Waits until each node is in its phase about `version` (a KMM version, or
+        names.REMOVAL_VERSION; default: the current target). Phase "" waits until the node
+        has left the rollout (no phase, no version)."""
+        about = version or (self.target() if any(wanted.values()) else "")
+
+        def expected(phase: str) -> str:
+            return f"{phase} {about}" if phase else " "
 
         def check() -> dict[str, str] | None:
             now = {n: self.state(n) for n in wanted}
-            return now if now == {n: f"{p} {version}" for n, p in wanted.items()} else None
+            return now if now == {n: expected(p) for n, p in wanted.items()} else None
 
         try:
             wait_until(f"phases {wanted}", check, timeout_seconds=timeout)
@@ -248,6 +291,28 @@ class RolloutRig:
             raise AssertionError(
                 f"{err}\nstatus: {status}\nlog: {self.coordinator_log()}"
             ) from None
+
+    def label_node(self, node: str, labels: dict[str, str | None]) -> None:
+        self.kube.request(
+            "PATCH",
+            path("", "v1", "nodes", name=node),
+            body={"metadata": {"labels": labels}},
+            content_type=MERGE_PATCH,
+        )
+
+    def delete_driver(self) -> None:
+        self.kube.request(
+            "DELETE", path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, name=DRIVER)
+        )
+
+    def driver_gone(self) -> bool:
+        try:
+            self.driver()
+        except KubeError as err:
+            if err.not_found:
+                return True
+            raise
+        return False
 
     def cordon(self, node: str, cordoned: bool = True) -> None:
         self.kube.request(
@@ -260,6 +325,8 @@ class RolloutRig:
     # -- teardown ---------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Stops everything the rig started, then asserts KMM never tried to unload a busy
+        node during the test."""
         if self.coordinator is not None:
             stop_process(self.coordinator)
         for process in self.agents.values():
@@ -278,3 +345,4 @@ class RolloutRig:
             )
         with contextlib.suppress(KubeError):
             self.patch_driver({"metadata": {"finalizers": None}})
+        self.emulator.assert_no_unload_while_busy()
