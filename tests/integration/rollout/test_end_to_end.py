@@ -13,41 +13,32 @@ from __future__ import annotations
 import random
 import time
 import urllib.request
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from gpuctl.common import names
-from tests.fakehost import FakeHost
 from tests.fakehost.scenarios import B70_PFS, B580
 from tests.harness.cordon_taint import CordonTaintMirror
 from tests.harness.kmm_model import Loaded
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import TEST_LABEL, Api
-from tests.support.rollout_live.fake_nodes import gpu_node_root, vf_node_root
+from tests.support.rollout_live.fake_nodes import vf_node_root
 from tests.support.rollout_live.node_watch import NodeWatch, unavailable_within
 from tests.support.rollout_live.rig import NEW, OLD, RolloutRig
+from tests.support.rollout_live.scenario import (
+    FAST,
+    TIMEOUTS,
+    assert_left,
+    busy_with_ollama,
+    idle_again,
+    module_version,
+    old_root,
+    start,
+    wait_complete,
+    wait_status,
+)
 
 pytestmark = pytest.mark.integration
-
-TIMEOUTS = {"check": "20s", "drain": "20s", "prepare": "20s", "load": "20s", "verify": "20s"}
-FAST: dict[str, Any] = {"holdAfterFirstNode": False, "timeouts": TIMEOUTS}
-
-
-def old_root(path: Any) -> FakeHost:
-    return gpu_node_root(path, OLD)
-
-
-def start(rig: RolloutRig, shorts: list[str], rollout: dict[str, Any]) -> list[str]:
-    """Nodes at OLD with real agents, the coordinator, and the GPUDriver at OLD (all Done)."""
-    nodes = [rig.add_node(short, old_root) for short in shorts]
-    rig.create_driver(OLD, rollout)
-    rig.start_coordinator()
-    for node in nodes:
-        rig.start_agent(node)
-    rig.wait_phases(dict.fromkeys(nodes, "Done"))
-    return nodes
 
 
 def watch(rig: RolloutRig, bound: int, admin: frozenset[str] = frozenset()) -> NodeWatch:
@@ -75,27 +66,6 @@ def scrape(rig: RolloutRig) -> dict[str, float]:
             name, _, value = line.rpartition(" ")
             samples[name] = float(value)
     return samples
-
-
-def wait_status(
-    rig: RolloutRig, description: str, probe: Callable[[dict[str, Any]], bool]
-) -> dict[str, Any]:
-    """status.rollout once `probe` holds (it is written in the pass after the nodes')."""
-
-    def check() -> dict[str, Any] | None:
-        status = rig.rollout_status()
-        return status if status and probe(status) else None
-
-    return wait_until(f"the rollout status {description}", check)
-
-
-def wait_complete(rig: RolloutRig) -> dict[str, Any]:
-    return wait_status(rig, "says Complete", lambda s: s.get("state") == "Complete")
-
-
-def module_version(rig: RolloutRig, node: str) -> str:
-    text = rig.hosts[node].real("sys/module/xe/version").read_text()
-    return text.split("using backports xeb_", 1)[1].split()[0]
 
 
 def test_five_nodes_roll_one_at_a_time_in_order_and_end_verified(
@@ -399,33 +369,6 @@ def test_a_holder_module_blocks_listed_in_modules_loading_order_or_not(
     rig.wait_phases({node: "Done"}, timeout=60)
     assert module_version(rig, node) == NEW
     assert rig.loader.violations == []
-
-
-def busy_with_ollama(rig: RolloutRig, node: str) -> None:
-    host = rig.hosts[node]
-    host.add_process(4242, "ollama")
-    host.add_drm_fd(4242, 5, "renderD128", pdev=B580, client_id=7)
-    host.write("sys/module/xe/refcnt", "1\n")
-
-
-def idle_again(rig: RolloutRig, node: str) -> None:
-    host = rig.hosts[node]
-    host.remove_process(4242)
-    host.write("sys/module/xe/refcnt", "0\n")
-
-
-def assert_left(rig: RolloutRig, node: str) -> None:
-    """The driver is off the node and the node out of the rollout."""
-    obj = rig.node(node)
-    labels = obj["metadata"].get("labels") or {}
-    assert names.TARGET_LABEL not in labels
-    assert rig.labels.version not in labels
-    assert names.STATE_LABEL not in labels
-    assert rig.labels.ready not in labels
-    annotations = obj["metadata"].get("annotations") or {}
-    assert not [k for k in annotations if k.startswith(f"{names.GROUP}/")], annotations
-    assert not obj["spec"].get("unschedulable")
-    assert not rig.hosts[node].real("sys/module/xe").exists()
 
 
 def test_nodes_leaving_the_gpudriver_are_unloaded_one_at_a_time_and_a_busy_one_waits(

@@ -1,0 +1,233 @@
+"""Every change KMM would act on goes through the node checks: the unload triggers, end to end.
+
+KMM unloads `xe` not only when a version label changes (the emulator follows KMM's source,
+tests/harness/kmm_*.py): on any change of a node's module config (N2), when a node gets a
+NoSchedule/NoExecute taint the Module does not tolerate or stops being selected (M1/M2/M5),
+and at every first load, whose loader removes the live `xe` first (W1). Each test puts a busy
+node beside idle ones, makes the change, and shows: no unload while busy (the fake loader's
+record here, the emulator's record of every unload attempt when the rig closes), the busy node
+named with why, and the idle nodes converging. Triggers covered elsewhere: a node leaving the
+selector, a version changed mid-rollout and deletion node by node (test_end_to_end.py), a
+discovery blip during a deletion and mapping loss (tests/integration/drivers/test_targeting.py).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from gpuctl.common import names
+from tests.fakehost import FakeHost
+from tests.fakehost.scenarios import B580, arc_b580_in_tree
+from tests.support.rollout_live.rig import OLD, RolloutRig
+from tests.support.rollout_live.scenario import (
+    FAST,
+    busy_with_ollama,
+    idle_again,
+    module_version,
+    old_root,
+    start,
+    wait_status,
+)
+
+pytestmark = pytest.mark.integration
+
+TWO_AT_ONCE: dict[str, Any] = {**FAST, "maxUnavailable": 2}
+CONFIG_CHANGES: dict[str, dict[str, Any]] = {
+    "image": {
+        "kernelMappings": [{"regexp": "^.+$", "containerImage": "registry.example.com/xe:2"}]
+    },
+    "parameters": {"parameters": ["max_vfs=7"]},
+    "firmware path": {"firmwarePath": "/firmware/xe"},
+    "loading order": {"modulesLoadingOrder": ["xe", "drm_gpuvm"]},
+    "registry TLS": {"registryTLS": {"insecureSkipTLSVerify": True}},
+}
+
+
+def assert_no_unload_while_busy(rig: RolloutRig) -> None:
+    assert rig.loader.violations == []
+    assert rig.emulator.unloads_while_busy() == []
+
+
+def wait_named_in_status(rig: RolloutRig, node: str, words: str) -> None:
+    def names_it(status: dict[str, Any]) -> bool:
+        rows = [row for row in status.get("nodes") or [] if row.get("name") == node]
+        return bool(rows) and words in str(rows[0].get("reason", ""))
+
+    wait_status(rig, f"names {node} with {words!r}", names_it)
+
+
+@pytest.mark.parametrize("change", CONFIG_CHANGES.values(), ids=CONFIG_CHANGES.keys())
+def test_a_config_change_in_place_reloads_the_idle_nodes_and_not_the_busy_one(
+    rollout_rig: RolloutRig, change: dict[str, Any]
+) -> None:
+    rig = rollout_rig
+    idle, busy, other = start(rig, ["a", "b", "c"], TWO_AT_ONCE)
+    busy_with_ollama(rig, busy)
+    before = rig.target()
+    loads_before = len(rig.loader.loads)
+    rig.patch_driver({"spec": {"kernelModule": change}})
+    assert rig.target() != before  # a config change is a new KMM version
+    rig.wait_phases({idle: "Done", busy: "Blocked", other: "Done"}, timeout=90)
+    wait_named_in_status(rig, busy, "pid 4242 (ollama)")
+    assert rig.node(busy)["metadata"]["labels"][rig.labels.version] == before
+    assert len(rig.loader.loads) - loads_before == 2  # the idle nodes, reloaded once each
+    assert_no_unload_while_busy(rig)
+    idle_again(rig, busy)
+    rig.wait_phases({idle: "Done", busy: "Done", other: "Done"}, timeout=60)
+    assert_no_unload_while_busy(rig)
+
+
+def test_a_pod_requesting_a_gpu_keeps_its_node_from_an_image_change(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    quick_drain = {
+        **TWO_AT_ONCE,
+        "timeouts": {**TWO_AT_ONCE["timeouts"], "drain": "3s"},
+    }
+    idle, busy = start(rig, ["a", "b"], quick_drain)
+    pod = gpu_pod(rig, busy)
+    rig.patch_driver({"spec": {"kernelModule": CONFIG_CHANGES["image"]}})
+    rig.wait_phases({idle: "Done", busy: "Blocked"}, timeout=90)
+    wait_named_in_status(rig, busy, f"GPU pods {rig.namespace}/{pod}")
+    assert busy not in rig.loader.unloads
+    assert_no_unload_while_busy(rig)
+
+
+def gpu_pod(rig: RolloutRig, node: str) -> str:
+    """A pod bound to `node` that requests gpu.intel.com/xe (no kubelet runs it: it stays
+    Pending, which is not finished, so it counts)."""
+    name = "inference"
+    rig.kube.request(
+        "POST",
+        f"/api/v1/namespaces/{rig.namespace}/pods",
+        body={
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": rig.namespace},
+            "spec": {
+                "nodeName": node,
+                "containers": [
+                    {
+                        "name": "worker",
+                        "image": "registry.example.com/inference:1",
+                        "resources": {"limits": {"gpu.intel.com/xe": "1"}},
+                    }
+                ],
+            },
+        },
+    )
+    return name
+
+
+def taint(rig: RolloutRig, node: str, taints: list[dict[str, str]]) -> None:
+    rig.kube.request(
+        "PATCH",
+        f"/api/v1/nodes/{node}",
+        body={"spec": {"taints": taints}},
+        content_type="application/merge-patch+json",
+    )
+
+
+NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}
+AUTOSCALER = {
+    "key": "ToBeDeletedByClusterAutoscaler",
+    "value": "1764500000",
+    "effect": "NoSchedule",
+}
+
+
+@pytest.mark.parametrize("blip", [NOT_READY, AUTOSCALER], ids=["not-ready", "autoscaler"])
+def test_a_scheduling_taint_unloads_nothing(rollout_rig: RolloutRig, blip: dict[str, str]) -> None:
+    rig = rollout_rig
+    busy, idle = start(rig, ["a", "b"], TWO_AT_ONCE)
+    busy_with_ollama(rig, busy)
+    attempts_before = len(rig.emulator.unload_attempts())
+    for node in (busy, idle):
+        taint(rig, node, [blip])
+    # KMM's answer to a taint is immediate (its reconcile of the Node); give it the time two
+    # seconds of NotReady give it, watching that nothing starts, then lift the taint.
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        assert len(rig.emulator.unload_attempts()) == attempts_before
+        time.sleep(0.1)
+    for node in (busy, idle):
+        taint(rig, node, [])
+    assert rig.emulator.spec_entry("gpu-gpu", busy) is not None  # still configured: no unloader
+    assert len(rig.emulator.unload_attempts()) == attempts_before
+    assert rig.state(busy) == f"Done {rig.target()}"
+    assert rig.state(idle) == f"Done {rig.target()}"
+    assert module_version(rig, busy) == OLD
+    assert_no_unload_while_busy(rig)
+
+
+def test_a_first_install_never_reloads_a_node_whose_in_tree_xe_is_in_use(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+
+    def in_tree(path: Any) -> FakeHost:
+        return arc_b580_in_tree(path)
+
+    busy = rig.add_node("busy", in_tree, labelled=False)
+    idle = rig.add_node("idle", in_tree, labelled=False)
+    hold = rig.hosts[busy]
+    hold.add_process(4242, "ollama")
+    hold.add_drm_fd(4242, 5, "renderD128", pdev=B580, client_id=7)
+    hold.write("sys/module/xe/refcnt", "1\n")
+    rig.emulator.set_live_modules(busy, {"xe"})
+    rig.emulator.set_live_modules(idle, {"xe"})
+    rig.create_driver(OLD, TWO_AT_ONCE)
+    rig.start_coordinator()
+    for node in (busy, idle):
+        rig.start_agent(node)
+    rig.wait_phases({idle: "Done", busy: "Blocked"}, timeout=90)
+    wait_named_in_status(rig, busy, "pid 4242 (ollama)")
+    # KMM was never asked to load on the busy node: no loader removed its in-tree xe.
+    assert names.TARGET_LABEL not in rig.node(busy)["metadata"]["labels"]
+    assert rig.emulator.spec_entry("gpu-gpu", busy) is None
+    assert module_version(rig, idle) == OLD
+    assert_no_unload_while_busy(rig)
+
+
+def test_an_fd_opened_after_the_last_pushed_report_is_seen_at_decision_time(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    nodes = [rig.add_node(short, old_root) for short in ("a", "b")]
+    rig.create_driver(OLD, TWO_AT_ONCE)
+    # Agents rescan rarely and watch no uevents: nothing is pushed after the fd opens.
+    rig.start_coordinator("--rescan-interval=300")
+    for node in nodes:
+        rig.start_agent(node)
+    rig.wait_phases(dict.fromkeys(nodes, "Done"))
+    busy, idle = nodes
+    busy_with_ollama(rig, busy)
+    rig.patch_driver({"spec": {"kernelModule": {"version": "v7.1.4.6_260728.7"}}})
+    rig.wait_phases({idle: "Done", busy: "Blocked"}, timeout=90)
+    wait_named_in_status(rig, busy, "pid 4242 (ollama)")
+    assert_no_unload_while_busy(rig)
+
+
+def test_a_busy_node_labelled_at_the_target_by_someone_else_is_checked_not_loaded(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    [idle] = start(rig, ["a"], TWO_AT_ONCE)
+    # A new node running an older xe that KMM did not load, in use; someone sets KMM's version
+    # label on it by hand before the rollout reaches it.
+    busy = rig.add_node("b", old_root, labelled=False)
+    busy_with_ollama(rig, busy)
+    rig.emulator.set_live_modules(busy, {"xe"})
+    rig.label_node(busy, {rig.labels.version: rig.target()})
+    rig.start_agent(busy)
+    rig.wait_phases({idle: "Done", busy: "Blocked"}, timeout=90)
+    wait_named_in_status(rig, busy, "pid 4242 (ollama)")
+    # The Module selects gpuctl's target label, which the rollout never wrote on the busy node.
+    assert names.TARGET_LABEL not in rig.node(busy)["metadata"]["labels"]
+    assert rig.emulator.spec_entry("gpu-gpu", busy) is None
+    assert module_version(rig, busy) == OLD
+    assert_no_unload_while_busy(rig)
