@@ -231,3 +231,27 @@ def test_a_busy_node_labelled_at_the_target_by_someone_else_is_checked_not_loade
     assert rig.emulator.spec_entry("gpu-gpu", busy) is None
     assert module_version(rig, busy) == OLD
     assert_no_unload_while_busy(rig)
+
+
+NFD_GPU = "intel.feature.node.kubernetes.io/gpu-pci"
+
+
+def test_an_nfd_label_flapping_on_a_busy_node_unloads_nothing(rollout_rig: RolloutRig) -> None:
+    rig = rollout_rig
+    busy, idle = start(rig, ["a", "b"], TWO_AT_ONCE)
+    for node in (busy, idle):
+        rig.label_node(node, {NFD_GPU: "true"})
+    target = rig.target()
+    rig.patch_driver({"spec": {"useNFDLabeling": True}})
+    assert rig.target() == target  # the selector is not in a node's config: no reload
+    busy_with_ollama(rig, busy)
+    # NFD drops the label for a moment (a rescan, a restart): the node leaves the selector.
+    rig.label_node(busy, {NFD_GPU: None})
+    rig.wait_phases({busy: "Blocked"}, timeout=60, version=names.REMOVAL_VERSION)
+    wait_named_in_status(rig, busy, "pid 4242 (ollama)")
+    rig.label_node(busy, {NFD_GPU: "true"})
+    # Back in the selector and still loaded at the target: Done again, never unloaded.
+    rig.wait_phases({busy: "Done", idle: "Done"}, timeout=60, version=target)
+    assert busy not in rig.loader.unloads
+    assert module_version(rig, busy) == OLD
+    assert_no_unload_while_busy(rig)
