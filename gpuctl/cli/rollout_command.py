@@ -215,7 +215,9 @@ def run_resume(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     api = _api(args)
     obj = api.resolve(args.name)
     name = str(obj["metadata"]["name"])
-    version = (obj.get("spec", {}).get("kernelModule") or {}).get("version")
+    # The hold after the first node is about the version the rollout moves to: the Module's
+    # KMM version, which the coordinator states in status.rollout.targetVersion.
+    version = ((obj.get("status") or {}).get("rollout") or {}).get("targetVersion")
     api.set_paused(name, paused=False, resumed_version=str(version) if version else None)
     released = f" (hold released for {version})" if version else ""
     out.write(f"rollout of {name} resumed{released}\n")

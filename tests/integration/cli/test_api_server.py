@@ -324,14 +324,17 @@ def test_pause_resume_and_retry_write_what_the_coordinator_reads(
     kube_cluster: KubeCluster, namespace: str, api: Api, make_node: Any
 ) -> None:
     name = f"{namespace}-gpu"
-    _versioned_driver(api, namespace, name, None)
+    # Held after its first node, as the coordinator says it: about the Module's KMM version.
+    held = {**_rollout("Held", 1, []), "targetVersion": "v2-3fa9c2d1"}
+    _versioned_driver(api, namespace, name, held)
     assert gpuctl(kube_cluster.kubeconfig, "rollout", "pause", name).returncode == 0
     assert api.get_driver(name)["spec"]["rollout"]["paused"] is True  # type: ignore[index]
     assert gpuctl(kube_cluster.kubeconfig, "rollout", "resume", name).returncode == 0
     driver = api.get_driver(name)
     assert driver is not None
     assert driver["spec"]["rollout"]["paused"] is False
-    assert driver["metadata"]["annotations"]["gpuctl.dev/rollout-resumed-version"] == "v2"
+    # Released for the version the hold speaks of (the rollout's target, not kernelModule.version).
+    assert driver["metadata"]["annotations"][names.RESUMED_VERSION] == "v2-3fa9c2d1"
 
     failed = make_node("failed", labels={STATE_LABEL: "Failed"}).metadata.name
     done = make_node("done", labels={STATE_LABEL: "Done"}).metadata.name
