@@ -61,7 +61,7 @@ from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.common.node_selectors import node_labels, node_name
-from gpuctl.common.targeting import wanted_nodes
+from gpuctl.common.targeting import mapping_for, node_kernel, wanted_nodes
 from gpuctl.common.unload_rule import modules_unloaded_with
 
 log = logging.getLogger(__name__)
@@ -167,6 +167,13 @@ def _considered(driver: str, nodes: Sequence[dict[str, Any]], wanted: frozenset[
         if node_name(node) in wanted or labels.get(names.TARGET_LABEL) == driver or ours:
             out.append(node)
     return out
+
+
+def _target_image(spec: Mapping[str, Any], node: Mapping[str, Any]) -> str:
+    """The image the spec's kernel mapping gives the node's kernel ("" for none)."""
+    mappings = (spec.get("kernelModule") or {}).get("kernelMappings") or []
+    mapping = mapping_for(node_kernel(node), mappings)
+    return str((mapping or {}).get("containerImage") or "")
 
 
 def kmm_labels(namespace: str, module: str) -> KmmLabels:
@@ -318,6 +325,7 @@ class RolloutController:
                     calls=self.calls.for_node(called),
                     wanted=called in wanted,
                     claims_unknown=claims_unknown,
+                    target_image=_target_image(spec, node),
                 )
             )
         kernel_module = spec.get("kernelModule") or {}

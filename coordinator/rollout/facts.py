@@ -162,6 +162,8 @@ class NodeFacts:
     # Why the claims are not known ("" when `claims` is the truth): a node whose claims are
     # unknown is never unloaded.
     claims_unknown: str = ""
+    # The image the GPUDriver's kernel mapping gives this node's kernel now ("" for none).
+    target_image: str = ""
 
     @property
     def phase(self) -> Phase | None:
@@ -215,6 +217,7 @@ def node_facts(
     calls: Mapping[str, CallState] | None = None,
     wanted: bool = True,
     claims_unknown: str = "",
+    target_image: str = "",
 ) -> NodeFacts:
     meta = node.get("metadata") or {}
     return NodeFacts(
@@ -229,6 +232,7 @@ def node_facts(
         calls=dict(calls or {}),
         wanted=wanted,
         claims_unknown=claims_unknown,
+        target_image=target_image,
     )
 
 

@@ -90,6 +90,8 @@ def _pass_records(
     if names.SRCVERSION_BEFORE not in node.annotations:
         live = report.module_state == MODULE_LIVE
         records[names.SRCVERSION_BEFORE] = report.srcversion if live else ""
+    if names.IMAGE_BEFORE not in node.annotations:
+        records[names.IMAGE_BEFORE] = node.annotations.get(names.DRIVER_IMAGE, "")
     return records
 
 
@@ -223,6 +225,8 @@ def kmm_write(inp: RolloutInput, node: NodeFacts, changes: str | None, reason: s
     annotations: dict[str, str | None] = {}
     if changes is not None:
         annotations[names.PREPARE_CHANGES] = changes
+    if not removing(version):
+        annotations[names.DRIVER_IMAGE] = node.target_image or None
     return transition(
         inp,
         node,

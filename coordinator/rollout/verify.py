@@ -59,9 +59,16 @@ def _srcversion_mismatch(node: NodeFacts, report: ReportFacts, *, required: bool
     before = node.annotations.get(names.SRCVERSION_BEFORE, "")
     if not report.srcversion and required:
         return "the loaded module has no srcversion"
-    if before and report.srcversion == before:
+    if before and report.srcversion == before and not same_image_reloaded(node):
         return f"srcversion is still {before} (the old module)"
     return ""
+
+
+def same_image_reloaded(node: NodeFacts) -> bool:
+    """The pass reloaded the image the node ran before (a config-only change, e.g. new
+    `parameters`): the same build, so the same srcversion is the expected one."""
+    before = node.annotations.get(names.IMAGE_BEFORE, "")
+    return bool(before) and before == node.annotations.get(names.DRIVER_IMAGE)
 
 
 def _backport_tag_mismatch(report: ReportFacts, version: str) -> str:

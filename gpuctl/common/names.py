@@ -86,12 +86,17 @@ BOUND_BEFORE = f"{GROUP}/bound-before"
 # is killed between the agent's answer and the write that records it.
 VFS_BEFORE = f"{GROUP}/vfs-before"
 SRCVERSION_BEFORE = f"{GROUP}/srcversion-before"
+# The image the Module's kernel mapping gives the node at the version of its last KMM write,
+# and the one it had before this pass: a reload of the same image (a config-only change such
+# as `parameters`) keeps the module's srcversion, so srcversion verification accepts it.
+DRIVER_IMAGE = f"{GROUP}/driver-image"
+IMAGE_BEFORE = f"{GROUP}/driver-image-before"
 
 # On the GPUDriver: `gpuctl rollout resume` sets it to the target version to release the hold.
 RESUMED_VERSION = f"{GROUP}/rollout-resumed-version"
 
 # Annotations that describe one node's pass and are dropped once it is done.
-PASS_DETAIL = (PREPARE_CHANGES, BOUND_BEFORE, VFS_BEFORE, SRCVERSION_BEFORE)
+PASS_DETAIL = (PREPARE_CHANGES, BOUND_BEFORE, VFS_BEFORE, SRCVERSION_BEFORE, IMAGE_BEFORE)
 
 
 class Phase(StrEnum):

@@ -616,3 +616,46 @@ def test_without_a_users_version_a_live_module_with_a_new_srcversion_passes() ->
         verifying(annotations={names.SRCVERSION_BEFORE: ""}), report=report(tag="", vfs={PF: 2})
     )
     assert step(fresh).phase_to is Phase.DONE
+
+
+# -- The image a node is loaded from (srcversion verification of config-only changes) ------
+
+IMAGE = "registry.example.com/xe:1"
+
+
+def test_the_kmm_write_records_the_image_and_checking_the_one_before() -> None:
+    before = answered(
+        dataclasses.replace(
+            node(phase=Phase.CHECKING, annotations={names.DRIVER_IMAGE: IMAGE}),
+            target_image=IMAGE,
+        ),
+        report=report(),
+    )
+    patch = only_patch(step_checking(rollout([before]), before).actions)
+    assert patch.annotations[names.IMAGE_BEFORE] == IMAGE
+    preparing = answered(
+        dataclasses.replace(node(phase=Phase.PREPARING, unschedulable=True), target_image=IMAGE),
+        report=report(),
+    )
+    patch = only_patch(step_preparing(rollout([preparing]), preparing).actions)
+    assert patch.phase_to is Phase.LOADING
+    assert patch.annotations[names.DRIVER_IMAGE] == IMAGE
+
+
+def test_by_srcversion_the_same_image_reloaded_passes_with_its_srcversion() -> None:
+    by_src = rollout([], settings=settings(verify_by="srcversion"))
+    same_image = {names.IMAGE_BEFORE: IMAGE, names.DRIVER_IMAGE: IMAGE}
+    reloaded = answered(
+        verifying(annotations=same_image), report=new_report(srcversion="OLDSRC", vfs={PF: 2})
+    )
+    patch = only_patch(
+        step_verifying(dataclasses.replace(by_src, nodes=[reloaded]), reloaded).actions
+    )
+    assert patch.phase_to is Phase.DONE
+    other_image = {names.IMAGE_BEFORE: IMAGE, names.DRIVER_IMAGE: "registry.example.com/xe:2"}
+    stale = answered(
+        verifying(since=301, annotations=other_image),
+        report=new_report(srcversion="OLDSRC", vfs={PF: 2}),
+    )
+    patch = only_patch(step_verifying(dataclasses.replace(by_src, nodes=[stale]), stale).actions)
+    assert "srcversion is still OLDSRC" in str(patch.annotations[names.REASON])

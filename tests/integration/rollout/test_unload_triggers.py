@@ -255,3 +255,25 @@ def test_an_nfd_label_flapping_on_a_busy_node_unloads_nothing(rollout_rig: Rollo
     assert busy not in rig.loader.unloads
     assert module_version(rig, busy) == OLD
     assert_no_unload_while_busy(rig)
+
+
+def test_a_parameter_change_on_an_unversioned_gpudriver_reloads_and_verifies_the_same_build(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    nodes = [rig.add_node(short, old_root, labelled=False) for short in ("a", "b")]
+    rig.create_driver(None, TWO_AT_ONCE)
+    rig.start_coordinator()
+    for node in nodes:
+        rig.start_agent(node)
+    rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=90)
+    loads_before = len(rig.loader.loads)
+    before = rig.target()
+    rig.patch_driver({"spec": {"kernelModule": CONFIG_CHANGES["parameters"]}})
+    assert rig.target() != before
+    # The same image reloads the same build (same srcversion): verified by the image record.
+    rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=90)
+    assert len(rig.loader.loads) - loads_before == 2
+    for node in nodes:
+        assert rig.annotation(node, names.REASON).startswith("verified: xe live with srcversion")
+    assert_no_unload_while_busy(rig)
