@@ -53,12 +53,13 @@ from coordinator.rollout.facts import (
     node_facts,
 )
 from coordinator.rollout.metrics import RolloutMetrics
-from coordinator.rollout.pods import claims_on_nodes, eviction, gpu_pods
+from coordinator.rollout.pods import eviction, gpu_pods
 from coordinator.rollout.records import decode_changes
 from coordinator.rollout.rollout_status import resumed_version
 from coordinator.rollout.settings import RolloutSettings, SettingsError, rollout_settings
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common import names
+from gpuctl.common.gpu_claims import claims_on_nodes
 from gpuctl.common.names import Phase
 from gpuctl.common.node_selectors import node_labels, node_name
 from gpuctl.common.targeting import mapping_for, node_kernel, wanted_nodes

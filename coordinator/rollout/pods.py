@@ -1,8 +1,8 @@
 """GPU pods on a node, and their eviction (pure helpers; controller.py does the requests).
 
-Which pods count as GPU pods, and which allocated ResourceClaims pin which nodes, are the
-shared rules of gpuctl/common (gpu_pods.py, gpu_claims.py) that `gpuctl rollout plan` applies
-too; here they become the rollout's facts, and an eviction is the Eviction API's body.
+Which pods count as GPU pods is the shared rule of gpuctl/common/gpu_pods.py that
+`gpuctl rollout plan` applies too; here such pods become the rollout's facts, and an eviction
+is the Eviction API's body.
 """
 
 from __future__ import annotations
@@ -11,10 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from coordinator.rollout.facts import GpuPod
-from gpuctl.common.gpu_claims import claims_on_nodes
 from gpuctl.common.gpu_pods import is_gpu_pod
-
-__all__ = ["claims_on_nodes", "eviction", "gpu_pods"]
 
 
 def gpu_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[GpuPod, ...]:

@@ -13,7 +13,7 @@ from coordinator.rollout.agent_calls import CallTable
 from coordinator.rollout.controller import NodeOverlay, kmm_labels
 from coordinator.rollout.facts import INSPECT, GpuPod
 from coordinator.rollout.metrics import RolloutMetrics, blocked_kind
-from coordinator.rollout.pods import claims_on_nodes, eviction, gpu_pods
+from coordinator.rollout.pods import eviction, gpu_pods
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common.names import Phase
 from tests.support.rollout_samples import NOW, ago
@@ -44,23 +44,6 @@ def test_eviction_uses_the_policy_v1_api() -> None:
         "kind": "Eviction",
         "metadata": {"name": "train", "namespace": "ml"},
     }
-
-
-def claim(name: str, node: str | None, driver: str = "gpu.intel.com") -> dict[str, Any]:
-    allocation: dict[str, Any] = {"devices": {"results": [{"driver": driver}]}}
-    if node is not None:
-        allocation["nodeSelector"] = {
-            "nodeSelectorTerms": [
-                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-            ]
-        }
-    return {"metadata": {"namespace": "ml", "name": name}, "status": {"allocation": allocation}}
-
-
-def test_claims_are_placed_per_node_and_anywhere_means_everywhere() -> None:
-    nodes = [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]
-    claims = [claim("on-a", "a"), claim("other-driver", "b", "nvidia.com"), claim("global", None)]
-    assert claims_on_nodes(claims, nodes) == {"a": ("ml/global", "ml/on-a"), "b": ("ml/global",)}
 
 
 def node_obj(name: str, version: str, state: str = "Pending") -> dict[str, Any]:
