@@ -11,7 +11,6 @@ and `gpuctl node inspect NODE --fresh` round-trips through the coordinator to th
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from tests.fakehost.scenarios import B580, BACKPORT_TAG, kmm_out_of_tree
 from tests.harness.access import KubeCluster
 from tests.harness.ports import free_loopback_ports
 from tests.harness.waiting import wait_until
+from tests.support.agent_process import start_agent_process
 from tests.support.cluster_agents import (
     AgentPods,
     ServingTls,
@@ -93,25 +93,13 @@ def coordinator_port(
 def _agent(
     port: int, tls: ServingTls, root: Path, node: str, *, token_file: Path, log: Any
 ) -> subprocess.Popen[bytes]:
-    environment = {k: v for k, v in os.environ.items() if k != "NODE_NAME"}
-    return subprocess.Popen(
-        [
-            str(BIN / "gpuctl-agent"),
-            "run",
-            f"--coordinator=localhost:{port}",
-            f"--ca-file={tls.files.cert_file.parent / 'ca.crt'}",
-            f"--token-file={token_file}",
-            f"--host-root={root}",
-            f"--node-name={node}",
-            "--health-port=0",
-            "--grpc-health-port=0",
-            "--no-udev",
-            "--backoff-initial=0.2",
-            "--backoff-max=1",
-        ],
-        env=environment,
-        stdout=subprocess.DEVNULL,
-        stderr=log,
+    return start_agent_process(
+        port=port,
+        ca_file=tls.files.cert_file.parent / "ca.crt",
+        token_file=token_file,
+        host_root=root,
+        node=node,
+        log=log,
     )
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from coordinator.live_nodes.live import LiveNodes
 from tests.fakehost.scenarios import kmm_out_of_tree
 from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until
+from tests.support.agent_process import start_agent_process
 from tests.support.cluster_agents import AgentPods, ServingTls, delete_gpunode, get_gpunode
 
 pytestmark = pytest.mark.integration
@@ -44,26 +44,14 @@ def _agent(live: LiveNodes, tls: ServingTls, node: str, token: str, folder: Path
     host = kmm_out_of_tree(folder / "root")
     (folder / "ca.crt").write_bytes(tls.ca_pem)
     (folder / "token").write_text(token)
-    environment = {k: v for k, v in os.environ.items() if k != "NODE_NAME"}
     with (folder / "agent.log").open("wb") as log:
-        process = subprocess.Popen(
-            [
-                str(BIN / "gpuctl-agent"),
-                "run",
-                f"--coordinator=localhost:{live.port}",
-                f"--ca-file={folder / 'ca.crt'}",
-                f"--token-file={folder / 'token'}",
-                f"--host-root={host.root}",
-                f"--node-name={node}",
-                "--health-port=0",
-                "--grpc-health-port=0",
-                "--no-udev",
-                "--backoff-initial=0.2",
-                "--backoff-max=1",
-            ],
-            env=environment,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
+        process = start_agent_process(
+            port=live.port,
+            ca_file=folder / "ca.crt",
+            token_file=folder / "token",
+            host_root=host.root,
+            node=node,
+            log=log,
         )
         try:
             yield process

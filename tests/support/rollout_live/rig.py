@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.kmm_safety import Busy
 from tests.harness.ports import free_loopback_ports
 from tests.harness.waiting import wait_until
+from tests.support.agent_process import start_agent_process
 from tests.support.cluster_agents import (
     AgentPods,
     ServingTls,
@@ -129,25 +129,15 @@ class RolloutRig:
     def start_agent(self, node: str) -> None:
         """A real `gpuctl-agent run` process on the node's fake root."""
         log = self._logs.enter_context((self.folder / node / "agent.log").open("ab"))
-        environment = {k: v for k, v in os.environ.items() if k != "NODE_NAME"}
-        self.agents[node] = subprocess.Popen(
-            [
-                str(BIN / "gpuctl-agent"),
-                "run",
-                f"--coordinator=localhost:{self.port}",
-                f"--ca-file={self.folder / 'ca.crt'}",
-                f"--token-file={self.token_file(node)}",
-                f"--host-root={self.hosts[node].root}",
-                f"--node-name={node}",
-                "--health-port=0",
-                "--grpc-health-port=0",
-                "--no-udev",
-                "--backoff-initial=0.1",
-                "--backoff-max=0.5",
-            ],
-            env=environment,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
+        self.agents[node] = start_agent_process(
+            port=self.port,
+            ca_file=self.folder / "ca.crt",
+            token_file=self.token_file(node),
+            host_root=self.hosts[node].root,
+            node=node,
+            log=log,
+            backoff_initial=0.1,
+            backoff_max=0.5,
         )
 
     def start_protocol_agent(self, node: str) -> ProtocolAgent:
