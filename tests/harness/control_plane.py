@@ -3,7 +3,9 @@
 ``start_control_plane`` writes the PKI, starts the three processes in order, each in its own
 process group, and returns only when each answers its health endpoint; if any step fails,
 whatever was started is stopped before the error propagates. ``ControlPlane.stop`` stops them
-in reverse order. The caller decides where the files go (``root``) and registers cleanup.
+in reverse order; ``ControlPlane.restart_apiserver`` stops kube-apiserver and starts it again,
+optionally with other flags (a control plane reconfigured under a running coordinator). The
+caller decides where the files go (``root``) and registers cleanup.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from tests.harness import flags, health, processes
 from tests.harness.binaries import Binaries
+from tests.harness.health import wait_healthy
 from tests.harness.layout import LOOPBACK, Layout, Ports
 from tests.harness.pki import write_pki
 
@@ -32,6 +35,8 @@ class Component:
     name: str
     argv: list[str]
     process: subprocess.Popen[bytes]
+    # The command line it was first started with (a restart may add flags to it).
+    first_argv: list[str] = field(default_factory=list)
 
     def record(self) -> dict[str, object]:
         return {"name": self.name, "pid": self.process.pid, "argv": self.argv}
@@ -49,6 +54,33 @@ class ControlPlane:
     @property
     def server(self) -> str:
         return flags.apiserver_url(self.ports)
+
+    def restart_apiserver(self, *extra_args: str, health: str = "readyz") -> None:
+        """Stops kube-apiserver and starts it again with its first flags plus `extra_args`
+        (e.g. ``--runtime-config=...``); returns once its `health` endpoint answers ok
+        ("livez" for a configuration it never reports ready with)."""
+        index = next(i for i, c in enumerate(self.components) if c.name == "kube-apiserver")
+        first = self.components[index]
+        processes.stop_child(first.process)
+        argv = [*first.first_argv, *extra_args]
+        log_file = self.layout.log_file(first.name)
+        process = processes.start_in_own_group(argv, log_file, die_with_parent=self.die_with_parent)
+        self.components[index] = Component(first.name, argv, process, first.first_argv)
+        wait_healthy(
+            first.name,
+            f"{self.server}/{health}",
+            process,
+            log_file=log_file,
+            timeout_seconds=APISERVER_START_SECONDS,
+            context=self._admin_context(),
+        )
+
+    def _admin_context(self) -> ssl.SSLContext:
+        return health.tls_context(
+            self.layout.ca_cert,
+            self.layout.client_cert("admin"),
+            self.layout.client_key("admin"),
+        )
 
     def stop(self) -> None:
         """Stops every component, last started first. Safe to call twice."""
@@ -70,7 +102,7 @@ def _start(
     process = processes.start_in_own_group(
         argv, log_file, die_with_parent=control_plane.die_with_parent
     )
-    control_plane.components.append(Component(name, argv, process))
+    control_plane.components.append(Component(name, argv, process, list(argv)))
     health.wait_healthy(
         name,
         health_url,
@@ -114,9 +146,7 @@ def start_control_plane(
             flags.apiserver_args(binaries.apiserver, layout, ports),
             health_url=f"{control_plane.server}/readyz",
             timeout_seconds=APISERVER_START_SECONDS,
-            context_factory=lambda: health.tls_context(
-                layout.ca_cert, layout.client_cert("admin"), layout.client_key("admin")
-            ),
+            context_factory=control_plane._admin_context,
         )
         _start(
             control_plane,

@@ -65,6 +65,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import urllib3
 from kubernetes import client as k8s
 
 from tests.harness import kmm_nmc as nmc_rules
@@ -156,6 +157,7 @@ class KmmEmulator:
         self._nmcs: dict[str, _Nmc] = {}
         self._record = UnloadRecord()
         self._errors: list[BaseException] = []
+        self.unreachable_retries = 0
         self._change_callbacks: list[ChangeCallback] = []
         self._attempt_callbacks: list[AttemptCallback] = []
         self._reconciler = threading.Thread(target=self._run, name="kmm-emulator", daemon=True)
@@ -380,7 +382,12 @@ class KmmEmulator:
                 with self._wakeup:
                     if self._stopped:
                         return
-                    self._errors.append(error)
+                    if _api_server_unreachable(error):
+                        # KMM's controllers (controller-runtime) retry with backoff while the
+                        # API server restarts; only other errors are the emulator's bugs.
+                        self.unreachable_retries += 1
+                    else:
+                        self._errors.append(error)
                 time.sleep(ERROR_RETRY_SECONDS)
                 self.wake()
 
@@ -642,3 +649,10 @@ class KmmEmulator:
                 )
             )
         return changes
+
+
+def _api_server_unreachable(error: BaseException) -> bool:
+    """A connection the API server refused or dropped, or its 5xx answer: it is restarting."""
+    if isinstance(error, k8s.ApiException):
+        return (error.status or 0) >= 500
+    return isinstance(error, urllib3.exceptions.HTTPError)

@@ -23,6 +23,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,8 @@ class RolloutRig:
         emulator.busy_when(self._busy)
         self.port, self.metrics_port = free_loopback_ports(2)
         self.coordinator: subprocess.Popen[bytes] | None = None
+        self._closing = threading.Event()
+        self._supervisor: threading.Thread | None = None
         self._coordinator_logs: list[Any] = []
         self.starts = 0
         self.agents: dict[str, subprocess.Popen[bytes]] = {}
@@ -184,6 +187,19 @@ class RolloutRig:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+
+    def restart_coordinator_when_it_exits(self, *extra: str) -> None:
+        """As a Deployment's kubelet does (restartPolicy Always): whenever the coordinator
+        exits (it does when it loses its Lease, e.g. while the API server restarts), start it
+        again with `extra`, until the rig closes."""
+
+        def supervise() -> None:
+            while not self._closing.wait(0.2):
+                if self.coordinator is not None and self.coordinator.poll() is not None:
+                    self.start_coordinator(*extra)
+
+        self._supervisor = threading.Thread(target=supervise, name="kubelet", daemon=True)
+        self._supervisor.start()
 
     def kill_coordinator(self) -> None:
         """SIGKILL: no Lease released, nothing flushed."""
@@ -317,6 +333,9 @@ class RolloutRig:
     def close(self) -> None:
         """Stops everything the rig started, then asserts KMM never tried to unload a busy
         node during the test."""
+        self._closing.set()
+        if self._supervisor is not None:
+            self._supervisor.join()
         if self.coordinator is not None:
             stop_process(self.coordinator)
         for process in self.agents.values():
