@@ -214,6 +214,9 @@ class WatchedView:
     def claims_trouble(self) -> str:
         return self._informers["claims"].trouble()
 
+    def claims_served(self) -> bool:
+        return self._informers["claims"].served()
+
     def module(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._informers["modules"].get(f"{namespace}/{name}")
 
@@ -244,6 +247,9 @@ class RelistingView:
 
     def claims_trouble(self) -> str:
         return ""  # claims() lists afresh, or raises
+
+    def claims_served(self) -> bool:
+        return True  # the bench's API server serves DRA
 
     def module(self, namespace: str, name: str) -> dict[str, Any] | None:
         for module in self._list(path(KMM_GROUP, KMM_VERSION, KMM_PLURAL, namespace=namespace)):

@@ -96,6 +96,9 @@ class _Caches:
     def claims_trouble(self) -> str:
         return self._claims.trouble()
 
+    def claims_served(self) -> bool:
+        return self._claims.served()
+
 
 def _labels(obj: dict[str, Any]) -> dict[str, str]:
     return dict(obj.get("metadata", {}).get("labels") or {})

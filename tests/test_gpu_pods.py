@@ -1,4 +1,5 @@
-"""GPU pods: a GPU resource requested or limited by any container, and not finished."""
+"""GPU pods: a GPU resource requested or limited by any container (or, where DRA is not
+served, a ResourceClaim referenced), and not finished."""
 
 from __future__ import annotations
 
@@ -27,3 +28,15 @@ def test_a_finished_pod_is_no_gpu_pod() -> None:
     assert is_gpu_pod(_pod(gpu, "Running"))
     assert not is_gpu_pod(_pod(gpu, "Succeeded"))
     assert not is_gpu_pod(_pod(gpu, "Failed"))
+
+
+def test_a_pod_referencing_claims_counts_only_where_dra_is_not_served() -> None:
+    """Served, its claims are read (gpu_claims.py); not served, nobody can read them."""
+    pod = _pod({"limits": {"cpu": "1"}})
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "train-0"}]
+    assert not is_gpu_pod(pod)
+    assert not is_gpu_pod(pod, dra_served=True)
+    assert is_gpu_pod(pod, dra_served=False)
+    pod["status"]["phase"] = "Succeeded"
+    assert not is_gpu_pod(pod, dra_served=False)
+    assert not is_gpu_pod(_pod({"limits": {"cpu": "1"}}), dra_served=False)

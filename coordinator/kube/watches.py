@@ -17,7 +17,10 @@ long watches meet:
 or watch failed (a 404 while `available()` says the collection is served included). It
 stays so until a list succeeds again; with `relist_after_error` the informer lists again
 after any failure (instead of watching on from the last resourceVersion), so that is soon.
-An empty cache because the collection is not served (`available()` false) is the truth.
+An empty cache because the collection is not served (`available()` false) is the truth;
+`served()` says which of the two the informer last found, and it turns true together with
+"not listed yet" trouble, so a reader never takes the empty cache of the unserved time for
+the served collection's.
 """
 
 from __future__ import annotations
@@ -86,6 +89,7 @@ class Informer:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _synced: threading.Event = field(default_factory=threading.Event)
     _trouble: str = "not listed yet"
+    _served: bool = True
     relists: int = 0
 
     def snapshot(self) -> list[dict[str, Any]]:
@@ -103,6 +107,11 @@ class Informer:
         """Why the cache cannot be trusted now ("" when it can)."""
         with self._lock:
             return self._trouble
+
+    def served(self) -> bool:
+        """Whether the collection was served when last looked at (see the module docstring)."""
+        with self._lock:
+            return self._served
 
     def _set_trouble(self, why: str) -> None:
         with self._lock:
@@ -135,6 +144,9 @@ class Informer:
         self.on_change(kind, obj)
 
     def _list(self) -> str:
+        with self._lock:
+            if not self._served:
+                self._served, self._trouble = True, "not listed yet since it became served"
         answer = self.kube.request("GET", self.resource.collection_path(), query=self._query())
         self._replace(list(answer.get("items") or []))
         self._set_trouble("")
@@ -164,7 +176,8 @@ class Informer:
     def _go_unavailable(self) -> None:
         if self._cache:
             self._replace([])
-        self._set_trouble("")
+        with self._lock:
+            self._served, self._trouble = False, ""
         self._synced.set()
 
     def _failed(self, err: KubeError, resource_version: str | None) -> str | None:

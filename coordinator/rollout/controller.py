@@ -93,6 +93,10 @@ class RolloutView(Protocol):
         listed yet, not served though discovery says DRA is, or their list or watch failed."""
         ...
 
+    def claims_served(self) -> bool:
+        """Whether discovery says the API server serves ResourceClaims (DRA) at all."""
+        ...
+
     def module(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
@@ -364,7 +368,9 @@ class RolloutController:
             answer = self._kube.request(
                 "GET", path("", "v1", "pods"), query={"fieldSelector": f"spec.nodeName={node}"}
             )
-            found: tuple[GpuPod, ...] | None = gpu_pods(answer.get("items") or [])
+            found: tuple[GpuPod, ...] | None = gpu_pods(
+                answer.get("items") or [], dra_served=self._view.claims_served()
+            )
         except KubeError as err:
             log.warning("could not list pods", extra={"node": node, "error": str(err)})
             found = None

@@ -14,10 +14,10 @@ from coordinator.rollout.facts import GpuPod
 from gpuctl.common.gpu_pods import is_gpu_pod
 
 
-def gpu_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[GpuPod, ...]:
+def gpu_pods(pods: Iterable[Mapping[str, Any]], *, dra_served: bool = True) -> tuple[GpuPod, ...]:
     found = []
     for pod in pods:
-        if is_gpu_pod(pod):
+        if is_gpu_pod(pod, dra_served=dra_served):
             meta = pod.get("metadata") or {}
             found.append(GpuPod(str(meta.get("namespace", "")), str(meta.get("name", ""))))
     return tuple(sorted(found, key=str))

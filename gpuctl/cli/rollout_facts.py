@@ -27,7 +27,7 @@ from gpuctl.cli.rollout_plan import NodeFacts
 from gpuctl.cli.source_flags import Clock
 from gpuctl.common import names
 from gpuctl.common.gpu_claims import DRA_GROUP, claims_on_nodes, served_dra_version
-from gpuctl.common.gpu_pods import requests_gpu
+from gpuctl.common.gpu_pods import is_gpu_pod
 
 CLAIMS = "resourceclaims.resource.k8s.io"
 
@@ -79,8 +79,8 @@ def gather_facts(api_client: Any, clock: Clock) -> tuple[list[NodeFacts], str]:
     )
     now = clock()
     views = {v.name: v for v in (from_gpunode(o, now) for o in gpunodes.get("items", []))}
-    pods = _gpu_pods_by_node(api_client, core, server)
-    claims, claims_unknown = _claims_by_node(api_client, custom, server, nodes)
+    claims, claims_unknown, dra_served = _claims_by_node(api_client, custom, server, nodes)
+    pods = _gpu_pods_by_node(api_client, core, server, dra_served=dra_served)
     return [
         NodeFacts(
             node=node,
@@ -92,7 +92,9 @@ def gather_facts(api_client: Any, clock: Clock) -> tuple[list[NodeFacts], str]:
     ], claims_unknown
 
 
-def _gpu_pods_by_node(api_client: Any, core: Any, server: str) -> dict[str, list[str]]:
+def _gpu_pods_by_node(
+    api_client: Any, core: Any, server: str, *, dra_served: bool
+) -> dict[str, list[str]]:
     listed = call_api(
         "list",
         "pods",
@@ -105,23 +107,24 @@ def _gpu_pods_by_node(api_client: Any, core: Any, server: str) -> dict[str, list
     found: dict[str, list[str]] = {}
     for pod in listed.items:
         node = pod.spec.node_name
-        if node and requests_gpu(api_client.sanitize_for_serialization(pod)):
+        if node and is_gpu_pod(api_client.sanitize_for_serialization(pod), dra_served=dra_served):
             found.setdefault(node, []).append(f"{pod.metadata.namespace}/{pod.metadata.name}")
     return found
 
 
 def _claims_by_node(
     api_client: Any, custom: Any, server: str, nodes: Sequence[Mapping[str, Any]]
-) -> tuple[dict[str, tuple[str, ...]], str]:
-    """Allocated GPU claims by node, and why they are unknown ("" when known)."""
+) -> tuple[dict[str, tuple[str, ...]], str, bool]:
+    """Allocated GPU claims by node, why they are unknown ("" when known), and whether DRA
+    is served (where it is not, pods referencing claims count as GPU pods: gpu_pods.py)."""
     try:
         version = served_dra_version(_served_groups(api_client))
         if version is None:
-            return {}, ""  # DRA is not served: there can be no claims
+            return {}, "", False
         claims = _list_claims(custom, server, version)
     except ClaimsUnknownError as unknown:
-        return {}, str(unknown)
-    return claims_on_nodes(claims, nodes), ""
+        return {}, str(unknown), True
+    return claims_on_nodes(claims, nodes), "", True
 
 
 class ClaimsUnknownError(Exception):

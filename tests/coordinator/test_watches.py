@@ -270,3 +270,22 @@ def test_not_served_by_discovery_is_the_truth_an_empty_cache() -> None:
     thread.join(timeout=5)
     assert informer.trouble() == ""
     assert informer.snapshot() == []
+    assert not informer.served()
+
+
+def test_served_again_is_not_listed_yet_until_the_list() -> None:
+    """Between discovery saying "served" and the first list, the empty cache of the unserved
+    time is not the collection's truth: trouble says so, together with served()."""
+    informer = Informer(
+        ScriptedApi([[obj("claim", "1", "ml")]], []),
+        Resource("resource.k8s.io", "v1", "resourceclaims"),
+        lambda *_: None,
+        threading.Event(),
+    )
+    informer._go_unavailable()
+    assert (informer.served(), informer.trouble()) == (False, "")
+    seen: list[tuple[bool, str]] = []
+    informer.on_change = lambda *_: seen.append((informer.served(), informer.trouble()))
+    informer._list()
+    assert seen == [(True, "not listed yet since it became served")]
+    assert (informer.served(), informer.trouble()) == (True, "")

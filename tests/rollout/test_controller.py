@@ -108,6 +108,9 @@ class View:
     def claims_trouble(self) -> str:
         return self.claims_unknown
 
+    def claims_served(self) -> bool:
+        return True
+
     def module(self, namespace: str, name: str) -> dict[str, Any] | None:
         spec = self.api.objects[DRIVER_PATH]["spec"]
         return {

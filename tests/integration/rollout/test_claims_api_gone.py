@@ -1,0 +1,130 @@
+"""The ResourceClaims API stops answering (404) under a running rollout: nothing unloads.
+
+Claims written while DRA was served still pin their devices when the API server stops serving
+`resource.k8s.io` (here: a real kube-apiserver restarted with the group switched off, which
+answers 404 for claims and drops the group from discovery). The coordinator loses its Lease
+while the API server restarts and starts again (as its Deployment would) into a cluster
+without DRA — so "no claims" must not follow from "not served": the pod that references the
+claim counts as a GPU pod (gpuctl/common/gpu_pods.py) and its node is Blocked, named with the
+pod, while the idle node converges. When the API is served again, the node whose claim is
+still allocated stays Blocked, named with its claim.
+
+This module runs its own control plane (the session's is shared and must not be reconfigured).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness.access import KubeCluster
+from tests.harness.cluster import repository_root, start_cluster
+from tests.harness.control_plane import ControlPlane
+from tests.harness.waiting import wait_until
+from tests.support.cluster_api import Api
+from tests.support.rollout_live.rig import RolloutRig
+from tests.support.rollout_live.scenario import FAST, start
+
+pytestmark = pytest.mark.integration
+
+DRA_OFF = "--runtime-config=resource.k8s.io/v1=false"
+NEW_IMAGE = {"kernelMappings": [{"regexp": "^.+$", "containerImage": "registry.example.com/xe:2"}]}
+
+
+@pytest.fixture(scope="module")
+def own_cluster() -> Iterator[tuple[ControlPlane, KubeCluster]]:
+    root = Path(tempfile.mkdtemp(prefix="gpuctl-test-dra-"))
+    try:
+        control_plane, cluster = start_cluster(
+            root,
+            repository_root(),
+            os.environ,
+            datetime.datetime.now(datetime.UTC),
+            die_with_parent=True,
+        )
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    try:
+        yield control_plane, cluster
+    finally:
+        cluster.close_clients()
+        control_plane.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def kube_cluster(own_cluster: tuple[ControlPlane, KubeCluster]) -> KubeCluster:
+    """Overrides the session's cluster for every fixture of this module."""
+    return own_cluster[1]
+
+
+def claim_user(rig: RolloutRig, node: str, claim: str) -> str:
+    """A pod bound to `node` that references `claim` (no kubelet runs it: it stays Pending)."""
+    rig.kube.request(
+        "POST",
+        f"/api/v1/namespaces/{rig.namespace}/pods",
+        body={
+            "metadata": {"name": "trainer"},
+            "spec": {
+                "nodeName": node,
+                "containers": [{"name": "train", "image": "registry.example.com/train:1"}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
+            },
+        },
+    )
+    return f"{rig.namespace}/trainer"
+
+
+def reason_of(status: dict[str, Any], node: str) -> str:
+    rows = [row for row in status.get("nodes") or [] if row.get("name") == node]
+    return str(rows[0].get("reason", "")) if rows else ""
+
+
+def wait_reason(rig: RolloutRig, node: str, words: str) -> None:
+    """Until the rollout status gives `node` a reason with `words` in it (the coordinator may
+    be starting again after the API server's restart)."""
+    try:
+        wait_until(
+            f"the rollout status names {node} with {words!r}",
+            lambda: words in reason_of(rig.rollout_status() or {}, node),
+            timeout_seconds=120,
+        )
+    except AssertionError as err:
+        raise AssertionError(
+            f"{err}\nstatus: {rig.rollout_status()}\nlog: {rig.coordinator_log()}"
+        ) from None
+
+
+def test_claims_api_answering_404_blocks_every_node_until_it_is_served_again(
+    own_cluster: tuple[ControlPlane, KubeCluster], rollout_rig: RolloutRig
+) -> None:
+    control_plane, cluster = own_cluster
+    rig = rollout_rig
+    quick_drain = {**FAST, "maxUnavailable": 2, "timeouts": {**FAST["timeouts"], "drain": "3s"}}
+    idle, claimed = start(rig, ["a", "b"], quick_drain)
+    Api(cluster).create_claim(rig.namespace, "train-0", claimed)
+    pod = claim_user(rig, claimed, "train-0")
+    rig.restart_coordinator_when_it_exits()  # it exits when it cannot renew its Lease
+    before = rig.target()
+
+    control_plane.restart_apiserver(DRA_OFF, health="livez")
+    rig.patch_driver({"spec": {"kernelModule": NEW_IMAGE}})
+    assert rig.target() != before
+    rig.wait_phases({idle: "Done", claimed: "Blocked"}, timeout=120)
+    wait_reason(rig, claimed, pod)
+    assert claimed not in rig.loader.unloads
+    assert rig.node(claimed)["metadata"]["labels"][rig.labels.version] == before
+
+    control_plane.restart_apiserver()
+    wait_reason(rig, claimed, "train-0")
+    assert rig.phase(claimed) == "Blocked"
+    assert claimed not in rig.loader.unloads
+    assert rig.emulator.unloads_while_busy() == []
