@@ -44,6 +44,7 @@ from coordinator.rollout.node_step import (
     StepResult,
     blocked,
     claims_unknown_words,
+    drain_words,
     epoch,
     foreign_target,
     removing,
@@ -56,6 +57,7 @@ from coordinator.rollout.settings import SettingsError, max_unavailable
 from coordinator.rollout.steps import STEPS
 from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase
+from gpuctl.common.rollout_gates import FAILED, PAUSED, GateFacts, rollout_gate
 from gpuctl.common.rollout_order import is_unavailable, start_order
 
 
@@ -96,6 +98,25 @@ def _unblocked(inp: RolloutInput, node: NodeFacts) -> bool:
     return not unfixable_blockers(inp, call.report)
 
 
+def _blocker_words(inp: RolloutInput, node: NodeFacts) -> str:
+    """What keeps a Blocked node blocked, from this pass's facts ("" when they do not say)."""
+    if not node.ready:
+        return "node is NotReady"
+    unknown = claims_unknown_words(node)
+    if unknown:
+        return unknown
+    foreign = "" if removing(inp.target_for(node)) else foreign_target(inp, node)
+    if foreign:
+        return foreign
+    waiting = drain_words(node)
+    if waiting:
+        return f"waiting for {waiting}"
+    call = node.call(INSPECT)
+    if call is None or not call.answered or call.report is None:
+        return ""
+    return "; ".join(unfixable_blockers(inp, call.report))
+
+
 def _recheck(inp: RolloutInput, node: NodeFacts, decision: Decision) -> None:
     """Ask a Blocked node's agent again once the last answer is old enough."""
     call = node.call(INSPECT)
@@ -120,25 +141,25 @@ class _Gates:
 
 
 def _gates(inp: RolloutInput, counts: RolloutCounts) -> _Gates:
-    both = ""
-    if counts.failed >= inp.settings.failure_budget:
-        both = "failed"
-    elif inp.settings.paused:
-        both = "paused"
-    if both:
-        return _Gates(both, both)
+    gate = rollout_gate(
+        GateFacts(
+            failed=counts.failed,
+            failure_budget=inp.settings.failure_budget,
+            paused=inp.settings.paused,
+            hold_after_first_node=inp.settings.hold_after_first_node,
+            target_version=inp.target_version or "",
+            resumed_version=inp.resumed_version or "",
+            updated=counts.updated,
+            total=counts.total,
+        )
+    )
+    if gate in (FAILED, PAUSED):
+        return _Gates(gate, gate)
     if not inp.target_version:
         return _Gates("", "")
     if not inp.module_ready:
         return _Gates(inp.module_wait_reason or "waiting for the Module", "")
-    if (
-        inp.settings.hold_after_first_node
-        and inp.resumed_version != inp.target_version
-        and counts.updated >= 1
-        and counts.updated < counts.total
-    ):
-        return _Gates("held", "")
-    return _Gates("", "")
+    return _Gates(gate, "")
 
 
 def _unavailable(nodes: Mapping[str, NodeFacts], phases: Mapping[str, Phase]) -> set[str]:
@@ -221,7 +242,12 @@ def _start_nodes(
         version = inp.target_for(node)
         current = node.state_version == version
         if phase is Phase.BLOCKED and current and not _unblocked(inp, node):
-            _recheck(inp, node, decision)
+            words = _blocker_words(inp, node)
+            if words and words.removeprefix("waiting for ") not in node.reason:
+                # Still blocked, by something else now: the status says what.
+                decision.actions.append(blocked(inp, node, words, version))
+            else:
+                _recheck(inp, node, decision)
             continue
         if phase is Phase.DONE and current and node.cordoned_by_us:
             decision.actions.append(_release_cordon(node))

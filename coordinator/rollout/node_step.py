@@ -92,6 +92,16 @@ def unfixable_blockers(inp: RolloutInput, report: ReportFacts) -> list[str]:
     return unload_verdict(report.report, inp.unload_settings).messages()
 
 
+def drain_words(node: NodeFacts) -> str:
+    """What a drain waits for on the node: its GPU pods and allocated claims ("" for none)."""
+    parts = []
+    if node.gpu_pods:
+        parts.append("GPU pods " + ", ".join(str(p) for p in node.gpu_pods))
+    if node.claims:
+        parts.append("allocated GPU ResourceClaims " + ", ".join(node.claims))
+    return "; ".join(parts)
+
+
 def claims_unknown_words(node: NodeFacts) -> str:
     """Why the node may not go on because its claims are unknown ("" when they are known)."""
     if not node.claims_unknown:

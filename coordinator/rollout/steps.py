@@ -46,6 +46,7 @@ from coordinator.rollout.node_step import (
     ask_report,
     blocked,
     claims_unknown_words,
+    drain_words,
     due,
     duration_words,
     epoch,
@@ -106,7 +107,7 @@ def _enter_draining(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> 
         else:
             annotations[names.CORDONED_BY_GPUCTL] = "true"
             unschedulable = True
-    waiting = _drain_words(node)
+    waiting = drain_words(node)
     reason = "cordoned" if inp.settings.cordon else "not cordoned (rollout.cordon is false)"
     reason += f"; waiting for {waiting}" if waiting else ""
     return transition(
@@ -118,15 +119,6 @@ def _enter_draining(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> 
         annotations=annotations,
         unschedulable=unschedulable,
     )
-
-
-def _drain_words(node: NodeFacts) -> str:
-    parts = []
-    if node.gpu_pods:
-        parts.append("GPU pods " + ", ".join(str(p) for p in node.gpu_pods))
-    if node.claims:
-        parts.append("allocated GPU ResourceClaims " + ", ".join(node.claims))
-    return "; ".join(parts)
 
 
 def _cannot_go(inp: RolloutInput, node: NodeFacts) -> str:
@@ -196,7 +188,7 @@ def step_draining(inp: RolloutInput, node: NodeFacts) -> StepResult:
     if node.gpu_pods is None:
         result.wake(CALL_RETRY_SECONDS)
         return result
-    waiting = _drain_words(node)
+    waiting = drain_words(node)
     if not waiting:
         result.actions.append(
             transition(
@@ -358,7 +350,7 @@ def step_preparing(inp: RolloutInput, node: NodeFacts) -> StepResult:
         result.wake(CALL_RETRY_SECONDS)
         return result
     if node.gpu_pods or node.claims:
-        reason = f"back to draining: {_drain_words(node)}"
+        reason = f"back to draining: {drain_words(node)}"
         result.actions.append(transition(inp, node, Phase.DRAINING, reason, version=version))
         return result
     kind = PREPARE if inp.settings.prepare_changes_node else INSPECT

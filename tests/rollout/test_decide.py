@@ -8,7 +8,7 @@ from typing import Any
 
 from coordinator.rollout.actions import PatchNode, RequestReport
 from coordinator.rollout.decide import Decision, decide
-from coordinator.rollout.facts import NodeFacts
+from coordinator.rollout.facts import GpuPod, NodeFacts
 from coordinator.rollout.settings import RolloutSettings
 from gpuctl.common import names
 from gpuctl.common.names import Phase
@@ -179,7 +179,7 @@ def test_a_notready_pending_node_is_blocked_not_started() -> None:
 
 
 def test_blocked_nodes_are_rechecked_and_restart_once_clear() -> None:
-    blocked = node("a", phase=Phase.BLOCKED, reason="pid 4242 (ollama)")
+    blocked = node("a", phase=Phase.BLOCKED, reason=OPEN_CLIENT.message)
     decision = decide(rollout([blocked]))
     assert decision.actions == [RequestReport("a", blocked.attempt)]
     still = answered(blocked, report=report(blockers=[OPEN_CLIENT]), finished_ago=1)
@@ -306,11 +306,28 @@ def test_a_done_node_whose_target_label_was_removed_is_loaded_again_through_the_
 
 
 def test_a_blocked_node_whose_claims_are_unknown_stays_blocked() -> None:
-    blocked = node("a", phase=Phase.BLOCKED, claims_unknown="the list failed")
+    unknown = "cannot tell whether GPU ResourceClaims are allocated on the node: the list failed"
+    blocked = node("a", phase=Phase.BLOCKED, claims_unknown="the list failed", reason=unknown)
     clear = answered(blocked, report=report())
     decision = decide(rollout([clear]))
     assert started(decision) == []
     assert decision.actions == []  # asked just now; rechecked later
+
+
+def test_a_blocked_node_blocked_by_something_else_now_says_so() -> None:
+    """Blocked by a pod that went, by a claim still allocated: the status names the claim."""
+    was = "still on the node after 3s: GPU pods ml/trainer (evictGPUPods is off)"
+    blocked = node("a", phase=Phase.BLOCKED, reason=was, claims=("ml/train-0",))
+    patch = patches(decide(rollout([answered(blocked, report=report())])))["a"]
+    assert patch.phase_to is Phase.BLOCKED
+    reason = patch.annotations[names.REASON]
+    assert reason == "waiting for allocated GPU ResourceClaims ml/train-0"
+    # Blocked by what the reason already says: rechecked, not rewritten.
+    same = node("a", phase=Phase.BLOCKED, reason=was, pods=(GpuPod("ml", "trainer"),))
+    assert decide(rollout([answered(same, report=report())])).actions == []
+    # Nothing the facts can name (no report yet): asked, not rewritten.
+    quiet = node("a", phase=Phase.BLOCKED, reason=was)
+    assert decide(rollout([quiet])).actions == [RequestReport("a", quiet.attempt)]
 
 
 def test_the_status_names_its_version_in_every_state() -> None:
