@@ -3,7 +3,9 @@
 Pure: the GPUDriver, its KMM Module (None before the first install), and per-node facts in
 (the Node with its labels and kernel, the agent's latest report from the GPUNode, GPU pods,
 allocated GPU ResourceClaims); one row per node KMM would touch out, in the order the
-coordinator starts nodes (gpuctl.common.rollout_order).
+coordinator starts nodes (gpuctl.common.rollout_order), under a line naming the rollout-wide
+gate that keeps every node from starting (failure budget, paused, held after the first node:
+gpuctl.common.rollout_gates, the coordinator's own rule).
 
 The action (load, reload, unload, none) and its words come from kmm_touch.py over the shared
 targeting rule. Whether the node may go now answers the questions the coordinator's check and
@@ -21,7 +23,7 @@ prepare steps ask, with the same unload rule (gpuctl.common.unload_rule), from t
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +34,7 @@ from gpuctl.cli.table import format_table
 from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase, parse_phase
 from gpuctl.common.node_selectors import node_labels, node_name
+from gpuctl.common.rollout_gates import GateFacts, gate_words, rollout_gate
 from gpuctl.common.rollout_order import is_unavailable, start_order
 from gpuctl.common.unload_rule import (
     UnloadSettings,
@@ -137,6 +140,8 @@ class Plan:
     version: str | None
     nodes: tuple[PlannedNode, ...]
     claims_unknown: str = ""
+    # A rollout-wide gate that keeps every new node from starting, in words ("" for none).
+    gate: str = ""
 
 
 @dataclass(frozen=True)
@@ -165,7 +170,35 @@ def plan_rollout(inp: PlanInput) -> Plan:
         version=target.version,
         nodes=tuple(_plan_node(target, inp, settings, touched[name]) for name in order),
         claims_unknown=inp.claims_unknown,
+        gate=_gate(inp.driver, target, touched.values()),
     )
+
+
+def _gate(driver: Mapping[str, Any], target: Target, touched: Iterable[_Touched]) -> str:
+    """The coordinator's rollout-wide gate (gpuctl.common.rollout_gates) on these facts."""
+    rollout = (driver.get("spec") or {}).get("rollout") or {}
+    version = target.version or ""
+    failed = updated = total = 0
+    for node in touched:
+        if node.touch.action is Action.UNLOAD:
+            continue
+        total += 1
+        at_target = bool(version) and node.facts.annotations.get(names.STATE_VERSION) == version
+        phase = parse_phase(node.facts.labels.get(names.STATE_LABEL))
+        failed += at_target and phase is Phase.FAILED
+        updated += node.touch.action is Action.NONE
+    annotations = (driver.get("metadata") or {}).get("annotations") or {}
+    facts = GateFacts(
+        failed=failed,
+        failure_budget=int(rollout.get("failureBudget", 1)),
+        paused=bool(rollout.get("paused", False)),
+        hold_after_first_node=bool(rollout.get("holdAfterFirstNode", True)),
+        target_version=version,
+        resumed_version=str(annotations.get(names.RESUMED_VERSION, "")),
+        updated=updated,
+        total=total,
+    )
+    return gate_words(rollout_gate(facts), facts)
 
 
 def _agent(
@@ -253,6 +286,8 @@ def _checked(
 
 def render_plan(plan: Plan) -> str:
     lines = [_headline(plan)]
+    if plan.gate:
+        lines.append(f"No node starts now: the rollout is {plan.gate}.")
     if plan.claims_unknown:
         lines.append(
             f"Allocated GPU ResourceClaims are unknown: {plan.claims_unknown}. Every node "

@@ -314,7 +314,13 @@ def test_order_is_the_coordinators_and_done_and_skipped_nodes_have_no_place() ->
         ("c", "go"),
         ("e", "go"),
     ]
-    rows = render_plan(plan).splitlines()[3:]
+    lines = render_plan(plan).splitlines()
+    # One node Done at the target, the others not: the coordinator holds (holdAfterFirstNode).
+    assert lines[1] == (
+        f"No node starts now: the rollout is held after the first node of {VERSION}: check "
+        "it, then `gpuctl rollout resume`."
+    )
+    rows = lines[4:]
     assert [row.split()[:2] for row in rows] == [
         ["1", "d"],
         ["-", "a"],
@@ -498,7 +504,8 @@ def test_the_table_names_each_column_and_says_what_would_change() -> None:
             _facts(_node("b", labels={**_carrying(), "pool": "cpu"})),
             _facts(_node("c")),
             _facts(_node("d", labels=labels, annotations=annotations)),
-        ]
+        ],
+        driver=_driver(_spec(rollout={"holdAfterFirstNode": False})),
     )
     lines = render_plan(plan).splitlines()
     assert lines[0] == f"GPUDriver {DRIVER}: target version {VERSION} (Module {NS}/gpu-gpu)."
@@ -514,3 +521,24 @@ def test_nothing_to_touch_is_said_plainly() -> None:
     assert render_plan(plan).splitlines()[1] == (
         f"No node to change: no node is wanted by the GPUDriver or carries {TARGET_LABEL}={DRIVER}."
     )
+
+
+# -- rollout-wide gates, the coordinator's rule -------------------------------------------
+
+
+def test_the_plan_names_the_rollout_wide_gate_the_coordinator_applies() -> None:
+    labels, annotations = _done(VERSION)
+    done = _facts(_node("a", labels=labels, annotations=annotations))
+    pending = _facts(_node("b"))
+    assert _plan([done, pending]).gate.startswith(f"held after the first node of {VERSION}")
+    resumed = _driver()
+    resumed["metadata"]["annotations"] = {"gpuctl.dev/rollout-resumed-version": VERSION}
+    assert _plan([done, pending], driver=resumed).gate == ""
+    no_hold = _driver(_spec(rollout={"holdAfterFirstNode": False}))
+    assert _plan([done, pending], driver=no_hold).gate == ""
+    paused = _driver(_spec(rollout={"paused": True}))
+    assert _plan([pending], driver=paused).gate.startswith("paused (rollout.paused)")
+    failed_labels = _carrying(VERSION, **{STATE: "Failed"})
+    failed = _facts(_node("c", labels=failed_labels, annotations={STATE_VERSION: VERSION}))
+    assert _plan([failed, pending]).gate.startswith("failed: 1 node(s) Failed at the target")
+    assert "No node starts now" not in render_plan(_plan([pending]))
