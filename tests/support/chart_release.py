@@ -76,8 +76,10 @@ class Release:
         )  # fmt: skip
 
     def uninstall(self) -> None:
-        with contextlib.suppress(AssertionError):
-            self.helm.run("uninstall", self.name, "--namespace", self.namespace, "--wait")
+        """`helm uninstall`; nothing to do when the release is not (or no longer) there."""
+        self.helm.run(
+            "uninstall", self.name, "--namespace", self.namespace, "--wait", "--ignore-not-found"
+        )
 
     def manifest(self) -> list[dict[str, Any]]:
         return objects(self.helm.run("get", "manifest", self.name, "--namespace", self.namespace))

@@ -152,7 +152,7 @@ def test_the_coordinator_runs_under_the_charts_rbac_and_flags(
                 raise
             return holder
 
-        holder = wait_until("the coordinator takes the chart's Lease", leader, timeout_seconds=60)
+        holder = wait_until("the coordinator takes the chart's Lease", leader, timeout_seconds=120)
         assert holder.startswith(socket.gethostname())
         pod_path = path("", "v1", "pods", namespace=namespace, name=pod["metadata"]["name"])
         wait_until(
@@ -160,7 +160,7 @@ def test_the_coordinator_runs_under_the_charts_rbac_and_flags(
             lambda: (
                 api.kube.request("GET", pod_path)["metadata"]["labels"].get(SERVING_LABEL) == "true"
             ),
-            timeout_seconds=60,
+            timeout_seconds=120,
         )
         service = api.kube.request(
             "GET",
@@ -173,7 +173,7 @@ def test_the_coordinator_runs_under_the_charts_rbac_and_flags(
         module = wait_until(
             "the GPUDriver becomes a Module",
             lambda: api.get_module(namespace, module_name(name)),
-            timeout_seconds=60,
+            timeout_seconds=120,
         )
         assert module["metadata"]["namespace"] == namespace
     finally:
