@@ -158,6 +158,11 @@ def check_selinux_elsewhere(rendered: Rendered) -> None:
     assert security["seLinuxOptions"] == {"type": "gpuctl_agent_t"}
 
 
+def check_selinux_type(rendered: Rendered, expected: str) -> None:
+    security = container(rendered, "DaemonSet")["securityContext"]
+    assert security["seLinuxOptions"] == {"type": expected}
+
+
 def check_label_namespace(rendered: Rendered) -> None:
     namespace = find(rendered, "Namespace")
     assert namespace["metadata"]["name"] == "gpuctl-system"
@@ -213,6 +218,10 @@ CASES: dict[str, tuple[dict[str, Any], Callable[[Rendered], None]]] = {
     "SELinux type without OpenShift": (
         {"agent": {"seLinuxType": "gpuctl_agent_t"}},
         check_selinux_elsewhere,
+    ),
+    "OpenShift with its own SELinux type": (
+        {"openshift": {"enabled": True}, "agent": {"seLinuxType": "gpuctl_agent_t"}},
+        lambda rendered: check_selinux_type(rendered, "gpuctl_agent_t"),
     ),
     "podSecurity.labelNamespace": (
         {"podSecurity": {"labelNamespace": True}},
