@@ -31,3 +31,53 @@ app.kubernetes.io/component: agent
 {{- define "gpuctl.grpcTlsSecret" -}}
 {{- .Values.coordinator.grpc.tlsSecret | default (printf "%s-coordinator-tls" (include "gpuctl.fullname" .)) -}}
 {{- end -}}
+
+{{/*
+An image reference: [registry/]repository@digest, or [registry/]repository:tag (the tag
+defaults to the chart's appVersion). The component's image.registry wins over
+global.imageRegistry. Call with (dict "image" .Values.x.image "root" $).
+*/}}
+{{- define "gpuctl.image" -}}
+{{- $registry := .image.registry | default .root.Values.global.imageRegistry | trimSuffix "/" -}}
+{{- $repository := ternary (printf "%s/%s" $registry .image.repository) .image.repository (ne $registry "") -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" $repository .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repository (.image.tag | default .root.Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A Pod's imagePullSecrets: global.imagePullSecrets and the component's, each listed once.
+Call with (dict "secrets" .Values.x.imagePullSecrets "root" $).
+*/}}
+{{- define "gpuctl.imagePullSecrets" -}}
+{{- with concat .root.Values.global.imagePullSecrets .secrets | uniq -}}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The agent's SELinux type: agent.seLinuxType, or spc_t on OpenShift, where enforcing nodes
+otherwise keep the container from reading other processes' /proc/<pid>/fd.
+*/}}
+{{- define "gpuctl.agentSELinuxType" -}}
+{{- .Values.agent.seLinuxType | default (ternary "spc_t" "" .Values.openshift.enabled) -}}
+{{- end -}}
+
+{{/*
+Fails the install when the release namespace enforces a Pod Security level other than
+privileged: the agent (hostPID, hostNetwork, a hostPath of /, two capabilities) would be
+refused and its DaemonSet would run no Pods. lookup is empty under `helm template`, so this
+only checks a real install or upgrade.
+*/}}
+{{- define "gpuctl.checkPodSecurity" -}}
+{{- if not .Values.podSecurity.labelNamespace -}}
+{{- $namespace := lookup "v1" "Namespace" "" .Release.Namespace | default dict -}}
+{{- $level := dig "metadata" "labels" "pod-security.kubernetes.io/enforce" "" $namespace -}}
+{{- if and $level (ne $level "privileged") -}}
+{{- fail (printf "namespace %s enforces Pod Security %q, but the gpuctl agent needs \"privileged\" (hostPID, hostNetwork, a hostPath of /, CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH): its DaemonSet would run no Pods. Label the namespace first: kubectl label namespace %s pod-security.kubernetes.io/enforce=privileged --overwrite (or let the chart do it: --set podSecurity.labelNamespace=true --take-ownership)" .Release.Namespace $level .Release.Namespace) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,272 @@
+"""`helm template` of the chart under every supported values combination: the output parses,
+and each option does what values.yaml promises (and nothing it does not)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.__main__ import build_parser as build_agent_parser
+from coordinator.main import parse_args
+from tests.support.helm import Helm, find, kinds
+
+Rendered = list[dict[str, Any]]
+NFD_LABELS = [
+    "feature.node.kubernetes.io/pci-0300_8086.present",
+    "feature.node.kubernetes.io/pci-0380_8086.present",
+]
+BASE_KINDS = [
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "DaemonSet",
+    "Deployment",
+    "Role",
+    "RoleBinding",
+    "Secret",
+    "Service",
+    "ServiceAccount",
+    "ServiceAccount",
+]
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    return Helm(tmp_path_factory.mktemp("helm"))
+
+
+def pod_spec(rendered: Rendered, kind: str) -> dict[str, Any]:
+    spec: dict[str, Any] = find(rendered, kind)["spec"]["template"]["spec"]
+    return spec
+
+
+def container(rendered: Rendered, kind: str) -> dict[str, Any]:
+    containers: list[dict[str, Any]] = pod_spec(rendered, kind)["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def args_of(rendered: Rendered, kind: str) -> list[str]:
+    return list(container(rendered, kind)["args"])
+
+
+def node_terms(rendered: Rendered) -> list[list[dict[str, Any]]]:
+    affinity = pod_spec(rendered, "DaemonSet")["affinity"]["nodeAffinity"]
+    terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    return [term["matchExpressions"] for term in terms]
+
+
+def linux_and(label: str | None) -> list[dict[str, Any]]:
+    expressions: list[dict[str, Any]] = [
+        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}
+    ]
+    if label is not None:
+        expressions.append({"key": label, "operator": "In", "values": ["true"]})
+    return expressions
+
+
+def check_defaults(rendered: Rendered) -> None:
+    assert kinds(rendered) == sorted(BASE_KINDS)
+    assert container(rendered, "Deployment")["image"] == "gpuctl:0.1.0"
+    assert container(rendered, "DaemonSet")["image"] == "gpuctl-agent:0.1.0"
+    for kind in ("Deployment", "DaemonSet"):
+        assert "imagePullSecrets" not in pod_spec(rendered, kind)
+    assert node_terms(rendered) == [linux_and(label) for label in NFD_LABELS]
+    assert "seLinuxOptions" not in container(rendered, "DaemonSet")["securityContext"]
+    assert not any(
+        a.startswith("--module-loader-service-account") for a in args_of(rendered, "Deployment")
+    )
+    assert not any(a.startswith("--gpudriver-selector") for a in args_of(rendered, "Deployment"))
+    assert "--allow-node-changes" not in args_of(rendered, "DaemonSet")
+    secret = find(rendered, "Secret", "-coordinator-tls")
+    assert sorted(secret["data"]) == ["ca.crt", "tls.crt", "tls.key"]
+
+
+def check_openshift(rendered: Rendered) -> None:
+    agent_scc = find(rendered, "SecurityContextConstraints", "-agent-scc")
+    loader_scc = find(rendered, "SecurityContextConstraints", "-module-loader-scc")
+    assert agent_scc["users"] == ["system:serviceaccount:gpuctl-system:gpuctl-agent"]
+    assert agent_scc["allowedCapabilities"] == ["SYS_PTRACE", "DAC_READ_SEARCH"]
+    assert agent_scc["allowPrivilegedContainer"] is False
+    assert loader_scc["users"] == ["system:serviceaccount:gpuctl-system:gpuctl-module-loader"]
+    assert loader_scc["allowedCapabilities"] == ["SYS_MODULE"]
+    for scc in (agent_scc, loader_scc):
+        assert scc["priority"] is None
+        assert scc["defaultAddCapabilities"] == []
+        assert scc["requiredDropCapabilities"] == []
+    find(rendered, "ServiceAccount", "-module-loader")
+    assert "--module-loader-service-account=gpuctl-module-loader" in args_of(rendered, "Deployment")
+    security = container(rendered, "DaemonSet")["securityContext"]
+    assert security["seLinuxOptions"] == {"type": "spc_t"}
+    # The SCC admits what the DaemonSet asks for.
+    assert agent_scc["runAsUser"] == {"type": "MustRunAs", "uid": security["runAsUser"]}
+    assert set(security["capabilities"]["add"]) <= set(agent_scc["allowedCapabilities"])
+    volumes = {
+        next(k for k in v if k != "name") for v in pod_spec(rendered, "DaemonSet")["volumes"]
+    }
+    assert volumes <= set(agent_scc["volumes"])
+
+
+def check_own_tls_secret(rendered: Rendered) -> None:
+    assert "Secret" not in kinds(rendered)
+    coordinator_volumes = pod_spec(rendered, "Deployment")["volumes"]
+    agent_volumes = pod_spec(rendered, "DaemonSet")["volumes"]
+    secret_names = {
+        v["secret"]["secretName"] for v in [*coordinator_volumes, *agent_volumes] if "secret" in v
+    }
+    assert secret_names == {"my-tls"}
+
+
+def check_allow_node_changes(rendered: Rendered) -> None:
+    assert "--allow-node-changes" in args_of(rendered, "DaemonSet")
+    mounts = {m["name"]: m for m in container(rendered, "DaemonSet")["volumeMounts"]}
+    assert mounts["host-sys"]["mountPath"] == "/host/sys"
+    assert "readOnly" not in mounts["host-sys"]
+    assert mounts["host"]["readOnly"] is True
+
+
+def check_selector(rendered: Rendered) -> None:
+    assert "--gpudriver-selector=team=a,tier in (gold)" in args_of(rendered, "Deployment")
+
+
+def check_images(rendered: Rendered) -> None:
+    digest = "sha256:" + "ab" * 32
+    assert container(rendered, "Deployment")["image"] == "registry.example.com/gpuctl/gpuctl:1.2"
+    assert container(rendered, "DaemonSet")["image"] == f"mirror.example.com/gpuctl-agent@{digest}"
+    assert pod_spec(rendered, "Deployment")["imagePullSecrets"] == [
+        {"name": "everywhere"},
+        {"name": "coordinator-only"},
+    ]
+    assert pod_spec(rendered, "DaemonSet")["imagePullSecrets"] == [{"name": "everywhere"}]
+
+
+def check_every_linux_node(rendered: Rendered) -> None:
+    assert node_terms(rendered) == [linux_and(None)]
+    assert pod_spec(rendered, "DaemonSet")["nodeSelector"] == {"gpu": "yes"}
+
+
+def check_own_affinity(rendered: Rendered) -> None:
+    affinity = pod_spec(rendered, "DaemonSet")["affinity"]
+    assert affinity == {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
+
+
+def check_selinux_elsewhere(rendered: Rendered) -> None:
+    assert "SecurityContextConstraints" not in kinds(rendered)
+    security = container(rendered, "DaemonSet")["securityContext"]
+    assert security["seLinuxOptions"] == {"type": "gpuctl_agent_t"}
+
+
+def check_selinux_type(rendered: Rendered, expected: str) -> None:
+    security = container(rendered, "DaemonSet")["securityContext"]
+    assert security["seLinuxOptions"] == {"type": expected}
+
+
+def check_label_namespace(rendered: Rendered) -> None:
+    namespace = find(rendered, "Namespace")
+    assert namespace["metadata"]["name"] == "gpuctl-system"
+    labels = namespace["metadata"]["labels"]
+    for mode in ("enforce", "audit", "warn"):
+        assert labels[f"pod-security.kubernetes.io/{mode}"] == "privileged"
+    assert namespace["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+CASES: dict[str, tuple[dict[str, Any], Callable[[Rendered], None]]] = {
+    "defaults": ({}, check_defaults),
+    "openshift": ({"openshift": {"enabled": True}}, check_openshift),
+    "own TLS Secret": ({"coordinator": {"grpc": {"tlsSecret": "my-tls"}}}, check_own_tls_secret),
+    "allowNodeChanges": ({"agent": {"allowNodeChanges": True}}, check_allow_node_changes),
+    "gpudriverSelector": (
+        {"coordinator": {"gpudriverSelector": "team=a,tier in (gold)"}},
+        check_selector,
+    ),
+    "registries, digest and pull secrets": (
+        {
+            "global": {
+                "imageRegistry": "registry.example.com/gpuctl/",
+                "imagePullSecrets": [{"name": "everywhere"}],
+            },
+            "coordinator": {
+                "image": {"tag": "1.2"},
+                "imagePullSecrets": [{"name": "everywhere"}, {"name": "coordinator-only"}],
+            },
+            "agent": {
+                "image": {
+                    "registry": "mirror.example.com",
+                    "tag": "ignored",
+                    "digest": "sha256:" + "ab" * 32,
+                }
+            },
+        },
+        check_images,
+    ),
+    "every Linux node": (
+        {"agent": {"gpuNodeLabels": [], "nodeSelector": {"gpu": "yes"}}},
+        check_every_linux_node,
+    ),
+    "own agent affinity": (
+        {
+            "agent": {
+                "affinity": {
+                    "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}
+                }
+            }
+        },
+        check_own_affinity,
+    ),
+    "SELinux type without OpenShift": (
+        {"agent": {"seLinuxType": "gpuctl_agent_t"}},
+        check_selinux_elsewhere,
+    ),
+    "OpenShift with its own SELinux type": (
+        {"openshift": {"enabled": True}, "agent": {"seLinuxType": "gpuctl_agent_t"}},
+        lambda rendered: check_selinux_type(rendered, "gpuctl_agent_t"),
+    ),
+    "podSecurity.labelNamespace": (
+        {"podSecurity": {"labelNamespace": True}},
+        check_label_namespace,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_option_renders_what_it_promises(helm: Helm, case: str) -> None:
+    values, check = CASES[case]
+    check(helm.template(values))
+
+
+@pytest.mark.parametrize("openshift", [False, True])
+@pytest.mark.parametrize("tls_secret", ["", "my-tls"])
+@pytest.mark.parametrize("allow_node_changes", [False, True])
+def test_the_rendered_flags_parse(
+    helm: Helm, tmp_path: Path, *, openshift: bool, tls_secret: str, allow_node_changes: bool
+) -> None:
+    """Both programs accept every flag the chart passes, in every combination."""
+    rendered = helm.template(
+        {
+            "openshift": {"enabled": openshift},
+            "coordinator": {"grpc": {"tlsSecret": tls_secret}, "gpudriverSelector": "team=a"},
+            "agent": {"allowNodeChanges": allow_node_changes},
+        }
+    )
+    coordinator_args = [mounted(a, tmp_path) for a in args_of(rendered, "Deployment")]
+    args = parse_args(coordinator_args)
+    assert args.namespace == "gpuctl-system"
+    assert args.lease_name == "gpuctl-coordinator"
+    assert args.live_nodes.server.tls is not None
+    assert (args.module_loader_service_account is not None) is openshift
+    agent = container(rendered, "DaemonSet")
+    assert agent["command"] == ["gpuctl-agent", "run"]
+    agent_args = build_agent_parser().parse_args([agent["command"][1], *agent["args"]])
+    assert agent_args.allow_node_changes is allow_node_changes
+
+
+def mounted(arg: str, folder: Path) -> str:
+    """A flag naming a file the Pod mounts, pointed at a stand-in file in `folder`."""
+    flag, _, value = arg.partition("=")
+    if flag in ("--tls-cert-file", "--tls-key-file"):
+        stand_in = folder / Path(value).name
+        stand_in.write_text("mounted from the Secret")
+        return f"{flag}={stand_in}"
+    return arg

@@ -1,0 +1,147 @@
+"""The chart installed into the test cluster with real `helm install`, as an admin would, and
+what its objects say: the coordinator's Deployment, its ServiceAccount, its TLS Secret.
+
+A release is named after the test's namespace (so its cluster-wide objects, ClusterRole and
+SCCs, never collide with another test's) and uninstalled when the test ends.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from coordinator.kube.client import Kube, KubeError, path
+from tests.harness.access import KubeCluster
+from tests.support.helm import CHART, Helm, objects
+
+# Where each kind the chart renders is served: (plural, namespaced).
+RESOURCES = {
+    "ClusterRole": ("clusterroles", False),
+    "ClusterRoleBinding": ("clusterrolebindings", False),
+    "DaemonSet": ("daemonsets", True),
+    "Deployment": ("deployments", True),
+    "Namespace": ("namespaces", False),
+    "Role": ("roles", True),
+    "RoleBinding": ("rolebindings", True),
+    "Secret": ("secrets", True),
+    "SecurityContextConstraints": ("securitycontextconstraints", False),
+    "Service": ("services", True),
+    "ServiceAccount": ("serviceaccounts", True),
+}
+
+
+def object_path(obj: Mapping[str, Any]) -> str:
+    """The API path of a rendered object."""
+    group, _, version = obj["apiVersion"].rpartition("/")
+    plural, namespaced = RESOURCES[obj["kind"]]
+    metadata = obj["metadata"]
+    namespace = metadata.get("namespace") if namespaced else None
+    return path(group, version, plural, namespace=namespace, name=metadata["name"])
+
+
+@dataclass
+class Release:
+    """One installed release of the chart (release name == namespace)."""
+
+    helm: Helm
+    kube: Kube
+    namespace: str
+    values: Path
+
+    @property
+    def name(self) -> str:
+        return self.namespace
+
+    @property
+    def fullname(self) -> str:
+        return f"{self.namespace}-gpuctl"
+
+    def install(self, *extra: str) -> str:
+        """`helm install`; returns its output (the NOTES)."""
+        return self.helm.run(
+            "install", self.name, str(CHART), "--namespace", self.namespace,
+            "--values", str(self.values), *extra,
+        )  # fmt: skip
+
+    def upgrade(self, *extra: str) -> str:
+        return self.helm.run(
+            "upgrade", self.name, str(CHART), "--namespace", self.namespace,
+            "--values", str(self.values), *extra,
+        )  # fmt: skip
+
+    def uninstall(self) -> None:
+        """`helm uninstall`; nothing to do when the release is not (or no longer) there."""
+        self.helm.run(
+            "uninstall", self.name, "--namespace", self.namespace, "--wait", "--ignore-not-found"
+        )
+
+    def manifest(self) -> list[dict[str, Any]]:
+        return objects(self.helm.run("get", "manifest", self.name, "--namespace", self.namespace))
+
+    def get(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        try:
+            return self.kube.request("GET", object_path(obj))
+        except KubeError as err:
+            if err.not_found:
+                return None
+            raise
+
+    def deployment(self) -> dict[str, Any]:
+        return self.kube.request(
+            "GET",
+            path(
+                "apps", "v1", "deployments",
+                namespace=self.namespace, name=f"{self.fullname}-coordinator",
+            ),
+        )  # fmt: skip
+
+    def tls_secret(self) -> dict[str, bytes]:
+        secret = self.kube.request(
+            "GET",
+            path(
+                "", "v1", "secrets",
+                namespace=self.namespace, name=f"{self.fullname}-coordinator-tls",
+            ),
+        )  # fmt: skip
+        return {key: base64.b64decode(value) for key, value in secret["data"].items()}
+
+
+@contextlib.contextmanager
+def chart_release(
+    cluster: KubeCluster, kube: Kube, namespace: str, folder: Path, values: Mapping[str, Any]
+) -> Iterator[Release]:
+    """A Release of the chart for `namespace` (not installed yet); uninstalled on exit."""
+    helm = Helm(folder / "helm", kubeconfig=cluster.kubeconfig)
+    release = Release(helm, kube, namespace, helm.values_file(values))
+    try:
+        yield release
+    finally:
+        release.uninstall()
+
+
+def token_kubeconfig(cluster: KubeCluster, token: str, file: Path) -> Path:
+    """A kubeconfig for the test cluster that authenticates with `token` (a ServiceAccount's),
+    standing in for the in-cluster config a Pod of that ServiceAccount would have."""
+    ca = base64.b64encode(cluster.ca_cert.read_bytes()).decode()
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "test",
+                "cluster": {"server": cluster.server, "certificate-authority-data": ca},
+            }
+        ],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "test", "context": {"cluster": "test", "user": "sa"}}],
+        "current-context": "test",
+    }
+    file.touch(mode=0o600)
+    file.write_text(yaml.safe_dump(document))
+    return file
