@@ -103,7 +103,7 @@ def wait_reason(rig: RolloutRig, node: str, words: str) -> None:
         ) from None
 
 
-def test_claims_api_answering_404_blocks_every_node_until_it_is_served_again(
+def test_a_claims_api_answering_404_unloads_no_node_whose_pod_holds_a_claim(
     own_cluster: tuple[ControlPlane, KubeCluster], rollout_rig: RolloutRig
 ) -> None:
     control_plane, cluster = own_cluster
