@@ -238,18 +238,25 @@ def _what_kmm_does(inp: RolloutInput, node: NodeFacts) -> str:
 
 
 def _all_changes(
-    node: NodeFacts, report: ReportFacts | None, new: list[agent_pb.NodeChange]
+    inp: RolloutInput,
+    node: NodeFacts,
+    report: ReportFacts | None,
+    new: list[agent_pb.NodeChange],
 ) -> str | None:
-    """prepare-changes after this preparation: recorded + new + what the states imply."""
+    """prepare-changes after this preparation: recorded + new + what the states imply.
+
+    The states imply changes only where a preparation may have made them (the settings let
+    the agent change the node) and the driver is live: with the module not loaded (a node
+    taken back to Checking while KMM was between unload and load), unbound functions and
+    vanished VFs are the unload's doing, not a preparation's, and nothing is to be restored.
+    """
     recorded = decode_changes(node.annotations.get(names.PREPARE_CHANGES))
+    vfs_before = decode_vfs(node.annotations.get(names.VFS_BEFORE))  # a bad record fails here
+    bound_before = decode_bound(node.annotations.get(names.BOUND_BEFORE))
     implied = []
-    if report is not None:
-        implied = reconstructed_changes(
-            decode_vfs(node.annotations.get(names.VFS_BEFORE)),
-            report.vfs,
-            decode_bound(node.annotations.get(names.BOUND_BEFORE)),
-            report.drivers,
-        )
+    may_have_changed = inp.settings.prepare_changes_node
+    if report is not None and may_have_changed and report.module_state == MODULE_LIVE:
+        implied = reconstructed_changes(vfs_before, report.vfs, bound_before, report.drivers)
     merged = merge_changes(recorded, new, implied)
     if not merged and not recorded:
         return None
@@ -307,7 +314,7 @@ def _after_prepare(inp: RolloutInput, node: NodeFacts, prepared: PrepareFacts) -
     """The agent's PrepareResult decides: the KMM write, blocked (nothing changed) or
     failed."""
     version = inp.target_for(node)
-    changes = _all_changes(node, prepared.report, list(prepared.changes))
+    changes = _all_changes(inp, node, prepared.report, list(prepared.changes))
     if prepared.error:
         annotations: dict[str, str | None] = {names.PREPARE_CHANGES: changes} if changes else {}
         reason = f"preparation failed half way: {prepared.error}"
@@ -334,7 +341,7 @@ def _after_inspect(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> P
     left = unfixable_blockers(inp, report)
     if left:
         return blocked(inp, node, "; ".join(left), version)
-    changes = _all_changes(node, report, [])
+    changes = _all_changes(inp, node, report, [])
     reason = f"nothing holds the devices; {_what_kmm_does(inp, node)}"
     return kmm_write(inp, node, changes, reason)
 

@@ -400,6 +400,37 @@ def test_preparing_a_malformed_record_fails_the_node_not_the_process() -> None:
     assert "vfs-before" in str(patch.annotations[names.REASON])
 
 
+def test_functions_unbound_by_an_unload_are_no_change_to_restore() -> None:
+    """Taken back to Checking while KMM was between unload and load (a version changed
+    mid-rollout), the fresh report shows xe not loaded and its function unbound: that is the
+    unload's doing, not a preparation's, so nothing is recorded to restore — with or without
+    the settings that let the agent change the node."""
+    unloaded = report(state="NOT_LOADED", drivers={PF: ""})
+    records = {names.BOUND_BEFORE: encode_bound([BoundFunction(PF, "xe")])}
+    for allowed in (settings(), settings(unbind_idle_devices=True)):
+        facts = answered(node(phase=Phase.PREPARING, annotations=records), report=unloaded)
+        kind = PREPARE if allowed.prepare_changes_node else INSPECT
+        if kind == PREPARE:
+            facts = answered(
+                node(phase=Phase.PREPARING, annotations=records),
+                PREPARE,
+                prepare=prepared(after=unloaded),
+            )
+        patch = only_patch(step_preparing(rollout([facts], settings=allowed), facts).actions)
+        assert patch.phase_to is Phase.LOADING
+        assert not patch.annotations.get(names.PREPARE_CHANGES)
+    # Live and unbound where the agent may unbind: that was a preparation, to be restored.
+    live_unbound = report(drivers={PF: ""})
+    allowed = settings(unbind_idle_devices=True)
+    facts = answered(
+        node(phase=Phase.PREPARING, annotations=records),
+        PREPARE,
+        prepare=prepared(after=live_unbound),
+    )
+    patch = only_patch(step_preparing(rollout([facts], settings=allowed), facts).actions)
+    assert PF in str(patch.annotations.get(names.PREPARE_CHANGES))
+
+
 # -- Loading ------------------------------------------------------------------------------
 
 
