@@ -26,6 +26,7 @@ from typing import TypeVar
 
 import grpc
 
+from coordinator.health import NO_HEARTBEAT, Heartbeat
 from coordinator.kube.client import KubeApi
 from coordinator.live_nodes.access_review import AccessReviewer
 from coordinator.live_nodes.agent_service import AgentService, AgentServiceConfig
@@ -86,6 +87,9 @@ def _options(config: ServerConfig) -> list[tuple[str, int]]:
     ]
 
 
+EVENT_LOOP_BEAT_SECONDS = 1.0
+
+
 class AgentServer:
     """Owns the event-loop thread, the gRPC server and the sessions it serves."""
 
@@ -95,12 +99,14 @@ class AgentServer:
         config: ServerConfig,
         registry: Registry,
         *,
+        heartbeat: Heartbeat = NO_HEARTBEAT,
         monotonic: Callable[[], float],
         wall_clock: Callable[[], datetime],
         epoch_clock: Callable[[], float],
     ) -> None:
         self._config = config
         self._monotonic = monotonic
+        self._heartbeat = heartbeat
         self.certificate: ReloadingCertificate | None = None
         self.registry = registry
         self.sessions = Sessions()
@@ -161,8 +167,17 @@ class AgentServer:
             extra={"port": self.port, "tls": self._config.tls is not None},
         )
         self._ready.set()
+        beats = asyncio.create_task(self._beat())
         await self._stopping.wait()
+        beats.cancel()
+        self._heartbeat.rest()
         await server.stop(grace=2.0)
+
+    async def _beat(self) -> None:
+        """Beat once a second from the event loop: a blocked loop stops beating."""
+        while True:
+            self._heartbeat.beat()
+            await asyncio.sleep(EVENT_LOOP_BEAT_SECONDS)
 
     def _run(self) -> None:
         try:

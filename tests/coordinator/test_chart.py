@@ -105,4 +105,21 @@ def test_the_grpc_service_selects_the_serving_leader_only() -> None:
     deployment = (CHART / "templates" / "coordinator-deployment.yaml").read_text()
     assert f'{SERVING_LABEL}: "true"' in service
     assert "name: POD_NAME" in deployment  # the Pod the leader labels is its own
-    assert "readinessProbe" not in deployment  # a never-Ready standby would stall rollouts
+
+
+def test_probes_ask_the_ports_and_paths_the_processes_serve() -> None:
+    """The coordinator answers /healthz and /readyz on --metrics-port (the port named
+    `metrics`; a standby is ready, so the Deployment's rollout never stalls on it); the agent
+    on --health-port (named `health`), with its gRPC health port declared too."""
+    deployment = (CHART / "templates" / "coordinator-deployment.yaml").read_text()
+    assert "- --metrics-port={{ $c.metricsPort }}" in deployment
+    assert "containerPort: {{ $c.metricsPort }}" in deployment
+    assert "httpGet: {path: /healthz, port: metrics}" in deployment
+    assert "httpGet: {path: /readyz, port: metrics}" in deployment
+    daemonset = (CHART / "templates" / "agent-daemonset.yaml").read_text()
+    assert "- {name: health, containerPort: {{ $a.healthPort }}}" in daemonset
+    assert "- {name: grpc-health, containerPort: {{ $a.grpcHealthPort }}}" in daemonset
+    assert "- --health-port={{ $a.healthPort }}" in daemonset
+    assert "- --grpc-health-port={{ $a.grpcHealthPort }}" in daemonset
+    assert "httpGet: {path: /healthz, port: health}" in daemonset
+    assert "httpGet: {path: /readyz, port: health}" in daemonset
