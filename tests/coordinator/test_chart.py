@@ -71,8 +71,11 @@ def test_the_agent_daemonset_matches_the_coordinator() -> None:
     assert "{name: token, mountPath: /var/run/secrets/gpuctl, readOnly: true}" in daemonset
     assert "path: token" in daemonset
     assert "- --ca-file=/etc/gpuctl/ca/ca.crt" in daemonset
-    assert "- {key: ca.crt, path: ca.crt}" in daemonset
-    assert "tls.key" not in daemonset
+    assert '{{- include "gpuctl.agentCaVolume" . | nindent 8 }}' in daemonset
+    tls = (CHART / "templates" / "_tls.tpl").read_text()
+    agent_volume = tls.split('{{- define "gpuctl.agentCaVolume" -}}', 1)[1]
+    assert "- {key: ca.crt, path: ca.crt}" in agent_volume  # the TLS Secret's CA only
+    assert "tls.key" not in daemonset + agent_volume
     for needed in (
         "hostPID: true",
         "hostNetwork: true",
