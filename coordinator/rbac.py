@@ -81,6 +81,29 @@ NAMESPACE_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},
 ]
 
+# With --tls-secret (the chart's coordinator.grpc.tls.mode=selfSigned), in its namespace: the
+# leader reads, makes and renews its TLS Secret and publishes the CA in a ConfigMap
+# (coordinator/live_nodes/managed_tls.py). Reads and writes are limited to those two names
+# (the generator puts the chart's names for the placeholders); a create cannot be limited by
+# name in RBAC.
+TLS_SECRET_NAME = "__TLS_SECRET__"  # noqa: S105 - a placeholder for a name
+TLS_CONFIGMAP_NAME = "__TLS_CONFIGMAP__"
+SELF_SIGNED_TLS_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["create"]},
+    {
+        "apiGroups": [""],
+        "resources": ["secrets"],
+        "resourceNames": [TLS_SECRET_NAME],
+        "verbs": ["get", "update"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "resourceNames": [TLS_CONFIGMAP_NAME],
+        "verbs": ["get", "update"],
+    },
+]
+
 # In --events-namespace only (Events about cluster-scoped GPUDrivers live in `default`): a new
 # Event (create), a repeat bumps its count (patch).
 EVENTS_RULES: list[dict[str, Any]] = [

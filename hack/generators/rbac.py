@@ -18,6 +18,9 @@ from coordinator.rbac import (
     EVENTS_RULES,
     NAMESPACE_RULES,
     RETRY_RULES,
+    SELF_SIGNED_TLS_RULES,
+    TLS_CONFIGMAP_NAME,
+    TLS_SECRET_NAME,
     VIEW_RULES,
 )
 from hack.generators import Generator, Output
@@ -68,7 +71,22 @@ def coordinator_text() -> str:
         + _role("Role", events, events_ns, EVENTS_RULES),
         _binding("RoleBinding", "Role", events, events_ns),
     ]
-    return HEADER + "---\n".join(parts)
+    tls = f"{name}-tls"
+    tls_rules = (
+        _role("Role", tls, release, SELF_SIGNED_TLS_RULES)
+        .replace(TLS_SECRET_NAME, '{{ include "gpuctl.tlsSecretName" . }}')
+        .replace(TLS_CONFIGMAP_NAME, '{{ include "gpuctl.fullname" . }}-coordinator-ca')
+    )
+    self_signed = (
+        '{{- if eq (include "gpuctl.tlsMode" .) "selfSigned" }}\n---\n'
+        "# coordinator.grpc.tls.mode=selfSigned: the coordinator keeps its own TLS Secret and\n"
+        "# publishes the CA (coordinator/live_nodes/managed_tls.py).\n"
+        + tls_rules
+        + "---\n"
+        + _binding("RoleBinding", "Role", tls, release)
+        + "{{- end }}\n"
+    )
+    return HEADER + "---\n".join(parts) + self_signed
 
 
 def _aggregated(name: str, to: str, rules: list[dict[str, Any]]) -> str:

@@ -51,7 +51,14 @@ def test_every_flag_the_deployment_passes_exists(tmp_path: Path) -> None:
     }
     for name in ("tls.crt", "tls.key"):
         (tmp_path / name).write_text("mounted from the Secret")
-    args = parse_args([f"{flag}={sample.get(flag, 'x')}" for flag in flags])
+    # The TLS flags of one mode at a time: the coordinator's own Secret (selfSigned), or files.
+    own = {"--tls-secret", "--tls-ca-configmap", "--tls-service"}
+    files = {"--tls-cert-file", "--tls-key-file"}
+    assert own | files <= set(flags)
+    self_signed = parse_args([f"{f}={sample.get(f, 'x')}" for f in flags if f not in files])
+    assert self_signed.live_nodes.server.managed_tls is not None
+    assert self_signed.live_nodes.server.tls is None
+    args = parse_args([f"{flag}={sample.get(flag, 'x')}" for flag in flags if flag not in own])
     assert args.lease_duration == 15
     assert args.namespace == "x"
     assert args.live_nodes.server.port == values["grpc"]["port"]

@@ -21,7 +21,14 @@ from typing import Any
 import yaml
 
 from coordinator.kube.client import Kube, KubeError, path
-from coordinator.rbac import CLUSTER_RULES, EVENTS_RULES, NAMESPACE_RULES
+from coordinator.rbac import (
+    CLUSTER_RULES,
+    EVENTS_RULES,
+    NAMESPACE_RULES,
+    SELF_SIGNED_TLS_RULES,
+    TLS_CONFIGMAP_NAME,
+    TLS_SECRET_NAME,
+)
 
 RBAC = "rbac.authorization.k8s.io"
 ACCOUNT = "coordinator"
@@ -52,13 +59,23 @@ class Call:
     code: int
 
 
-def declared_grants() -> set[Grant]:
+def tls_rules(secret: str, configmap: str) -> list[dict[str, Any]]:
+    """SELF_SIGNED_TLS_RULES with the names the chart would put in."""
+    text = json.dumps(SELF_SIGNED_TLS_RULES)
+    return list(
+        json.loads(text.replace(TLS_SECRET_NAME, secret).replace(TLS_CONFIGMAP_NAME, configmap))
+    )
+
+
+def declared_grants(*, tls: bool = False) -> set[Grant]:
+    """The grants of the chart's rule sets; with `tls`, only the self-signed TLS Role's."""
     grants: set[Grant] = set()
-    for name, rules in (
-        ("cluster", CLUSTER_RULES),
-        ("namespace", NAMESPACE_RULES),
-        ("events", EVENTS_RULES),
-    ):
+    sets = (
+        [("tls", SELF_SIGNED_TLS_RULES)]
+        if tls
+        else [("cluster", CLUSTER_RULES), ("namespace", NAMESPACE_RULES), ("events", EVENTS_RULES)]
+    )
+    for name, rules in sets:
         for rule in rules:
             for group in rule["apiGroups"]:
                 for resource in rule["resources"]:
@@ -70,12 +87,12 @@ def grant_of(call: Call, namespace: str, events_namespace: str) -> set[Grant]:
     """The declared grants that allow `call` (empty: the chart does not allow it)."""
     scopes = {"cluster"}
     if call.namespace == namespace:
-        scopes.add("namespace")
+        scopes |= {"namespace", "tls"}
     if call.namespace == events_namespace:
         scopes.add("events")
     return {
         g
-        for g in declared_grants()
+        for g in declared_grants() | declared_grants(tls=True)
         if g.rules in scopes
         and (g.group, g.resource, g.verb) == (call.group, call.resource, call.verb)
     }
@@ -149,9 +166,13 @@ def _role_and_binding(
 
 @contextlib.contextmanager
 def bound_coordinator(
-    kube: Kube, namespace: str, events_namespace: str = "default"
+    kube: Kube,
+    namespace: str,
+    events_namespace: str = "default",
+    tls_names: tuple[str, str] | None = None,
 ) -> Iterator[str]:
-    """ServiceAccount `coordinator` in `namespace` with the chart's rules; yields its name."""
+    """ServiceAccount `coordinator` in `namespace` with the chart's rules; yields its name.
+    With `tls_names` (Secret, ConfigMap) also the selfSigned mode's TLS Role."""
     kube.request(
         "POST",
         path("", "v1", "serviceaccounts", namespace=namespace),
@@ -160,11 +181,14 @@ def bound_coordinator(
     subject = {"kind": "ServiceAccount", "name": ACCOUNT, "namespace": namespace}
     cluster_name = f"{namespace}-coordinator"
     events_name = f"{namespace}-coordinator-events"
-    for kind, name, scope, rules in (
+    roles: list[tuple[str, str, str | None, list[dict[str, Any]]]] = [
         ("ClusterRole", cluster_name, None, CLUSTER_RULES),
         ("Role", ACCOUNT, namespace, NAMESPACE_RULES),
         ("Role", events_name, events_namespace, EVENTS_RULES),
-    ):
+    ]
+    if tls_names is not None:
+        roles.append(("Role", f"{ACCOUNT}-tls", namespace, tls_rules(*tls_names)))
+    for kind, name, scope, rules in roles:
         _role_and_binding(kube, kind=kind, name=name, namespace=scope, rules=rules, subject=subject)
     try:
         yield ACCOUNT
