@@ -14,9 +14,13 @@ from prometheus_client import CollectorRegistry
 from coordinator.health import Heartbeat, Liveness, Verdict
 from coordinator.kube.client import KubeError, path
 from coordinator.kube.workqueue import WorkQueue, run_worker
+from coordinator.live_nodes.agent_service import AgentServiceConfig
+from coordinator.live_nodes.registry import Registry
+from coordinator.live_nodes.server import AgentServer, ServerConfig
 from coordinator.manager import Coordinator, CoordinatorConfig
 from coordinator.metrics_http import HealthChecks, serve_metrics, stop_metrics
 from coordinator.rollout.metrics import RolloutMetrics
+from tests.harness.waiting import wait_until
 from tests.support.clock import ManualClock
 from tests.support.memory_api import MemoryApi
 
@@ -167,3 +171,33 @@ def test_a_check_that_raises_fails_the_probe() -> None:
         stop_metrics(server)
         thread.join(timeout=5)
     assert (status, text) == (503, "failed: check failed: RuntimeError: no elector\n")
+
+
+def test_the_agents_event_loop_beats_while_it_serves_and_rests_when_stopped() -> None:
+    clock = ManualClock()
+    liveness = Liveness(clock)
+    server = AgentServer(
+        MemoryApi(),
+        ServerConfig(
+            agents=AgentServiceConfig(audience="a", agent_username="u"),
+            host="127.0.0.1",
+            port=0,
+            insecure=True,
+        ),
+        Registry(clock, clock.wall),
+        heartbeat=Heartbeat(liveness, "grpc-event-loop", 30),
+        monotonic=clock,
+        wall_clock=clock.wall,
+        epoch_clock=clock,
+    )
+    server.start()
+    turning = Verdict(True, "turning: grpc-event-loop")
+    try:
+        wait_until("the event loop beats", lambda: liveness.verdict() == turning)
+        # 31 s of the liveness clock with no beat is overdue; the loop beats again within a
+        # second of real time and is alive again.
+        clock.advance(31)
+        wait_until("the event loop beats again", lambda: liveness.verdict() == turning)
+    finally:
+        server.stop()
+    assert liveness.verdict() == Verdict(True, "turning: no loop running")
