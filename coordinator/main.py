@@ -25,6 +25,7 @@ from kubernetes import config as k8s_config
 from prometheus_client import CollectorRegistry
 
 from coordinator import logs
+from coordinator.health import Liveness
 from coordinator.kube.client import Kube
 from coordinator.live_nodes.flags import AgentFlagsError, add_agent_arguments, live_nodes_config
 from coordinator.live_nodes.live import LiveNodes, LiveNodesConfig
@@ -32,6 +33,7 @@ from coordinator.live_nodes.metrics import LiveNodesCollector
 from coordinator.live_nodes.serving_label import ServingLabel
 from coordinator.manager import COMPONENT, Coordinator, CoordinatorConfig, LeaderScoped
 from coordinator.metrics_http import (
+    HealthChecks,
     MetricsServerError,
     add_metrics_arguments,
     serve_metrics,
@@ -182,7 +184,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def live_nodes(kube: Kube, config: LiveNodesConfig | None) -> LiveNodes | None:
+def live_nodes(kube: Kube, config: LiveNodesConfig | None, liveness: Liveness) -> LiveNodes | None:
     if config is None:
         return None
     return LiveNodes(
@@ -191,6 +193,7 @@ def live_nodes(kube: Kube, config: LiveNodesConfig | None) -> LiveNodes | None:
         monotonic=time.monotonic,
         wall_clock=lambda: datetime.now(UTC),
         epoch_clock=time.time,
+        liveness=liveness,
     )
 
 
@@ -238,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     log.info("starting", extra={"namespace": config.namespace, "identity": identity})
     kube = Kube(client)
-    live = live_nodes(kube, args.live_nodes)
+    liveness = Liveness(time.monotonic)
+    live = live_nodes(kube, args.live_nodes, liveness)
     leader_scoped: list[LeaderScoped] = []
     if live is not None:
         leader_scoped.append(live)
@@ -256,11 +260,15 @@ def main(argv: list[str] | None = None) -> int:
         leader_scoped=leader_scoped,
         rollout_agents=live.server if live else None,
         rollout_metrics=RolloutMetrics(registry),
+        liveness=liveness,
     )
     metrics_server = None
     if args.metrics_port is not None:
         try:
-            metrics_server, _ = serve_metrics(args.metrics_address, args.metrics_port, registry)
+            health = HealthChecks(liveness.verdict, coordinator.readiness)
+            metrics_server, _ = serve_metrics(
+                args.metrics_address, args.metrics_port, registry, health
+            )
         except MetricsServerError as err:
             log.error("cannot serve metrics", extra={"error": str(err)})
             return 2

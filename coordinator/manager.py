@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from coordinator.drivers.reconciler import Reconciler, ReconcilerConfig
+from coordinator.health import Heartbeat, Liveness, Verdict
 from coordinator.kube.client import KubeApi
 from coordinator.kube.discovery import Discover, Discovery, api_discovery
 from coordinator.kube.events import EventRecorder
@@ -40,6 +41,11 @@ log = logging.getLogger(__name__)
 
 ERROR_RETRY_SECONDS = 5.0
 COMPONENT = "gpuctl-coordinator"
+# Liveness: how long one loop may go without a beat before it counts as wedged. A Lease round
+# makes two API requests (30 s timeout each); a reconcile or rollout pass makes several and
+# may wait for agents' answers. Far beyond any healthy pass, far below "stuck for good".
+LEASE_LOOP_WITHIN_SECONDS = 90.0
+PASS_WITHIN_SECONDS = 300.0
 
 
 def rfc3339_now() -> str:
@@ -134,10 +140,14 @@ class Coordinator:
         leader_scoped: Sequence[LeaderScoped] = (),
         rollout_agents: AgentCalls | None = None,
         rollout_metrics: RolloutMetrics | None = None,
+        liveness: Liveness | None = None,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
+        self._liveness = liveness
+        # The caches readiness waits for, once leading (empty until _lead made them).
+        self._caches_to_sync: tuple[Informer, ...] = ()
         self._config = config
         self._discovery = Discovery(discover or api_discovery(kube), config.discovery_interval)
         self._leader_scoped = tuple(leader_scoped)
@@ -270,6 +280,7 @@ class Coordinator:
             error_retry_seconds=ERROR_RETRY_SECONDS,
             failure="reconcile failed",
             key_name="gpudriver",
+            heartbeat=self._heartbeat("reconcile-worker", PASS_WITHIN_SECONDS),
         )
 
     def _lead(self) -> None:
@@ -323,7 +334,8 @@ class Coordinator:
             monotonic=self._monotonic,
             metrics=self._rollout_metrics,
         )
-        for informer in (nodes, claims, modules, self._drivers):
+        self._caches_to_sync = (nodes, claims, modules, self._drivers)
+        for informer in self._caches_to_sync:
             self._start(f"watch-{informer.resource.plural}", informer.run)
 
         def start_work_once_synced() -> None:
@@ -343,7 +355,8 @@ class Coordinator:
                     if self._work_stop.is_set():
                         return
             self.rollout = rollout
-            self._start("rollout", lambda: rollout.run(self._work_stop))
+            beat = self._heartbeat("rollout-worker", PASS_WITHIN_SECONDS)
+            self._start("rollout", lambda: rollout.run(self._work_stop, beat))
 
         self._start("start-work", start_work_once_synced)
         for part in self._leader_scoped:
@@ -361,9 +374,36 @@ class Coordinator:
         while self._leader_scoped_started:
             self._leader_scoped_started.pop().stop()
 
+    def _heartbeat(self, loop: str, within: float) -> Heartbeat:
+        return Heartbeat(self._liveness, loop, within)
+
+    def readiness(self) -> Verdict:
+        """Ready: a standby that reads the Lease (it can take over at once), or the leader
+        once its caches are synced. Not ready: no Lease read lately (API server unreachable,
+        no permission), or leading with caches still listing."""
+        read = self.elector.last_lease_read
+        if read is None:
+            return Verdict(False, "has not read the Lease yet")
+        age = self._monotonic() - read
+        if age > self._config.lease_duration:
+            return Verdict(False, f"could not read the Lease for {age:.0f}s")
+        if not self.elector.leading.is_set():
+            return Verdict(True, "standby, ready to lead")
+        caches = self._caches_to_sync
+        unsynced = [str(c.resource.plural) for c in caches if not c.synced]
+        if not caches or unsynced:
+            waiting = ", ".join(unsynced) or "all"
+            return Verdict(False, f"leading, caches not synced yet: {waiting}")
+        return Verdict(True, "leading, caches synced")
+
     def run(self, stop: threading.Event) -> None:
         """Campaign and work until `stop` is set or leadership is lost."""
-        self.elector.run(stop, on_started=self._lead, on_stopped=self._stop_leading)
+        self.elector.run(
+            stop,
+            on_started=self._lead,
+            on_stopped=self._stop_leading,
+            heartbeat=self._heartbeat("lease", LEASE_LOOP_WITHIN_SECONDS),
+        )
         self.lost_leadership = not stop.is_set()
         self._stop_leading()
         self._kube.close()

@@ -1,8 +1,9 @@
-"""The Kubernetes permissions the coordinator needs, in one place.
+"""The Kubernetes permissions the coordinator needs, and those of people who run gpuctl.
 
-hack/generate.py writes them into the Helm chart (templates/coordinator-rbac.yaml), and an
-integration test runs the coordinator under exactly these rules with a ServiceAccount token,
-so the chart cannot lack a permission the code uses.
+hack/generate.py writes them into the Helm chart (templates/coordinator-rbac.yaml,
+templates/user-rbac.yaml). Integration tests run the coordinator under exactly these rules with
+a ServiceAccount token, and one compares the API server's audit log of those runs with the
+grants: the chart can neither lack a permission the code uses nor grant one it does not.
 """
 
 from __future__ import annotations
@@ -14,44 +15,46 @@ from gpuctl.common.names import KMM_GROUP
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 
 READ = ["get", "list", "watch"]
+LIST_WATCH = ["list", "watch"]
 
-# Cluster-wide: GPUDrivers (cluster-scoped), Nodes and ResourceClaims (the rollout), Events
-# (Events about cluster-scoped objects are filed in the `default` namespace), the GPUNode mirror,
-# and the reviews that check agents' and NodeService callers' tokens.
+# Each grant is what a call site makes, and nothing more; tests/integration/test_rbac_audit.py
+# compares them with the requests the API server's audit log records while the coordinator runs
+# under exactly these rules, and fails on a grant no request used or a request refused.
+
+# Cluster-wide: GPUDrivers (cluster-scoped), Nodes and ResourceClaims (the rollout), the GPUNode
+# mirror, and the reviews that check agents' and NodeService callers' tokens.
 CLUSTER_RULES: list[dict[str, Any]] = [
-    {
-        "apiGroups": [names.GROUP],
-        "resources": [names.GPUDRIVER_PLURAL],
-        "verbs": [*READ, "update", "patch"],
-    },
+    # The watch cache (list, watch); the reconciler reads each GPUDriver fresh (get) and
+    # merge-patches its finalizer (patch).
+    {"apiGroups": [names.GROUP], "resources": [names.GPUDRIVER_PLURAL], "verbs": [*READ, "patch"]},
+    # The reconciler's and the rollout's status writes are merge patches.
     {
         "apiGroups": [names.GROUP],
         "resources": [f"{names.GPUDRIVER_PLURAL}/status"],
-        "verbs": ["get", "update", "patch"],
+        "verbs": ["patch"],
     },
-    {
-        "apiGroups": [names.GROUP],
-        "resources": [f"{names.GPUDRIVER_PLURAL}/finalizers"],
-        "verbs": ["update"],
-    },
-    # The rollout writes its state, cordons, TARGET_LABEL and KMM's version label on Nodes,
-    # lists each node's GPU pods, and evicts them when spec.rollout.evictGPUPods allows it;
-    # the GPUDriver reconciler lists Nodes by label and writes TARGET_LABEL when it switches an
-    # older gpuctl's Module to it.
+    # The rollout writes its state, cordons, TARGET_LABEL and KMM's version label on Nodes; the
+    # reconciler lists Nodes by label (fresh facts) and writes TARGET_LABEL when it switches an
+    # older gpuctl's Module to it; the GPUNode mirror reads a Node to own its GPUNode.
     {"apiGroups": [""], "resources": ["nodes"], "verbs": [*READ, "patch"]},
+    # The rollout lists each node's pods (GPU pods block an unload) and evicts them when
+    # spec.rollout.evictGPUPods allows it.
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": READ},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    # The rollout's checks read claims from the watch cache only.
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": LIST_WATCH},
+    # The mirror watches GPUNodes, creates one per agent's node (one another replica created
+    # first comes through the watch) and merge-patches their status; it never deletes one (the
+    # owner reference to the Node does).
     {
         "apiGroups": [names.GROUP],
         "resources": [names.GPUNODE_PLURAL],
-        "verbs": [*READ, "create", "update", "patch", "delete"],
+        "verbs": [*LIST_WATCH, "create"],
     },
     {
         "apiGroups": [names.GROUP],
         "resources": [f"{names.GPUNODE_PLURAL}/status"],
-        "verbs": ["get", "update", "patch"],
+        "verbs": ["patch"],
     },
     {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
     {
@@ -61,18 +64,77 @@ CLUSTER_RULES: list[dict[str, Any]] = [
     },
 ]
 
-# In the coordinator's namespace: the KMM Modules it writes, its leader-election Lease, and its
-# own Pod's gRPC serving label (coordinator/live_nodes/serving_label.py).
+# In the coordinator's namespace: the KMM Modules it writes (PUT, never PATCH), its
+# leader-election Lease, and its own Pod's gRPC serving label
+# (coordinator/live_nodes/serving_label.py, a merge patch).
 NAMESPACE_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": [KMM_GROUP],
         "resources": [KMM_PLURAL],
-        "verbs": [*READ, "create", "update", "patch", "delete"],
+        "verbs": [*READ, "create", "update", "delete"],
     },
     {
         "apiGroups": ["coordination.k8s.io"],
         "resources": ["leases"],
         "verbs": ["get", "create", "update"],
     },
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},
+]
+
+# With --tls-secret (the chart's coordinator.grpc.tls.mode=selfSigned), in its namespace: the
+# leader reads, makes and renews its TLS Secret and publishes the CA in a ConfigMap
+# (coordinator/live_nodes/managed_tls.py). Reads and writes are limited to those two names
+# (the generator puts the chart's names for the placeholders); a create cannot be limited by
+# name in RBAC.
+TLS_SECRET_NAME = "__TLS_SECRET__"  # noqa: S105 - a placeholder for a name
+TLS_CONFIGMAP_NAME = "__TLS_CONFIGMAP__"
+SELF_SIGNED_TLS_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["create"]},
+    {
+        "apiGroups": [""],
+        "resources": ["secrets"],
+        "resourceNames": [TLS_SECRET_NAME],
+        "verbs": ["get", "update"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "resourceNames": [TLS_CONFIGMAP_NAME],
+        "verbs": ["get", "update"],
+    },
+]
+
+# In --events-namespace only (Events about cluster-scoped GPUDrivers live in `default`): a new
+# Event (create), a repeat bumps its count (patch).
+EVENTS_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+# For people who run gpuctl, aggregated into Kubernetes' `view` and `edit` ClusterRoles. Both
+# kinds are cluster-scoped: they show only through a ClusterRoleBinding of `view`/`edit`.
+# view: `gpuctl nodes`, `gpuctl rollout status`, `kubectl get gpud,gpun`.
+VIEW_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": [names.GROUP],
+        "resources": [names.GPUDRIVER_PLURAL, names.GPUNODE_PLURAL],
+        "verbs": READ,
+    },
+]
+# edit: + writing GPUDrivers (`kubectl apply`, `gpuctl rollout pause/resume`: a patch of
+# spec.rollout and an annotation) and asking a node's agent for a fresh report
+# (`gpuctl node inspect --fresh`: a patch of the GPUNode's spec.inspectRequest).
+EDIT_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": [names.GROUP],
+        "resources": [names.GPUDRIVER_PLURAL],
+        "verbs": ["create", "update", "patch", "delete", "deletecollection"],
+    },
+    {"apiGroups": [names.GROUP], "resources": [names.GPUNODE_PLURAL], "verbs": ["patch"]},
+]
+
+# `gpuctl rollout retry NODE` puts a Failed or Blocked node back to Pending: a patch of the
+# Node's rollout label. Not aggregated (edit on Nodes is cluster power); bind it to the few
+# who retry nodes.
+RETRY_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
 ]

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
+from coordinator.health import NO_HEARTBEAT, Heartbeat
 from coordinator.kube.client import KubeApi, KubeError, path
 from gpuctl.common import timestamps
 
@@ -74,6 +75,8 @@ class LeaderElector:
         self.leading = threading.Event()
         # Set when a round saw another replica holding an unexpired Lease.
         self.held_by_other = False
+        # monotonic() of the last round that read the Lease (or found none): None until then.
+        self.last_lease_read: float | None = None
 
     def _path(self, name: str | None = None) -> str:
         return path(
@@ -105,6 +108,7 @@ class LeaderElector:
                 log.warning("cannot read lease", extra={"error": str(err)})
                 return False
             lease = None
+        self.last_lease_read = self._monotonic()
         action = lease_action(lease, self._config.identity, self._now())
         self.held_by_other = action is LeaseAction.WAIT
         if action is LeaseAction.WAIT:
@@ -129,19 +133,27 @@ class LeaderElector:
         return True
 
     def run(
-        self, stop: threading.Event, on_started: Callable[[], None], on_stopped: Callable[[], None]
+        self,
+        stop: threading.Event,
+        on_started: Callable[[], None],
+        on_stopped: Callable[[], None],
+        heartbeat: Heartbeat = NO_HEARTBEAT,
     ) -> None:
-        """Campaign, then renew, until `stop` is set or renewing fails past the deadline."""
+        """Campaign, then renew, until `stop` is set or renewing fails past the deadline.
+        Beats `heartbeat` each round (a Lease loop that stops turning is wedged)."""
         while not stop.is_set():
+            heartbeat.beat()
             if self.try_acquire_or_renew():
                 break
             stop.wait(self._config.retry_period)
         if stop.is_set():
+            heartbeat.rest()
             return
         self.leading.set()
         on_started()
         last_renew = self._monotonic()
         while not stop.wait(self._config.retry_period):
+            heartbeat.beat()
             if self.try_acquire_or_renew():
                 last_renew = self._monotonic()
             elif self.held_by_other:
@@ -151,6 +163,7 @@ class LeaderElector:
                 log.error("could not renew the lease in time; stopping leading")
                 break
         self.leading.clear()
+        heartbeat.rest()
         on_stopped()
 
     def release(self) -> None:

@@ -103,6 +103,11 @@ class Informer:
     def wait_synced(self, timeout: float) -> bool:
         return self._synced.wait(timeout)
 
+    @property
+    def synced(self) -> bool:
+        """Listed once (or its API found unavailable): the cache says what the server holds."""
+        return self._synced.is_set()
+
     def trouble(self) -> str:
         """Why the cache cannot be trusted now ("" when it can)."""
         with self._lock:

@@ -15,6 +15,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from coordinator.health import NO_HEARTBEAT, Heartbeat
+
 log = logging.getLogger(__name__)
 
 # How long a worker waits for a key before looking at `stop` again.
@@ -81,16 +83,21 @@ def run_worker(
     error_retry_seconds: float,
     failure: str,
     key_name: str,
+    heartbeat: Heartbeat = NO_HEARTBEAT,
 ) -> None:
     """Take keys from `queue` and make `one_pass` over each until `stop` is set.
 
     A pass that raises is logged as `failure` (with the key under `key_name`) and tried again
-    after `error_retry_seconds`; nothing is queued again once `stop` is set.
+    after `error_retry_seconds`; nothing is queued again once `stop` is set. The loop beats
+    `heartbeat` before each wait and each pass, so a pass that never returns (or a dead
+    thread) shows as overdue; it rests when `stop` ends it.
     """
     while not stop.is_set():
+        heartbeat.beat()
         key = queue.get(timeout=POLL_SECONDS)
         if key is None:
             continue
+        heartbeat.beat()
         try:
             again = one_pass(key)
         except Exception:
@@ -98,3 +105,4 @@ def run_worker(
             again = error_retry_seconds
         if again is not None and not stop.is_set():
             queue.add_after(key, again)
+    heartbeat.rest()  # only on purpose: a loop that died mid-pass stays overdue

@@ -2,8 +2,10 @@
 
 Without `--grpc-port` the coordinator serves no agents, so the rollout, which needs a fresh
 report for every load and unload, moves no node (the chart always sets it).
-With it, TLS is required (`--tls-cert-file` + `--tls-key-file`) unless `--insecure-grpc` says
-plaintext explicitly, for local runs.
+With it, TLS is required: from files (`--tls-cert-file` + `--tls-key-file`, e.g. a cert-manager
+Secret mounted), or from a Secret the leader keeps itself (`--tls-secret`,
+coordinator/live_nodes/managed_tls.py); plaintext only when `--insecure-grpc` says so
+explicitly, for local runs.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from pathlib import Path
 
 from coordinator.live_nodes.agent_service import AgentServiceConfig
 from coordinator.live_nodes.live import LiveNodesConfig
+from coordinator.live_nodes.managed_tls import ManagedTlsConfig, service_names
 from coordinator.live_nodes.server import DEFAULT_MAX_MESSAGE_BYTES, ServerConfig, TlsFiles
 from gpuctl.common.names import AGENT_AUDIENCE
 
 DEFAULT_AGENT_ACCOUNT = "gpuctl-agent"
+DEFAULT_SERVICE = "gpuctl-coordinator"
 DEFAULT_HEARTBEAT = 10.0
 
 
@@ -61,6 +65,34 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="PEM",
         help="the private key of --tls-cert-file, re-read with it",
+    )
+    group.add_argument(
+        "--tls-secret",
+        metavar="NAME",
+        help="serve with the certificate in this Secret of --namespace instead of files: the "
+        "leader makes a self-signed CA and certificate there when it is missing, renews the "
+        "certificate 30 days before it expires, and writes the CA to --tls-ca-configmap",
+    )
+    group.add_argument(
+        "--tls-ca-configmap",
+        metavar="NAME",
+        help="with --tls-secret: the ConfigMap (key ca.crt) the agents read the CA from "
+        "(default: <--tls-secret>-ca)",
+    )
+    group.add_argument(
+        "--tls-service",
+        metavar="NAME",
+        help="with --tls-secret: the gRPC Service whose names the certificate carries "
+        "(NAME, NAME.<namespace>, NAME.<namespace>.svc[.cluster.local]; default: "
+        "gpuctl-coordinator)",
+    )
+    group.add_argument(
+        "--tls-check-interval",
+        type=_positive,
+        default=3600.0,
+        metavar="SECONDS",
+        help="with --tls-secret: how often the leader checks whether the certificate is due "
+        "(default: %(default)g)",
     )
     group.add_argument(
         "--insecure-grpc",
@@ -134,16 +166,34 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _managed_tls(args: argparse.Namespace, namespace: str) -> ManagedTlsConfig | None:
+    if args.tls_secret is None:
+        if args.tls_ca_configmap or args.tls_service:
+            raise AgentFlagsError("--tls-ca-configmap and --tls-service need --tls-secret")
+        return None
+    if args.tls_cert_file or args.tls_key_file or args.insecure_grpc:
+        raise AgentFlagsError(
+            "--tls-secret excludes --tls-cert-file, --tls-key-file and --insecure-grpc"
+        )
+    return ManagedTlsConfig(
+        namespace=namespace,
+        secret=args.tls_secret,
+        ca_configmap=args.tls_ca_configmap or f"{args.tls_secret}-ca",
+        dns_names=service_names(args.tls_service or DEFAULT_SERVICE, namespace),
+        check_seconds=args.tls_check_interval,
+    )
+
+
 def _tls(args: argparse.Namespace) -> TlsFiles | None:
     cert, key = args.tls_cert_file, args.tls_key_file
     if (cert is None) != (key is None):
         raise AgentFlagsError("--tls-cert-file and --tls-key-file go together")
     if cert is not None and args.insecure_grpc:
         raise AgentFlagsError("--insecure-grpc and TLS files exclude each other")
-    if cert is None and not args.insecure_grpc:
+    if cert is None and not args.insecure_grpc and args.tls_secret is None:
         raise AgentFlagsError(
-            "--grpc-port needs --tls-cert-file and --tls-key-file (or --insecure-grpc for a "
-            "local run)"
+            "--grpc-port needs --tls-secret, or --tls-cert-file and --tls-key-file (or "
+            "--insecure-grpc for a local run)"
         )
     if cert is None:
         return None
@@ -181,6 +231,7 @@ def live_nodes_config(args: argparse.Namespace, namespace: str) -> LiveNodesConf
             host=args.grpc_address,
             port=args.grpc_port,
             tls=_tls(args),
+            managed_tls=_managed_tls(args, namespace),
             insecure=args.insecure_grpc,
             report_freshness_seconds=freshness,
             max_message_bytes=args.max_message_bytes,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from coordinator.health import Heartbeat, Liveness
 from coordinator.kube.client import KubeApi
 from coordinator.kube.watches import Informer, Resource
 from coordinator.live_nodes.inspect_requests import InspectRequests
@@ -26,6 +27,9 @@ from coordinator.live_nodes.server import AgentServer, ServerConfig
 from gpuctl.common import names
 
 log = logging.getLogger(__name__)
+
+# The agents' event loop beats every second; this long without one, it is blocked.
+EVENT_LOOP_WITHIN_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class LiveNodes:
         monotonic: Callable[[], float],
         wall_clock: Callable[[], datetime],
         epoch_clock: Callable[[], float],
+        liveness: Liveness | None = None,
     ) -> None:
         self._kube = kube
         self._config = config
@@ -57,6 +62,7 @@ class LiveNodes:
             kube,
             config.server,
             self.registry,
+            heartbeat=Heartbeat(liveness, "grpc-event-loop", EVENT_LOOP_WITHIN_SECONDS),
             monotonic=monotonic,
             wall_clock=wall_clock,
             epoch_clock=epoch_clock,

@@ -362,7 +362,13 @@ class GPUNodeMirror:
         except KubeError as err:
             if not err.conflict:
                 raise
-            created = self._kube.request("GET", gpunode_path(node))
+            # Another replica made it first: the GPUNode watch brings it (observed), and the
+            # retry then writes its status. No read here: none is granted (coordinator/rbac.py).
+            log.info(
+                "GPUNode created meanwhile; written once the watch has it", extra={"node": node}
+            )
+            self._retry_later(node, RETRY_SECONDS)
+            return False
         with self._lock:
             self._remember(created)
         return True

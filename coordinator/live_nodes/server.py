@@ -26,13 +26,15 @@ from typing import TypeVar
 
 import grpc
 
+from coordinator.health import NO_HEARTBEAT, Heartbeat
 from coordinator.kube.client import KubeApi
 from coordinator.live_nodes.access_review import AccessReviewer
 from coordinator.live_nodes.agent_service import AgentService, AgentServiceConfig
+from coordinator.live_nodes.managed_tls import ManagedTls, ManagedTlsConfig
 from coordinator.live_nodes.node_service import NodeService
 from coordinator.live_nodes.registry import Registry
 from coordinator.live_nodes.sessions import CallResult, Sessions
-from coordinator.live_nodes.tls_reload import ReloadingCertificate
+from coordinator.live_nodes.tls_reload import MemoryCertificate, ReloadingCertificate
 from coordinator.live_nodes.token_review import TokenReviewer
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
@@ -64,14 +66,18 @@ class ServerConfig:
     host: str = "0.0.0.0"  # noqa: S104 - a server for agents on every node
     port: int = 9443
     tls: TlsFiles | None = None
+    # The coordinator's own certificate in a Secret (made and renewed by the leader).
+    managed_tls: ManagedTlsConfig | None = None
     insecure: bool = False
     report_freshness_seconds: float = 30.0
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_concurrent_rpcs: int | None = None
 
     def __post_init__(self) -> None:
-        if self.tls is None and not self.insecure:
-            raise ValueError("the gRPC server needs TLS files, or insecure=True for local runs")
+        if self.tls is None and self.managed_tls is None and not self.insecure:
+            raise ValueError(
+                "the gRPC server needs TLS files or a TLS Secret, or insecure=True for local runs"
+            )
 
 
 def _options(config: ServerConfig) -> list[tuple[str, int]]:
@@ -86,6 +92,9 @@ def _options(config: ServerConfig) -> list[tuple[str, int]]:
     ]
 
 
+EVENT_LOOP_BEAT_SECONDS = 1.0
+
+
 class AgentServer:
     """Owns the event-loop thread, the gRPC server and the sessions it serves."""
 
@@ -95,13 +104,18 @@ class AgentServer:
         config: ServerConfig,
         registry: Registry,
         *,
+        heartbeat: Heartbeat = NO_HEARTBEAT,
         monotonic: Callable[[], float],
         wall_clock: Callable[[], datetime],
         epoch_clock: Callable[[], float],
     ) -> None:
         self._config = config
         self._monotonic = monotonic
-        self.certificate: ReloadingCertificate | None = None
+        self._heartbeat = heartbeat
+        self.certificate: ReloadingCertificate | MemoryCertificate | None = None
+        self.managed_tls = (
+            ManagedTls(kube, config.managed_tls, wall_clock) if config.managed_tls else None
+        )
         self.registry = registry
         self.sessions = Sessions()
         self.reviewer = TokenReviewer(kube, wall_clock=epoch_clock)
@@ -130,6 +144,10 @@ class AgentServer:
 
     def _credentials_port(self, server: grpc.aio.Server) -> int:
         address = f"{self._config.host}:{self._config.port}"
+        if self.managed_tls is not None:
+            pem = self.managed_tls.ensure()  # the leader makes or renews it first
+            self.certificate = MemoryCertificate(pem.key, pem.cert)
+            return server.add_secure_port(address, self.certificate.credentials())
         if self._config.tls is None:
             return server.add_insecure_port(address)
         self.certificate = ReloadingCertificate(
@@ -158,11 +176,36 @@ class AgentServer:
             raise
         log.info(
             "gRPC server listening",
-            extra={"port": self.port, "tls": self._config.tls is not None},
+            extra={"port": self.port, "tls": not self._config.insecure},
         )
         self._ready.set()
+        beats = asyncio.create_task(self._beat())
+        renewals = asyncio.create_task(self._renew())
         await self._stopping.wait()
+        beats.cancel()
+        renewals.cancel()
+        self._heartbeat.rest()
         await server.stop(grace=2.0)
+
+    async def _renew(self) -> None:
+        """With a managed certificate: check it every check_seconds, serve the renewed one."""
+        managed, certificate = self.managed_tls, self.certificate
+        if managed is None or not isinstance(certificate, MemoryCertificate):
+            return
+        while True:
+            await asyncio.sleep(managed.config.check_seconds)
+            try:
+                pem = await asyncio.to_thread(managed.ensure)
+            except Exception:
+                log.exception("TLS certificate check failed; serving the current one")
+                continue
+            certificate.replace(pem.key, pem.cert)
+
+    async def _beat(self) -> None:
+        """Beat once a second from the event loop: a blocked loop stops beating."""
+        while True:
+            self._heartbeat.beat()
+            await asyncio.sleep(EVENT_LOOP_BEAT_SECONDS)
 
     def _run(self) -> None:
         try:

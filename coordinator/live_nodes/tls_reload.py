@@ -78,3 +78,39 @@ class ReloadingCertificate:
             self.reloads += 1
         log.info("TLS certificate reloaded", extra={"cert_file": str(self._cert_file)})
         return grpc.ssl_server_certificate_configuration([(key, cert)])
+
+
+class MemoryCertificate:
+    """A certificate/key pair held in memory (the coordinator's own, `--tls-secret`) as gRPC
+    server credentials; `replace` makes new handshakes use a new pair."""
+
+    def __init__(self, key: bytes, cert: bytes) -> None:
+        self._lock = threading.Lock()
+        self._pair = (key, cert)
+        self._pending: tuple[bytes, bytes] | None = None
+        self.reloads = 0
+
+    @property
+    def pair(self) -> tuple[bytes, bytes]:
+        with self._lock:
+            return self._pair
+
+    def replace(self, key: bytes, cert: bytes) -> None:
+        with self._lock:
+            if (key, cert) == self._pair:
+                return
+            self._pair = self._pending = (key, cert)
+
+    def credentials(self) -> grpc.ServerCredentials:
+        initial = grpc.ssl_server_certificate_configuration([self.pair])
+        return grpc.dynamic_ssl_server_credentials(initial, self.fetch)  # type: ignore[arg-type]
+
+    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
+        """The new pair once after `replace`, else None (keep the current one)."""
+        with self._lock:
+            pending, self._pending = self._pending, None
+            if pending is None:
+                return None
+            self.reloads += 1
+        log.info("TLS certificate replaced")
+        return grpc.ssl_server_certificate_configuration([pending])

@@ -29,6 +29,7 @@ from coordinator.drivers import model
 from coordinator.drivers.conflicts import conflicting_driver
 from coordinator.drivers.module_spec import kmm_version, module_name, ready_label, version_label
 from coordinator.event_notes import WARNING
+from coordinator.health import NO_HEARTBEAT, Heartbeat
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.events import EventRecorder
 from coordinator.kube.workqueue import WorkQueue, run_worker
@@ -230,7 +231,7 @@ class RolloutController:
         """Any change that can matter (a Node, GPUDriver, Module or claim): look again."""
         self.enqueue_all()
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: threading.Event, heartbeat: Heartbeat = NO_HEARTBEAT) -> None:
         self.enqueue_all()
         run_worker(
             self.queue,
@@ -239,6 +240,7 @@ class RolloutController:
             error_retry_seconds=API_ERROR_RETRY_SECONDS,
             failure="rollout pass failed",
             key_name="gpudriver",
+            heartbeat=heartbeat,
         )
 
     def _counted_sync(self, name: str) -> float | None:

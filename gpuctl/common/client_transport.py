@@ -4,9 +4,10 @@ Shared by `gpuctl-agent run` and the CLI's `--coordinator`, so the flags and the
 exist once. No grpc import here: parsing flags (and `gpuctl-agent inspect`, which shares the
 parser) stays cheap; channels are opened by gpuctl.common.grpc_client.
 
-- TLS by default, verifying the server against `--ca-file` (the system trust store when no
-  file is given); `--tls-server-name` overrides the name checked in the certificate (dialing
-  an IP, or a Service through a port-forward); plaintext only with an explicit `--insecure`.
+- TLS by default, verifying the server against `--ca-file` (else $GPUCTL_CA_FILE, else the
+  system trust store: a publicly trusted certificate, e.g. from an ACME issuer, needs no
+  file); `--tls-server-name` overrides the name checked in the certificate (dialing an IP, or
+  a Service through a port-forward); plaintext only with an explicit `--insecure`.
 - Identity is a bearer token sent as `authorization: Bearer <token>` call metadata, passed on
   each call rather than as channel call-credentials so it works over `--insecure` too and a
   rotated token is picked up by the next call. Token files are read when asked, never
@@ -16,10 +17,15 @@ parser) stays cheap; channels are opened by gpuctl.common.grpc_client.
 from __future__ import annotations
 
 import argparse
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 AUTHORIZATION = "authorization"
+# The CA bundle when --ca-file is not given (a kubeconfig-like default for the CLI; the
+# DaemonSet passes --ca-file, or neither for the system trust store).
+CA_FILE_ENV = "GPUCTL_CA_FILE"
 
 
 class ClientConfigError(Exception):
@@ -88,8 +94,8 @@ def add_transport_arguments(
         "--ca-file",
         type=Path,
         metavar="PEM",
-        help="verify the coordinator's certificate against this CA bundle "
-        "(default: the system trust store)",
+        help=f"verify the coordinator's certificate against this CA bundle "
+        f"(default: ${CA_FILE_ENV}, else the system trust store)",
     )
     parser.add_argument(
         "--tls-server-name",
@@ -104,11 +110,17 @@ def add_transport_arguments(
     )
 
 
-def transport_from_args(args: argparse.Namespace) -> ClientTransport:
-    """The ClientTransport the flags of add_transport_arguments describe."""
+def transport_from_args(
+    args: argparse.Namespace, environ: Mapping[str, str] = os.environ
+) -> ClientTransport:
+    """The ClientTransport the flags of add_transport_arguments describe ($GPUCTL_CA_FILE
+    when --ca-file is absent; never with --insecure)."""
+    ca_file = args.ca_file
+    if ca_file is None and not args.insecure and environ.get(CA_FILE_ENV):
+        ca_file = Path(environ[CA_FILE_ENV])
     return ClientTransport(
         target=args.coordinator,
-        ca_file=args.ca_file,
+        ca_file=ca_file,
         insecure=args.insecure,
         tls_server_name=args.tls_server_name,
     )

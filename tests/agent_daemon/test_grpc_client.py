@@ -52,6 +52,20 @@ def test_flags_build_the_transport() -> None:
     assert transport_from_args(args) == ClientTransport("c:9443", Path("/ca.pem"), False, "n")
 
 
+def test_the_ca_file_comes_from_the_flag_else_the_environment_else_the_system_store() -> None:
+    parser = argparse.ArgumentParser()
+    add_transport_arguments(parser, required=True, target_help="where")
+    env = {"GPUCTL_CA_FILE": "/env-ca.pem"}
+    flagged = parser.parse_args(["--coordinator", "c:1", "--ca-file", "/flag.pem"])
+    assert transport_from_args(flagged, env).ca_file == Path("/flag.pem")
+    plain = parser.parse_args(["--coordinator", "c:1"])
+    assert transport_from_args(plain, env).ca_file == Path("/env-ca.pem")
+    assert transport_from_args(plain, {}).ca_file is None
+    assert transport_from_args(plain, {}).describe() == "c:1 (TLS, CA system trust store)"
+    insecure = parser.parse_args(["--coordinator", "c:1", "--insecure"])
+    assert transport_from_args(insecure, env) == ClientTransport("c:1", insecure=True)
+
+
 def test_token_files(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("eyJhbGciOi.payload.sig\n")

@@ -3,6 +3,7 @@ and each option does what values.yaml promises (and nothing it does not)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,14 +20,14 @@ NFD_LABELS = [
     "feature.node.kubernetes.io/pci-0380_8086.present",
 ]
 BASE_KINDS = [
-    "ClusterRole",
+    *["ClusterRole"] * 4,  # the coordinator's, view, edit, rollout-retry
     "ClusterRoleBinding",
     "DaemonSet",
     "Deployment",
-    "Role",
-    "RoleBinding",
-    "Secret",
+    "PodDisruptionBudget",
+    *["Role", "RoleBinding"] * 3,  # the coordinator's, its Events', its own TLS (selfSigned)
     "Service",
+    "Service",  # gRPC and metrics
     "ServiceAccount",
     "ServiceAccount",
 ]
@@ -80,8 +81,16 @@ def check_defaults(rendered: Rendered) -> None:
     )
     assert not any(a.startswith("--gpudriver-selector") for a in args_of(rendered, "Deployment"))
     assert "--allow-node-changes" not in args_of(rendered, "DaemonSet")
-    secret = find(rendered, "Secret", "-coordinator-tls")
-    assert sorted(secret["data"]) == ["ca.crt", "tls.crt", "tls.key"]
+    # selfSigned: the coordinator makes its own Secret; nothing rendered holds a key.
+    assert "PRIVATE KEY" not in json.dumps(rendered)
+    assert "--tls-secret=gpuctl-coordinator-tls" in args_of(rendered, "Deployment")
+    assert "volumes" not in pod_spec(rendered, "Deployment")
+    ca_volume = next(v for v in pod_spec(rendered, "DaemonSet")["volumes"] if "configMap" in v)
+    assert ca_volume["configMap"]["name"] == "gpuctl-coordinator-ca"
+    probes = container(rendered, "Deployment")
+    assert probes["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert probes["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert "ServiceMonitor" not in kinds(rendered)
 
 
 def check_openshift(rendered: Rendered) -> None:
@@ -117,6 +126,32 @@ def check_own_tls_secret(rendered: Rendered) -> None:
         v["secret"]["secretName"] for v in [*coordinator_volumes, *agent_volumes] if "secret" in v
     }
     assert secret_names == {"my-tls"}
+
+
+def check_cert_manager(rendered: Rendered) -> None:
+    certificate = find(rendered, "Certificate", "-coordinator")
+    assert certificate["spec"]["secretName"] == "gpuctl-coordinator-tls"
+    assert "gpuctl-coordinator.gpuctl-system.svc" in certificate["spec"]["dnsNames"]
+    assert certificate["spec"]["issuerRef"]["name"] == "gpuctl-grpc-ca"  # the chart's CA chain
+    assert "--tls-cert-file=/etc/gpuctl/grpc-tls/tls.crt" in args_of(rendered, "Deployment")
+    assert "PRIVATE KEY" not in json.dumps(rendered)
+
+
+def check_ca_from_the_system(rendered: Rendered) -> None:
+    assert "Certificate" in kinds(rendered)
+    assert not any(a.startswith("--ca-file") for a in args_of(rendered, "DaemonSet"))
+    assert not any(
+        v["name"] == "coordinator-ca" for v in pod_spec(rendered, "DaemonSet")["volumes"]
+    )
+
+
+def check_service_monitor(rendered: Rendered) -> None:
+    monitor = find(rendered, "ServiceMonitor")
+    service = find(rendered, "Service", "-coordinator-metrics")
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
 
 
 def check_allow_node_changes(rendered: Rendered) -> None:
@@ -223,6 +258,28 @@ CASES: dict[str, tuple[dict[str, Any], Callable[[Rendered], None]]] = {
         {"openshift": {"enabled": True}, "agent": {"seLinuxType": "gpuctl_agent_t"}},
         lambda rendered: check_selinux_type(rendered, "gpuctl_agent_t"),
     ),
+    "cert-manager": (
+        {"coordinator": {"grpc": {"tls": {"mode": "certManager"}}}},
+        check_cert_manager,
+    ),
+    "ACME issuer, CA from the system store": (
+        {
+            "coordinator": {
+                "grpc": {
+                    "tls": {
+                        "mode": "certManager",
+                        "certManager": {"issuerRef": {"name": "le", "kind": "ClusterIssuer"}},
+                        "ca": {"source": "system"},
+                    }
+                }
+            }
+        },
+        check_ca_from_the_system,
+    ),
+    "ServiceMonitor": (
+        {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}}},
+        check_service_monitor,
+    ),
     "podSecurity.labelNamespace": (
         {"podSecurity": {"labelNamespace": True}},
         check_label_namespace,
@@ -254,7 +311,9 @@ def test_the_rendered_flags_parse(
     args = parse_args(coordinator_args)
     assert args.namespace == "gpuctl-system"
     assert args.lease_name == "gpuctl-coordinator"
-    assert args.live_nodes.server.tls is not None
+    server = args.live_nodes.server
+    # The coordinator's own Secret (selfSigned), or the mounted files of the named one.
+    assert (server.managed_tls is None, server.tls is None) == (bool(tls_secret), not tls_secret)
     assert (args.module_loader_service_account is not None) is openshift
     agent = container(rendered, "DaemonSet")
     assert agent["command"] == ["gpuctl-agent", "run"]

@@ -51,7 +51,14 @@ def test_every_flag_the_deployment_passes_exists(tmp_path: Path) -> None:
     }
     for name in ("tls.crt", "tls.key"):
         (tmp_path / name).write_text("mounted from the Secret")
-    args = parse_args([f"{flag}={sample.get(flag, 'x')}" for flag in flags])
+    # The TLS flags of one mode at a time: the coordinator's own Secret (selfSigned), or files.
+    own = {"--tls-secret", "--tls-ca-configmap", "--tls-service"}
+    files = {"--tls-cert-file", "--tls-key-file"}
+    assert own | files <= set(flags)
+    self_signed = parse_args([f"{f}={sample.get(f, 'x')}" for f in flags if f not in files])
+    assert self_signed.live_nodes.server.managed_tls is not None
+    assert self_signed.live_nodes.server.tls is None
+    args = parse_args([f"{flag}={sample.get(flag, 'x')}" for flag in flags if flag not in own])
     assert args.lease_duration == 15
     assert args.namespace == "x"
     assert args.live_nodes.server.port == values["grpc"]["port"]
@@ -71,8 +78,11 @@ def test_the_agent_daemonset_matches_the_coordinator() -> None:
     assert "{name: token, mountPath: /var/run/secrets/gpuctl, readOnly: true}" in daemonset
     assert "path: token" in daemonset
     assert "- --ca-file=/etc/gpuctl/ca/ca.crt" in daemonset
-    assert "- {key: ca.crt, path: ca.crt}" in daemonset
-    assert "tls.key" not in daemonset
+    assert '{{- include "gpuctl.agentCaVolume" . | nindent 8 }}' in daemonset
+    tls = (CHART / "templates" / "_tls.tpl").read_text()
+    agent_volume = tls.split('{{- define "gpuctl.agentCaVolume" -}}', 1)[1]
+    assert "- {key: ca.crt, path: ca.crt}" in agent_volume  # the TLS Secret's CA only
+    assert "tls.key" not in daemonset + agent_volume
     for needed in (
         "hostPID: true",
         "hostNetwork: true",
@@ -105,4 +115,21 @@ def test_the_grpc_service_selects_the_serving_leader_only() -> None:
     deployment = (CHART / "templates" / "coordinator-deployment.yaml").read_text()
     assert f'{SERVING_LABEL}: "true"' in service
     assert "name: POD_NAME" in deployment  # the Pod the leader labels is its own
-    assert "readinessProbe" not in deployment  # a never-Ready standby would stall rollouts
+
+
+def test_probes_ask_the_ports_and_paths_the_processes_serve() -> None:
+    """The coordinator answers /healthz and /readyz on --metrics-port (the port named
+    `metrics`; a standby is ready, so the Deployment's rollout never stalls on it); the agent
+    on --health-port (named `health`), with its gRPC health port declared too."""
+    deployment = (CHART / "templates" / "coordinator-deployment.yaml").read_text()
+    assert "- --metrics-port={{ $c.metricsPort }}" in deployment
+    assert "containerPort: {{ $c.metricsPort }}" in deployment
+    assert "httpGet: {path: /healthz, port: metrics}" in deployment
+    assert "httpGet: {path: /readyz, port: metrics}" in deployment
+    daemonset = (CHART / "templates" / "agent-daemonset.yaml").read_text()
+    assert "- {name: health, containerPort: {{ $a.healthPort }}}" in daemonset
+    assert "- {name: grpc-health, containerPort: {{ $a.grpcHealthPort }}}" in daemonset
+    assert "- --health-port={{ $a.healthPort }}" in daemonset
+    assert "- --grpc-health-port={{ $a.grpcHealthPort }}" in daemonset
+    assert "httpGet: {path: /healthz, port: health}" in daemonset
+    assert "httpGet: {path: /readyz, port: health}" in daemonset

@@ -10,9 +10,10 @@ import urllib.request
 import pytest
 from prometheus_client import CollectorRegistry
 
+from coordinator.health import Verdict
 from coordinator.logs import JsonFormatter
 from coordinator.main import parse_args
-from coordinator.metrics_http import MetricsServerError, serve_metrics, stop_metrics
+from coordinator.metrics_http import HealthChecks, MetricsServerError, serve_metrics, stop_metrics
 from coordinator.rollout.metrics import RolloutMetrics
 
 
@@ -67,19 +68,22 @@ def test_bad_rollout_and_metrics_flags_are_refused(
     assert named in capsys.readouterr().err
 
 
+ALWAYS_OK = HealthChecks(lambda: Verdict(True, "test"), lambda: Verdict(True, "test"))
+
+
 def test_a_metrics_port_in_use_is_a_clear_error() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         with pytest.raises(MetricsServerError, match=f"--metrics-port {port}"):
-            serve_metrics("127.0.0.1", port, CollectorRegistry())
+            serve_metrics("127.0.0.1", port, CollectorRegistry(), ALWAYS_OK)
 
 
 def test_metrics_are_served_from_the_registry_passed_in() -> None:
     registry = CollectorRegistry()
     RolloutMetrics(registry).phases("gpu", {"Done": 2}, [])
-    server, thread = serve_metrics("127.0.0.1", 0, registry)
+    server, thread = serve_metrics("127.0.0.1", 0, registry, ALWAYS_OK)
     try:
         url = f"http://127.0.0.1:{server.server_port}/metrics"
         text = urllib.request.urlopen(url, timeout=5).read().decode()

@@ -131,6 +131,7 @@ def start_control_plane(
     layout.etcd_data.chmod(0o700)
     control_plane = ControlPlane(layout, ports, die_with_parent)
     write_pki(layout, control_plane.server, now)
+    layout.audit_policy.write_text(flags.AUDIT_POLICY)
     try:
         _start(
             control_plane,

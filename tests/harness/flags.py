@@ -13,6 +13,12 @@ cluster has and envtest leaves out:
   on since Kubernetes 1.32).
 - ``--endpoint-reconciler-type=none``: the ``kubernetes`` Service's endpoints would name
   127.0.0.1, which Endpoints validation rejects.
+- ``OwnerReferencesPermissionEnforcement`` (on in OpenShift): setting an owner reference needs
+  `delete` on the object, and blockOwnerDeletion `update` on the owner's finalizers, so a test
+  running as the coordinator's ServiceAccount finds any such grant the chart lacks.
+- An audit log (``AUDIT_POLICY``): every request of a ServiceAccount outside kube-system, at
+  Metadata level (who, verb, resource, answer code), so a test can compare what the
+  coordinator called with what the chart grants it.
 
 kube-controller-manager runs only controllers that work without kubelets, among them the
 garbage collector, the namespace controller and both service-account controllers.
@@ -77,14 +83,33 @@ def apiserver_args(binary: Path, layout: Layout, ports: Ports) -> list[str]:
         f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
         "--allow-privileged=true",
         "--authorization-mode=Node,RBAC",
-        "--enable-admission-plugins=NodeRestriction",
+        "--enable-admission-plugins=NodeRestriction,OwnerReferencesPermissionEnforcement",
         "--disable-admission-plugins=TaintNodesByCondition",
         f"--service-account-issuer={apiserver_url(ports)}",
         f"--service-account-key-file={layout.sa_public_key}",
         f"--service-account-signing-key-file={layout.sa_signing_key}",
         "--endpoint-reconciler-type=none",
         "--profiling=false",
+        f"--audit-policy-file={layout.audit_policy}",
+        f"--audit-log-path={layout.audit_log}",
+        "--audit-log-format=json",
+        "--audit-log-mode=blocking",
     ]
+
+
+# Written to layout.audit_policy. The controllers' ServiceAccounts (kube-system) are many and
+# busy; only the tests' ServiceAccounts are recorded, once each, when the answer is complete.
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    userGroups: ["system:serviceaccounts:kube-system"]
+  - level: Metadata
+    userGroups: ["system:serviceaccounts"]
+  - level: None
+"""
 
 
 def controller_manager_args(binary: Path, layout: Layout, ports: Ports) -> list[str]:

@@ -80,6 +80,15 @@ class Layout:
     def state_file(self) -> Path:
         return self.root / "state.json"
 
+    @property
+    def audit_policy(self) -> Path:
+        return self.root / "audit-policy.yaml"
+
+    @property
+    def audit_log(self) -> Path:
+        """JSON lines: the API server's audit events of ServiceAccounts' requests."""
+        return self.logs / "audit.jsonl"
+
     def log_file(self, component: str) -> Path:
         return self.logs / f"{component}.log"
 

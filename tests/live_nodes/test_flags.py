@@ -39,7 +39,7 @@ def test_plaintext_only_when_asked_for() -> None:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--grpc-port=1"], "--grpc-port needs --tls-cert-file and --tls-key-file"),
+        (["--grpc-port=1"], "--grpc-port needs --tls-secret, or --tls-cert-file"),
         (["--grpc-port=1", "--tls-cert-file=/x"], "go together"),
         (
             ["--grpc-port=1", "--tls-cert-file=/nonexistent", "--tls-key-file=/nonexistent"],

@@ -49,6 +49,21 @@ def test_first_report_creates_an_owned_gpunode_then_writes_only_changes() -> Non
     assert "blockers" not in api.objects[GPUNODE]["status"]["report"]
 
 
+def test_a_gpunode_another_replica_created_first_is_written_once_the_watch_has_it() -> None:
+    api, registry, mirror, clock = _setup()
+    theirs = api.store(GPUNODE, {"metadata": {"name": "gpu-1"}, "spec": {}})
+    registry.connected("gpu-1", 1, "v1", "boot")
+    registry.reported("gpu-1", 1, sample_report("gpu-1"), 1)
+    mirror.sync("gpu-1")
+    # The create answered 409; nothing is read back (no `get` is granted) or written.
+    assert [r for r in api.requests if "gpunodes" in r[1]] == [("POST", GPUNODES)]
+    mirror.observed("ADDED", theirs)
+    clock.advance(5)
+    mirror.sync("gpu-1")
+    assert api.writes[-1] == ("PATCH", f"{GPUNODE}/status")
+    assert api.objects[GPUNODE]["status"]["session"] == "Connected"
+
+
 def test_a_watch_event_older_than_our_write_is_ignored() -> None:
     api, registry, mirror, _ = _setup()
     registry.connected("gpu-1", 1, "v1", "boot")

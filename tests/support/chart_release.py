@@ -27,6 +27,7 @@ RESOURCES = {
     "DaemonSet": ("daemonsets", True),
     "Deployment": ("deployments", True),
     "Namespace": ("namespaces", False),
+    "PodDisruptionBudget": ("poddisruptionbudgets", True),
     "Role": ("roles", True),
     "RoleBinding": ("rolebindings", True),
     "Secret": ("secrets", True),

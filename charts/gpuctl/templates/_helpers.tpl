@@ -27,9 +27,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: agent
 {{- end -}}
 
-{{/* The Secret with the coordinator's gRPC serving certificate and its CA. */}}
+{{/* The Secret with the coordinator's gRPC serving certificate (templates/_tls.tpl). */}}
 {{- define "gpuctl.grpcTlsSecret" -}}
-{{- .Values.coordinator.grpc.tlsSecret | default (printf "%s-coordinator-tls" (include "gpuctl.fullname" .)) -}}
+{{- include "gpuctl.tlsSecretName" . -}}
 {{- end -}}
 
 {{/*

@@ -1,9 +1,11 @@
 """The chart installed with real `helm install` into the test API server: every object is
-accepted, `helm upgrade` keeps the TLS Secret, and the coordinator runs under exactly the
-chart's RBAC (its ServiceAccount's token) and the chart's flags (the Deployment's args)."""
+accepted and none holds a key, and the coordinator runs under exactly the chart's RBAC (its
+ServiceAccount's token) and the chart's flags (the Deployment's args), making its own TLS
+Secret and CA ConfigMap."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -47,22 +49,21 @@ def release(
         yield installed
 
 
-def test_every_object_is_accepted_and_upgrade_keeps_the_tls_secret(release: Release) -> None:
+def test_every_object_is_accepted_and_none_holds_a_key(release: Release) -> None:
     notes = release.install()
     assert f"DaemonSet {release.fullname}-agent" in notes
     manifest = release.manifest()
-    assert {o["kind"] for o in manifest} >= {"Deployment", "DaemonSet", "Secret", "ClusterRole"}
+    assert {o["kind"] for o in manifest} >= {"Deployment", "DaemonSet", "ClusterRole"}
+    # selfSigned: no key in the release; the coordinator makes its Secret (the next test).
+    assert "Secret" not in {o["kind"] for o in manifest}
+    assert "PRIVATE KEY" not in json.dumps(manifest)
     for obj in manifest:
         assert release.get(obj) is not None, f"{obj['kind']} {obj['metadata']['name']} missing"
-    tls = release.tls_secret()
-    assert sorted(tls) == ["ca.crt", "tls.crt", "tls.key"]
-    assert b"BEGIN CERTIFICATE" in tls["ca.crt"]
 
     release.upgrade("--set", "coordinator.logLevel=debug")
 
     args = release.deployment()["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--log-level=debug" in args  # the upgrade did apply
-    assert release.tls_secret() == tls  # same CA, certificate and key, byte for byte
 
 
 def pod_env(container: dict[str, Any], pod: dict[str, Any]) -> dict[str, str]:
@@ -80,22 +81,6 @@ def pod_env(container: dict[str, Any], pod: dict[str, Any]) -> dict[str, str]:
         assert field in known, f"the test cannot play the downward API field {field}"
         env[entry["name"]] = known[field]
     return env
-
-
-def mounted_files(args: list[str], tls: dict[str, bytes], folder: Path) -> list[str]:
-    """The args with the Secret's mount (/etc/gpuctl/grpc-tls/<key>) replaced by files in
-    `folder` holding the same bytes."""
-    result = []
-    for arg in args:
-        flag, _, value = arg.partition("=")
-        if value.startswith("/etc/gpuctl/grpc-tls/"):
-            file = folder / Path(value).name
-            file.touch(mode=0o600)
-            file.write_bytes(tls[file.name])
-            result.append(f"{flag}={file}")
-        else:
-            result.append(arg)
-    return result
 
 
 def test_the_coordinator_runs_under_the_charts_rbac_and_flags(
@@ -126,7 +111,7 @@ def test_the_coordinator_runs_under_the_charts_rbac_and_flags(
     kubeconfig = token_kubeconfig(kube_cluster, token, tmp_path / "kubeconfig")
     argv = [
         str(BIN / container["command"][0]),
-        *mounted_files(container["args"], release.tls_secret(), tmp_path),
+        *container["args"],
         f"--kubeconfig={kubeconfig}",  # stands in for the Pod's in-cluster config
     ]
     log_path = tmp_path / "coordinator.log"
@@ -176,6 +161,17 @@ def test_the_coordinator_runs_under_the_charts_rbac_and_flags(
             timeout_seconds=120,
         )
         assert module["metadata"]["namespace"] == namespace
+        # The leader made its own TLS Secret and published the CA for the agents.
+        tls = release.tls_secret()
+        assert sorted(tls) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
+        configmap = api.kube.request(
+            "GET",
+            path(
+                "", "v1", "configmaps",
+                namespace=namespace, name=f"{release.fullname}-coordinator-ca",
+            ),
+        )  # fmt: skip
+        assert configmap["data"]["ca.crt"].encode() == tls["ca.crt"]
     finally:
         process.send_signal(signal.SIGTERM)
         code: int | None

@@ -7,12 +7,17 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
 
 from coordinator.kube.client import path
 from tests.harness.access import KubeCluster
+from tests.harness.ports import free_loopback_ports
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import (
     TEST_LABEL,
@@ -87,3 +92,85 @@ def test_no_configuration_is_a_clear_error(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "no Kubernetes configuration" in result.stderr
+
+
+def probe(url: str) -> tuple[int, str]:
+    """(HTTP status, body) of a probe URL; (0, why) when nothing answers yet."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - loopback http
+            return int(answer.status), answer.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+    except OSError as err:
+        return 0, str(err)
+
+
+@contextmanager
+def coordinator_process(
+    kube_cluster: KubeCluster, namespace: str, identity: str, metrics_port: int, log_path: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            [
+                str(SCRIPT),
+                f"--kubeconfig={kube_cluster.kubeconfig}",
+                f"--namespace={namespace}",
+                f"--gpudriver-selector={TEST_LABEL}={namespace}",
+                f"--identity={identity}",
+                "--metrics-address=127.0.0.1",
+                f"--metrics-port={metrics_port}",
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            yield process
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def test_leader_and_standby_are_alive_and_ready(
+    kube_cluster: KubeCluster, namespace: str, tmp_path: Path
+) -> None:
+    """kubelet's probes: the leader is ready once its caches are synced, the standby (which
+    reads the Lease and could take over) is ready too, and both are alive."""
+    first_port, second_port = free_loopback_ports(2)
+    with ExitStack() as stack:
+        stack.enter_context(
+            coordinator_process(kube_cluster, namespace, "a", first_port, tmp_path / "a.log")
+        )
+        wait_until(
+            "the first replica leads with synced caches",
+            lambda: (
+                probe(f"http://127.0.0.1:{first_port}/readyz")
+                == (200, "ok: leading, caches synced\n")
+            ),
+            timeout_seconds=120,
+        )
+        stack.enter_context(
+            coordinator_process(kube_cluster, namespace, "b", second_port, tmp_path / "b.log")
+        )
+        wait_until(
+            "the second replica stands by, ready",
+            lambda: (
+                probe(f"http://127.0.0.1:{second_port}/readyz")
+                == (200, "ok: standby, ready to lead\n")
+            ),
+            timeout_seconds=120,
+        )
+        # The leader runs the Lease loop and both workers (the rollout's starts once the
+        # claims and Modules are listed too); the standby only the Lease loop.
+        wait_until(
+            "the leader's three loops turn",
+            lambda: (
+                probe(f"http://127.0.0.1:{first_port}/healthz")
+                == (200, "ok: turning: lease, reconcile-worker, rollout-worker\n")
+            ),
+            timeout_seconds=120,
+        )
+        assert probe(f"http://127.0.0.1:{second_port}/healthz") == (200, "ok: turning: lease\n")

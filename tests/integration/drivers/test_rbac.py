@@ -11,7 +11,6 @@ import pytest
 
 from coordinator.drivers.module_spec import desired_module, kmm_version, version_label
 from coordinator.kube.client import path
-from coordinator.rbac import CLUSTER_RULES, NAMESPACE_RULES
 from gpuctl.common.names import TARGET_LABEL
 from tests.harness.access import KubeCluster
 from tests.harness.kmm_emulator import KmmEmulator
@@ -24,55 +23,17 @@ from tests.support.cluster_api import (
     simple_spec,
     wait_status,
 )
+from tests.support.coordinator_rbac import bound_coordinator
 from tests.support.coordinator_thread import running_coordinator
 
 pytestmark = pytest.mark.integration
 
-RBAC = "rbac.authorization.k8s.io"
-
 
 @pytest.fixture
 def coordinator_account(api: Api, namespace: str) -> Iterator[str]:
-    """ServiceAccount `coordinator` bound to the chart's ClusterRole and Role rules."""
-    account = "coordinator"
-    cluster_role = f"{namespace}-coordinator"
-    subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
-    api.kube.request(
-        "POST",
-        path("", "v1", "serviceaccounts", namespace=namespace),
-        body={"metadata": {"name": account}},
-    )
-    api.kube.request(
-        "POST",
-        path(RBAC, "v1", "clusterroles"),
-        body={"metadata": {"name": cluster_role}, "rules": CLUSTER_RULES},
-    )
-    api.kube.request(
-        "POST",
-        path(RBAC, "v1", "clusterrolebindings"),
-        body={
-            "metadata": {"name": cluster_role},
-            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": cluster_role},
-            "subjects": subject,
-        },
-    )
-    api.kube.request(
-        "POST",
-        path(RBAC, "v1", "roles", namespace=namespace),
-        body={"metadata": {"name": account}, "rules": NAMESPACE_RULES},
-    )
-    api.kube.request(
-        "POST",
-        path(RBAC, "v1", "rolebindings", namespace=namespace),
-        body={
-            "metadata": {"name": account},
-            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": account},
-            "subjects": subject,
-        },
-    )
-    yield account
-    api.kube.request("DELETE", path(RBAC, "v1", "clusterrolebindings", name=cluster_role))
-    api.kube.request("DELETE", path(RBAC, "v1", "clusterroles", name=cluster_role))
+    """ServiceAccount `coordinator` bound to the chart's rules (Events in `default`)."""
+    with bound_coordinator(api.kube, namespace) as account:
+        yield account
 
 
 def test_coordinator_runs_with_the_charts_rbac_only(

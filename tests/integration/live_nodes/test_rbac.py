@@ -16,7 +16,6 @@ import pytest
 
 from coordinator.kube.client import Kube, path
 from coordinator.live_nodes.serving_label import ServingLabel
-from coordinator.rbac import CLUSTER_RULES, NAMESPACE_RULES
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as node_grpc
 from gpuctl.common.names import SERVING_LABEL
@@ -32,54 +31,16 @@ from tests.support.cluster_agents import (
     running_live_nodes,
     serving_tls,
 )
+from tests.support.coordinator_rbac import bound_coordinator
 
 pytestmark = pytest.mark.integration
-RBAC = "rbac.authorization.k8s.io"
 
 
 @pytest.fixture
 def coordinator_client(kube_cluster: KubeCluster, namespace: str, kube_admin: Any) -> Iterator[Any]:
     """An ApiClient of ServiceAccount `coordinator`, bound to the chart's rules only."""
-    kube = Kube(kube_admin)
-    name = f"{namespace}-live-coordinator"
-    kube.request(
-        "POST",
-        path("", "v1", "serviceaccounts", namespace=namespace),
-        body={"metadata": {"name": "coordinator"}},
-    )
-    kube.request(
-        "POST",
-        path(RBAC, "v1", "clusterroles"),
-        body={"metadata": {"name": name}, "rules": CLUSTER_RULES},
-    )
-    kube.request(
-        "POST",
-        path(RBAC, "v1", "clusterrolebindings"),
-        body={
-            "metadata": {"name": name},
-            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": "coordinator", "namespace": namespace}],
-        },
-    )
-    kube.request(
-        "POST",
-        path(RBAC, "v1", "roles", namespace=namespace),
-        body={"metadata": {"name": "coordinator"}, "rules": NAMESPACE_RULES},
-    )
-    kube.request(
-        "POST",
-        path(RBAC, "v1", "rolebindings", namespace=namespace),
-        body={
-            "metadata": {"name": "coordinator"},
-            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "coordinator"},
-            "subjects": [{"kind": "ServiceAccount", "name": "coordinator", "namespace": namespace}],
-        },
-    )
-    try:
-        yield kube_cluster.service_account_client(namespace, "coordinator")
-    finally:
-        kube.request("DELETE", path(RBAC, "v1", "clusterrolebindings", name=name))
-        kube.request("DELETE", path(RBAC, "v1", "clusterroles", name=name))
+    with bound_coordinator(Kube(kube_admin), namespace) as account:
+        yield kube_cluster.service_account_client(namespace, account)
 
 
 def test_live_nodes_under_the_charts_rbac(

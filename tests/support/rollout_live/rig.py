@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -96,6 +97,10 @@ class RolloutRig:
         self.coordinator: subprocess.Popen[bytes] | None = None
         self._closing = threading.Event()
         self._supervisor: threading.Thread | None = None
+        # Whom the coordinator acts as (the admin unless a test runs it under the chart's
+        # RBAC), and extra environment (POD_NAME: the Pod it labels while serving).
+        self.coordinator_kubeconfig: Path = cluster.kubeconfig
+        self.coordinator_env: dict[str, str] = {}
         self._coordinator_logs: list[Any] = []
         self.starts = 0
         self.agents: dict[str, subprocess.Popen[bytes]] = {}
@@ -165,7 +170,7 @@ class RolloutRig:
         self.coordinator = subprocess.Popen(
             [
                 str(BIN / "gpuctl-coordinator"),
-                f"--kubeconfig={self.cluster.kubeconfig}",
+                f"--kubeconfig={self.coordinator_kubeconfig}",
                 f"--namespace={self.namespace}",
                 f"--gpudriver-selector={TEST_LABEL}={self.namespace}",
                 f"--identity=rollout-{self.starts}",
@@ -186,6 +191,7 @@ class RolloutRig:
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
+            env={**os.environ, **self.coordinator_env},
         )
 
     def restart_coordinator_when_it_exits(self, *extra: str) -> None:
