@@ -145,3 +145,26 @@ def test_image_holds_exactly_its_locked_distributions(built: dict[str, str], par
     imported = run_in(image, ["python3", "-c", _IMPORT_ALL, part])
     assert imported.returncode == 0, imported.stderr.decode()
     assert imported.stdout.decode().strip() == ("True" if part == "coordinator" else "False")
+
+
+@pytest.mark.parametrize(
+    ("program", "extra", "missing"),
+    [
+        (
+            "gpuctl-coordinator",
+            "coordinator",
+            "kubernetes, pydantic, prometheus-client, cryptography",
+        ),
+        ("gpuctl", "cli", "kubernetes, pyyaml, urllib3"),
+    ],
+)
+def test_agent_image_says_which_extra_its_other_programs_need(
+    built: dict[str, str], program: str, extra: str, missing: str
+) -> None:
+    done = run_in(built["agent"], [program, "--help"])
+    assert done.returncode == 2
+    # buildah adds its own lines about the exit status after the program's.
+    assert done.stderr.decode().splitlines()[0] == (
+        f"{program}: needs gpuctl's `{extra}` extra ({missing} not installed): "
+        f"pip install 'gpuctl[{extra}]'"
+    )
