@@ -1,0 +1,13 @@
+"""`gpuctl`'s entry point: checks that the `cli` extra is installed (one clear line and exit 2 if
+not, never an ImportError traceback), then runs gpuctl.cli.main."""
+
+from __future__ import annotations
+
+from gpuctl.common.extras import require_extra
+
+
+def main() -> int:
+    require_extra("gpuctl", "cli")
+    from gpuctl.cli.main import main as run  # noqa: PLC0415 - only once the extra is there
+
+    return run()

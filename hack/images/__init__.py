@@ -1,0 +1,1 @@
+"""Building and running the OCI images with buildah (hack/images/build)."""
