@@ -88,25 +88,32 @@ def test_an_endless_burst_still_fires_at_the_cap() -> None:
 
 
 def test_the_watcher_turns_a_burst_into_one_change_and_ignores_noise() -> None:
+    """Waits for the changes it means (never a fixed sleep): one for the burst, one for the
+    module load after the noise; the counters show the noise was read and ignored."""
+
     async def scenario() -> tuple[list[float], UeventWatcher, PipeSource]:
         loop = asyncio.get_running_loop()
         source = PipeSource()
         changes: list[float] = []
-        watcher = UeventWatcher(
-            loop, source, Debouncer(quiet=0.05, max_delay=1.0), lambda: changes.append(loop.time())
-        )
+        changed = asyncio.Event()
+
+        def on_change() -> None:
+            changes.append(loop.time())
+            changed.set()
+
+        watcher = UeventWatcher(loop, source, Debouncer(quiet=0.05, max_delay=1.0), on_change)
         watcher.start()
-        # Enabling VFs: the PF's change, then each VF's add and bind, a few ms apart.
+        # Enabling VFs: the PF's change, then each VF's add and bind, read as one burst.
         source.push(B580_BIND)
         for _ in range(4):
-            await asyncio.sleep(0.01)
             source.push(VF_ADD, RENDER_NODE)
-        await asyncio.sleep(0.2)
-        # Noise alone fires nothing.
+        await asyncio.wait_for(changed.wait(), timeout=30)
+        changed.clear()
+        # Noise alone fires nothing: it is counted as ignored, and the next change is the
+        # module load's.
         source.push(NIC_BIND, USB, OTHER_GPU)
-        await asyncio.sleep(0.2)
         source.push(MODULE_LOAD)
-        await asyncio.sleep(0.2)
+        await asyncio.wait_for(changed.wait(), timeout=30)
         watcher.stop()
         return changes, watcher, source
 
