@@ -22,8 +22,17 @@ _CHUNK = 1 << 20
 _ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
 
 
+def _checked(path: str) -> str:
+    """`path`, or OSError(EINVAL) when it holds a NUL byte (a name read from the node, such as
+    a kernel release, can; the os module would raise ValueError, which no reader expects)."""
+    if "\0" in path:
+        raise OSError(errno.EINVAL, "path contains a NUL byte", path.replace("\0", "\\0"))
+    return path
+
+
 def _mode(path: str, *, follow: bool) -> int | None:
     """The file mode, or None when there is no such entry."""
+    _checked(path)
     try:
         return os.stat(path, follow_symlinks=follow).st_mode  # noqa: PTH116 (speed, see above)
     except OSError as error:
@@ -44,7 +53,7 @@ class HostFiles:
         return self._prefix + relative
 
     def read_bytes(self, relative: str) -> bytes:
-        fd = os.open(self._prefix + relative, _READ_FLAGS)
+        fd = os.open(_checked(self._prefix + relative), _READ_FLAGS)
         try:
             chunks = []
             while chunk := os.read(fd, _CHUNK):
@@ -59,11 +68,11 @@ class HostFiles:
 
     def read_link(self, relative: str) -> str:
         """The symlink's target as stored (not resolved)."""
-        return os.readlink(self._prefix + relative)  # noqa: PTH115 (speed, see above)
+        return os.readlink(_checked(self._prefix + relative))  # noqa: PTH115 (speed, see above)
 
     def list_dir(self, relative: str) -> list[str]:
         """Entry names of a directory, sorted for a stable report."""
-        return sorted(os.listdir(self._prefix + relative))  # noqa: PTH208 (speed)
+        return sorted(os.listdir(_checked(self._prefix + relative)))  # noqa: PTH208 (speed)
 
     def exists(self, relative: str) -> bool:
         """True when the entry exists (a dangling symlink counts as existing)."""
