@@ -1,8 +1,8 @@
 """Fuzz the coordinator's handling of an AgentMessage, through the pure steps a stream runs it
 through: parsing (agent_service._parse), the shape checks (limits), and for a report what
 the registry, the GPUNode mirror and the rollout make of it (NodeRecord, the GPUNode status
-as the JSON written to the API server, the rollout's ReportFacts); for a prepare or restore
-result, the rollout's facts. Bad input may only be refused (RefusalError,
+as the JSON written to the API server, the rollout's ReportFacts, and the CLI's tables of it);
+for a prepare or restore result, the rollout's facts. Bad input may only be refused (RefusalError,
 InvalidMessageError): any other exception would end a stream with an internal error, or
 worse, a mirror write or a rollout pass."""
 
@@ -25,6 +25,8 @@ from coordinator.live_nodes.node_record import NodeRecord, Session
 from coordinator.rollout.facts import prepare_facts, report_facts, restore_facts
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from gpuctl.cli.nodes_table import blockers_cell, gpus_cell, module_cell
+from gpuctl.cli.report_table import render_report
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -80,6 +82,8 @@ def handle(message: agent_pb.AgentMessage) -> None:
         status = desired_status(record, freshness(record, 0.0, 60.0), 60.0, NOW)
         json.dumps(status)
         report_facts(report)
+        render_report(report)
+        gpus_cell(report), module_cell(report.module), blockers_cell(report, trusted=True)
     elif kind == "prepare_result":
         check_call_result(message.prepare_result, kind)
         prepare_facts(message.prepare_result)
