@@ -164,7 +164,9 @@ def _from_kernel_lists(
     syscalls: ProcSyscalls,
 ) -> ClientScanOutcome:
     listed = sum(len(clients) for clients in lists.values())
-    pending = sorted({c.tgid for clients in lists.values() for c in clients if c.tgid > 0})
+    pending = sorted(
+        {_thread_group(files, c.tgid) for clients in lists.values() for c in clients if c.tgid > 0}
+    )
     found = _Found()
     examined: set[int] = set()
     while pending:
@@ -227,6 +229,22 @@ def _add_unattributed(found: _Found, address: str, client: KernelClient) -> None
     )
     if client.client_id is not None:
         entry.client_ids.add(client.client_id)
+
+
+def _thread_group(files: HostFiles, pid: int) -> int:
+    """The process (thread group) of `pid`: kernels before the `tgid` column list the
+    opening thread's id, and /proc/<tid>/ exists (unlisted) for every thread. `pid` itself
+    when /proc/<pid>/status cannot say."""
+    try:
+        status = files.read_text(f"proc/{pid}/status")
+    except (OSError, UnicodeDecodeError):
+        return pid
+    for line in status.splitlines():
+        key, _, value = line.partition(":")
+        if key == "Tgid":
+            value = value.strip()
+            return int(value) if value.isascii() and value.isdigit() else pid
+    return pid
 
 
 def _children(files: HostFiles, pid: int) -> list[int]:

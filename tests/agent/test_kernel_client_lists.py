@@ -177,3 +177,18 @@ def test_fake_host_lists_one_row_per_open_file(tmp_path: Path) -> None:
     assert host.real("sys/kernel/debug/dri/0").readlink() == Path(B580)
     host.remove_process(10)
     assert host.real("sys/kernel/debug/dri/0/clients").read_text().count("\n") == 1
+
+
+def test_a_thread_id_listed_by_an_older_kernel_names_its_process(tmp_path: Path) -> None:
+    """Kernels before the `tgid` column list the opening thread; /proc/<tid>/status names
+    its process, so the answer is the process's, as the sweep's."""
+    host = scenarios.open_render_clients(tmp_path)
+    swept = host.inspect()
+    host.enable_debugfs("pid")
+    clients = host.real(host.debugfs_clients_path(B580)).read_text()
+    host.write(host.debugfs_clients_path(B580), clients.replace(" 2200 ", " 2205 "))
+    host.write("proc/2205/status", "Name:\tpython3\nTgid:\t2200\nPid:\t2205\n")
+    host.write("proc/2200/status", "Name:\tpython3\nTgid:\t2200\nPid:\t2200\n")
+    report = host.inspect()
+    assert answers(report) == answers(swept)
+    assert report.client_scan.message.startswith("the kernel lists 2 DRM clients")
