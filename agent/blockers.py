@@ -11,7 +11,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent.drm_clients import ClientScanOutcome, DrmClientFacts, ScanState
+from agent.drm_clients import ClientScanOutcome, ScanState, client_count
 from agent.kmod import ModuleFacts, ModuleState
 from agent.pci import GpuFunction
 from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
@@ -39,12 +39,6 @@ def _plural(count: int, word: str) -> str:
     if count == 1:
         return f"{count} {word}"
     return f"{count} {word}es" if word.endswith("s") else f"{count} {word}s"
-
-
-def client_count(clients: Sequence[DrmClientFacts]) -> int:
-    """Distinct DRM clients of one device: by client id; a process without ids counts once."""
-    ids = {client_id for client in clients for client_id in client.client_ids}
-    return len(ids) + sum(1 for client in clients if not client.client_ids)
 
 
 def compute_blockers(

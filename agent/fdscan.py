@@ -16,7 +16,7 @@ through a `ProcSyscalls` parameter so tests can inject failures the test host ca
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -64,9 +64,12 @@ def find_fd_holders(
     *,
     prefix: str | None = None,
     syscalls: ProcSyscalls = OS_SYSCALLS,
+    pids: Iterable[int] | None = None,
 ) -> FdScanResult:
     """Which processes under `proc_dir` hold an fd whose link is in `targets` or starts
     with `prefix` (e.g. frozenset({"/dev/dri/renderD128"}), or prefix="/dev/dri/").
+    With `pids`, only those processes are examined (one that does not exist counts as
+    vanished) instead of every one /proc lists.
 
     Raises OSError only if `proc_dir` itself cannot be opened or listed.
     """
@@ -78,7 +81,8 @@ def find_fd_holders(
     holders = result.holders
     proc_fd = open_dir(os.fspath(proc_dir), None)
     try:
-        for name in list_dir(proc_fd):
+        names = list_dir(proc_fd) if pids is None else [str(pid) for pid in pids]
+        for name in names:
             if not name.isdigit():
                 continue
             try:

@@ -19,7 +19,7 @@ from agent.fdscan import OS_SYSCALLS, ProcSyscalls
 from agent.hostfs import HostFiles
 from agent.hostroot import validate_host_root
 from agent.kmod import ModuleFacts, ModuleState, driver_module_name, open_references, read_module
-from agent.module_files import find_loaded_module_file
+from agent.module_files import RELEASE_PATH, find_loaded_module_file
 from agent.pci import GpuFunction, scan_intel_gpus
 from agent.provenance import judge_provenance, parse_backport_tag
 from agent.report import build_report, module_message
@@ -53,7 +53,7 @@ def inspect_node(
     validate_host_root(host_root)
     files = files if files is not None else HostFiles(host_root)
     log = WarningLog()
-    release = read_attribute(files, "proc/sys/kernel/osrelease", log) or ""
+    release = read_attribute(files, RELEASE_PATH, log) or ""
     pci = scan_intel_gpus(files, log)
     module = read_module(files, MODULE_NAME, log)
     if clients_impossible(files, pci.gpus, module, log):

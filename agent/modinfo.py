@@ -2,14 +2,16 @@
 
 `.modinfo` holds NUL-separated "key=value" strings (name, srcversion, version, intree,
 vermagic, ...). A small ELF64 section-table reader is enough to find it; compressed modules
-are decompressed in memory first (zstandard for .zst, the standard library for .xz/.gz).
+are decompressed in memory first (zstandard for .zst, the standard library for .xz/.gz),
+never to more than the size limit: a small compressed file must not take the agent's memory.
 """
 
 from __future__ import annotations
 
-import gzip
 import lzma
 import struct
+import zlib
+from collections.abc import Callable
 
 import zstandard
 
@@ -24,19 +26,43 @@ class ModinfoError(ValueError):
     """The file is not a readable ELF64 kernel module."""
 
 
-def decompress_module(data: bytes, filename: str) -> bytes:
-    """The ELF image inside a module file, by its suffix (.ko, .ko.zst, .ko.xz, .ko.gz)."""
+def decompress_module(data: bytes, filename: str, max_bytes: int = _MAX_MODULE_BYTES) -> bytes:
+    """The ELF image inside a module file, by its suffix (.ko, .ko.zst, .ko.xz, .ko.gz);
+    ModinfoError when it is larger than `max_bytes` (decompression stops there)."""
     try:
         if filename.endswith(".zst"):
-            decompressor = zstandard.ZstdDecompressor().decompressobj()
-            return bytes(decompressor.decompress(data))
-        if filename.endswith(".xz"):
-            return lzma.decompress(data)
-        if filename.endswith(".gz"):
-            return gzip.decompress(data)
-    except (zstandard.ZstdError, lzma.LZMAError, OSError, EOFError) as error:
+            with zstandard.ZstdDecompressor().stream_reader(data) as reader:
+                image = _read_bounded(reader.read, max_bytes)
+        elif filename.endswith(".xz"):
+            xz = lzma.LZMADecompressor()
+            image = xz.decompress(data, max_length=max_bytes + 1)
+            if not xz.eof and len(image) <= max_bytes:
+                raise ModinfoError("cannot decompress: truncated xz stream")
+        elif filename.endswith(".gz"):
+            gz = zlib.decompressobj(wbits=31)
+            image = gz.decompress(data, max_bytes + 1)
+            if not gz.eof and len(image) <= max_bytes:
+                raise ModinfoError("cannot decompress: truncated gzip stream")
+        else:
+            image = data
+    except (zstandard.ZstdError, lzma.LZMAError, zlib.error, OSError, EOFError) as error:
         raise ModinfoError(f"cannot decompress: {error}") from error
-    return data
+    if len(image) > max_bytes:
+        raise ModinfoError(f"module image larger than {max_bytes} bytes")
+    return image
+
+
+def _read_bounded(read: Callable[[int], bytes], max_bytes: int) -> bytes:
+    """Read until the end or just past `max_bytes`."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= max_bytes:
+        chunk = read(min(1 << 20, max_bytes + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def elf_section(image: bytes, wanted: str) -> bytes:
@@ -83,9 +109,8 @@ def parse_modinfo(section: bytes) -> dict[str, list[str]]:
     return info
 
 
-def read_modinfo(data: bytes, filename: str) -> dict[str, list[str]]:
+def read_modinfo(
+    data: bytes, filename: str, max_bytes: int = _MAX_MODULE_BYTES
+) -> dict[str, list[str]]:
     """The `.modinfo` of a module file's bytes; ModinfoError if it has none."""
-    image = decompress_module(data, filename)
-    if len(image) > _MAX_MODULE_BYTES:
-        raise ModinfoError("module image too large")
-    return parse_modinfo(elf_section(image, ".modinfo"))
+    return parse_modinfo(elf_section(decompress_module(data, filename, max_bytes), ".modinfo"))

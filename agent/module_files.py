@@ -29,6 +29,14 @@ class ModuleFile:
         return values[0] if values else ""
 
 
+RELEASE_PATH = "proc/sys/kernel/osrelease"
+
+
+def is_directory_name(name: str) -> bool:
+    """True for a name that is one directory entry: no "/", NUL, "." or ".."."""
+    return name not in ("", ".", "..") and "/" not in name and "\0" not in name
+
+
 def is_module_file_for(filename: str, module: str) -> bool:
     """True for "xe.ko", "xe.ko.zst", ... of module "xe" ("-" and "_" are the same)."""
     base = filename.rsplit("/", 1)[-1].replace("-", "_")
@@ -49,6 +57,8 @@ def candidate_files(files: HostFiles, release: str, module: str, log: WarningLog
         dep_text = ""
     for line in dep_text.splitlines():
         path = line.partition(":")[0].strip()
+        if ".." in path.split("/"):
+            continue  # never outside the host root
         if path and is_module_file_for(path, module):
             found.append(path.lstrip("/") if path.startswith("/") else f"{base}/{path}")
     for directory in SEARCH_DIRS:
@@ -67,6 +77,9 @@ def find_loaded_module_file(
 ) -> ModuleFile | None:
     """The candidate whose srcversion is the loaded module's, or None."""
     if not srcversion or not release:
+        return None
+    if not is_directory_name(release):
+        log.add(RELEASE_PATH, f"kernel release {release[:64]!r} cannot name a directory")
         return None
     for relative in candidate_files(files, release, module, log):
         try:

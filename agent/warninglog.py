@@ -18,9 +18,15 @@ class ReadWarning:
 @dataclass(slots=True)
 class WarningLog:
     entries: list[ReadWarning] = field(default_factory=list)
+    _seen: set[ReadWarning] = field(default_factory=set)
 
     def add(self, path: str, message: str) -> None:
-        self.entries.append(ReadWarning(path, message))
+        """Note a problem once: a path read twice (the kernel's client lists, then the /proc
+        sweep) with the same problem is one warning."""
+        warning = ReadWarning(path, message)
+        if warning not in self._seen:
+            self._seen.add(warning)
+            self.entries.append(warning)
 
     def add_error(self, path: str, error: BaseException) -> None:
         """Note an OSError or decoding error in words ("permission denied", ...)."""

@@ -10,6 +10,7 @@ from gpuctl.common.unload_rule import (
     IdleVfs,
     UnloadBlocker,
     UnloadSettings,
+    module_state_name,
     modules_unloaded_with,
     unload_verdict,
 )
@@ -185,3 +186,12 @@ def test_no_report_or_a_stale_one_is_unknown_and_blocks() -> None:
         "agent disconnected (unknown is never safe)"
     ]
     assert unload_verdict(_report(), XE).clear
+
+
+def test_an_unknown_module_state_has_a_name_and_is_neither_live_nor_unloaded() -> None:
+    """Found by fuzzing (bench/fuzz/regressions/agent_message): Module.State 96 (a newer
+    agent's, or garbage) made the rollout's report facts, the GPUNode status and the CLI's
+    tables raise ValueError."""
+    assert module_state_name(96) == "STATE_96"
+    assert module_state_name(pb.Module.LIVE) == "LIVE"
+    assert module_state_name(96) not in ("LIVE", "NOT_LOADED")

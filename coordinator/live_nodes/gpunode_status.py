@@ -23,6 +23,7 @@ from coordinator.live_nodes.node_record import NodeRecord, Session
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import timestamps
 from gpuctl.common.names import GPUNODE_FRESH, UNKNOWN_BLOCKERS, FreshReason
+from gpuctl.common.unload_rule import module_state_name
 
 SRCVERSION_PREFIX = 12
 # Keys of the report's content: a change in any other key alone is not worth a write.
@@ -42,7 +43,7 @@ def module_word(report: report_pb.NodeReport) -> str:
         return module.srcversion[:SRCVERSION_PREFIX]
     if module.state == report_pb.Module.STATE_UNSPECIFIED:
         return "unknown"
-    return report_pb.Module.State.Name(module.state).lower().replace("_", " ")
+    return module_state_name(module.state).lower().replace("_", " ")
 
 
 def summary(report: report_pb.NodeReport) -> dict[str, Any]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 
@@ -25,6 +27,12 @@ MAX_DEVICES = 1024
 MAX_REPEATED = 20_000
 MAX_STRING = 16_384
 MAX_DEPTH = 8
+# The ranges google.protobuf.Timestamp and Duration define (0001-01-01 to 9999-12-31, and
+# +-10,000 years): outside them no JSON or datetime exists, and the GPUNode mirror could
+# never write the report.
+_TIMESTAMP_SECONDS = (-62_135_596_800, 253_402_300_799)
+_DURATION_SECONDS = 315_576_000_000
+_NANOS = 999_999_999
 
 
 class InvalidMessageError(ValueError):
@@ -90,8 +98,25 @@ def _check_scalar(name: str, value: object, limits: Limits) -> None:
         raise InvalidMessageError(f"{name} is {len(value)} long (at most {limits.max_string})")
 
 
+def _check_time(name: str, value: Timestamp | Duration) -> None:
+    if isinstance(value, Timestamp):
+        low, high = _TIMESTAMP_SECONDS
+        valid = low <= value.seconds <= high and 0 <= value.nanos <= _NANOS
+    else:
+        same_sign = value.seconds * value.nanos >= 0
+        valid = abs(value.seconds) <= _DURATION_SECONDS and abs(value.nanos) <= _NANOS
+        valid = valid and same_sign
+    if not valid:
+        raise InvalidMessageError(
+            f"{name} is not a valid {type(value).__name__} "
+            f"(seconds {value.seconds}, nanos {value.nanos})"
+        )
+
+
 def _check_value(name: str, value: object, limits: Limits, depth: int) -> None:
-    if isinstance(value, Message):
+    if isinstance(value, Timestamp | Duration):
+        _check_time(name, value)
+    elif isinstance(value, Message):
         _check_fields(value, name, limits, depth + 1)
     else:
         _check_scalar(name, value, limits)

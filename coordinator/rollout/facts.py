@@ -23,7 +23,7 @@ from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase, parse_phase
-from gpuctl.common.unload_rule import UnloadSettings, reason_name
+from gpuctl.common.unload_rule import UnloadSettings, module_state_name, reason_name
 
 INSPECT = "inspect"
 PREPARE = "prepare"
@@ -70,7 +70,7 @@ def report_facts(report: report_pb.NodeReport) -> ReportFacts:
         if d.HasField("sriov") and d.sriov.HasField("num_vfs")
     }
     return ReportFacts(
-        module_state=report_pb.Module.State.Name(module.state),
+        module_state=module_state_name(module.state),
         module_version=module.version,
         srcversion=module.srcversion,
         backport_tag=module.backport_tag,

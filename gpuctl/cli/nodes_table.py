@@ -14,6 +14,7 @@ from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.durations import short_age
 from gpuctl.cli.node_view import NodeView
 from gpuctl.cli.table import format_table
+from gpuctl.common.unload_rule import module_state_name, reason_name
 
 HEADERS = ("NODE", "GPUS", "DRIVERS", "MODULE", "BLOCKERS", "REPORT AGE", "AGENT")
 
@@ -62,7 +63,7 @@ def module_cell(module: pb.Module) -> str:
         or (f"in-tree {module.srcversion[:8]}" if module.srcversion else "in-tree")
     )
     if module.state != pb.Module.LIVE:
-        release += f" ({pb.Module.State.Name(module.state).lower()})"
+        release += f" ({module_state_name(module.state).lower()})"
     return release
 
 
@@ -71,5 +72,5 @@ def blockers_cell(report: pb.NodeReport, *, trusted: bool) -> str:
         return "unknown"
     if not report.blockers:
         return "none"
-    reasons = sorted({pb.Blocker.Reason.Name(b.reason) for b in report.blockers})
+    reasons = sorted({reason_name(b.reason) for b in report.blockers})
     return f"{len(report.blockers)}: " + ",".join(reasons)

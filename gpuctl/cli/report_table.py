@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.table import format_table
 from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
+from gpuctl.common.unload_rule import module_state_name
 
 UNKNOWN = "unknown"
 
@@ -114,7 +115,7 @@ def module_summary(module: pb.Module) -> str:
         return "not loaded" if module.state == pb.Module.NOT_LOADED else UNKNOWN
     if module.state == pb.Module.BUILTIN:
         return "built into the kernel (cannot be unloaded)"
-    words = [pb.Module.State.Name(module.state).lower()]
+    words = [module_state_name(module.state).lower()]
     provenance = {
         pb.Module.IN_TREE: "in-tree",
         pb.Module.OUT_OF_TREE: "out-of-tree",

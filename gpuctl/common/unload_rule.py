@@ -122,6 +122,15 @@ def reason_name(reason: int) -> str:
         return f"REASON_{reason}"
 
 
+def module_state_name(state: int) -> str:
+    """The Module.State's name; "STATE_<n>" for a number this build does not know (a newer
+    agent's, or garbage): never an exception, and never LIVE or NOT_LOADED."""
+    try:
+        return pb.Module.State.Name(state)  # type: ignore[arg-type]
+    except ValueError:
+        return f"STATE_{state}"
+
+
 def unknown_state(why: str) -> UnloadVerdict:
     """The verdict on a node whose state is unknown (`why`, in words): blocked."""
     return UnloadVerdict(blocking=(UnloadBlocker(UNKNOWN_STATE, f"{why} (unknown is never safe)"),))

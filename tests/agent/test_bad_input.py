@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from agent.fdscan import OS_SYSCALLS, ProcSyscalls
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
@@ -265,3 +267,34 @@ def test_process_gone_before_its_comm_is_read(tmp_path: Path) -> None:
     report = host.inspect()
     assert [c.pid for c in report.devices[0].clients] == [2101, 2200]
     assert list(report.warnings) == []
+
+
+def test_a_kernel_release_with_a_nul_byte_is_a_warning_not_a_crash(tmp_path: Path) -> None:
+    """Found by fuzzing (bench/fuzz/regressions/inspection): the release names a directory
+    under lib/modules, and os calls raise ValueError for a path with a NUL byte."""
+    host = scenarios.dkms_out_of_tree(tmp_path)
+    host.write("proc/sys/kernel/osrelease", b"6.8\x00evil\n")
+    report = host.inspect()
+    assert report.module.filename == ""
+    assert (
+        "proc/sys/kernel/osrelease",
+        "kernel release '6.8\\x00evil' cannot name a directory",
+    ) in (warnings_of(report))
+
+
+@pytest.mark.parametrize("method", ["read_bytes", "read_link", "list_dir", "exists"])
+def test_a_path_with_a_nul_byte_is_an_os_error(tmp_path: Path, method: str) -> None:
+    read = getattr(FakeHost(tmp_path).files(), method)
+    with pytest.raises(OSError, match="path contains a NUL byte"):
+        read("proc/1\x00/comm")
+
+
+def test_modules_dep_never_leads_outside_the_host_root(tmp_path: Path) -> None:
+    host = scenarios.dkms_out_of_tree(tmp_path / "root")
+    outside = tmp_path / "xe.ko"
+    outside.write_bytes(b"not read")
+    host.write(f"lib/modules/{host.kernel_release}/modules.dep", "../../../../xe.ko:\n")
+    host.remove(f"lib/modules/{host.kernel_release}/updates")
+    report = host.inspect()
+    assert report.module.filename == ""
+    assert not [w for w in report.warnings if "xe.ko" in w.path]

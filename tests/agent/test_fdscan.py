@@ -39,6 +39,13 @@ def test_prefix_matches_a_directory(host: FakeHost) -> None:
     assert result.holders[10] == [(3, "/dev/dri/renderD128")]
 
 
+def test_only_the_given_pids_are_examined(host: FakeHost) -> None:
+    result = find_fd_holders(host.path("proc"), prefix="/dev/dri/", pids=[11, 12, 99])
+    assert sorted(result.holders) == [11]
+    assert result.processes_scanned == 2
+    assert (result.denied, result.vanished) == ([], 1)  # 99 does not exist
+
+
 def test_no_match_is_an_empty_result(host: FakeHost) -> None:
     result = find_fd_holders(host.path("proc"), ["/nowhere"])
     assert result.holders == {}

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from agent.fdscan import find_fd_holders
+from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from tests.fakehost import FakeHost
+from tests.fakehost import FIXED_NOW, FakeHost, HostFilesWithoutDebugfs
 from tests.fakehost import scenarios as s
 
 SHM = Path("/dev/shm")
@@ -49,10 +50,34 @@ def test_large_node_devices(large: tuple[FakeHost, float]) -> None:
         assert [vf.driver for vf in pf.sriov.vfs] == ["xe", "vfio-pci"] * (s.LARGE_VFS_PER_PF // 2)
 
 
-def test_large_node_clients(large: tuple[FakeHost, float]) -> None:
+def test_large_node_clients_from_the_kernel_lists(large: tuple[FakeHost, float]) -> None:
     report = large[0].inspect()
     assert report.client_scan.state == pb.ClientScan.COMPLETE
-    assert report.client_scan.processes_scanned == s.LARGE_PROCESSES + 1  # and init
+    # The 60 processes the kernel's lists name and their 10 forked children; no sweep.
+    assert report.client_scan.processes_scanned == s.LARGE_CLIENTS + 10
+    assert_large_node_clients(report)
+
+
+def test_large_node_same_answers_without_debugfs(large: tuple[FakeHost, float]) -> None:
+    """The kernel's lists and the /proc sweep agree on the large node: same devices with the
+    same clients (pid, command, client ids, fd count), same blockers, same warnings."""
+    host = large[0]
+    listed = host.inspect()
+    swept = inspect_node(
+        host.root,
+        node_name="gpu-node-1",
+        now=FIXED_NOW,
+        files=HostFilesWithoutDebugfs(host.root),
+    )
+    assert swept.client_scan.processes_scanned == s.LARGE_PROCESSES + 1  # and init
+    assert "swept /proc" in swept.client_scan.message
+    assert_large_node_clients(swept)
+    assert list(listed.devices) == list(swept.devices)
+    assert list(listed.blockers) == list(swept.blockers)
+    assert list(listed.warnings) == list(swept.warnings) == []
+
+
+def assert_large_node_clients(report: pb.NodeReport) -> None:
     clients = [c for d in report.devices for c in d.clients]
     assert len(clients) == s.LARGE_CLIENTS + 10
     assert sum(c.fd_count for c in clients) == s.LARGE_DRM_FDS
@@ -71,5 +96,7 @@ def test_fd_scan_core_on_the_large_node(large: tuple[FakeHost, float]) -> None:
     result = find_fd_holders(large[0].path("proc"), prefix="/dev/dri/")
     assert len(result.holders) == s.LARGE_CLIENTS + 10
     assert sum(len(held) for held in result.holders.values()) == s.LARGE_DRM_FDS
-    one_node = find_fd_holders(large[0].path("proc"), frozenset({"/dev/dri/renderD128"}))
+    one_node = find_fd_holders(
+        large[0].path("proc"), frozenset({f"/dev/dri/{s.large_node_render(0)}"})
+    )
     assert sum(len(held) for held in one_node.holders.values()) == 3 * 8 + 2 * 2

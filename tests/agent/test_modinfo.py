@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import lzma
+from typing import Any
 
 import pytest
 import zstandard
@@ -48,3 +49,22 @@ def test_zstd_stream_without_content_size() -> None:
 def test_rejects_what_is_not_a_module(data: bytes, filename: str, problem: str) -> None:
     with pytest.raises(ModinfoError, match=problem):
         read_modinfo(data, filename)
+
+
+@pytest.mark.parametrize(
+    ("suffix", "compress"),
+    [
+        (".ko.xz", lambda data: lzma.compress(data, format=lzma.FORMAT_XZ)),
+        (".ko.gz", gzip.compress),
+        (".ko.zst", lambda data: zstandard.ZstdCompressor().compress(data)),
+    ],
+)
+def test_decompression_stops_at_the_size_limit(suffix: str, compress: Any) -> None:
+    """A small compressed file must not take the agent's memory: 4 MiB of zeros, a limit of
+    1 MiB (the real one is 512 MiB), refused without decompressing the rest."""
+    bomb = compress(bytes(4 << 20))
+    assert len(bomb) < 64 << 10
+    with pytest.raises(ModinfoError, match="larger than 1048576 bytes"):
+        read_modinfo(bomb, "xe" + suffix, max_bytes=1 << 20)
+    image = module_image({"name": "xe"})
+    assert read_modinfo(compress(image), "xe" + suffix, max_bytes=len(image)) == {"name": ["xe"]}

@@ -5,6 +5,10 @@
 real nesting), VFs have `physfn` and PFs `virtfnN`, attribute files hold what the kernel
 prints ("0x8086\\n"), `proc/<pid>/fd/<n>` are symlinks to "/dev/dri/renderD128" etc., and
 `lib/modules/<release>/` holds tiny real ELF64 modules. Scenarios live in `scenarios.py`.
+After `enable_debugfs(style)` the kernel's DRM client lists are there too
+(`sys/kernel/debug/dri/<minor>/clients`, in the format of drivers/gpu/drm/drm_debugfs.c),
+kept up to date as DRM fds are added: one row per open DRM file, i.e. per (device, client
+id); dup'd fds and forked children that share a client id share its row.
 
 Faults the test host cannot make (tests run as root, so chmod 000 is no obstacle) are made
 two ways at once by `deny(path)`: on disk the entry becomes a directory where a file is
@@ -39,6 +43,30 @@ FIXED_NOW = datetime.datetime(2026, 11, 29, 23, 0, tzinfo=datetime.UTC)
 # Non-DRM fds every fake process gets first, like a real one.
 _ORDINARY_FDS = ("/dev/null", "/dev/pts/0", "/dev/pts/0")
 
+DEBUGFS_DRI = "sys/kernel/debug/dri"
+# The header of drm_clients_info by kernel: "pid" (before 6.7), "tgid", "name" (6.15), "id".
+DEBUGFS_STYLES = ("pid", "tgid", "name", "id")
+_CLIENT_NAME_WIDTH = 64
+
+
+def debugfs_clients_text(style: str, rows: Sequence[tuple[str, int, int, int]]) -> str:
+    """A `clients` file as drm_clients_info prints it; rows are (command, tgid, minor, id)."""
+    pid = "pid" if style == "pid" else "tgid"
+    header = f"{'command':>20} {pid:>5} {'dev':>3} master a {'uid':>5} {'magic':>10}"
+    if style in ("name", "id"):
+        header += f" {'name':>{_CLIENT_NAME_WIDTH}}"
+    if style == "id":
+        header += f" {'id':>20}"
+    lines = [header]
+    for command, tgid, minor, client_id in rows:
+        line = f"{command:>20} {tgid:>5} {minor:>3}   n    y {0:>5} {0:>10}"
+        if style in ("name", "id"):
+            line += f" {'<unset>':>{_CLIENT_NAME_WIDTH}}"
+        if style == "id":
+            line += f" {client_id:>20}"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
 
 def drm_fdinfo(*, pdev: str | None, client_id: int | None, driver: str = "xe") -> str:
     """fdinfo text of a DRM fd as the kernel prints it (omit pdev/client id: older kernels)."""
@@ -62,6 +90,11 @@ class FakeHost:
         self._device_dirs: dict[str, str] = {}
         self._denied: set[str] = set()
         self._dep_lines: list[str] = []
+        # The kernel's open DRM files: device address -> [(command, tgid, minor, client id)].
+        self._drm_node_device: dict[str, str] = {}
+        self._kernel_clients: dict[str, list[tuple[str, int, int, int]]] = {}
+        self._debugfs_style: str | None = None
+        self._next_client_id = 1_000_000
         for directory in ("sys/bus/pci/devices", "sys/bus/pci/drivers", "sys/module", "dev/dri"):
             self._mkdir(directory)
         self._mkdir(f"lib/modules/{kernel_release}")
@@ -195,6 +228,62 @@ class FakeHost:
         minor = int(node.removeprefix("renderD").removeprefix("card"))
         self.write(f"{self._device_dirs[address]}/drm/{node}/dev", f"{DRM_MAJOR}:{minor}\n")
         self.write(f"dev/dri/{node}", b"")
+        self._drm_node_device[node] = address
+        self._kernel_clients.setdefault(address, [])
+        self._write_debugfs(address)
+
+    # -- debugfs ----------------------------------------------------------------------------
+
+    def enable_debugfs(self, style: str = "id") -> None:
+        """Mount debugfs: the kernel's client list of every DRM device, in `style`'s format
+        (see DEBUGFS_STYLES), kept up to date from now on."""
+        if style not in DEBUGFS_STYLES:
+            raise ValueError(f"unknown debugfs style {style!r}")
+        self._debugfs_style = style
+        for address in self._kernel_clients:
+            self._write_debugfs(address)
+
+    def debugfs_clients_path(self, address: str) -> str:
+        """The `clients` file the agent reads for a device (under its card's minor)."""
+        return f"{DEBUGFS_DRI}/{self._first_minor(address)}/clients"
+
+    def _minors(self, address: str) -> list[int]:
+        return sorted(
+            int(node.removeprefix("renderD").removeprefix("card"))
+            for node, device in self._drm_node_device.items()
+            if device == address
+        )
+
+    def _first_minor(self, address: str) -> int:
+        return self._minors(address)[0]
+
+    def _write_debugfs(self, address: str) -> None:
+        style = self._debugfs_style
+        if style is None:
+            return
+        text = debugfs_clients_text(style, self._kernel_clients[address])
+        if style == "pid":  # old kernels: a directory per minor, each listing the device
+            for minor in self._minors(address):
+                self.write(f"{DEBUGFS_DRI}/{minor}/clients", text)
+            return
+        # Newer kernels: the device's directory, and a symlink per minor to it.
+        self.write(f"{DEBUGFS_DRI}/{address}/clients", text)
+        self.write(f"{DEBUGFS_DRI}/{address}/name", f"xe dev={address} unique={address}\n")
+        for minor in self._minors(address):
+            if not self.real(f"{DEBUGFS_DRI}/{minor}").is_symlink():
+                self.symlink(f"{DEBUGFS_DRI}/{minor}", address)
+
+    def add_kernel_client(
+        self, address: str, *, command: str, tgid: int, minor: int, client_id: int | None = None
+    ) -> int:
+        """An open DRM file only the kernel's list shows (e.g. an fd passed on to another
+        process, or a mapping kept after close). Returns its client id."""
+        if client_id is None:
+            client_id = self._next_client_id
+            self._next_client_id += 1
+        self._kernel_clients[address].append((command, tgid, minor, client_id))
+        self._write_debugfs(address)
+        return client_id
 
     def add_vfs(
         self,
@@ -203,10 +292,12 @@ class FakeHost:
         *,
         driver: str | Sequence[str | None] | None = "xe",
         first_drm_minor: int | None = None,
+        render_offset: int = 128,
     ) -> list[str]:
         """Enable `count` VFs of PF `pf`: VF functions (siblings of the PF, next function
         numbers), `physfn`/`virtfnN` links, `sriov_numvfs`. `driver` is one for all or one
-        per VF; xe-bound VFs get DRM nodes numbered from `first_drm_minor`."""
+        per VF; xe-bound VFs get DRM nodes numbered from `first_drm_minor` (render nodes
+        `render_offset` higher: minors are unique across cards and render nodes)."""
         pf_dir = self._device_dirs[pf]
         parent = pf_dir.rsplit("/", 1)[0]
         device = int(self._read(f"{pf_dir}/sriov_vf_device"), 16)
@@ -241,7 +332,7 @@ class FakeHost:
                 self.bind(address, vf_driver)
             if vf_driver == "xe" and first_drm_minor is not None:
                 self.add_drm_node(address, f"card{first_drm_minor + index}")
-                self.add_drm_node(address, f"renderD{128 + first_drm_minor + index}")
+                self.add_drm_node(address, f"renderD{render_offset + first_drm_minor + index}")
             addresses.append(address)
         self.write(f"{pf_dir}/sriov_numvfs", f"{count}\n")
         return addresses
@@ -352,14 +443,34 @@ class FakeHost:
         client_id: int | None,
         driver: str = "xe",
     ) -> None:
-        """Give an existing process an fd on /dev/dri/<node> with DRM fdinfo."""
+        """Give an existing process an fd on /dev/dri/<node> with DRM fdinfo. The kernel's
+        list of the node's device gains a row for a new client id (or for every fd without
+        one), naming `pid`."""
         self.symlink(f"proc/{pid}/fd/{fd}", f"/dev/dri/{node}")
         self.write(
             f"proc/{pid}/fdinfo/{fd}", drm_fdinfo(pdev=pdev, client_id=client_id, driver=driver)
         )
+        address = self._drm_node_device.get(node)
+        if address is None:
+            return  # a node of no device this host has in sysfs
+        rows = self._kernel_clients[address]
+        if client_id is not None and any(row[3] == client_id for row in rows):
+            return  # a dup'd fd or a forked child's: the same open file
+        command = self.real(f"proc/{pid}/comm").read_text().rstrip("\n")
+        minor = int(node.removeprefix("renderD").removeprefix("card"))
+        self.add_kernel_client(address, command=command, tgid=pid, minor=minor, client_id=client_id)
+
+    def set_children(self, pid: int, children: Sequence[int]) -> None:
+        """/proc/<pid>/task/<pid>/children: the processes `pid` forked."""
+        self.write(f"proc/{pid}/task/{pid}/children", "".join(f"{c} " for c in children))
 
     def remove_process(self, pid: int) -> None:
+        """The process exits; the open DRM files the kernel lists under its pid close."""
         self.remove(f"proc/{pid}")
+        for address, rows in self._kernel_clients.items():
+            if any(row[1] == pid for row in rows):
+                rows[:] = [row for row in rows if row[1] != pid]
+                self._write_debugfs(address)
 
     # -- faults -----------------------------------------------------------------------------
 
@@ -422,6 +533,23 @@ class DenyingHostFiles(HostFiles):
     def read_link(self, relative: str) -> str:
         self._check(relative)
         return super().read_link(relative)
+
+    def list_dir(self, relative: str) -> list[str]:
+        self._check(relative)
+        return super().list_dir(relative)
+
+
+class HostFilesWithoutDebugfs(HostFiles):
+    """HostFiles of a node where debugfs is not mounted under the host root (as in a pod
+    whose host mount does not show it): its paths are not found."""
+
+    def _check(self, relative: str) -> None:
+        if relative.startswith("sys/kernel/debug/"):
+            raise FileNotFoundError(2, "No such file or directory", self.path(relative))
+
+    def read_bytes(self, relative: str) -> bytes:
+        self._check(relative)
+        return super().read_bytes(relative)
 
     def list_dir(self, relative: str) -> list[str]:
         self._check(relative)

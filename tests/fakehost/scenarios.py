@@ -245,6 +245,7 @@ def open_render_clients(root: Path) -> FakeHost:
     host.add_drm_fd(2101, 5, "renderD128", pdev=B580, client_id=42)
     host.add_process(2102, "ollama")
     host.add_drm_fd(2102, 5, "renderD128", pdev=B580, client_id=42)
+    host.set_children(2101, [2102])
     host.add_process(2200, "python3")
     host.add_drm_fd(2200, 7, "renderD128", pdev=B580, client_id=43)
     host.add_drm_fd(2200, 8, "renderD128", pdev=B580, client_id=43)
@@ -377,18 +378,29 @@ LARGE_FDS_PER_PROCESS = 40
 LARGE_CLIENTS = 60
 LARGE_DRM_FDS = 200
 LARGE_FIRST_PID = 1000
+# 72 DRM devices: more cards than the 64 below render minor 128, so render nodes start at
+# 256 (minor numbers are unique across cards and render nodes, as the kernel's are).
+LARGE_RENDER_BASE = 256
 
 
 def large_node_pf(index: int) -> str:
     return f"0000:{0x10 + index * 0x10:02x}:00.0"
 
 
-def large_node(root: Path) -> FakeHost:
+def large_node_render(index: int) -> str:
+    """The render node of PF `index` of the large node."""
+    return f"renderD{LARGE_RENDER_BASE + index * 17}"
+
+
+def large_node(root: Path, *, debugfs: str | None = "id") -> FakeHost:
     """8 Pro B70 PFs with 16 active VFs each (even VFs on xe, odd on vfio-pci), 60 other
     PCI functions, and 3,000 processes x 40 fds of which 200 DRM fds belong to 60 clients
     (60 owners with 3 dup'd fds each, 10 forked children sharing an owner's id with 2 fds).
-    xe's refcnt is 60 plus its xe_compat holder, so the client scan must run."""
+    xe's refcnt is 60 plus its xe_compat holder, so the client scan must run. debugfs is
+    mounted (the kernel's client lists in `debugfs` style) unless `debugfs` is None."""
     host = FakeHost(root)
+    if debugfs is not None:
+        host.enable_debugfs(debugfs)
     _host_bridge(host)
     others = 1
     for index in range(LARGE_PFS):
@@ -404,7 +416,7 @@ def large_node(root: Path) -> FakeHost:
             numa_node=index // 4,
             boot_vga=False,
             sriov_total_vfs=LARGE_VFS_PER_PF,
-            drm=(f"card{index * 17}", f"renderD{128 + index * 17}"),
+            drm=(f"card{index * 17}", large_node_render(index)),
         )
         others += 1
         host.add_vfs(
@@ -412,6 +424,7 @@ def large_node(root: Path) -> FakeHost:
             LARGE_VFS_PER_PF,
             driver=["xe" if vf % 2 == 0 else "vfio-pci" for vf in range(LARGE_VFS_PER_PF)],
             first_drm_minor=index * 17 + 1,
+            render_offset=LARGE_RENDER_BASE,
         )
     for number in range(LARGE_OTHER_FUNCTIONS - others):
         vendor, device, class_code, driver = (
@@ -464,7 +477,9 @@ def _large_node_processes(host: FakeHost) -> None:
         }
         host.add_process(pid, "worker" if not held else "inference", fds=fds)
         for offset, (client_id, pf_index) in enumerate(held):
-            node = f"renderD{128 + pf_index * 17}"
+            node = large_node_render(pf_index)
             # Every fifth client's kernel does not print drm-pdev: matched by node name.
             pdev = None if client_id % 5 == 0 else large_node_pf(pf_index)
             host.add_drm_fd(pid, 3 + ordinary + offset, node, pdev=pdev, client_id=client_id)
+    for child in children:
+        host.set_children(child - 1, [child])

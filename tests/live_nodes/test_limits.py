@@ -89,3 +89,26 @@ def test_the_report_must_name_a_valid_node() -> None:
     update.report.node_name = "Not A Node"
     with pytest.raises(InvalidMessageError, match="not a DNS subdomain"):
         check_report_update(update)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "nanos"),
+    [(2**62, 0), (-62_135_596_801, 0), (253_402_300_800, 0), (1_795_996_800, -5), (0, 10**9)],
+)
+def test_a_timestamp_outside_its_range_is_refused(seconds: int, nanos: int) -> None:
+    """Found while writing the agent_message fuzz target: such a report passed the checks,
+    then every GPUNode write of the node failed (no JSON exists for it) and the node's
+    GPUNode stayed stale for as long as the agent kept sending it."""
+    update = _update()
+    update.report.observed_at.seconds = seconds
+    update.report.observed_at.nanos = nanos
+    with pytest.raises(InvalidMessageError, match=r"report.observed_at is not a valid Timestamp"):
+        check_report_update(update)
+
+
+@pytest.mark.parametrize(("seconds", "nanos"), [(0, 0), (-62_135_596_800, 0), (1, 999_999_999)])
+def test_timestamps_in_range_pass(seconds: int, nanos: int) -> None:
+    update = _update()
+    update.report.observed_at.seconds = seconds
+    update.report.observed_at.nanos = nanos
+    check_report_update(update)
