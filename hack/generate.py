@@ -8,6 +8,7 @@ What is generated, each by a module of hack/generators/:
 - the chart's CRDs from coordinator/drivers/model.py and
   coordinator/live_nodes/gpunode_crd.py                                           crds.py
 - the chart's coordinator RBAC template from coordinator/rbac.py                   rbac.py
+- the chart's Module delete guard from coordinator/module_guard.py                 module_guard.py
 - the flag tables in README.md and docs/ from the three programs' argparse help    flag_docs.py
 
 The test suite runs `--check` (tests/generators/test_generate.py), so a change to a source without
@@ -31,6 +32,7 @@ from hack.generators import (  # noqa: E402
     GeneratorError,
     crds,
     flag_docs,
+    module_guard,
     proto,
     rbac,
 )
@@ -39,6 +41,7 @@ GENERATORS: tuple[Generator, ...] = (
     proto.GENERATOR,
     crds.GENERATOR,
     rbac.GENERATOR,
+    module_guard.GENERATOR,
     flag_docs.GENERATOR,
 )
 FIX = "run: .venv/bin/python hack/generate.py (then review and commit the result)"

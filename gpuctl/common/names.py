@@ -48,6 +48,14 @@ DRIVER_LABEL = f"{GROUP}/gpudriver"
 TARGET_LABEL = f"{GROUP}/driver-target"
 # On the GPUDriver: held until no node's driver would be unloaded while in use.
 FINALIZER = f"{GROUP}/unload-guard"
+# On a gpuctl KMM Module, set by an admin: the deliberate way out when the coordinator is gone
+# for good. The Module delete guard (a ValidatingAdmissionPolicy, coordinator/module_guard.py)
+# refuses every DELETE of a gpuctl Module except the coordinator's, unless the Module carries
+# this annotation with a non-empty value (the reason, recorded in the audit log). Deleting a
+# Module makes KMM unload it on every node at once, busy or not.
+ALLOW_DELETE_ANNOTATION = f"{GROUP}/allow-delete"
+# The audit annotation key (under the policy's name) that records that reason.
+ALLOW_DELETE_AUDIT_KEY = "allow-delete-reason"
 # On the coordinator Pod that serves gRPC; the chart's Service selects it.
 SERVING_LABEL = f"{GROUP}/grpc-serving"
 # The audience of the agents' projected service-account tokens.

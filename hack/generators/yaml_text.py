@@ -14,5 +14,6 @@ class _NoAliasDumper(yaml.SafeDumper):
         return True
 
 
-def dump(data: Any) -> str:
-    return yaml.dump(data, Dumper=_NoAliasDumper, sort_keys=False, width=100)
+def dump(data: Any, width: int = 100) -> str:
+    """`width`: where long values fold (a Helm expression must not be folded mid-way)."""
+    return yaml.dump(data, Dumper=_NoAliasDumper, sort_keys=False, width=width)

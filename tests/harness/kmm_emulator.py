@@ -562,8 +562,13 @@ class KmmEmulator:
     def _finalize_module(
         self, module: dict[str, Any], view: ModuleView, finalizers: list[str]
     ) -> None:
-        """M7 (finalizeModule): spec entries removed everywhere; the finalizer goes once no NMC
-        has the module in use (its status gone, so its unloaders are done)."""
+        """M7 (module_reconciler.go :: Reconcile → finalizeModule): as soon as the Module has a
+        deletionTimestamp, its spec entries are removed from every NMC at once, and each NMC's
+        orphan status gets an unloader (nmc_reconciler.go, N4): every node the Module loaded is
+        unloaded at once, busy or not. KMM's own finalizer only waits for that; no finalizer
+        can stop it, which is why gpuctl refuses the DELETE (coordinator/module_guard.py).
+        The finalizer goes once no NMC has the module in use (its status gone, so its
+        unloaders are done)."""
         with self._wakeup:
             for nmc in self._nmcs.values():
                 if view.name in nmc.spec:

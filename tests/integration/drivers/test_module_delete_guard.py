@@ -1,0 +1,262 @@
+"""The Module delete guard on a real API server: only the coordinator deletes a gpuctl Module.
+
+KMM unloads a Module on every node at once as soon as it is marked for deletion (the emulator
+follows module_reconciler.go finalizeModule and nmc_reconciler.go), so the chart's
+ValidatingAdmissionPolicy (coordinator/module_guard.py, installed here with the test's names)
+refuses the DELETE itself. Shown here: a cluster admin's `kubectl delete module` (and a delete
+of the whole collection) is refused with the way out in the message and KMM unloads nothing; so
+is taking the Module's gpudriver label off; a namespace deletion cannot delete the Module (the
+namespace stays Terminating with the namespace controller's condition, no node unloads); the
+coordinator's ServiceAccount may delete; and the deliberate way out (the allow-delete
+annotation) works, with its documented consequence: every node is unloaded at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from coordinator.drivers.module_spec import desired_module, module_name
+from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
+from coordinator.module_guard import UNLABEL_MESSAGE, refusal_message
+from gpuctl.common import names
+from tests.harness.access import KubeCluster
+from tests.harness.kmm_emulator import KmmEmulator
+from tests.harness.kmm_safety import Cause
+from tests.harness.waiting import wait_until
+from tests.support.cluster_api import Api, gpudriver, node_labels, simple_spec
+from tests.support.coordinator_account import bind_coordinator_account, coordinator_username
+from tests.support.fixture_types import MakeNode
+from tests.support.module_guard import installed_guard, module_path, refused_delete
+
+pytestmark = pytest.mark.integration
+
+REASON = "coordinator gone for good: cluster decommissioned (ticket OPS-1234)"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A GPUDriver's Module, as the coordinator writes it, loaded by KMM on `nodes`."""
+
+    namespace: str
+    driver: str
+    module: str
+    nodes: tuple[str, ...]
+
+
+@pytest.fixture
+def alice(kube_cluster: KubeCluster) -> Iterator[Kube]:
+    """A cluster admin (system:masters) who is not the coordinator."""
+    with kube_cluster.user_client("alice", ("system:masters",)) as client:
+        yield Kube(client)
+
+
+def load_module(
+    api: Api, namespace: str, label_ns: str, make_node: MakeNode, emulator: KmmEmulator
+) -> Loaded:
+    """A GPUDriver, its Module in `namespace` (desired_module: what the coordinator writes),
+    and two nodes the rollout's write targeted, loaded by the emulated KMM."""
+    name = f"{namespace}-guarded"
+    spec = simple_spec(label_ns)
+    spec["kernelModule"]["version"] = "v1"
+    driver = api.create_driver(gpudriver(name, label_ns, spec))
+    module = desired_module(driver, namespace)
+    assert module is not None
+    api.kube.request("POST", module_path(namespace), body=module)
+    nodes = tuple(make_node(short, node_labels(label_ns)).metadata.name for short in ("a", "b"))
+    for node in nodes:
+        api.load_as_the_rollout_would(node, name, namespace)
+    mod = module_name(name)
+    for node in nodes:
+        wait_until(f"{mod} loaded on {node}", loaded_on(emulator, mod, node))
+    return Loaded(namespace, name, mod, nodes)
+
+
+def loaded_on(emulator: KmmEmulator, module: str, node: str) -> Callable[[], object]:
+    return lambda: emulator.loaded(module, node)
+
+
+def unloaded_from(emulator: KmmEmulator, module: str, node: str) -> Callable[[], bool]:
+    return lambda: emulator.loaded(module, node) is None
+
+
+def module(api: Api, loaded: Loaded) -> dict[str, Any]:
+    found = api.get_module(loaded.namespace, loaded.module)
+    assert found is not None, f"Module {loaded.module} is gone"
+    return found
+
+
+def annotate(kube: Kube, loaded: Loaded, value: str | None) -> None:
+    kube.request(
+        "PATCH",
+        module_path(loaded.namespace, loaded.module),
+        body={"metadata": {"annotations": {names.ALLOW_DELETE_ANNOTATION: value}}},
+        content_type=MERGE_PATCH,
+    )
+
+
+def assert_untouched(api: Api, loaded: Loaded, emulator: KmmEmulator) -> None:
+    """The Module is not marked for deletion and KMM unloaded nothing anywhere."""
+    assert "deletionTimestamp" not in module(api, loaded)["metadata"]
+    assert emulator.unload_attempts() == []
+    for node in loaded.nodes:
+        assert emulator.loaded(loaded.module, node) is not None
+
+
+@contextlib.contextmanager
+def guarded(api: Api, namespace: str, loaded: Loaded, probe: Kube) -> Iterator[None]:
+    with installed_guard(
+        api.kube,
+        namespace,
+        coordinator_username(namespace),
+        probe=probe,
+        probe_module=loaded.module,
+    ):
+        yield
+
+
+def test_a_direct_delete_is_refused_and_kmm_unloads_nothing(
+    *,
+    api: Api,
+    namespace: str,
+    make_node: MakeNode,
+    kmm_emulator: KmmEmulator,
+    alice: Kube,
+) -> None:
+    loaded = load_module(api, namespace, namespace, make_node, kmm_emulator)
+    with guarded(api, namespace, loaded, alice):
+        refused = refused_delete(alice, namespace, loaded.module)
+        assert refused is not None, "a cluster admin deleted a gpuctl Module"
+        assert refusal_message(loaded.module, loaded.driver) in refused.message
+        # `kubectl delete modules --all`: the API server admits each item as a DELETE.
+        with pytest.raises(KubeError) as collection:
+            alice.request("DELETE", module_path(namespace))
+        assert collection.value.status == 403, collection.value.message
+        # Taking the label off would let the Module escape the guard.
+        with pytest.raises(KubeError) as unlabel:
+            alice.request(
+                "PATCH",
+                module_path(namespace, loaded.module),
+                body={"metadata": {"labels": {names.DRIVER_LABEL: None}}},
+                content_type=MERGE_PATCH,
+            )
+        assert unlabel.value.status == 403
+        assert UNLABEL_MESSAGE in unlabel.value.message
+        # An empty reason is no reason.
+        annotate(alice, loaded, "")
+        assert refused_delete(alice, namespace, loaded.module) is not None
+        # Other updates (KMM's finalizer, an admin's note) go through.
+        alice.request(
+            "PATCH",
+            module_path(namespace, loaded.module),
+            body={"metadata": {"annotations": {"example.com/note": "checked"}}},
+            content_type=MERGE_PATCH,
+        )
+        assert_untouched(api, loaded, kmm_emulator)
+
+
+def test_the_coordinators_service_account_may_delete(
+    *,
+    kube_cluster: KubeCluster,
+    api: Api,
+    namespace: str,
+    make_node: MakeNode,
+    kmm_emulator: KmmEmulator,
+    alice: Kube,
+) -> None:
+    loaded = load_module(api, namespace, namespace, make_node, kmm_emulator)
+    with (
+        bind_coordinator_account(api.kube, namespace) as account,
+        guarded(api, namespace, loaded, alice),
+        kube_cluster.service_account_client(namespace, account) as client,
+    ):
+        # The nodes first leave the Module's reach (the rollout's unload writes), as the
+        # coordinator does before it deletes a Module.
+        for node in loaded.nodes:
+            api.unload_as_the_rollout_would(node, loaded.driver, namespace)
+        for node in loaded.nodes:
+            wait_until(f"{node} unloaded", unloaded_from(kmm_emulator, loaded.module, node))
+        assert refused_delete(Kube(client), namespace, loaded.module) is None
+        wait_until("the Module gone", lambda: api.get_module(namespace, loaded.module) is None)
+    assert {a.cause for a in kmm_emulator.unload_attempts()} == {Cause.UNTARGETED}
+
+
+def test_the_deliberate_way_out_deletes_and_kmm_unloads_every_node_at_once(
+    *,
+    api: Api,
+    namespace: str,
+    make_node: MakeNode,
+    kmm_emulator: KmmEmulator,
+    alice: Kube,
+) -> None:
+    """docs/uninstall.md, "the coordinator is gone for good": a GPUDriver stuck deleting with
+    its finalizer; annotate the Module, delete it, then release the GPUDriver."""
+    loaded = load_module(api, namespace, namespace, make_node, kmm_emulator)
+    api.patch_driver(loaded.driver, {"metadata": {"finalizers": [names.FINALIZER]}})
+    with guarded(api, namespace, loaded, alice):
+        api.delete_driver(loaded.driver)
+        stuck = api.get_driver(loaded.driver)
+        assert stuck is not None
+        assert stuck["metadata"].get("deletionTimestamp")
+        annotate(alice, loaded, REASON)
+        assert refused_delete(alice, namespace, loaded.module) is None
+        wait_until("the Module gone", lambda: api.get_module(namespace, loaded.module) is None)
+        api.patch_driver(loaded.driver, {"metadata": {"finalizers": None}})
+        wait_until("the GPUDriver gone", lambda: api.get_driver(loaded.driver) is None)
+    # The consequence the docs state: KMM unloaded every node the Module targeted, at once.
+    unloaded = {a.node for a in kmm_emulator.unload_attempts() if a.succeeded}
+    assert unloaded == set(loaded.nodes)
+    assert {a.cause for a in kmm_emulator.unload_attempts()} == {Cause.MODULE_DELETED}
+
+
+def namespace_condition(api: Api, namespace: str, kind: str) -> dict[str, Any] | None:
+    found = api.kube.request("GET", path("", "v1", "namespaces", name=namespace))
+    for condition in (found.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind and condition.get("status") == "True":
+            return dict(condition)
+    return None
+
+
+def test_a_namespace_deletion_cannot_delete_the_module(
+    *,
+    kube_cluster: KubeCluster,
+    api: Api,
+    namespace: str,
+    make_node: MakeNode,
+    alice: Kube,
+) -> None:
+    """The namespace controller of the real kube-controller-manager deletes a namespace's
+    content as its own ServiceAccount: refused, so the namespace stays Terminating and
+    says why, and no node unloads."""
+    doomed = api.kube.request(
+        "POST", path("", "v1", "namespaces"), body={"metadata": {"generateName": "t-doomed-"}}
+    )["metadata"]["name"]
+    with (
+        kube_cluster.admin_client() as client,
+        KmmEmulator(client, doomed) as emulator,
+    ):
+        loaded = load_module(api, doomed, namespace, make_node, emulator)
+        try:
+            with guarded(api, doomed, loaded, alice):
+                api.kube.request("DELETE", path("", "v1", "namespaces", name=doomed))
+                condition = wait_until(
+                    f"namespace {doomed} says it cannot delete its content",
+                    lambda: namespace_condition(api, doomed, "NamespaceDeletionContentFailure"),
+                    timeout_seconds=60,
+                )
+                assert loaded.module in condition["message"], condition
+                assert "deleting Module" in condition["message"], condition
+                phase = api.kube.request("GET", path("", "v1", "namespaces", name=doomed))
+                assert phase["status"]["phase"] == "Terminating"
+                assert_untouched(api, loaded, emulator)
+        finally:
+            # Let the namespace go: the nodes leave the Module's reach, then it may go.
+            for node in loaded.nodes:
+                api.unload_as_the_rollout_would(node, loaded.driver, doomed)
+            with contextlib.suppress(KubeError):
+                api.kube.request("DELETE", module_path(doomed, loaded.module))
+            wait_until("the Module gone", lambda: api.get_module(doomed, loaded.module) is None)
