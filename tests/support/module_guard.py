@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 from coordinator.kube.client import Kube, KubeError, path
 from coordinator.module_guard import guard_objects
@@ -47,6 +48,15 @@ def refused_delete(
     return None
 
 
+def type_checked(admin: Kube, name: str) -> dict[str, Any] | None:
+    """The policy's status once the API server has type-checked its current generation."""
+    policy = admin.request("GET", path(*ADMISSION, POLICIES, name=name))
+    status = policy.get("status") or {}
+    if status.get("observedGeneration") != policy["metadata"].get("generation"):
+        return None
+    return dict(status)
+
+
 @contextlib.contextmanager
 def installed_guard(
     admin: Kube, namespace: str, coordinator_username: str, *, probe: Kube, probe_module: str
@@ -69,14 +79,10 @@ def installed_guard(
         )
         checked = wait_until(
             f"the API server type-checked {name}",
-            lambda: (
-                admin.request("GET", path(*ADMISSION, POLICIES, name=name))
-                .get("status", {})
-                .get("typeChecking")
-            ),
+            lambda: type_checked(admin, name),
             timeout_seconds=60,
         )
-        assert not checked.get("expressionWarnings"), checked
+        assert not checked.get("typeChecking", {}).get("expressionWarnings"), checked
         yield objects
     finally:
         for plural in (BINDINGS, POLICIES):
