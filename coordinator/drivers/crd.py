@@ -92,6 +92,13 @@ def status_schema() -> dict[str, Any]:
                 "items": {"type": "string"},
                 "description": "Why the driver is not fully loaded; cleared when no longer true.",
             },
+            "warnings": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Known issues met on the targeted nodes (firmwarePath on "
+                "containerd, an OS the driver does not support, no node targeted), naming the "
+                "nodes; cleared when no longer true.",
+            },
             "module": {
                 "type": "string",
                 "description": "The KMM Module, as modules.kmm.sigs.x-k8s.io/<namespace>/<name>.",
@@ -124,7 +131,7 @@ ROLLOUT_PHASES = (
     "Failed",
     "Skipped",
 )
-ROLLOUT_STATES = ("Progressing", "Held", "Paused", "Complete", "Failed")
+ROLLOUT_STATES = ("Progressing", "Held", "Paused", "Complete", "Failed", "NoNodes")
 
 
 def _rollout_status_schema() -> dict[str, Any]:

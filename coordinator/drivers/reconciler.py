@@ -1,13 +1,14 @@
 """Reconcile one GPUDriver: gather the inputs, carry out the plan, write status and Events.
 
 The decisions are elsewhere and pure (plan.py, module_spec.py, node_facts.py, validation.py,
-conflicts.py, status.py); this module only reads (the GPUDriver and its Module fresh from the
-API server, the other GPUDrivers and the Nodes from the watch caches) and writes (finalizer,
-TARGET_LABEL on Nodes, Module, status, Events). A plan is made on the Node cache; when it
-would write anything that can make KMM unload a node or let the Module go (NEEDS_FRESH_NODES),
-the Nodes that matter are read again from the API server (label-selected, so few) and the
-plan is made again on them: fresh truth for those writes, and a failed read holds them. It
-returns when to look again, if the watches alone would not say so.
+conflicts.py, known_issues.py, status.py); this module only reads (the GPUDriver and its
+Module fresh from the API server, the other GPUDrivers and the Nodes from the watch caches)
+and writes (finalizer, TARGET_LABEL on Nodes, Module, status, Events). A plan is made on the
+Node cache; when it would write anything that can make KMM unload a node or let the Module go
+(NEEDS_FRESH_NODES), the Nodes that matter are read again from the API server
+(label-selected, so few) and the plan is made again on them: fresh truth for those writes,
+and a failed read holds them. It returns when to look again, if the watches alone would not
+say so.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from coordinator.drivers.conflicts import conflicting_driver
+from coordinator.drivers.known_issues import KnownIssue, known_issues, new_warnings
 from coordinator.drivers.module_spec import (
     desired_module,
     module_name,
@@ -168,6 +170,7 @@ class Reconciler:
             ),
             labels,
         )
+        issues = self._known_issues(driver, inputs)
         problems = list(decided.problems)
         requeue = decided.requeue_after
         after: dict[str, Any] | None = driver
@@ -176,6 +179,8 @@ class Reconciler:
             # Recorded once the writes are done, so an Event never claims a failed action.
             for note in decided.events:
                 self._events.record(driver, note.kind, note.reason, note.message)
+            for issue in new_warnings(issues, driver.get("status") or {}):
+                self._events.record(driver, WARNING, issue.reason, issue.message)
         except KubeError as err:
             if err.conflict or err.not_found:
                 # Someone (KMM, an admin, the rollout) changed or removed the object since we
@@ -198,9 +203,16 @@ class Reconciler:
             module=module,
             problems=tuple(problems),
             nodes_left=decided.nodes_left,
+            warnings=tuple(Problem(i.reason, i.message) for i in issues),
         )
         self._write_status(after, compute_status(observation, self._now()))
         return requeue
+
+    def _known_issues(self, driver: Mapping[str, Any], inputs: PlanInput) -> tuple[KnownIssue, ...]:
+        """The reference's known issues on the nodes a live GPUDriver targets (Node cache)."""
+        if inputs.desired is None or driver["metadata"].get("deletionTimestamp"):
+            return ()
+        return known_issues(driver.get("spec") or {}, self._view.nodes())
 
     def _carry_out(
         self,

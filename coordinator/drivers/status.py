@@ -6,7 +6,9 @@ unloaded node by node and the Module then deleted (the Ready condition says how 
 left), and `Recreating` while a Module the GPUDriver still asks for is being deleted (it is
 created again once gone).
 `errors` carries the reference's messages, recomputed every time so a stale one disappears
-once it is no longer true. Conditions `Ready` and `Degraded` keep their lastTransitionTime
+once it is no longer true; `warnings` the reference's known issues met on the targeted nodes
+(known_issues.py), also in the `KnownIssues` condition; a GPUDriver that targets no node is
+not Ready (`NoNodesTargeted`). Conditions `Ready` and `Degraded` keep their lastTransitionTime
 while their status does not change.
 """
 
@@ -29,6 +31,10 @@ RECREATING = "Recreating"
 ROLLOUT_OWNED_STATUS = frozenset({"rollout"})
 # Nodes named in a status message; the rest are counted.
 NAMED_NODES = 5
+# The condition that lists the reference's known issues met on the targeted nodes, and the
+# reason of the one that makes the GPUDriver not Ready (known_issues.py says them).
+KNOWN_ISSUES = "KnownIssues"
+NO_NODES_TARGETED = "NoNodesTargeted"
 
 
 def loader_not_available(module: str, available: int, desired: int) -> str:
@@ -78,6 +84,8 @@ class Observation:
     nodes_left: Sequence[str] = field(default_factory=tuple)
     # Seconds after which a Module still being deleted is reported as stuck.
     stuck_after_seconds: float = 120.0
+    # The reference's known issues on the targeted nodes (known_issues.py); status.warnings.
+    warnings: Sequence[Problem] = field(default_factory=tuple)
 
 
 def _deleting(obj: Mapping[str, Any]) -> bool:
@@ -141,6 +149,7 @@ def _condition(
 def conditions(obs: Observation, kmm: str, errs: list[str]) -> list[dict[str, Any]]:
     generation = int(obs.driver.get("metadata", {}).get("generation") or 0)
     first_problem = obs.problems[0] if obs.problems else None
+    nowhere = next((w for w in obs.warnings if w.reason == NO_NODES_TARGETED), None)
     if not obs.kmm_installed and obs.wants_module:
         first_problem = Problem("KMMNotInstalled", KMM_NOT_INSTALLED)
     if kmm in (REMOVING, RECREATING):
@@ -152,6 +161,8 @@ def conditions(obs: Observation, kmm: str, errs: list[str]) -> list[dict[str, An
         ready = _condition("Ready", False, reason, "; ".join(errs), generation)
     elif not obs.wants_module:
         ready = _condition("Ready", True, "NoKernelModule", "kernelModule is not set", generation)
+    elif nowhere is not None:
+        ready = _condition("Ready", False, nowhere.reason, nowhere.message, generation)
     else:
         ready = _condition("Ready", True, "ModuleAvailable", f"module loader {kmm}", generation)
     if first_problem:
@@ -164,7 +175,17 @@ def conditions(obs: Observation, kmm: str, errs: list[str]) -> list[dict[str, An
         )
     else:
         degraded = _condition("Degraded", False, "AsExpected", "", generation)
-    return [ready, degraded]
+    if obs.warnings:
+        issues = _condition(
+            KNOWN_ISSUES,
+            True,
+            obs.warnings[0].reason,
+            "; ".join(w.message for w in obs.warnings),
+            generation,
+        )
+    else:
+        issues = _condition(KNOWN_ISSUES, False, "NoneFound", "", generation)
+    return [ready, degraded, issues]
 
 
 def _carry_transition_times(
@@ -187,6 +208,7 @@ def compute_status(obs: Observation, now: str) -> dict[str, Any]:
         "observedGeneration": int(obs.driver.get("metadata", {}).get("generation") or 0),
         "kmmStatus": kmm,
         "errors": errs,
+        "warnings": [w.message for w in obs.warnings],
         "conditions": _carry_transition_times(
             conditions(obs, kmm, errs), previous.get("conditions") or [], now
         ),
@@ -201,6 +223,7 @@ def status_changed(current: Mapping[str, Any] | None, new: Mapping[str, Any]) ->
     """True when writing `new` would change anything (ignores missing-vs-empty errors, and
     the fields the rollout engine owns)."""
     current = {k: v for k, v in (current or {}).items() if k not in ROLLOUT_OWNED_STATUS}
-    if not current.get("errors"):
-        current["errors"] = []
+    for listed in ("errors", "warnings"):
+        if not current.get(listed):
+            current[listed] = []
     return current != dict(new)

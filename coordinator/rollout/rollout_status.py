@@ -6,7 +6,8 @@ nowhere now (only removals are left); a status of another version is never read 
 one's. `counts` has every phase; `total` is the wanted nodes that are not Skipped; `updated`
 the nodes Done at the target; `progress` is "updated/total" for the printer column; `nodes`
 lists at most 50 nodes that are not Done, the worst first (Failed, Blocked, then by how far
-along), those being unloaded included.
+along), those being unloaded included. `state` is Progressing, Held, Paused, Complete,
+Failed, or NoNodes (a target version and no node targeted, none opted out: not Complete).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from gpuctl.common import names, timestamps
 from gpuctl.common.names import IN_PROGRESS, SEVERITY, Phase
 
 MAX_LISTED_NODES = 50
+# The state of a rollout whose GPUDriver targets no node at all.
+NO_NODES = "NoNodes"
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,10 @@ class RolloutCounts:
 def rollout_state(inp: RolloutInput, counts: RolloutCounts, gate: str) -> str:
     done = counts.updated == counts.total and not counts.in_progress and not counts.removing
     if inp.target_version and done:
+        # Loaded nowhere because nothing is targeted is not a completed rollout (a selector
+        # that matches no node); nodes the admin opted out (Skipped) still complete it.
+        if counts.total == 0 and not counts.per_phase[Phase.SKIPPED]:
+            return NO_NODES
         return "Complete"
     if gate == "failed":
         return "Failed"

@@ -1,8 +1,8 @@
 """A GPUDriver's rollout as `gpuctl rollout status` shows it. Pure: objects in, text out.
 
 Reads `status.rollout`, which the coordinator writes: target version, state
-(Progressing, Held, Paused, Complete, Failed), counts per node phase, and the nodes that are
-not done with their phase, reason and since-when.
+(Progressing, Held, Paused, Complete, Failed, NoNodes: not done), counts per node phase, and
+the nodes that are not done with their phase, reason and since-when.
 """
 
 from __future__ import annotations

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from coordinator.drivers.status import (
     KMM_NOT_INSTALLED,
+    KNOWN_ISSUES,
     Observation,
     Problem,
     compute_status,
@@ -157,3 +159,57 @@ def test_deleted_driver_reports_removal_not_availability() -> None:
     status = compute_status(obs, NOW)
     assert status["kmmStatus"] == "Removing"
     assert status["errors"] == []
+
+
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == kind)
+
+
+def test_warnings_are_listed_and_a_gpudriver_that_targets_no_node_is_not_ready() -> None:
+    nowhere = Problem("NoNodesTargeted", "the node selector (a=b) matches no node")
+    other = Problem("UnsupportedOS", "nodes x (Debian) do not run Ubuntu 26.04")
+    module = {"metadata": {"name": "gpu-policy-gpu"}, "status": {"moduleLoader": {}}}
+    obs = Observation(
+        driver=samples.driver(),
+        namespace="ns",
+        module_name="gpu-policy-gpu",
+        wants_module=True,
+        kmm_installed=True,
+        module=module,
+        warnings=(nowhere, other),
+    )
+    status = compute_status(obs, NOW)
+    assert status["kmmStatus"] == "0/0"
+    assert status["warnings"] == [nowhere.message, other.message]
+    ready = _condition(status, "Ready")
+    assert (ready["status"], ready["reason"], ready["message"]) == (
+        "False",
+        "NoNodesTargeted",
+        nowhere.message,
+    )
+    issues = _condition(status, KNOWN_ISSUES)
+    assert (issues["status"], issues["reason"]) == ("True", "NoNodesTargeted")
+    assert issues["message"] == f"{nowhere.message}; {other.message}"
+
+
+def test_a_warning_alone_leaves_the_gpudriver_ready() -> None:
+    other = Problem("UnsupportedOS", "nodes x (Debian) do not run Ubuntu 26.04")
+    module = {
+        "metadata": {"name": "m"},
+        "status": {"moduleLoader": {"availableNumber": 1, "desiredNumber": 1}},
+    }
+    obs = Observation(
+        driver=samples.driver(),
+        namespace="ns",
+        module_name="m",
+        wants_module=True,
+        kmm_installed=True,
+        module=module,
+        warnings=(other,),
+    )
+    status = compute_status(obs, NOW)
+    assert _condition(status, "Ready")["status"] == "True"
+    assert _condition(status, KNOWN_ISSUES)["status"] == "True"
+    no_warnings = compute_status(replace(obs, warnings=()), NOW)
+    assert no_warnings["warnings"] == []
+    assert _condition(no_warnings, KNOWN_ISSUES)["status"] == "False"

@@ -33,7 +33,8 @@ def node_status(kernel_version: str, now: datetime.datetime) -> dict[str, Any]:
             "kernelVersion": kernel_version,
             "architecture": "amd64",
             "operatingSystem": "linux",
-            "osImage": "test",
+            # The OS the out-of-tree xe supports (else the GPUDriver warns: UnsupportedOS).
+            "osImage": "Ubuntu 26.04 LTS",
             "containerRuntimeVersion": "containerd://test",
             "kubeletVersion": "v1.36.3",
             "kubeProxyVersion": "",

@@ -380,7 +380,7 @@ def test_a_node_leaving_the_selector_is_unloaded_through_the_checks_and_leaves()
     assert_left(api)
     controller.sync(DRIVER)
     status = api.objects[DRIVER_PATH]["status"]["rollout"]
-    assert (status["state"], status["total"]) == ("Complete", 0)
+    assert (status["state"], status["total"]) == ("NoNodes", 0)
     assert status["message"] == f"no node is wanted for {target(api)}"
     reasons = {o["reason"] for p, o in api.objects.items() if "/events/" in p}
     assert "RolloutRemoved" in reasons
