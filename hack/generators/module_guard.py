@@ -42,7 +42,7 @@ def text() -> str:
     if labels_line not in body:
         raise AssertionError(f"no {LABELS_MARKER} line in the dumped guard")
     body = body.replace(labels_line, '    {{- include "gpuctl.labels" . | nindent 4 }}\n')
-    return HEADER + "---\n" + body
+    return HEADER + body
 
 
 def outputs(_repo: Path) -> list[Output]:
