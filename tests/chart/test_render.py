@@ -30,6 +30,9 @@ BASE_KINDS = [
     "Service",  # gRPC and metrics
     "ServiceAccount",
     "ServiceAccount",
+    # The Module delete guard (coordinator/module_guard.py, docs/uninstall.md).
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 ]
 
 

@@ -34,7 +34,10 @@ RESOURCES = {
     "SecurityContextConstraints": ("securitycontextconstraints", False),
     "Service": ("services", True),
     "ServiceAccount": ("serviceaccounts", True),
+    "ValidatingAdmissionPolicy": ("validatingadmissionpolicies", False),
+    "ValidatingAdmissionPolicyBinding": ("validatingadmissionpolicybindings", False),
 }
+ADMISSION = ("admissionregistration.k8s.io", "v1")
 
 
 def object_path(obj: Mapping[str, Any]) -> str:
@@ -82,6 +85,18 @@ class Release:
             "uninstall", self.name, "--namespace", self.namespace, "--wait", "--ignore-not-found"
         )
 
+    @property
+    def module_guard(self) -> str:
+        """The name of the chart's Module delete guard (policy and binding)."""
+        return f"{self.fullname}-module-delete-guard"
+
+    def remove_module_guard(self) -> None:
+        """docs/uninstall.md step 3: `helm uninstall` keeps the Module delete guard
+        (helm.sh/resource-policy: keep); the admin deletes it once no gpuctl Module is left."""
+        for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
+            with contextlib.suppress(KubeError):
+                self.kube.request("DELETE", path(*ADMISSION, plural, name=self.module_guard))
+
     def manifest(self) -> list[dict[str, Any]]:
         return objects(self.helm.run("get", "manifest", self.name, "--namespace", self.namespace))
 
@@ -124,6 +139,7 @@ def chart_release(
         yield release
     finally:
         release.uninstall()
+        release.remove_module_guard()
 
 
 def token_kubeconfig(cluster: KubeCluster, token: str, file: Path) -> Path:

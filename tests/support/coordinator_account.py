@@ -1,24 +1,20 @@
 """The coordinator as the chart runs it: ServiceAccount `coordinator` with the chart's RBAC.
 
 `bind_coordinator_account` makes the ServiceAccount and binds it to coordinator/rbac.py's
-rules (what the chart grants); `token_kubeconfig` writes a kubeconfig with a token of it, for
-a coordinator process. Used where the caller's identity matters: the RBAC test, and the Module
-delete guard, which lets exactly the coordinator's ServiceAccount delete a gpuctl Module.
+rules (what the chart grants); tests/support/chart_release.py's `token_kubeconfig` writes a
+kubeconfig with a token of it, for a coordinator process. Used where the caller's identity
+matters: the RBAC test, and the Module delete guard, which lets exactly the coordinator's
+ServiceAccount delete a gpuctl Module.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
-
-import yaml
 
 from coordinator.kube.client import Kube, KubeError, path
 from coordinator.module_guard import service_account_username
 from coordinator.rbac import CLUSTER_RULES, NAMESPACE_RULES
-from tests.harness.access import KubeCluster
-from tests.harness.kubeconfig import write_private
 
 RBAC = "rbac.authorization.k8s.io"
 ACCOUNT = "coordinator"
@@ -73,26 +69,3 @@ def bind_coordinator_account(kube: Kube, namespace: str) -> Iterator[str]:
         for kind in ("clusterrolebindings", "clusterroles"):
             with contextlib.suppress(KubeError):
                 kube.request("DELETE", path(RBAC, "v1", kind, name=cluster_role))
-
-
-def token_kubeconfig(cluster: KubeCluster, token: str, file: Path) -> Path:
-    """A kubeconfig at `file` that authenticates with `token` (e.g. a ServiceAccount's)."""
-    context = "gpuctl-token"
-    document = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": context,
-                "cluster": {
-                    "server": cluster.server,
-                    "certificate-authority": str(cluster.ca_cert),
-                },
-            }
-        ],
-        "users": [{"name": context, "user": {"token": token}}],
-        "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
-        "current-context": context,
-    }
-    write_private(file, yaml.safe_dump(document, sort_keys=False).encode())
-    return file
