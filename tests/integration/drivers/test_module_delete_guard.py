@@ -29,7 +29,7 @@ from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.kmm_safety import Cause
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import Api, gpudriver, node_labels, simple_spec
-from tests.support.coordinator_account import bind_coordinator_account, coordinator_username
+from tests.support.coordinator_rbac import bound_coordinator, username
 from tests.support.fixture_types import MakeNode
 from tests.support.module_guard import installed_guard, module_path, refused_delete
 
@@ -112,7 +112,7 @@ def guarded(api: Api, namespace: str, loaded: Loaded, probe: Kube) -> Iterator[N
     with installed_guard(
         api.kube,
         namespace,
-        coordinator_username(namespace),
+        username(namespace),
         probe=probe,
         probe_module=loaded.module,
     ):
@@ -170,7 +170,7 @@ def test_the_coordinators_service_account_may_delete(
 ) -> None:
     loaded = load_module(api, namespace, namespace, make_node, kmm_emulator)
     with (
-        bind_coordinator_account(api.kube, namespace) as account,
+        bound_coordinator(api.kube, namespace) as account,
         guarded(api, namespace, loaded, alice),
         kube_cluster.service_account_client(namespace, account) as client,
     ):
