@@ -12,7 +12,8 @@ The KMM emulator (tests/harness/kmm_emulator.py) runs every worker `--delay` sec
 is created. Every node starts Done at the old version; the GPUDriver then asks for the new
 one with `maxUnavailable: 10%` and `evictGPUPods: true`, and the bench watches the Nodes.
 
-Printed: total time against the floor (waves x the fastest node's own time), the
+Printed: total time against the floor (waves x the fastest node's own time, which a
+saturated coordinator inflates; and waves x KMM's two delayed workers per node), the
 node-to-node handoff (a node Done -> the next node in Checking, pairing each start after
 the first wave with the Done that freed its slot) p50/p99, API requests per node by kind,
 the coordinator's peak RSS (VmHWM) and CPU seconds, GPUNode writes, and then, all sessions
@@ -366,7 +367,8 @@ def roll_out(world: World, coordinator: Coordinator, nodes: int, delay: float) -
         "fastest_node_seconds": min(per_node.seconds),
         "median_node_seconds": per_node.median,
         "floor_seconds": math.ceil(nodes / bound) * min(per_node.seconds),
-        "floor_delay_seconds": math.ceil(nodes / bound) * delay,
+        # A version change is two KMM workers per node (the unloader, then the loader).
+        "floor_delay_seconds": math.ceil(nodes / bound) * 2 * delay,
         "handoff": handoffs(watch, bound),
         "most_unavailable": watch.most_unavailable,
         "requests_per_node": sum(window.values()) / nodes,
@@ -425,7 +427,7 @@ def describe(f: dict[str, Any]) -> str:
             f"  total {f['total_seconds']:.1f} s; floor {f['floor_seconds']:.1f} s "
             f"({math.ceil(f['nodes'] / f['bound'])} waves x the fastest node's "
             f"{f['fastest_node_seconds']:.2f} s; median node {f['median_node_seconds']:.2f} s; "
-            f"waves x the KMM delay alone {f['floor_delay_seconds']:.0f} s); "
+            f"waves x KMM's two delayed workers alone {f['floor_delay_seconds']:.0f} s); "
             f"over the floor {over * 100:.1f} %",
             f"  handoff (a node Done -> the next node Checking): p50 "
             f"{handoff.median * 1e3:.0f} ms, p99 {handoff.percentile(99) * 1e3:.0f} ms over "
