@@ -16,6 +16,7 @@ from coordinator.rollout.controller import (
     RolloutController,
     kmm_labels,
 )
+from coordinator.rollout.node_step import EVICT_RETRY_SECONDS
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names
@@ -163,6 +164,7 @@ def world(
         events=EventRecorder(api, "default", "test", lambda: "2026-11-29T12:00:00Z"),
         config=RolloutConfig(NS),
         wall_clock=clock.wall,
+        monotonic=clock,
     )
     return api, controller, clock
 
@@ -292,12 +294,38 @@ def test_gpu_pods_are_evicted_and_a_pdb_refusal_is_retried() -> None:
     api, controller, clock = world(pods=[pod])
     eviction = "/api/v1/namespaces/ml/pods/train/eviction"
     api.fail[("POST", eviction)] = KubeError(429, "TooManyRequests")
-    for _ in range(6):
+    for _ in range(10):
         controller.sync(DRIVER)
         clock.advance(1.5)
     assert phase(api) == "Draining"
     assert ("POST", eviction) in api.writes
     assert api.writes.count(("POST", eviction)) >= 2  # refused by the PDB, then asked again
+
+
+def test_a_refused_eviction_is_asked_again_only_after_the_retry_interval() -> None:
+    pod = {
+        "metadata": {"namespace": "ml", "name": "train"},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"gpu.intel.com/xe": "1"}}}]},
+        "status": {"phase": "Running"},
+    }
+    api, controller, clock = world(pods=[pod])
+    eviction = "/api/v1/namespaces/ml/pods/train/eviction"
+    api.fail[("POST", eviction)] = KubeError(429, "TooManyRequests")
+    for _ in range(100):
+        if phase(api) == "Draining":
+            break
+        controller.sync(DRIVER)
+        clock.advance(0.1)
+    assert phase(api) == "Draining"
+    asked = api.writes.count(("POST", eviction))
+    for _ in range(15):  # passes caused by other changes, 1.5 s in all
+        controller.sync(DRIVER)
+        clock.advance(0.1)
+    assert api.writes.count(("POST", eviction)) - asked <= 1
+    clock.advance(EVICT_RETRY_SECONDS)
+    before = api.writes.count(("POST", eviction))
+    controller.sync(DRIVER)
+    assert api.writes.count(("POST", eviction)) == before + 1
 
 
 def test_without_agents_a_node_is_never_labelled() -> None:

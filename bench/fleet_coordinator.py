@@ -1,0 +1,90 @@
+"""`gpuctl-coordinator` with its Kubernetes requests counted, for bench.fleet_scale.
+
+    python -m bench.fleet_coordinator COUNTS_FILE [gpuctl-coordinator flags...]
+
+Runs coordinator.main.main unchanged in this process, after wrapping the one client class it
+talks to the API server through (coordinator.kube.client.Kube: `request` and `watch`) with a
+counter. Every half second, and at exit, the counts so far go to COUNTS_FILE as JSON:
+{"METHOD kind": n}, the kind being the resource (nodes, pods, gpunodes, events, ...) and
+"WATCH kind" one per watch opened. The figures are the process's own: its memory and CPU are
+read from /proc by the bench, and the wrapper adds one dict update per request.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from coordinator import main as coordinator_main
+from coordinator.kube import client as kube_client
+
+WRITE_SECONDS = 0.5
+
+
+def resource_kind(resource_path: str) -> str:
+    """The resource a REST path names: the part after the version (or namespace), plus the
+    subresource if any ("pods/eviction", "gpudrivers/status")."""
+    parts = [p for p in resource_path.split("?", 1)[0].split("/") if p]
+    start = 2 if parts[:1] == ["api"] else 3
+    rest = parts[start:]
+    if rest[:1] == ["namespaces"] and len(rest) > 2:
+        rest = rest[2:]
+    if not rest:
+        return "other"
+    kind = rest[0]
+    return f"{kind}/{rest[2]}" if len(rest) > 2 else kind
+
+
+def install_counter(counts: Counter[str], lock: threading.Lock) -> None:
+    request = kube_client.Kube.request
+    watch = kube_client.Kube.watch
+
+    def counted_request(self: kube_client.Kube, method: str, resource_path: str, **kw: Any) -> Any:
+        with lock:
+            counts[f"{method} {resource_kind(resource_path)}"] += 1
+        return request(self, method, resource_path, **kw)
+
+    def counted_watch(
+        self: kube_client.Kube, resource_path: str, query: dict[str, Any], timeout_seconds: int
+    ) -> Iterator[dict[str, Any]]:
+        with lock:
+            counts[f"WATCH {resource_kind(resource_path)}"] += 1
+        return watch(self, resource_path, query, timeout_seconds)
+
+    kube_client.Kube.request = counted_request  # type: ignore[method-assign]
+    kube_client.Kube.watch = counted_watch  # type: ignore[method-assign]
+
+
+def main(argv: list[str]) -> int:
+    counts_file = Path(argv[0])
+    counts: Counter[str] = Counter()
+    lock = threading.Lock()
+    install_counter(counts, lock)
+    done = threading.Event()
+
+    def write() -> None:
+        with lock:
+            text = json.dumps(dict(counts))
+        staging = counts_file.with_suffix(".tmp")
+        staging.write_text(text)
+        staging.replace(counts_file)
+
+    def keep_writing() -> None:
+        while not done.wait(WRITE_SECONDS):
+            write()
+
+    threading.Thread(target=keep_writing, daemon=True).start()
+    try:
+        return coordinator_main.main(argv[1:])
+    finally:
+        done.set()
+        write()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

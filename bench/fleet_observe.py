@@ -1,0 +1,170 @@
+"""What bench.fleet_scale reads: the coordinator process, and the Nodes as the rollout goes.
+
+`Coordinator` runs `gpuctl-coordinator` through bench.fleet_coordinator (its API requests
+counted) and reads its CPU and memory from /proc and its /metrics. `RolloutWatch` follows a
+watch of the fleet's Nodes and records, per node, when it started (a step about the new
+version) and when it was Done at it, and the most nodes unavailable at once. `handoffs`
+pairs each start after the first wave with the Done that freed its slot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.timing import Timings
+from coordinator.kube.client import Kube, KubeError, path
+from gpuctl.common import names
+
+
+def wait_for(
+    description: str, check: Callable[[], bool], timeout: float, poll: float = 1.0
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting until {description}")
+        time.sleep(poll)
+
+
+def listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+# -- the coordinator process ----------------------------------------------------------------
+
+
+class Coordinator:
+    """`gpuctl-coordinator` (through bench.fleet_coordinator) and what /proc says of it."""
+
+    def __init__(self, argv: list[str], folder: Path, metrics_port: int) -> None:
+        self.counts_file = folder / "api-counts.json"
+        self.metrics_port = metrics_port
+        self._log = (folder / "coordinator.log").open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.fleet_coordinator", str(self.counts_file), *argv],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def counts(self) -> dict[str, int]:
+        try:
+            return dict(json.loads(self.counts_file.read_text()))
+        except (OSError, ValueError):
+            return {}
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+
+    def memory_kb(self, field: str) -> int:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1])
+        return 0
+
+    def metric(self, name: str) -> float:
+        """A sample of the coordinator's /metrics; 0 before it serves them."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=30) as answer:
+                text = answer.read().decode()
+        except OSError:
+            return 0.0
+        for line in text.splitlines():
+            if line.startswith((f"{name} ", f"{name}_total ")):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+
+# -- watching the rollout -------------------------------------------------------------------
+
+
+class RolloutWatch:
+    """Follows the fleet's Nodes: when each started (a step about `version`) and was Done at it,
+    and the most nodes unavailable at once (cordoned, or in a step about NEW)."""
+
+    def __init__(self, kube: Kube, selector: str, version: str) -> None:
+        self._kube = kube
+        self._selector = selector
+        self._target = version
+        self.started: dict[str, float] = {}
+        self.done: dict[str, float] = {}
+        self.unavailable: set[str] = set()
+        self.most_unavailable = 0
+        self.events = 0
+        self._stop = threading.Event()
+        listed = kube.request("GET", path("", "v1", "nodes"), query={"labelSelector": selector})
+        self._version = str(listed["metadata"]["resourceVersion"])
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _apply(self, node: dict[str, Any]) -> None:
+        name = node["metadata"]["name"]
+        labels = node["metadata"].get("labels") or {}
+        about = (node["metadata"].get("annotations") or {}).get(names.STATE_VERSION)
+        state = labels.get(names.STATE_LABEL, "")
+        now = time.perf_counter()
+        if about == self._target and state not in ("", "Pending", "Done"):
+            self.started.setdefault(name, now)
+        if about == self._target and state == "Done":
+            self.done.setdefault(name, now)
+        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        resting = ("", "Pending", "Done", "Blocked", "Failed")
+        in_step = about == self._target and state not in resting
+        if cordoned or in_step:
+            self.unavailable.add(name)
+        else:
+            self.unavailable.discard(name)
+        self.most_unavailable = max(self.most_unavailable, len(self.unavailable))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            query = {"labelSelector": self._selector, "resourceVersion": self._version}
+            try:
+                for event in self._kube.watch(path("", "v1", "nodes"), query, 60):
+                    obj = event.get("object") or {}
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        self.events += 1
+                        self._apply(obj)
+                        self._version = obj["metadata"]["resourceVersion"]
+                    if self._stop.is_set():
+                        return
+            except KubeError:
+                time.sleep(0.5)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def handoffs(watch: RolloutWatch, bound: int) -> Timings:
+    """Each start after the first wave, from the Done that freed its slot."""
+    done = sorted(watch.done.values())
+    started = sorted(watch.started.values())
+    gaps = [started[i] - done[i - bound] for i in range(bound, len(started))]
+    return Timings("handoff", tuple(gaps))
