@@ -7,7 +7,8 @@ Invariants, whatever the cluster and the order of events:
 - a node whose agent never answers (unknown) is never unloaded;
 - an admin's cordon is never lifted;
 and a cluster whose obstacles all go away converges: every node Done at the target, loaded,
-uncordoned (unless an admin cordoned it).
+uncordoned (unless an admin cordoned it) — after the admin retries the nodes that Failed (with
+a reason) while an obstacle was there, as `gpuctl rollout retry` does.
 
 Examples per test: the `ci` profile (default) keeps the suite quick; HYPOTHESIS_PROFILE=long
 runs many more (`.venv/bin/python -m pytest tests/rollout/test_decide_properties.py`).
@@ -173,6 +174,15 @@ def test_invariants_hold_and_the_cluster_converges_once_idle(
             apply_event(sim, kind, index)
         step_checking(sim, bound, never_known)
     make_idle(sim)
+    for _ in range(SETTLE_TICKS):
+        step_checking(sim, bound, set())
+    # A node whose step failed while its agent was away is Failed by design, with its reason;
+    # the admin retries it (what `gpuctl rollout retry NODE` writes), and then it converges.
+    for node in sim.nodes.values():
+        if node.labels.get(names.STATE_LABEL) == Phase.FAILED.value:
+            assert node.annotations.get(names.REASON), node.name
+            node.labels[names.STATE_LABEL] = Phase.PENDING.value
+            node.annotations.pop(names.REASON, None)
     for _ in range(SETTLE_TICKS):
         step_checking(sim, bound, set())
     phases = {n: s.labels.get(names.STATE_LABEL) for n, s in sim.nodes.items()}
