@@ -3,7 +3,8 @@
 `Coordinator.run(stop)` campaigns for the Lease; once leading it starts the watch caches
 (GPUDrivers, the namespace's Modules, Nodes, ResourceClaims), a discovery poller that notices
 KMM (or DRA) being installed or removed, one worker that reconciles GPUDrivers by name, and
-the rollout engine's worker (coordinator/rollout) over the same caches. Every relevant change
+the rollout engine's worker (coordinator/rollout) over the same caches; their writes go through
+a LeaderFence, so none is sent after the Lease's renew deadline. Every relevant change
 enqueues the GPUDrivers it concerns, so the coordinator reacts within a second. It returns
 when `stop` is set (releasing the Lease) or leadership is lost. Clients and clocks are
 parameters, so tests run it in a thread against the test API server.
@@ -25,6 +26,7 @@ from coordinator.health import Heartbeat, Liveness, Verdict
 from coordinator.kube.client import KubeApi
 from coordinator.kube.discovery import Discover, Discovery, api_discovery
 from coordinator.kube.events import EventRecorder
+from coordinator.kube.fence import LeaderFence
 from coordinator.kube.leader import LeaderElector, LeaseConfig
 from coordinator.kube.watches import Informer, Resource
 from coordinator.kube.workqueue import WorkQueue, run_worker
@@ -144,7 +146,6 @@ class Coordinator:
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._kube = kube
         self._liveness = liveness
         # The caches readiness waits for, once leading (empty until _lead made them).
         self._caches_to_sync: tuple[Informer, ...] = ()
@@ -172,6 +173,9 @@ class Coordinator:
             now=wall_clock,
             monotonic=monotonic,
         )
+        # The leader's work writes through the fence: nothing once the renew deadline passed.
+        self.fence = LeaderFence(kube, self.elector.write_budget)
+        self._kube: KubeApi = self.fence
         self._work_stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._node_seen: dict[str, tuple[dict[str, str], str]] = {}

@@ -98,7 +98,11 @@ class KubeApi(Protocol):
         query: dict[str, Any] | None = None,
         body: Any = None,
         content_type: str = JSON,
-    ) -> dict[str, Any]: ...
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """One call; `timeout`: give up after that many seconds in all (None: the client's
+        default)."""
+        ...
 
     def watch(
         self, resource_path: str, query: dict[str, Any], timeout_seconds: int
@@ -156,15 +160,20 @@ class Kube:
         query: dict[str, Any] | None = None,
         body: Any = None,
         content_type: str = JSON,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
-        """One call; the decoded JSON answer, or KubeError."""
+        """One call; the decoded JSON answer, or KubeError (status 0 when no answer came
+        within `timeout` seconds in all, default the client's request timeout)."""
+        if timeout is not None and timeout <= 0:
+            # urllib3 reads a zero timeout as none at all: refuse rather than wait forever.
+            raise KubeError(0, f"no time left for {method} {resource_path}")
         response = self._send(
             method=method,
             resource_path=resource_path,
             query=query,
             body=body,
             content_type=content_type,
-            timeout=self._timeout,
+            timeout=self._timeout if timeout is None else min(timeout, self._timeout),
         )
         data = response.read()
         if not 200 <= response.status <= 299:

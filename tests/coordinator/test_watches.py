@@ -41,6 +41,7 @@ class ScriptedApi:
         query: dict[str, Any] | None = None,
         body: Any = None,
         content_type: str = "",
+        timeout: float | None = None,
     ) -> dict[str, Any]:
         items = self.lists[min(self.list_calls, len(self.lists) - 1)]
         self.list_calls += 1
