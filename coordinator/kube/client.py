@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
+from urllib3.util.retry import Retry
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -111,10 +112,26 @@ class KubeApi(Protocol):
     def close(self) -> None: ...
 
 
+# Connection attempts are retried (they fail fast); a request that was sent is not: urllib3
+# retries a read that timed out three times by default, so a request given N seconds could
+# take 4N, and a Lease renewal bounded by the renew deadline would overrun it.
+RETRIES = Retry(total=3, read=0, redirect=5)
+
+
+def _no_read_retries(api_client: ApiClient) -> None:
+    manager: Any = api_client.rest_client.pool_manager
+    manager.connection_pool_kw["retries"] = RETRIES
+    for key in list(manager.pools.keys()):  # pools made before we got the client
+        pool = manager.pools.get(key)
+        if pool is not None:
+            pool.retries = RETRIES
+
+
 class Kube:
     """JSON requests and watches against the API server the ApiClient is configured for."""
 
     def __init__(self, api_client: ApiClient, request_timeout: float = 30.0) -> None:
+        _no_read_retries(api_client)
         self._client = api_client
         self._timeout = request_timeout
         self._open_streams: set[Any] = set()
