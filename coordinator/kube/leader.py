@@ -1,17 +1,21 @@
 """Leader election on a coordination.k8s.io/v1 Lease: of several replicas only one acts.
 
-The decision (`lease_action`) is pure: given the Lease as stored, who we are and the time, it
-says whether to create, renew, take over or wait. `LeaderElector` does the I/O with optimistic
-concurrency (the Lease's resourceVersion), so two replicas racing for an expired Lease cannot
-both win. On shutdown the leader releases the Lease so a standby takes over at once instead of
-after `lease_duration`.
+The decision (`lease_action`) is pure: given the Lease as stored, who we are and how long we
+have seen it unchanged, it says whether to create, renew, take over or wait. Expiry is judged
+on our own monotonic clock from when we saw the Lease last change (as client-go does), never
+on its renewTime, which another replica wrote with its wall clock: a replica whose clock runs
+ahead would otherwise take the Lease from a leader that renews it on time.
+
+`LeaderElector` does the I/O with optimistic concurrency (the Lease's resourceVersion), so two
+replicas racing for an expired Lease cannot both win. On shutdown the leader releases the Lease
+so a standby takes over at once instead of after `lease_duration`.
 
 The renew deadline is a hard bound, not a hope: a replica may act only until `renew_deadline`
 after the start of its last successful round (`write_budget`). Every round's requests are
 given only the time left before that moment, so a request the API server never answers (etcd
 stalled) cannot keep a leader acting past it, and a round that succeeds too late does not
 count. When the moment passes the elector stops leading at once (`on_stopped`), well before
-a standby, which waits `lease_duration` from the last renewTime, may take over.
+a standby, which waits `lease_duration` from when it saw the last renewal, may take over.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
@@ -38,8 +42,11 @@ class LeaseAction(Enum):
     WAIT = "wait"
 
 
-def lease_action(lease: Mapping[str, Any] | None, identity: str, now: datetime) -> LeaseAction:
-    """What a candidate should do with the Lease as it is stored (None: no Lease yet)."""
+def lease_action(
+    lease: Mapping[str, Any] | None, identity: str, unchanged_for: float
+) -> LeaseAction:
+    """What a candidate should do with the Lease as it is stored (None: no Lease yet), having
+    seen it unchanged for `unchanged_for` seconds of its own monotonic clock."""
     if lease is None:
         return LeaseAction.CREATE
     spec = lease.get("spec") or {}
@@ -50,7 +57,7 @@ def lease_action(lease: Mapping[str, Any] | None, identity: str, now: datetime) 
     duration = int(spec.get("leaseDurationSeconds") or 0)
     if not holder or not renewed:
         return LeaseAction.TAKE_OVER
-    if timestamps.parse(str(renewed)) + timedelta(seconds=duration) < now:
+    if unchanged_for > duration:
         return LeaseAction.TAKE_OVER
     return LeaseAction.WAIT
 
@@ -87,6 +94,9 @@ class LeaderElector:
         # Monotonic time until which this replica may act: the start of its last successful
         # round plus renew_deadline.
         self._valid_until = float("-inf")
+        # The Lease's resourceVersion as last seen, and when (monotonic) it was first seen.
+        self._observed_version: str | None = None
+        self._observed_at = 0.0
 
     def write_budget(self) -> float:
         """Seconds this replica may still act as the leader (<= 0: it must not write)."""
@@ -135,7 +145,11 @@ class LeaderElector:
                 return False
             lease = None
         self.last_lease_read = self._monotonic()
-        action = lease_action(lease, self._config.identity, self._now())
+        version = str(((lease or {}).get("metadata") or {}).get("resourceVersion") or "")
+        if version != self._observed_version:
+            self._observed_version, self._observed_at = version, self._monotonic()
+        unchanged_for = self._monotonic() - self._observed_at
+        action = lease_action(lease, self._config.identity, unchanged_for)
         self.held_by_other = action is LeaseAction.WAIT
         if action is LeaseAction.WAIT:
             return False
