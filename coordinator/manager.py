@@ -84,10 +84,22 @@ class _Caches:
     """The informers, read by the reconciler (ClusterView) and the rollout (RolloutView)."""
 
     def __init__(
-        self, drivers: Informer, nodes: Informer, claims: Informer, modules: Informer
+        self,
+        drivers: Informer,
+        nodes: Informer,
+        claims: Informer,
+        modules: Informer,
+        leading_since: float,
     ) -> None:
         self._drivers, self._nodes, self._claims = drivers, nodes, claims
         self._modules = modules
+        self._leading_since = leading_since
+
+    def observing_since(self) -> float:
+        """Since when (monotonic) these caches have been watched without a gap: since
+        leading began, or the last failed list or watch of one of them."""
+        informers = (self._drivers, self._nodes, self._claims, self._modules)
+        return max(self._leading_since, *(i.failed_at for i in informers))
 
     def module(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._modules.get(f"{namespace}/{name}")
@@ -249,7 +261,9 @@ class Coordinator:
         handler: Callable[[str, dict[str, Any]], None],
         available: Callable[[], bool] | None = None,
     ) -> Informer:
-        informer = Informer(self._kube, resource, handler, self._work_stop)
+        informer = Informer(
+            self._kube, resource, handler, self._work_stop, monotonic=self._monotonic
+        )
         if available is not None:
             informer.available = available
         return informer
@@ -316,7 +330,7 @@ class Coordinator:
             rfc3339_now,
             host=self._config.identity,
         )
-        caches = _Caches(self._drivers, nodes, claims, modules)
+        caches = _Caches(self._drivers, nodes, claims, modules, self._monotonic())
         reconciler = Reconciler(
             self._kube,
             discovery=self._discovery,
@@ -337,6 +351,7 @@ class Coordinator:
             wall_clock=self._wall_clock,
             monotonic=self._monotonic,
             metrics=self._rollout_metrics,
+            observing_since=caches.observing_since,
         )
         self._caches_to_sync = (nodes, claims, modules, self._drivers)
         for informer in self._caches_to_sync:
