@@ -96,9 +96,11 @@ class _Caches:
         self._leading_since = leading_since
 
     def observing_since(self) -> float:
-        """Since when (monotonic) these caches have been watched without a gap: since
-        leading began, or the last failed list or watch of one of them."""
-        informers = (self._drivers, self._nodes, self._claims, self._modules)
+        """Since when (monotonic) the caches the steps wait on (Nodes with KMM's labels,
+        Modules, GPUDrivers) have been watched without a gap: since leading began, or the
+        last failed list or watch of one of them. Not the claims: their trouble blocks the
+        checks by itself, and a claims watch that keeps failing must not stop every timeout."""
+        informers = (self._drivers, self._nodes, self._modules)
         return max(self._leading_since, *(i.failed_at for i in informers))
 
     def module(self, namespace: str, name: str) -> dict[str, Any] | None:
