@@ -107,7 +107,8 @@ class Replicas:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout=10)
         with self._lock:
             for slot in self.slots:
                 if slot.process is not None:

@@ -400,7 +400,9 @@ class _Run:
         return unsettled
 
     def finish(self, timeout: float) -> None:
-        assert self.watch is not None
+        if self.watch is None:  # setup failed: stop what it started, report nothing
+            self.replicas.stop()
+            return
         with contextlib.suppress(AssertionError):  # what is left unsettled is reported
             wait_until(
                 "every node ends explicit", lambda: not self.settled(), timeout_seconds=timeout
@@ -427,8 +429,8 @@ def run_chaos(
 ) -> ChaosReport:
     started = time.monotonic()
     run = _Run(world, plan, say)
-    run.setup()
     try:
+        run.setup()
         run.run()
     finally:
         run.finish(settle_timeout)
