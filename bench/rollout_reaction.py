@@ -102,9 +102,15 @@ class CountingKube:
         query: dict[str, Any] | None = None,
         body: Any = None,
         content_type: str = JSON,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
         answer = self._inner.request(
-            method, resource_path, query=query, body=body, content_type=content_type
+            method,
+            resource_path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            timeout=timeout,
         )
         now = time.perf_counter()
         with self._lock:

@@ -3,7 +3,8 @@
 `Coordinator.run(stop)` campaigns for the Lease; once leading it starts the watch caches
 (GPUDrivers, the namespace's Modules, Nodes, ResourceClaims), a discovery poller that notices
 KMM (or DRA) being installed or removed, one worker that reconciles GPUDrivers by name, and
-the rollout engine's worker (coordinator/rollout) over the same caches. Every relevant change
+the rollout engine's worker (coordinator/rollout) over the same caches; their writes go through
+a LeaderFence, so none is sent after the Lease's renew deadline. Every relevant change
 enqueues the GPUDrivers it concerns, so the coordinator reacts within a second. It returns
 when `stop` is set (releasing the Lease) or leadership is lost. Clients and clocks are
 parameters, so tests run it in a thread against the test API server.
@@ -25,6 +26,7 @@ from coordinator.health import Heartbeat, Liveness, Verdict
 from coordinator.kube.client import KubeApi
 from coordinator.kube.discovery import Discover, Discovery, api_discovery
 from coordinator.kube.events import EventRecorder
+from coordinator.kube.fence import LeaderFence
 from coordinator.kube.leader import LeaderElector, LeaseConfig
 from coordinator.kube.watches import Informer, Resource
 from coordinator.kube.workqueue import WorkQueue, run_worker
@@ -82,10 +84,24 @@ class _Caches:
     """The informers, read by the reconciler (ClusterView) and the rollout (RolloutView)."""
 
     def __init__(
-        self, drivers: Informer, nodes: Informer, claims: Informer, modules: Informer
+        self,
+        drivers: Informer,
+        nodes: Informer,
+        claims: Informer,
+        modules: Informer,
+        leading_since: float,
     ) -> None:
         self._drivers, self._nodes, self._claims = drivers, nodes, claims
         self._modules = modules
+        self._leading_since = leading_since
+
+    def observing_since(self) -> float:
+        """Since when (monotonic) the caches the steps wait on (Nodes with KMM's labels,
+        Modules, GPUDrivers) have been watched without a gap: since leading began, or the
+        last failed list or watch of one of them. Not the claims: their trouble blocks the
+        checks by itself, and a claims watch that keeps failing must not stop every timeout."""
+        informers = (self._drivers, self._nodes, self._modules)
+        return max(self._leading_since, *(i.failed_at for i in informers))
 
     def module(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._modules.get(f"{namespace}/{name}")
@@ -144,7 +160,6 @@ class Coordinator:
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._kube = kube
         self._liveness = liveness
         # The caches readiness waits for, once leading (empty until _lead made them).
         self._caches_to_sync: tuple[Informer, ...] = ()
@@ -172,6 +187,9 @@ class Coordinator:
             now=wall_clock,
             monotonic=monotonic,
         )
+        # The leader's work writes through the fence: nothing once the renew deadline passed.
+        self.fence = LeaderFence(kube, self.elector.write_budget)
+        self._kube: KubeApi = self.fence
         self._work_stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._node_seen: dict[str, tuple[dict[str, str], str]] = {}
@@ -245,7 +263,9 @@ class Coordinator:
         handler: Callable[[str, dict[str, Any]], None],
         available: Callable[[], bool] | None = None,
     ) -> Informer:
-        informer = Informer(self._kube, resource, handler, self._work_stop)
+        informer = Informer(
+            self._kube, resource, handler, self._work_stop, monotonic=self._monotonic
+        )
         if available is not None:
             informer.available = available
         return informer
@@ -312,7 +332,7 @@ class Coordinator:
             rfc3339_now,
             host=self._config.identity,
         )
-        caches = _Caches(self._drivers, nodes, claims, modules)
+        caches = _Caches(self._drivers, nodes, claims, modules, self._monotonic())
         reconciler = Reconciler(
             self._kube,
             discovery=self._discovery,
@@ -333,6 +353,7 @@ class Coordinator:
             wall_clock=self._wall_clock,
             monotonic=self._monotonic,
             metrics=self._rollout_metrics,
+            observing_since=caches.observing_since,
         )
         self._caches_to_sync = (nodes, claims, modules, self._drivers)
         for informer in self._caches_to_sync:

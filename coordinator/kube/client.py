@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
+from urllib3.util.retry import Retry
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -98,7 +99,11 @@ class KubeApi(Protocol):
         query: dict[str, Any] | None = None,
         body: Any = None,
         content_type: str = JSON,
-    ) -> dict[str, Any]: ...
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """One call; `timeout`: give up after that many seconds in all (None: the client's
+        default)."""
+        ...
 
     def watch(
         self, resource_path: str, query: dict[str, Any], timeout_seconds: int
@@ -107,10 +112,26 @@ class KubeApi(Protocol):
     def close(self) -> None: ...
 
 
+# Connection attempts are retried (they fail fast); a request that was sent is not: urllib3
+# retries a read that timed out three times by default, so a request given N seconds could
+# take 4N, and a Lease renewal bounded by the renew deadline would overrun it.
+RETRIES = Retry(total=3, read=0, redirect=5)
+
+
+def _no_read_retries(api_client: ApiClient) -> None:
+    manager: Any = api_client.rest_client.pool_manager
+    manager.connection_pool_kw["retries"] = RETRIES
+    for key in list(manager.pools.keys()):  # pools made before we got the client
+        pool = manager.pools.get(key)
+        if pool is not None:
+            pool.retries = RETRIES
+
+
 class Kube:
     """JSON requests and watches against the API server the ApiClient is configured for."""
 
     def __init__(self, api_client: ApiClient, request_timeout: float = 30.0) -> None:
+        _no_read_retries(api_client)
         self._client = api_client
         self._timeout = request_timeout
         self._open_streams: set[Any] = set()
@@ -156,15 +177,20 @@ class Kube:
         query: dict[str, Any] | None = None,
         body: Any = None,
         content_type: str = JSON,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
-        """One call; the decoded JSON answer, or KubeError."""
+        """One call; the decoded JSON answer, or KubeError (status 0 when no answer came
+        within `timeout` seconds in all, default the client's request timeout)."""
+        if timeout is not None and timeout <= 0:
+            # urllib3 reads a zero timeout as none at all: refuse rather than wait forever.
+            raise KubeError(0, f"no time left for {method} {resource_path}")
         response = self._send(
             method=method,
             resource_path=resource_path,
             query=query,
             body=body,
             content_type=content_type,
-            timeout=self._timeout,
+            timeout=self._timeout if timeout is None else min(timeout, self._timeout),
         )
         data = response.read()
         if not 200 <= response.status <= 299:

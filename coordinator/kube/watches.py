@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +92,10 @@ class Informer:
     _trouble: str = "not listed yet"
     _served: bool = True
     relists: int = 0
+    # When a list or watch last failed (monotonic): changes may have been missed until the
+    # next list, so time since then is all the cache has seen for sure.
+    failed_at: float = float("-inf")
+    monotonic: Callable[[], float] = time.monotonic
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -212,6 +217,7 @@ class Informer:
                 if resource_version is None:
                     log.info("watch expired, listing again", extra={"resource": str(self.resource)})
             except KubeError as err:
+                self.failed_at = self.monotonic()
                 resource_version = self._failed(err, resource_version)
                 if not self.stop.is_set():
                     log.warning(

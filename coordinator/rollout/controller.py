@@ -17,6 +17,7 @@ a node as it was before our own write (which could break the unavailability boun
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import uuid
@@ -207,7 +208,10 @@ class RolloutController:
         wall_clock: Callable[[], datetime],
         monotonic: Callable[[], float] = time.monotonic,
         metrics: RolloutMetrics | None = None,
+        observing_since: Callable[[], float] | None = None,
     ) -> None:
+        # Since when (monotonic) the caches have been watched without a gap (None: always).
+        self._observing_since = observing_since
         self._kube = kube
         self._view = view
         self._agents = agents
@@ -356,6 +360,11 @@ class RolloutController:
             resumed_version=resumed_version(driver),
             nodes=facts,
             now=self._wall(),
+            observed_for=(
+                math.inf
+                if self._observing_since is None
+                else max(0.0, self._monotonic() - self._observing_since())
+            ),
             previous_status=previous,
             blocked_recheck_seconds=self._config.blocked_recheck_seconds,
             unloaded_with=tuple(modules_unloaded_with(loading_order)),

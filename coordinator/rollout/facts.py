@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -261,6 +262,11 @@ class RolloutInput:
     nodes: Sequence[NodeFacts]
     now: datetime
     previous_status: Mapping[str, Any] = field(default_factory=dict)
+    # How long (seconds, monotonic) this coordinator has watched without a gap: leading with
+    # its caches unbroken. A step's timeout counts no more than this, so a control-plane
+    # outage, a failover or a skewed clock (steps' `since` come from some leader's wall
+    # clock) never fails a node for a wait nobody watched.
+    observed_for: float = math.inf
     # How often a Blocked node's agent is asked whether the blocker went away.
     blocked_recheck_seconds: float = 30.0
     # The modules KMM unloads after the module: modulesLoadingOrder after its first entry

@@ -41,6 +41,12 @@ class StepResult:
         self.wake_in = seconds if self.wake_in is None else min(self.wake_in, seconds)
 
 
+def step_elapsed(since: str, now: datetime, observed_for: float) -> float:
+    """How long a step has run, as far as this coordinator saw it: from its `since` to now,
+    but no more than the coordinator has been watching without a gap."""
+    return min(seconds_since(since, now), observed_for)
+
+
 def seconds_since(since: str, now: datetime) -> float:
     """Seconds from an RFC 3339 timestamp to now; 0 when it is missing or unreadable."""
     start = timestamps.parse_or_none(since)

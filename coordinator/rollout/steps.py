@@ -55,7 +55,7 @@ from coordinator.rollout.node_step import (
     kmm_loaded,
     kmm_write_labels,
     removing,
-    seconds_since,
+    step_elapsed,
     transition,
     unfixable_blockers,
     written,
@@ -137,7 +137,7 @@ def step_checking(inp: RolloutInput, node: NodeFacts) -> StepResult:
     result = StepResult()
     version = inp.target_for(node)
     timeout = inp.settings.timeouts.check
-    elapsed = seconds_since(node.since, inp.now)
+    elapsed = step_elapsed(node.since, inp.now, inp.observed_for)
     now = epoch(inp.now)
     cannot = _cannot_go(inp, node)
     if cannot:
@@ -176,7 +176,7 @@ def step_draining(inp: RolloutInput, node: NodeFacts) -> StepResult:
     result = StepResult()
     version = inp.target_for(node)
     timeout = inp.settings.timeouts.drain
-    elapsed = seconds_since(node.since, inp.now)
+    elapsed = step_elapsed(node.since, inp.now, inp.observed_for)
     if inp.settings.cordon and node.cordoned_by_us and not node.unschedulable:
         # Recorded before a restart cut the cordon off, or undone by someone: cordon again.
         result.actions.append(PatchNode(node.name, node.resource_version, unschedulable=True))
@@ -280,7 +280,7 @@ def _ask_prepared(
     """Send (or resend) the preparation's request, or fail the node once it timed out."""
     result = StepResult()
     timeout = inp.settings.timeouts.prepare
-    elapsed = seconds_since(node.since, inp.now)
+    elapsed = step_elapsed(node.since, inp.now, inp.observed_for)
     if elapsed >= timeout:
         if call is not None and call.error:
             why = call.error
@@ -400,7 +400,7 @@ def step_loading(inp: RolloutInput, node: NodeFacts) -> StepResult:
         result.actions.append(transition(inp, node, Phase.VERIFYING, words, version=version))
         return result
     timeout = inp.settings.timeouts.load
-    elapsed = seconds_since(node.since, inp.now)
+    elapsed = step_elapsed(node.since, inp.now, inp.observed_for)
     if elapsed >= timeout:
         reason = f"{late} within {duration_words(timeout)}"
         result.actions.append(failed(inp, node, reason, version))

@@ -41,7 +41,7 @@ from coordinator.rollout.node_step import (
     kmm_loaded,
     leave,
     removing,
-    seconds_since,
+    step_elapsed,
     transition,
 )
 from coordinator.rollout.records import RecordError, decode_bound, decode_changes, decode_vfs
@@ -156,7 +156,7 @@ class _Verification:
 
     @property
     def elapsed(self) -> float:
-        return seconds_since(self.node.since, self.inp.now)
+        return step_elapsed(self.node.since, self.inp.now, self.inp.observed_for)
 
     def not_yet(self, why: str, *, ask: bool = True) -> StepResult:
         """Look again shortly (asking the agent when `ask`), or fail once timed out."""

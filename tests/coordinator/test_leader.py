@@ -28,12 +28,39 @@ def lease(holder: str, renewed: datetime, duration: int = 15) -> dict[str, Any]:
 
 
 def test_actions() -> None:
-    assert lease_action(None, "me", NOW) is LeaseAction.CREATE
-    assert lease_action(lease("me", NOW), "me", NOW) is LeaseAction.RENEW
-    assert lease_action(lease("other", NOW - timedelta(seconds=5)), "me", NOW) is LeaseAction.WAIT
-    expired = lease("other", NOW - timedelta(seconds=16))
-    assert lease_action(expired, "me", NOW) is LeaseAction.TAKE_OVER
-    assert lease_action(lease("", NOW), "me", NOW) is LeaseAction.TAKE_OVER
+    assert lease_action(None, "me", 0) is LeaseAction.CREATE
+    assert lease_action(lease("me", NOW), "me", 0) is LeaseAction.RENEW
+    assert lease_action(lease("other", NOW), "me", 5) is LeaseAction.WAIT
+    assert lease_action(lease("other", NOW), "me", 16) is LeaseAction.TAKE_OVER
+    assert lease_action(lease("", NOW), "me", 0) is LeaseAction.TAKE_OVER
+    # Expiry is our own observation, not the holder's renewTime: one written an hour "ago"
+    # by a clock behind ours, just seen, is not expired.
+    assert lease_action(lease("other", NOW - timedelta(hours=1)), "me", 0) is LeaseAction.WAIT
+
+
+def test_a_candidate_whose_clock_runs_ahead_does_not_take_a_renewed_lease() -> None:
+    api = MemoryApi()
+    true_time = [NOW]
+    a = elector(api, "a", true_time)
+    monotonic = [0.0]
+    b = LeaderElector(
+        api,
+        LeaseConfig(namespace="ns", name="l", identity="b"),
+        now=lambda: true_time[0] + timedelta(hours=1),  # skewed an hour ahead
+        monotonic=lambda: monotonic[0],
+    )
+    assert a.try_acquire_or_renew()
+    for _ in range(20):  # a renews every 5 s; b's own clock says each renewal is an hour old
+        true_time[0] += timedelta(seconds=5)
+        monotonic[0] += 5
+        assert a.try_acquire_or_renew()
+        assert not b.try_acquire_or_renew()
+    # a stops renewing: b takes over once it has seen no change for the lease's duration.
+    monotonic[0] += 10
+    assert not b.try_acquire_or_renew()
+    monotonic[0] += 6
+    assert b.try_acquire_or_renew()
+    assert api.objects[LEASE]["spec"]["holderIdentity"] == "b"
 
 
 def elector(api: MemoryApi, identity: str, now: list[datetime]) -> LeaderElector:

@@ -41,6 +41,7 @@ class ScriptedApi:
         query: dict[str, Any] | None = None,
         body: Any = None,
         content_type: str = "",
+        timeout: float | None = None,
     ) -> dict[str, Any]:
         items = self.lists[min(self.list_calls, len(self.lists) - 1)]
         self.list_calls += 1
@@ -106,10 +107,11 @@ def test_watch_resumes_from_last_resource_version_after_the_stream_ends() -> Non
             [{"type": "ADDED", "object": obj("b", "15")}],
         ],
     )
-    _, seen = run_informer(api, 2)
+    informer, seen = run_informer(api, 2)
     assert api.list_calls == 1
     assert api.watch_versions == ["10", "11", "11"]
     assert seen == [("ADDED", "a"), ("ADDED", "b")]
+    assert informer.failed_at > float("-inf")  # the broken stream is a gap in what it saw
 
 
 def test_gone_relists_and_reports_what_changed_meanwhile() -> None:

@@ -4,13 +4,18 @@
 process group, and returns only when each answers its health endpoint; if any step fails,
 whatever was started is stopped before the error propagates. ``ControlPlane.stop`` stops them
 in reverse order; ``ControlPlane.restart_apiserver`` stops kube-apiserver and starts it again,
-optionally with other flags (a control plane reconfigured under a running coordinator). The
-caller decides where the files go (``root``) and registers cleanup.
+optionally with other flags (a control plane reconfigured under a running coordinator);
+``pause``/``resume`` (SIGSTOP/SIGCONT) and ``restart`` act on any one of them, for the chaos
+tests. The caller decides where the files go (``root``) and registers cleanup.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime
+import os
+import signal
 import ssl
 import subprocess
 from collections.abc import Callable
@@ -30,13 +35,16 @@ CONTROLLER_MANAGER_START_SECONDS = 60.0
 
 @dataclass
 class Component:
-    """One running control-plane process."""
+    """One running control-plane process, and how to tell it is up (for restarts)."""
 
     name: str
     argv: list[str]
     process: subprocess.Popen[bytes]
     # The command line it was first started with (a restart may add flags to it).
     first_argv: list[str] = field(default_factory=list)
+    health_url: str = ""
+    timeout_seconds: float = 60.0
+    context_factory: Callable[[], ssl.SSLContext | None] = lambda: None
 
     def record(self) -> dict[str, object]:
         return {"name": self.name, "pid": self.process.pid, "argv": self.argv}
@@ -65,7 +73,7 @@ class ControlPlane:
         argv = [*first.first_argv, *extra_args]
         log_file = self.layout.log_file(first.name)
         process = processes.start_in_own_group(argv, log_file, die_with_parent=self.die_with_parent)
-        self.components[index] = Component(first.name, argv, process, first.first_argv)
+        self.components[index] = dataclasses.replace(first, argv=argv, process=process)
         wait_healthy(
             first.name,
             f"{self.server}/{health}",
@@ -86,7 +94,42 @@ class ControlPlane:
         """Stops every component, last started first. Safe to call twice."""
         while self.components:
             component = self.components.pop()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(component.process.pid, signal.SIGCONT)  # a paused one cannot stop
             processes.stop_child(component.process)
+
+    def component(self, name: str) -> Component:
+        return next(c for c in self.components if c.name == name)
+
+    def pause(self, name: str) -> None:
+        """SIGSTOP the component (a stalled etcd, a frozen API server): sockets stay open,
+        nothing answers."""
+        os.killpg(self.component(name).process.pid, signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        os.killpg(self.component(name).process.pid, signal.SIGCONT)
+
+    def restart(self, name: str, *, kill: bool = False) -> None:
+        """Stops the component (SIGTERM, or SIGKILL with `kill`) and starts it again with the
+        same command line and data; returns once it answers its health endpoint."""
+        component = self.component(name)
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(component.process.pid, signal.SIGKILL)
+            component.process.wait()
+        processes.stop_child(component.process)
+        log_file = self.layout.log_file(name)
+        component.process = processes.start_in_own_group(
+            component.argv, log_file, die_with_parent=self.die_with_parent
+        )
+        health.wait_healthy(
+            name,
+            component.health_url,
+            component.process,
+            log_file=log_file,
+            timeout_seconds=component.timeout_seconds,
+            context=component.context_factory(),
+        )
 
 
 def _start(
@@ -102,7 +145,9 @@ def _start(
     process = processes.start_in_own_group(
         argv, log_file, die_with_parent=control_plane.die_with_parent
     )
-    control_plane.components.append(Component(name, argv, process, list(argv)))
+    control_plane.components.append(
+        Component(name, argv, process, list(argv), health_url, timeout_seconds, context_factory)
+    )
     health.wait_healthy(
         name,
         health_url,

@@ -7,6 +7,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from coordinator.rollout.actions import (
     EvictPods,
     PatchNode,
@@ -690,3 +692,29 @@ def test_by_srcversion_the_same_image_reloaded_passes_with_its_srcversion() -> N
     )
     patch = only_patch(step_verifying(dataclasses.replace(by_src, nodes=[stale]), stale).actions)
     assert "srcversion is still OLDSRC" in str(patch.annotations[names.REASON])
+
+
+# -- timeouts count only what this coordinator watched ------------------------------------
+
+
+def test_a_step_timeout_counts_no_more_than_the_coordinator_watched() -> None:
+    """A control-plane outage, a failover or a clock running ahead makes a step look long
+    (its `since` is some leader's wall clock); the timeout waits until this coordinator has
+    itself watched for the whole timeout (found by the chaos run: nodes Failed "KMM did not
+    load within 20s" across a kube-apiserver restart)."""
+    loading = node(phase=Phase.LOADING, since=601, labels=targeted())
+    just_back = dataclasses.replace(rollout([loading]), observed_for=5.0)
+    step = step_loading(just_back, loading)
+    assert step.actions == []
+    assert step.wake_in == pytest.approx(595.0)
+    watched_long_enough = dataclasses.replace(rollout([loading]), observed_for=601.0)
+    patch = only_patch(step_loading(watched_long_enough, loading).actions)
+    assert patch.phase_to is Phase.FAILED
+
+    checking = answered(node(phase=Phase.CHECKING, since=61), error="agent not connected")
+    step = step_checking(dataclasses.replace(rollout([checking]), observed_for=3.0), checking)
+    assert not [a for a in step.actions if getattr(a, "phase_to", None) is Phase.BLOCKED]
+
+    late = answered(verifying(since=301), report=report(vfs={PF: 2}))
+    step = step_verifying(dataclasses.replace(rollout([late]), observed_for=1.0), late)
+    assert not [a for a in step.actions if getattr(a, "phase_to", None) is Phase.FAILED]

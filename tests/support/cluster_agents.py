@@ -154,8 +154,10 @@ def make_live_nodes(
     inspect_timeout: float = 3.0,
     mirror_min_interval: float = 0.2,
     api_client: Any = None,
+    port: int = 0,
 ) -> tuple[LiveNodes, Kube, Any]:
-    """A LiveNodes not yet started, its Kube and ApiClient (the admin's unless given)."""
+    """A LiveNodes not yet started, its Kube and ApiClient (the admin's unless given);
+    `port` 0: any free one."""
     api_client = api_client if api_client is not None else cluster.admin_client()
     kube = Kube(api_client)
     config = LiveNodesConfig(
@@ -169,7 +171,7 @@ def make_live_nodes(
                 hello_timeout_seconds=5.0,
             ),
             host="127.0.0.1",
-            port=0,
+            port=port,
             tls=tls.files,
             report_freshness_seconds=freshness,
         ),

@@ -103,6 +103,7 @@ class MemoryApi:
         query: dict[str, Any] | None = None,
         body: Any = None,
         content_type: str = "",
+        timeout: float | None = None,
     ) -> dict[str, Any]:
         self.requests.append((method, resource_path))
         if method != "GET":

@@ -39,9 +39,15 @@ class FirstWatchTooOld:
         query: dict[str, Any] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        timeout: float | None = None,
     ) -> dict[str, Any]:
         return self._kube.request(
-            method, resource_path, query=query, body=body, content_type=content_type
+            method,
+            resource_path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            timeout=timeout,
         )
 
     def watch(

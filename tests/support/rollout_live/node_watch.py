@@ -11,6 +11,7 @@ are at most `bound` (nodes the admin cordoned are passed in as allowed extras).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -54,10 +55,23 @@ def unavailable_within(
 class NodeWatch:
     """Applies every Node watch event and runs the invariants after each one."""
 
-    def __init__(self, kube: Kube, label_selector: str, invariants: list[Invariant]) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        label_selector: str,
+        invariants: list[Invariant],
+        *,
+        survive_outages: bool = False,
+    ) -> None:
         self._kube = kube
         self._selector = label_selector
         self._invariants = invariants
+        # Chaos tests break the API server and etcd under the watch: then a broken stream is
+        # watched again, and an expired one (410) listed again, each such gap counted in
+        # `relists` (events inside a gap are not seen; the state after it is checked).
+        self._survive_outages = survive_outages
+        self.relists = 0
+        self.transitions: list[float] = []  # monotonic times of node state changes
         self.nodes: dict[str, dict[str, Any]] = {}
         self.events = 0
         self.breaches: list[str] = []
@@ -67,13 +81,27 @@ class NodeWatch:
         self._lock = threading.Lock()
 
     def start(self) -> None:
+        self._list()
+        self._thread.start()
+
+    def _list(self) -> None:
         answer = self._kube.request(
             "GET", path("", "v1", "nodes"), query={"labelSelector": self._selector}
         )
-        for node in answer.get("items") or []:
-            self.nodes[node["metadata"]["name"]] = node
-        self._version = str(answer["metadata"]["resourceVersion"])
-        self._thread.start()
+        with self._lock:
+            self.nodes = {node["metadata"]["name"]: node for node in answer.get("items") or []}
+            self._version = str(answer["metadata"]["resourceVersion"])
+            self._check("relist")
+
+    def _relist(self) -> None:
+        """After an expired watch: list again, until the API server answers."""
+        self.relists += 1
+        while not self._stop.is_set():
+            try:
+                self._list()
+                return
+            except KubeError:
+                self._stop.wait(0.2)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -82,14 +110,22 @@ class NodeWatch:
                 for event in self._kube.watch(path("", "v1", "nodes"), query, 60):
                     node = event.get("object") or {}
                     if event.get("type") == "ERROR":
+                        if self._survive_outages:
+                            self._relist()
+                            break
                         self.breaches.append(f"watch error (events may be missed): {node}")
                         return
                     self._apply(event.get("type", ""), node)
                     if self._stop.is_set():
                         return
-            except KubeError:
+            except KubeError as err:
                 if self._stop.is_set():
                     return
+                if self._survive_outages:
+                    if err.gone:
+                        self._relist()
+                    else:
+                        self._stop.wait(0.2)
             except Exception as err:  # a broken invariant or event: never silently
                 self.breaches.append(f"node watch failed: {type(err).__name__}: {err}")
                 return
@@ -98,17 +134,23 @@ class NodeWatch:
         meta = node.get("metadata") or {}
         self._version = str(meta.get("resourceVersion", self._version))
         with self._lock:
+            before = _labels(self.nodes.get(meta.get("name", ""), {})).get(names.STATE_LABEL)
             if kind == "DELETED":
                 self.nodes.pop(meta["name"], None)
             elif kind in ("ADDED", "MODIFIED"):
                 self.nodes[meta["name"]] = node
             else:
                 return
+            if _labels(node).get(names.STATE_LABEL) != before:
+                self.transitions.append(time.monotonic())
             self.events += 1
-            for invariant in self._invariants:
-                breach = invariant(self.nodes)
-                if breach:
-                    self.breaches.append(f"after event {self.events} ({meta['name']}): {breach}")
+            self._check(f"event {self.events} ({meta['name']})")
+
+    def _check(self, after: str) -> None:
+        for invariant in self._invariants:
+            breach = invariant(self.nodes)
+            if breach:
+                self.breaches.append(f"after {after}: {breach}")
 
     def first_reaching(self, label: str, value: str) -> list[str]:
         """Nodes in the order their `label` first became `value` (tracked from now on)."""

@@ -163,7 +163,11 @@ class RolloutRig:
 
     # -- the coordinator process ------------------------------------------------------------
 
-    def start_coordinator(self, *extra: str) -> None:
+    def start_coordinator(
+        self, *extra: str, metrics_port: int | None = None
+    ) -> subprocess.Popen[bytes]:
+        """A coordinator process (a new identity each time); `metrics_port` for a second
+        replica, which cannot share the first one's."""
         log = (self.folder / "coordinator.log").open("ab")
         self._coordinator_logs.append(log)
         self.starts += 1
@@ -184,7 +188,7 @@ class RolloutRig:
                 f"--agent-service-account={agent_username(self.namespace)}",
                 "--heartbeat-interval=0.5",
                 "--rescan-interval=1",
-                f"--metrics-port={self.metrics_port}",
+                f"--metrics-port={metrics_port or self.metrics_port}",
                 "--metrics-address=127.0.0.1",
                 "--rollout-blocked-recheck=0.5",
                 *extra,
@@ -193,6 +197,7 @@ class RolloutRig:
             stderr=subprocess.STDOUT,
             env={**os.environ, **self.coordinator_env},
         )
+        return self.coordinator
 
     def restart_coordinator_when_it_exits(self, *extra: str) -> None:
         """As a Deployment's kubelet does (restartPolicy Always): whenever the coordinator

@@ -1,0 +1,1 @@
+"""Chaos: the coordinator against a control plane the tests stop, pause and restart."""

@@ -1,0 +1,69 @@
+"""Fixtures for the chaos tests: a control plane of their own, which they may break.
+
+- ``own_plane`` (per module): a ``ControlPlane`` (``pause``/``resume``/``restart`` of
+  etcd, kube-apiserver, kube-controller-manager) and its ``KubeCluster``, started like the
+  shared ``kube_cluster`` but not shared, so stopping its etcd or API server disturbs no other
+  test. Stopped and removed after the module.
+- ``own_namespace`` (per test): a fresh namespace in it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from tests.harness.access import KubeCluster
+from tests.harness.cluster import repository_root, start_cluster
+from tests.harness.control_plane import ControlPlane
+from tests.harness.waiting import wait_until
+
+
+@pytest.fixture(scope="module")
+def own_plane() -> Iterator[tuple[ControlPlane, KubeCluster]]:
+    root = Path(tempfile.mkdtemp(prefix="gpuctl-chaos-cluster-"))
+    try:
+        control_plane, cluster = start_cluster(
+            root,
+            repository_root(),
+            os.environ,
+            datetime.datetime.now(datetime.UTC),
+            die_with_parent=True,
+        )
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    atexit.register(control_plane.stop)
+    try:
+        yield control_plane, cluster
+    finally:
+        cluster.close_clients()
+        control_plane.stop()
+        atexit.unregister(control_plane.stop)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def own_namespace(own_plane: tuple[ControlPlane, KubeCluster]) -> Iterator[str]:
+    _, cluster = own_plane
+    with cluster.admin_client() as admin:
+        core: Any = k8s.CoreV1Api(admin)
+        name: str = core.create_namespace({"metadata": {"generateName": "chaos-"}}).metadata.name
+
+        def default_service_account_exists() -> bool:
+            accounts = core.list_namespaced_service_account(name).items
+            return any(account.metadata.name == "default" for account in accounts)
+
+        wait_until(
+            f"namespace {name} has its default ServiceAccount", default_service_account_exists
+        )
+        yield name
+        core.delete_namespace(name)
