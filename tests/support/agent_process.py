@@ -22,9 +22,11 @@ def start_agent_process(
     log: IO[Any],
     backoff_initial: float = 0.2,
     backoff_max: float = 1.0,
+    extra_args: tuple[str, ...] = (),
 ) -> subprocess.Popen[bytes]:
     """`gpuctl-agent run` for `node` against the coordinator on localhost:`port`; its stderr
-    (JSON logs) goes to `log`. NODE_NAME is dropped so `--node-name` is the only source."""
+    (JSON logs) goes to `log`. NODE_NAME is dropped so `--node-name` is the only source;
+    `extra_args` are more flags (e.g. `--allow-node-changes`)."""
     environment = {k: v for k, v in os.environ.items() if k != "NODE_NAME"}
     return subprocess.Popen(
         [
@@ -40,6 +42,7 @@ def start_agent_process(
             "--no-udev",
             f"--backoff-initial={backoff_initial:g}",
             f"--backoff-max={backoff_max:g}",
+            *extra_args,
         ],
         env=environment,
         stdout=subprocess.DEVNULL,

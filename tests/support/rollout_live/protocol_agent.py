@@ -84,12 +84,15 @@ class ProtocolAgent:
             if isinstance(message, grpc.RpcError):
                 return
             kind = message.WhichOneof("body")
+            # As the real agent does, a DEVICE_EVENT report follows each answer.
             if kind == "prepare":
                 result = self._prepare(message.prepare)
                 self.client.send(agent_pb.AgentMessage(prepare_result=result))
+                self.client.report(result.report)
             elif kind == "restore":
                 done = self._restore(message.restore)
                 self.client.send(agent_pb.AgentMessage(restore_result=done))
+                self.client.report(done.report)
 
     def _prepare(self, request: agent_pb.PrepareRequest) -> agent_pb.PrepareResult:
         self.prepares.append(request)

@@ -1,7 +1,8 @@
 """A rollout test rig: `gpuctl-coordinator` as a real process, agents, KMM emulator, nodes.
 
 `RolloutRig` owns, for one test: the coordinator process (started, SIGKILLed and restarted
-at will, TLS gRPC for the agents, `--metrics-port`), agent ServiceAccount tokens bound to a
+at will, TLS gRPC for the agents, `--metrics-port`; as admin unless given another
+kubeconfig, e.g. a ServiceAccount's under the chart's RBAC), agent ServiceAccount tokens bound to a
 Pod per Node, the nodes' fake roots, the emulator's fake loader hook, real `gpuctl-agent run`
 processes or hand-written protocol agents, and a GPUDriver labelled for this coordinator. The
 `rollout_rig` fixture (tests/integration/conftest.py) builds it from the shared fixtures.
@@ -80,8 +81,10 @@ class RolloutRig:
         tls: ServingTls,
         make_node: MakeNode,
         folder: Path,
+        coordinator_kubeconfig: Path | None = None,
     ) -> None:
         self.cluster = cluster
+        self.coordinator_kubeconfig = coordinator_kubeconfig or cluster.kubeconfig
         self.namespace = namespace
         self.kube = kube
         self.emulator = emulator
@@ -134,8 +137,8 @@ class RolloutRig:
         token_file.write_text(self.pods.token(node))
         return token_file
 
-    def start_agent(self, node: str) -> None:
-        """A real `gpuctl-agent run` process on the node's fake root."""
+    def start_agent(self, node: str, *extra_args: str) -> None:
+        """A real `gpuctl-agent run` process on the node's fake root, with `extra_args`."""
         log = self._logs.enter_context((self.folder / node / "agent.log").open("ab"))
         self.agents[node] = start_agent_process(
             port=self.port,
@@ -146,6 +149,7 @@ class RolloutRig:
             log=log,
             backoff_initial=0.1,
             backoff_max=0.5,
+            extra_args=extra_args,
         )
 
     def start_protocol_agent(self, node: str) -> ProtocolAgent:
