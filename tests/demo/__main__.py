@@ -1,0 +1,53 @@
+"""`python -m tests.demo` (hack/demo): start the whole system, roll a driver, stop it all.
+
+Ctrl-C (SIGINT), SIGTERM and SIGHUP stop it cleanly at any point: every process it started
+is stopped and its temporary folder removed. Exit code 0 when the rollout completed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from types import FrameType
+
+from tests.demo.narrator import Narrator
+from tests.demo.story import tell
+from tests.demo.system import running_system
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="hack/demo",
+        description="the whole gpuctl system on this machine: a control plane, KMM (emulated), "
+        "the coordinator and four GPU nodes' agents; rolls a GPUDriver to a new version",
+    )
+    parser.add_argument(
+        "--fast",
+        action="store_true",
+        help="no pauses for reading, the busy node released after 1 s (as the tests run it)",
+    )
+    args = parser.parse_args(argv)
+    busy_seconds, pause, load_seconds = (1.0, 0.0, 0.5) if args.fast else (5.0, 2.0, 2.0)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
+    narrator = Narrator(sys.stdout)
+    try:
+        with running_system(os.environ, narrator) as system:
+            tell(
+                system, narrator, busy_seconds=busy_seconds, pause=pause, load_seconds=load_seconds
+            )
+    except KeyboardInterrupt:
+        narrator.step("interrupted: everything was stopped and removed")
+        return 130
+    narrator.step(f"done in {narrator.elapsed():.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

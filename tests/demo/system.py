@@ -1,0 +1,113 @@
+"""The whole gpuctl system on this machine, started in order and stopped in reverse.
+
+`running_system` starts a local control plane (tests/harness: etcd, kube-apiserver,
+kube-controller-manager, with KMM's Module CRD and the chart's CRDs), the coordinator's
+ServiceAccount under the chart's RBAC (coordinator/rbac.py, which the chart's template is
+generated from), KMM played by the emulator, and the rollout rig that runs the coordinator and
+the agents as real processes (tests/support/rollout_live). Everything lives in one temporary
+folder, which is removed on the way out, as every process is stopped: on success, on an error
+and on Ctrl-C alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coordinator.kube.client import Kube, path
+from tests.demo.narrator import Narrator
+from tests.harness.access import KubeCluster
+from tests.harness.cluster import repository_root, start_cluster
+from tests.harness.kmm_emulator import KmmEmulator
+from tests.harness.nodes import DEFAULT_KERNEL, create_node
+from tests.support.chart_release import token_kubeconfig
+from tests.support.cluster_agents import serving_tls
+from tests.support.coordinator_account import grant_coordinator_rbac, revoke_cluster_rbac
+from tests.support.rollout_live.rig import RolloutRig
+
+NAMESPACE = "gpuctl-system"
+COORDINATOR_ACCOUNT = "gpuctl-coordinator"
+TOKEN_SECONDS = 2 * 3600
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+@dataclass
+class System:
+    folder: Path
+    cluster: KubeCluster
+    rig: RolloutRig
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig, as `gpuctl` and `kubectl` would use it."""
+        return self.cluster.kubeconfig
+
+
+@contextlib.contextmanager
+def running_system(environ: Mapping[str, str], narrator: Narrator) -> Iterator[System]:
+    folder = Path(tempfile.mkdtemp(prefix="gpuctl-demo-"))
+    with contextlib.ExitStack() as stack:
+        stack.callback(narrator.note, f"removed {folder}")
+        stack.callback(shutil.rmtree, folder, ignore_errors=True)
+        narrator.step("starting the control plane: etcd, kube-apiserver, kube-controller-manager")
+        narrator.note(f"everything the demo makes lives in {folder} (removed at the end)")
+        control_plane, cluster = start_cluster(
+            folder / "cluster", repository_root(), environ, _now(), die_with_parent=True
+        )
+        stack.callback(control_plane.stop)
+        stack.callback(cluster.close_clients)
+        stack.callback(narrator.note, "stopping the control plane")
+        narrator.note(f"API server {cluster.server}; CRDs: KMM's Module and the chart's")
+        narrator.note("(charts/gpuctl/crds: GPUDriver, GPUNode)")
+        admin = stack.enter_context(cluster.admin_client())
+        kube = Kube(admin)
+
+        narrator.step(f"namespace {NAMESPACE} and the coordinator's RBAC from the chart's rules")
+        kube.request("POST", path("", "v1", "namespaces"), body={"metadata": {"name": NAMESPACE}})
+        grant_coordinator_rbac(kube, NAMESPACE, COORDINATOR_ACCOUNT, COORDINATOR_ACCOUNT)
+        stack.callback(revoke_cluster_rbac, kube, COORDINATOR_ACCOUNT)
+        token = cluster.service_account_token(
+            NAMESPACE, COORDINATOR_ACCOUNT, expiration_seconds=TOKEN_SECONDS
+        )
+        coordinator_kubeconfig = token_kubeconfig(cluster, token, folder / "coordinator.kubecfg")
+        narrator.note(
+            f"ServiceAccount {COORDINATOR_ACCOUNT}: the ClusterRole and Role of "
+            "charts/gpuctl/templates/coordinator-rbac.yaml (from coordinator/rbac.py), no more"
+        )
+
+        narrator.step("starting KMM (played by the emulator in tests/harness/kmm_emulator.py)")
+        emulator = KmmEmulator(admin, NAMESPACE)
+        emulator.start()
+        stack.callback(emulator.stop)
+        narrator.note("it loads and unloads xe on a node the way KMM's worker pods would,")
+        narrator.note("by changing that node's fake host root")
+
+        def make_node(name: str, labels: Mapping[str, str] | None = None) -> Any:
+            return create_node(admin, name, labels or {}, _now(), DEFAULT_KERNEL)
+
+        (folder / "nodes").mkdir()
+        rig = RolloutRig(
+            cluster=cluster,
+            namespace=NAMESPACE,
+            kube=kube,
+            admin=admin,
+            emulator=emulator,
+            tls=serving_tls(folder / "grpc-tls"),
+            make_node=make_node,
+            folder=folder / "nodes",
+            coordinator_kubeconfig=coordinator_kubeconfig,
+        )
+        stack.callback(rig.close)
+        stack.callback(
+            narrator.step, "stopping everything: coordinator, agents, KMM, control plane"
+        )
+        yield System(folder, cluster, rig)
