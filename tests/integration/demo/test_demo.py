@@ -62,15 +62,20 @@ def index_of(lines: list[str], pattern: str, after: int = -1) -> int:
 
 
 def test_the_demo_rolls_past_a_busy_node_and_leaves_nothing_behind() -> None:
-    done = subprocess.run(
+    demo = subprocess.Popen(
         [str(DEMO), "--fast"],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=RUN_SECONDS,
-        check=False,
+        start_new_session=True,
     )
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output
+    try:
+        output, _ = demo.communicate(timeout=RUN_SECONDS)
+    finally:
+        if demo.poll() is None:  # timed out: its process group (agents, coordinator) goes too
+            os.killpg(demo.pid, signal.SIGKILL)
+            demo.communicate()
+    assert demo.returncode == 0, output
     lines = output.splitlines()
     held = index_of(lines, r"\| Rollout of gpu to v7\.1\.4\.6_260728\.7-\w+: Held, 1 of 4")
     resumed = index_of(lines, r"rollout of gpu resumed", held)
