@@ -26,13 +26,11 @@ from tests.harness.access import KubeCluster
 from tests.harness.cluster import repository_root, start_cluster
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.nodes import DEFAULT_KERNEL, create_node
-from tests.support.chart_release import token_kubeconfig
 from tests.support.cluster_agents import serving_tls
-from tests.support.coordinator_account import grant_coordinator_rbac, revoke_cluster_rbac
+from tests.support.coordinator_rbac import bound_coordinator, token_kubeconfig
 from tests.support.rollout_live.rig import RolloutRig
 
 NAMESPACE = "gpuctl-system"
-COORDINATOR_ACCOUNT = "gpuctl-coordinator"
 TOKEN_SECONDS = 2 * 3600
 
 
@@ -73,16 +71,15 @@ def running_system(environ: Mapping[str, str], narrator: Narrator) -> Iterator[S
 
         narrator.step(f"namespace {NAMESPACE} and the coordinator's RBAC from the chart's rules")
         kube.request("POST", path("", "v1", "namespaces"), body={"metadata": {"name": NAMESPACE}})
-        grant_coordinator_rbac(kube, NAMESPACE, COORDINATOR_ACCOUNT, COORDINATOR_ACCOUNT)
-        stack.callback(revoke_cluster_rbac, kube, COORDINATOR_ACCOUNT)
-        token = cluster.service_account_token(
-            NAMESPACE, COORDINATOR_ACCOUNT, expiration_seconds=TOKEN_SECONDS
+        account = stack.enter_context(bound_coordinator(kube, NAMESPACE))
+        token = cluster.service_account_token(NAMESPACE, account, expiration_seconds=TOKEN_SECONDS)
+        coordinator_kubeconfig = token_kubeconfig(
+            folder / "coordinator.kubeconfig", cluster.server, cluster.ca_cert, token
         )
-        coordinator_kubeconfig = token_kubeconfig(cluster, token, folder / "coordinator.kubecfg")
         narrator.note(
-            f"ServiceAccount {COORDINATOR_ACCOUNT}: the ClusterRole and Role of "
-            "charts/gpuctl/templates/coordinator-rbac.yaml (from coordinator/rbac.py), no more"
+            f"ServiceAccount {account}: the rules of charts/gpuctl/templates/coordinator-rbac.yaml"
         )
+        narrator.note("(from coordinator/rbac.py), bound as the chart binds them, and no more")
 
         narrator.step("starting KMM (played by the emulator in tests/harness/kmm_emulator.py)")
         emulator = KmmEmulator(admin, NAMESPACE)
@@ -104,8 +101,8 @@ def running_system(environ: Mapping[str, str], narrator: Narrator) -> Iterator[S
             tls=serving_tls(folder / "grpc-tls"),
             make_node=make_node,
             folder=folder / "nodes",
-            coordinator_kubeconfig=coordinator_kubeconfig,
         )
+        rig.coordinator_kubeconfig = coordinator_kubeconfig
         stack.callback(rig.close)
         stack.callback(
             narrator.step, "stopping everything: coordinator, agents, KMM, control plane"

@@ -1,8 +1,7 @@
 """A rollout test rig: `gpuctl-coordinator` as a real process, agents, KMM emulator, nodes.
 
 `RolloutRig` owns, for one test: the coordinator process (started, SIGKILLed and restarted
-at will, TLS gRPC for the agents, `--metrics-port`; as admin unless given another
-kubeconfig, e.g. a ServiceAccount's under the chart's RBAC), agent ServiceAccount tokens bound to a
+at will, TLS gRPC for the agents, `--metrics-port`), agent ServiceAccount tokens bound to a
 Pod per Node, the nodes' fake roots, the emulator's fake loader hook, real `gpuctl-agent run`
 processes or hand-written protocol agents, and a GPUDriver labelled for this coordinator. The
 `rollout_rig` fixture (tests/integration/conftest.py) builds it from the shared fixtures.
@@ -81,10 +80,8 @@ class RolloutRig:
         tls: ServingTls,
         make_node: MakeNode,
         folder: Path,
-        coordinator_kubeconfig: Path | None = None,
     ) -> None:
         self.cluster = cluster
-        self.coordinator_kubeconfig = coordinator_kubeconfig or cluster.kubeconfig
         self.namespace = namespace
         self.kube = kube
         self.emulator = emulator
