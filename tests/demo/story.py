@@ -207,6 +207,13 @@ def tell(
         lambda: '"numVfs": 4' in json.dumps(get_gpunode(rig.kube, vfs)),
         WAIT_SECONDS,
     )
+    # The GPUNode mirrors the agents' reports, which may trail the rollout's own fresh reads by a
+    # rescan: `gpuctl nodes` is shown once every node's mirrored report has the new module.
+    wait_until(
+        f"every GPUNode reports xe {NEW}",
+        lambda: all(f"xeb_{NEW}" in json.dumps(get_gpunode(rig.kube, n)) for n in nodes),
+        WAIT_SECONDS,
+    )
     narrator.step(f"the rollout completed: every node runs xe {NEW}")
     show(system, narrator, "nodes")
     narrator.note("KMM never unloaded xe from a busy node (the emulator checks every unload)")
