@@ -1,7 +1,8 @@
 """`python -m tests.demo` (hack/demo): start the whole system, roll a driver, stop it all.
 
 Ctrl-C (SIGINT), SIGTERM and SIGHUP stop it cleanly at any point: every process it started
-is stopped and its temporary folder removed. Exit code 0 when the rollout completed.
+is stopped and its temporary folder removed. Exit code 0 when the rollout completed, 1 when
+something failed (the reason in the last line), 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import os
 import signal
 import sys
+import traceback
 from types import FrameType
 
 from tests.demo.narrator import Narrator
@@ -45,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         narrator.step("interrupted: everything was stopped and removed")
         return 130
+    except Exception as error:  # everything was stopped; say why in one line, last
+        traceback.print_exc()
+        narrator.step(f"failed (everything was stopped and removed): {error}")
+        return 1
     narrator.step(f"done in {narrator.elapsed():.0f}s")
     return 0
 
