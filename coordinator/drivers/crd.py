@@ -13,7 +13,7 @@ from typing import Any
 
 from coordinator.crd_envelope import custom_resource_definition
 from coordinator.drivers import model
-from gpuctl.common import names
+from gpuctl.common import names, revisions
 
 _DROPPED_KEYS = frozenset({"title", "additionalProperties", "$defs"})
 
@@ -115,6 +115,7 @@ def status_schema() -> dict[str, Any]:
                 "x-kubernetes-list-map-keys": ["type"],
             },
             "rollout": _rollout_status_schema(),
+            "revisions": _revisions_schema(),
         },
     }
 
@@ -166,6 +167,41 @@ def _rollout_status_schema() -> dict[str, Any]:
                 },
             },
             "startedAt": {"type": "string", "format": "date-time"},
+        },
+    }
+
+
+def _revisions_schema() -> dict[str, Any]:
+    """status.revisions (gpuctl.common.revisions): the driver revisions rolled out."""
+    timestamp = {"type": "string", "format": "date-time"}
+    return {
+        "type": "array",
+        "maxItems": revisions.MAX_REVISIONS,
+        "description": "The driver revisions rolled out, oldest first (`gpuctl rollout "
+        "history`); `gpuctl rollout undo` restores one's kernelModule.",
+        "items": {
+            "type": "object",
+            "properties": {
+                revisions.REVISION: {"type": "integer", "minimum": 1},
+                revisions.VERSION: {"type": "string", "description": "The Module's KMM version."},
+                revisions.CONFIG_DIGEST: {
+                    "type": "string",
+                    "description": "The digest of the node config inside the KMM version.",
+                },
+                revisions.IMAGES: {"type": "array", "items": {"type": "string"}},
+                revisions.KERNEL_MODULE: {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": True,
+                    "description": "spec.kernelModule of this revision, as it was.",
+                },
+                revisions.ROLLED_OUT_AT: timestamp,
+                revisions.COMPLETED_AT: timestamp,
+                revisions.NODES: {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "The most nodes that ran it while it was the target.",
+                },
+            },
         },
     }
 

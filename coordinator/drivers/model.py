@@ -297,6 +297,14 @@ class Rollout(_Model):
         alias="failureBudget",
         description="Pause the rollout once this many nodes failed.",
     )
+    on_node_failure: Literal["Pause", "Rollback"] = Field(
+        default="Pause",
+        alias="onNodeFailure",
+        description="Pause: a node whose load or verification fails stays Failed and counts "
+        "against failureBudget. Rollback: spec.kernelModule goes back to the previous revision "
+        "in status.revisions, the failed node is taken there through the same checks, and the "
+        "rollout pauses until `gpuctl rollout resume`.",
+    )
     timeouts: RolloutTimeouts = Field(
         default_factory=RolloutTimeouts, description="Per-step timeouts (Go durations)."
     )

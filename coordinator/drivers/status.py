@@ -28,7 +28,7 @@ NOT_APPLICABLE = "N/A"
 REMOVING = "Removing"
 RECREATING = "Recreating"
 # status fields written by the rollout engine (coordinator/rollout), left alone here.
-ROLLOUT_OWNED_STATUS = frozenset({"rollout"})
+ROLLOUT_OWNED_STATUS = frozenset({"rollout", "revisions"})
 # Nodes named in a status message; the rest are counted.
 NAMED_NODES = 5
 # The condition that lists the reference's known issues met on the targeted nodes, and the

@@ -58,4 +58,14 @@ class EvictPods:
     pods: tuple[GpuPod, ...]
 
 
+@dataclass(frozen=True)
+class RestoreRevision:
+    """Put a recorded revision's kernelModule back into the GPUDriver's spec (a rollback),
+    with the rollback record `note` (names.ROLLBACK) and the hold release cleared."""
+
+    revision: Mapping[str, object]
+    note: str
+    event: EventNote
+
+
 Action = PatchNode | RequestReport | SendPrepare | SendRestore | EvictPods

@@ -39,6 +39,7 @@ from coordinator.rollout.actions import (
     EvictPods,
     PatchNode,
     RequestReport,
+    RestoreRevision,
     SendPrepare,
     SendRestore,
 )
@@ -61,7 +62,7 @@ from coordinator.rollout.records import decode_changes
 from coordinator.rollout.rollout_status import resumed_version
 from coordinator.rollout.settings import RolloutSettings, SettingsError, rollout_settings
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
-from gpuctl.common import names
+from gpuctl.common import names, revisions
 from gpuctl.common.gpu_claims import claims_on_nodes
 from gpuctl.common.names import Phase
 from gpuctl.common.node_selectors import node_labels, node_name
@@ -288,8 +289,16 @@ class RolloutController:
         inp = self._gather(driver, spec, target, settings, previous)
         decision = decide(inp)
         requeue = self._execute(driver, inp, decision)
+        if decision.rollback is not None and requeue is None:
+            # Before the status write: the spec patch carries the resourceVersion read.
+            requeue = self._roll_back(driver, decision.rollback)
+        written: dict[str, Any] = {}
         if decision.status != (previous or None):
-            self._write_status(driver, decision.status)
+            written["rollout"] = decision.status
+        if decision.revisions is not None:
+            written["revisions"] = decision.revisions
+        if written:
+            self._write_status_fields(driver, written)
         for event in decision.events:
             self._events.record(driver, event.kind, event.reason, event.message)
         if self._metrics is not None:
@@ -369,6 +378,9 @@ class RolloutController:
             blocked_recheck_seconds=self._config.blocked_recheck_seconds,
             unloaded_with=tuple(modules_unloaded_with(loading_order)),
             module_version=str(kernel_module.get("version") or ""),
+            revisions=revisions.of_status(driver),
+            kernel_module=dict(kernel_module),
+            rollback=revisions.read_rollback(driver),
         )
 
     def _gpu_pods(self, node: str) -> tuple[GpuPod, ...] | None:
@@ -552,7 +564,35 @@ class RolloutController:
                     log.warning("eviction failed", extra={"pod": str(pod), "error": str(err)})
         self._pods.pop(action.node, None)
 
+    def _roll_back(self, driver: Mapping[str, Any], rollback: RestoreRevision) -> float | None:
+        """spec.kernelModule back to the recorded revision, with the rollback record, if the
+        GPUDriver is still as read (else the next pass decides again)."""
+        name = str(driver["metadata"]["name"])
+        body = revisions.restore_patch(
+            driver, rollback.revision, {names.ROLLBACK: rollback.note, names.RESUMED_VERSION: None}
+        )
+        try:
+            self._kube.request(
+                "PATCH",
+                path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, name=name),
+                body=body,
+                content_type=MERGE_PATCH,
+            )
+        except KubeError as err:
+            if err.conflict or err.not_found:
+                return CONFLICT_RETRY_SECONDS
+            log.warning("rollback write failed", extra={"gpudriver": name, "error": str(err)})
+            return API_ERROR_RETRY_SECONDS
+        log.warning("rolled back", extra={"gpudriver": name, "to": rollback.note})
+        self._events.record(
+            driver, rollback.event.kind, rollback.event.reason, rollback.event.message
+        )
+        return None
+
     def _write_status(self, driver: Mapping[str, Any], status: dict[str, Any] | None) -> None:
+        self._write_status_fields(driver, {"rollout": status})
+
+    def _write_status_fields(self, driver: Mapping[str, Any], fields: dict[str, Any]) -> None:
         name = driver["metadata"]["name"]
         try:
             self._kube.request(
@@ -564,7 +604,7 @@ class RolloutController:
                     name=name,
                     subresource="status",
                 ),
-                body={"status": {"rollout": status}},
+                body={"status": fields},
                 content_type=MERGE_PATCH,
             )
         except KubeError as err:

@@ -27,6 +27,12 @@ Per pass, over those nodes (in name order):
    order of gpuctl.common.rollout_order (the one `gpuctl rollout plan` shows): nodes
    unavailable already (an admin's cordon) first, as they take no new slot, then by name.
 4. Blocked nodes are asked now and then whether their blocker went away.
+5. With onNodeFailure: Rollback, a node Failed at the target after its KMM write (its load
+   or verification failed) rolls the GPUDriver back to the previous revision in
+   status.revisions (RestoreRevision: spec.kernelModule as recorded, and the rollback record
+   names.ROLLBACK). While the target is the rollback's, only the nodes it names start, taken
+   there through the same steps; then the rollout is Paused until `gpuctl rollout resume`.
+   A target that is itself a rollback's result never rolls back again.
 
 The status (rollout_status.py) and the Events about the GPUDriver come out of the same facts.
 """
@@ -38,8 +44,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coordinator.event_notes import NORMAL, WARNING, EventNote
-from coordinator.rollout.actions import Action, PatchNode, RequestReport
+from coordinator.rollout.actions import Action, PatchNode, RequestReport, RestoreRevision
 from coordinator.rollout.facts import INSPECT, NodeFacts, RolloutInput
+from coordinator.rollout.history import recorded
 from coordinator.rollout.node_step import (
     StepResult,
     blocked,
@@ -50,12 +57,19 @@ from coordinator.rollout.node_step import (
     removing,
     transition,
     unfixable_blockers,
+    written,
 )
 from coordinator.rollout.placement import placement
-from coordinator.rollout.rollout_status import RolloutCounts, rollout_status
+from coordinator.rollout.rollout_status import (
+    ROLLED_BACK,
+    ROLLING_BACK,
+    RolloutCounts,
+    rollout_status,
+)
 from coordinator.rollout.settings import SettingsError, max_unavailable
 from coordinator.rollout.steps import STEPS
-from gpuctl.common import names
+from gpuctl.common import names, timestamps
+from gpuctl.common import revisions as rev
 from gpuctl.common.names import IN_PROGRESS, Phase
 from gpuctl.common.rollout_gates import FAILED, PAUSED, GateFacts, rollout_gate
 from gpuctl.common.rollout_order import is_unavailable, start_order
@@ -68,6 +82,10 @@ class Decision:
     status: dict[str, Any] | None = None
     events: list[EventNote] = field(default_factory=list)
     requeue_after: float | None = None
+    # status.revisions to write (None: unchanged).
+    revisions: list[dict[str, Any]] | None = None
+    # The rollback to make (onNodeFailure: Rollback), if any.
+    rollback: RestoreRevision | None = None
 
     def wake(self, seconds: float | None) -> None:
         if seconds is None:
@@ -131,16 +149,35 @@ def _recheck(inp: RolloutInput, node: NodeFacts, decision: Decision) -> None:
 
 @dataclass(frozen=True)
 class _Gates:
-    """Why no new node may start now, per path ("" when nodes may start)."""
+    """Why no new node may start now, per path ("" when nodes may start); `only`: nodes the
+    load gate lets through (those a rollback takes back)."""
 
     load: str
     removal: str
+    only: frozenset[str] = frozenset()
 
-    def of(self, version: str) -> str:
-        return self.removal if removing(version) else self.load
+    def of(self, version: str, node: str = "") -> str:
+        if removing(version):
+            return self.removal
+        return "" if node in self.only else self.load
 
 
-def _gates(inp: RolloutInput, counts: RolloutCounts) -> _Gates:
+def _rollback_active(inp: RolloutInput) -> bool:
+    """The target is a rollback's, and `gpuctl rollout resume` has not released it."""
+    to = inp.rollback.get("to")
+    return bool(to) and to == inp.target_version and inp.resumed_version != to
+
+
+def _rollback_gates(inp: RolloutInput, phases: Mapping[str, Phase]) -> _Gates:
+    """Only the rollback's nodes start; "rolling back" while one of them still moves."""
+    nodes = frozenset(str(n) for n in inp.rollback.get("nodes") or [])
+    moving = any(phases.get(n) in (Phase.PENDING, *IN_PROGRESS) for n in nodes)
+    return _Gates(ROLLING_BACK if moving else ROLLED_BACK, "", nodes)
+
+
+def _gates(
+    inp: RolloutInput, counts: RolloutCounts, phases: Mapping[str, Phase] | None = None
+) -> _Gates:
     gate = rollout_gate(
         GateFacts(
             failed=counts.failed,
@@ -159,6 +196,8 @@ def _gates(inp: RolloutInput, counts: RolloutCounts) -> _Gates:
         return _Gates("", "")
     if not inp.module_ready:
         return _Gates(inp.module_wait_reason or "waiting for the Module", "")
+    if _rollback_active(inp):
+        return _rollback_gates(inp, phases or {})
     return _Gates(gate, "")
 
 
@@ -207,7 +246,7 @@ def decide(inp: RolloutInput) -> Decision:
     except SettingsError as err:
         decision.status = rollout_status(inp, phases, counts, str(err), "error")
         return decision
-    gates = _gates(inp, counts)
+    gates = _gates(inp, counts, phases)
     staying = {name: nodes[name] for name in phases}
     held_back = _start_nodes(inp, staying, phases, decision, gates=gates, bound=bound)
     message = _message(inp, gates, counts, bound)
@@ -215,7 +254,66 @@ def decide(inp: RolloutInput) -> Decision:
         message += f"; waiting: already unavailable: {held_back}"
     decision.status = rollout_status(inp, phases, counts, message, gates.load)
     decision.events.extend(_driver_events(inp, decision.status))
+    _history(inp, counts, decision)
+    decision.rollback = _rollback(inp, nodes, phases, versions)
     return decision
+
+
+def _history(inp: RolloutInput, counts: RolloutCounts, decision: Decision) -> None:
+    """status.revisions with this pass's target recorded."""
+    if not inp.target_version or decision.status is None:
+        return
+    history = recorded(
+        inp.revisions,
+        version=inp.target_version,
+        kernel_module=inp.kernel_module,
+        updated=counts.updated,
+        complete=decision.status["state"] == "Complete",
+        started=decision.status["startedAt"],
+        now=timestamps.format_seconds(inp.now),
+    )
+    if history != rev.ordered(inp.revisions):
+        decision.revisions = history
+
+
+def _rollback(
+    inp: RolloutInput,
+    nodes: Mapping[str, NodeFacts],
+    phases: Mapping[str, Phase],
+    versions: Mapping[str, str],
+) -> RestoreRevision | None:
+    """onNodeFailure: Rollback: back to the previous revision once a node's load or
+    verification failed at the target (it is Failed there after its KMM write)."""
+    target = inp.target_version
+    if not inp.settings.rolls_back or not target or inp.rollback.get("to") == target:
+        return None
+    failed = sorted(
+        name
+        for name, phase in phases.items()
+        if phase is Phase.FAILED and versions[name] == target and written(inp, nodes[name], target)
+    )
+    if not failed:
+        return None
+    try:
+        entry = rev.previous(inp.revisions, target)
+        rev.restorable(entry)
+    except rev.RevisionError:
+        return None  # nothing to go back to: the failure budget pauses, as with Pause
+    reasons = "; ".join(f"{name}: {nodes[name].reason}" for name in failed)
+    to = str(entry[rev.VERSION])
+    note = rev.rollback_note(
+        from_version=target,
+        to_version=to,
+        revision=int(entry[rev.REVISION]),
+        nodes=failed,
+        reason=reasons,
+    )
+    words = (
+        f"{target} failed on {', '.join(failed)} ({reasons}): rolling back to revision "
+        f"{entry[rev.REVISION]} ({to}); the node(s) go back through the same checks, then the "
+        "rollout pauses"
+    )
+    return RestoreRevision(entry, note, EventNote(WARNING, "RollingBack", words))
 
 
 def _start_nodes(
@@ -252,7 +350,7 @@ def _start_nodes(
         if phase is Phase.DONE and current and node.cordoned_by_us:
             decision.actions.append(_release_cordon(node))
             continue
-        if gates.of(version) or phase not in (Phase.PENDING, Phase.BLOCKED):
+        if gates.of(version, name) or phase not in (Phase.PENDING, Phase.BLOCKED):
             continue
         if not node.ready:
             if phase is Phase.PENDING:
@@ -305,17 +403,37 @@ def _message(inp: RolloutInput, gates: _Gates, counts: RolloutCounts, bound: int
         return f"{target}: paused by spec.rollout.paused; `gpuctl rollout resume` continues"
     if not inp.target_version:
         return f"unloading the driver from {counts.removing} node(s), at most {bound} at once"
-    return _progress_words(target, gate, counts, bound)
+    return _progress_words(target, gate, counts, bound, inp.rollback)
 
 
-def _progress_words(target: str, gate: str, counts: RolloutCounts, bound: int) -> str:
+def _rollback_words(gate: str, rollback: Mapping[str, Any]) -> str:
+    nodes = ", ".join(str(n) for n in rollback.get("nodes") or [])
+    words = (
+        f"rolled back from {rollback.get('from')} to revision {rollback.get('revision')} "
+        f"({rollback.get('to')}) after a failure: {rollback.get('reason')}"
+    )
+    if gate == ROLLING_BACK:
+        return f"{words}; taking {nodes} back through the same checks"
+    return (
+        f"paused: {words}; {nodes} verified back; `gpuctl rollout resume` continues at "
+        f"{rollback.get('to')}"
+    )
+
+
+def _progress_words(
+    target: str, gate: str, counts: RolloutCounts, bound: int, rollback: Mapping[str, Any]
+) -> str:
     removals = f"; unloading the driver from {counts.removing} node(s)" if counts.removing else ""
     if not counts.total and not counts.removing:
         return f"no node is wanted for {target}"
     if counts.total and counts.updated == counts.total and not counts.removing:
+        if gate in (ROLLING_BACK, ROLLED_BACK):
+            return _rollback_words(ROLLED_BACK, rollback)
         return f"all {counts.total} nodes run {target}"
     if gate == "held":
         words = f"held after the first node of {target}; check it, then `gpuctl rollout resume`"
+    elif gate in (ROLLING_BACK, ROLLED_BACK):
+        words = _rollback_words(gate, rollback)
     elif gate:
         words = gate
     else:

@@ -275,6 +275,11 @@ class RolloutInput:
     # The user's kernelModule.version: what the loaded module's backport tag must show (""
     # when none is set: then the module must be live with a new srcversion).
     module_version: str = ""
+    # status.revisions as read, the spec's kernelModule (recorded with a new revision), and
+    # the GPUDriver's rollback record (gpuctl.common.revisions.read_rollback; {} for none).
+    revisions: Sequence[Mapping[str, Any]] = ()
+    kernel_module: Mapping[str, Any] = field(default_factory=dict)
+    rollback: Mapping[str, Any] = field(default_factory=dict)
 
     def target_for(self, node: NodeFacts) -> str:
         """The version `node` is taken to: the target, or REMOVAL_VERSION when not wanted."""

@@ -23,6 +23,9 @@ from gpuctl.common.names import IN_PROGRESS, SEVERITY, Phase
 MAX_LISTED_NODES = 50
 # The state of a rollout whose GPUDriver targets no node at all.
 NO_NODES = "NoNodes"
+# The load gates of a rollback (decide.py): its nodes still moving back, or all settled.
+ROLLING_BACK = "rolling back"
+ROLLED_BACK = "rolled back"
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,15 @@ class RolloutCounts:
         )
 
 
+# The state each gate of decide.py gives a rollout that is not Complete.
+_GATE_STATES = {"failed": "Failed", "paused": "Paused", "held": "Held", ROLLED_BACK: "Paused"}
+
+
 def rollout_state(inp: RolloutInput, counts: RolloutCounts, gate: str) -> str:
+    if gate == ROLLED_BACK:
+        return "Paused"  # even with every node back: the failure stays until resumed
+    if gate == ROLLING_BACK:
+        return "Progressing"
     done = counts.updated == counts.total and not counts.in_progress and not counts.removing
     if inp.target_version and done:
         # Loaded nowhere because nothing is targeted is not a completed rollout (a selector
@@ -78,13 +89,7 @@ def rollout_state(inp: RolloutInput, counts: RolloutCounts, gate: str) -> str:
         if counts.total == 0 and not counts.per_phase[Phase.SKIPPED]:
             return NO_NODES
         return "Complete"
-    if gate == "failed":
-        return "Failed"
-    if gate == "paused":
-        return "Paused"
-    if gate == "held":
-        return "Held"
-    return "Progressing"
+    return _GATE_STATES.get(gate, "Progressing")
 
 
 def _listed_nodes(inp: RolloutInput, phases: Mapping[str, Phase]) -> list[dict[str, str]]:

@@ -18,6 +18,7 @@ import pydantic
 from coordinator.drivers import model
 
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|ms|s|m|h)")
+ROLLBACK = "Rollback"
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -52,7 +53,13 @@ class RolloutSettings:
     disable_idle_vfs: bool = False
     verify_by: str = "backportTag"
     failure_budget: int = 1
+    on_node_failure: str = "Pause"
     timeouts: Timeouts = Timeouts()
+
+    @property
+    def rolls_back(self) -> bool:
+        """onNodeFailure: Rollback."""
+        return self.on_node_failure == ROLLBACK
 
     @property
     def prepare_changes_node(self) -> bool:
@@ -100,5 +107,6 @@ def rollout_settings(spec: Mapping[str, Any]) -> RolloutSettings:
         disable_idle_vfs=parsed.disable_idle_vfs,
         verify_by=parsed.verify_by,
         failure_budget=parsed.failure_budget,
+        on_node_failure=parsed.on_node_failure,
         timeouts=Timeouts(**timeouts),
     )

@@ -2,7 +2,8 @@
 
 Everything `gpuctl rollout` writes is an admin action the coordinator documents: pausing or
 resuming (`spec.rollout.paused`, plus `gpuctl.dev/rollout-resumed-version` to release the hold
-after the first node) and retrying a node (its `gpuctl.dev/driver-state` back to Pending).
+after the first node), undoing (`spec.kernelModule` from a recorded revision) and retrying a
+node (its `gpuctl.dev/driver-state` back to Pending).
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ class GpuDriverApi:
         body: dict[str, Any] = {"spec": {"rollout": {"paused": paused}}}
         if resumed_version is not None:
             body["metadata"] = {"annotations": {names.RESUMED_VERSION: resumed_version}}
+        self.patch_driver(name, body)
+
+    def patch_driver(self, name: str, body: Mapping[str, Any]) -> None:
+        """A merge patch of the GPUDriver (a resourceVersion in it makes it conditional)."""
         call_api(
             "patch",
             names.GPUDRIVERS,

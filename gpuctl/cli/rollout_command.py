@@ -12,6 +12,7 @@ from gpuctl.cli.gpudriver_api import GpuDriverApi
 from gpuctl.cli.kmm_touch import module_ref, module_version
 from gpuctl.cli.kube_client import load_api_client
 from gpuctl.cli.rollout_facts import gather_facts, get_module
+from gpuctl.cli.rollout_history import plan_undo, render_history
 from gpuctl.cli.rollout_plan import PlanInput, plan_rollout, render_plan
 from gpuctl.cli.rollout_view import (
     EXIT_NOT_DONE,
@@ -120,6 +121,29 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_name(plan)
     plan.set_defaults(run=run_plan)
 
+    history = steps.add_parser(
+        "history",
+        help="the driver revisions the GPUDriver rolled out",
+        description="List the revisions recorded in status.revisions: the Module's KMM "
+        "version, images, how many nodes ran it, when it was rolled out and completed.",
+    )
+    _add_name(history)
+    history.set_defaults(run=run_history)
+
+    undo = steps.add_parser(
+        "undo",
+        help="take the fleet back to an earlier revision, node by node",
+        description="Rewrite spec.kernelModule from a recorded revision (default: the "
+        "previous one), like `kubectl rollout undo`: the coordinator takes every node there "
+        "one at a time with the same settings and checks (no unload while busy; the hold "
+        "after the first node applies).",
+    )
+    _add_name(undo)
+    undo.add_argument(
+        "--to-revision", type=int, metavar="N", help="the revision to go back to (see history)"
+    )
+    undo.set_defaults(run=run_undo)
+
     retry = steps.add_parser(
         "retry",
         help="try a Failed or Blocked node again",
@@ -221,6 +245,24 @@ def run_resume(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     api.set_paused(name, paused=False, resumed_version=str(version) if version else None)
     released = f" (hold released for {version})" if version else ""
     out.write(f"rollout of {name} resumed{released}\n")
+    return 0
+
+
+def run_history(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    out.write(render_history(_api(args).resolve(args.name)))
+    return 0
+
+
+def run_undo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    api = _api(args)
+    driver = api.resolve(args.name)
+    name = str(driver["metadata"]["name"])
+    undo = plan_undo(driver, args.to_revision)
+    api.patch_driver(name, undo.patch)
+    out.write(
+        f"gpudriver/{name} rolled back to revision {undo.revision['revision']} "
+        f"({undo.revision['version']}): the coordinator takes the nodes there one at a time\n"
+    )
     return 0
 
 

@@ -102,6 +102,10 @@ IMAGE_BEFORE = f"{GROUP}/driver-image-before"
 
 # On the GPUDriver: `gpuctl rollout resume` sets it to the target version to release the hold.
 RESUMED_VERSION = f"{GROUP}/rollout-resumed-version"
+# On the GPUDriver: the coordinator's record of a rollback (onNodeFailure: Rollback), JSON
+# {from, to, revision, nodes, reason}: while the target is `to`, only those nodes start until
+# `gpuctl rollout resume` (gpuctl.common.revisions).
+ROLLBACK = f"{GROUP}/rollout-rollback"
 
 # Annotations that describe one node's pass and are dropped once it is done.
 PASS_DETAIL = (PREPARE_CHANGES, BOUND_BEFORE, VFS_BEFORE, SRCVERSION_BEFORE, IMAGE_BEFORE)

@@ -219,6 +219,9 @@ def rollout(
     now: datetime = NOW,
     unloaded_with: Sequence[str] = (),
     module_version: str = MODULE_VERSION,
+    revisions: Sequence[Mapping[str, Any]] = (),
+    kernel_module: Mapping[str, Any] | None = None,
+    rollback: Mapping[str, Any] | None = None,
 ) -> RolloutInput:
     return RolloutInput(
         driver_name=DRIVER,
@@ -234,6 +237,9 @@ def rollout(
         previous_status=dict(previous or {}),
         unloaded_with=tuple(unloaded_with),
         module_version=module_version,
+        revisions=list(revisions),
+        kernel_module=dict(kernel_module or {}),
+        rollback=dict(rollback or {}),
     )
 
 
