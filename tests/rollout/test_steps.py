@@ -347,6 +347,29 @@ def test_preparing_a_restart_after_an_unrecorded_answer_reconstructs_the_changes
     assert patch.annotations[names.PREPARE_CHANGES] == encode_changes([disabled_vfs(PF, 2)])
 
 
+def test_preparing_infers_no_change_a_preparation_was_not_allowed_to_make() -> None:
+    # A rollback: the failed driver left the function unbound. Preparation may not unbind
+    # (unbindIdleDevices is off), so nothing is recorded to restore: verification at the
+    # rollback's version checks the function is bound again, without a RestoreRequest.
+    bound = {names.BOUND_BEFORE: encode_bound([BoundFunction(PF, "xe")])}
+    facts = answered(
+        node(phase=Phase.PREPARING, annotations=bound),
+        INSPECT,
+        report=report(drivers={PF: ""}),
+    )
+    patch = only_patch(step_preparing(rollout([facts]), facts).actions)
+    assert patch.phase_to is Phase.LOADING
+    assert names.PREPARE_CHANGES not in patch.annotations
+    allowed = settings(unbind_idle_devices=True)
+    asked = answered(
+        node(phase=Phase.PREPARING, annotations=bound),
+        PREPARE,
+        prepare=prepared(after=report(drivers={PF: ""})),
+    )
+    patch = only_patch(step_preparing(rollout([asked], settings=allowed), asked).actions)
+    assert names.PREPARE_CHANGES in patch.annotations  # one it may have made: restored after
+
+
 def test_preparing_not_ready_blocks_with_the_agents_reasons() -> None:
     facts = answered(
         node(

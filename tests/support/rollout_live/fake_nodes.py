@@ -7,7 +7,8 @@ module from a node it checks the host is idle (no process holding a DRM node, no
 enabled), recording every violation, then removes `sys/module/xe` and unbinds the
 functions; when it loads a version it writes the module back with the driver that version
 names (the user's version inside the Module's KMM version) and binds the functions again,
-as the new driver's probe would. `busy_of` is the emulator's busy predicate over a host.
+as the new driver's probe would (unless the test made that version's probe fail there).
+`busy_of` is the emulator's busy predicate over a host.
 SR-IOV helpers disable and re-enable VFs the way `sriov_numvfs` does.
 """
 
@@ -142,6 +143,9 @@ class FakeKmmLoader:
     violations: list[str] = field(default_factory=list)
     loads: list[tuple[str, str]] = field(default_factory=list)
     unloads: list[str] = field(default_factory=list)
+    # node -> the user's version whose probe fails there: it loads, but binds no function
+    # (a GPU function missing after the load: verification fails).
+    probe_fails: dict[str, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, _module: str, node: str, loaded: Loaded | None) -> None:
@@ -160,8 +164,10 @@ class FakeKmmLoader:
                         host.unbind(address)
                 host.remove("sys/module/xe")
                 return
-            load_module(host, driver_version(loaded.version))
-            for address in bound:
+            version = driver_version(loaded.version)
+            load_module(host, version)
+            probed = self.probe_fails.get(node) != version
+            for address in bound if probed else ():
                 if not host.real(f"{PCI_DEVICES}/{address}/driver").is_symlink():
                     host.bind(address, "xe")
             self.loads.append((node, loaded.version))

@@ -1,0 +1,149 @@
+"""Revisions, rollback and undo end to end: `gpuctl-coordinator` (a real process), real agents
+over gRPC and TLS on fake host roots, the real API server and the KMM emulator, and the real
+`gpuctl` command. Every test ends asserting that KMM never unloaded a busy node
+(RolloutRig.close).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from gpuctl.common import names
+from tests.harness.waiting import wait_until
+from tests.support.cluster_api import Api
+from tests.support.rollout_live.rig import BIN, NEW, OLD, RolloutRig
+from tests.support.rollout_live.scenario import FAST, TIMEOUTS, module_version, start
+from tests.support.rollout_live.scenario import wait_status as wait_status_quietly
+
+pytestmark = pytest.mark.integration
+
+
+def gpuctl(rig: RolloutRig, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "gpuctl"), *args, "--kubeconfig", str(rig.cluster.kubeconfig)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+def wait_status(rig: RolloutRig, description: str, probe: Any) -> dict[str, Any]:
+    """scenario.wait_status, telling the nodes, the GPUDriver and the log when it times out."""
+    try:
+        return wait_status_quietly(rig, description, probe)
+    except AssertionError as err:
+        nodes = {n: rig.state(n) for n in rig.hosts}
+        driver = rig.driver()
+        raise AssertionError(
+            f"{err}\nnodes: {nodes}\nstatus: {driver.get('status')}\n"
+            f"annotations: {driver['metadata'].get('annotations')}\n"
+            f"log: {rig.coordinator_log()}"
+        ) from None
+
+
+def revisions(rig: RolloutRig) -> list[tuple[int, str]]:
+    entries = (rig.driver().get("status") or {}).get("revisions") or []
+    return [(int(e["revision"]), str(e["version"])) for e in entries]
+
+
+def wait_revisions(rig: RolloutRig, wanted: list[tuple[int, str]]) -> None:
+    wait_until(f"status.revisions {wanted}", lambda: revisions(rig) == wanted or None)
+
+
+def event_reasons(rig: RolloutRig) -> set[str]:
+    return Api(rig.cluster).event_reasons(rig.driver()["metadata"]["uid"])
+
+
+def test_a_node_failing_verification_is_rolled_back_verified_uncordoned_and_the_rollout_paused(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    rollout: dict[str, Any] = {
+        **FAST,
+        "onNodeFailure": "Rollback",
+        "timeouts": {**TIMEOUTS, "verify": "4s"},
+    }
+    broken, other = start(rig, ["a", "b"], rollout)
+    old, new = rig.kmm_version_at(OLD), rig.kmm_version_at(NEW)
+    wait_revisions(rig, [(1, old)])
+    rig.loader.probe_fails[broken] = NEW  # NEW loads there, but its GPU does not probe
+    loads_before = len(rig.loader.loads)
+    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    status = wait_status(
+        rig,
+        f"paused at {old} after the rollback",
+        lambda s: s.get("targetVersion") == old and s.get("state") == "Paused",
+    )
+    # The spec is the recorded revision's again, and the failed node went back through the
+    # steps: OLD loaded, verified, uncordoned; the other node was never touched.
+    assert rig.driver()["spec"]["kernelModule"] == {
+        "moduleName": "xe",
+        "version": OLD,
+        "kernelMappings": [{"regexp": "^.+$", "containerImage": "registry.example.com/xe:1"}],
+    }
+    rig.wait_phases({broken: "Done", other: "Done"}, version=old)
+    assert module_version(rig, broken) == OLD
+    assert not rig.node(broken)["spec"].get("unschedulable")
+    assert names.CORDONED_BY_GPUCTL not in rig.node(broken)["metadata"]["annotations"]
+    loads = rig.loader.loads[loads_before:]
+    assert loads == [(broken, new), (broken, old)]  # the other node was never touched
+    message = status["message"]
+    assert message.startswith(f"paused: rolled back from {new} to revision 1 ({old})")
+    assert f"{broken}: " in message
+    assert "0000:03:00.0 not bound to xe (unbound)" in message
+    assert {"RollingBack", "RolloutPaused"} <= event_reasons(rig)
+    wait_revisions(rig, [(2, new), (3, old)])
+    # It stays paused (the failure in status) until `gpuctl rollout resume`.
+    time.sleep(1)
+    assert rig.rollout_status()["state"] == "Paused"
+    resumed = gpuctl(rig, "rollout", "resume")
+    assert resumed.returncode == 0, resumed.stderr
+    wait_status(rig, "Complete", lambda s: s.get("state") == "Complete")
+    assert rig.loader.violations == []
+
+
+def test_undo_of_a_finished_rollout_takes_the_fleet_back_node_by_node(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    nodes = start(rig, ["a", "b", "c"], FAST)
+    old, new = rig.kmm_version_at(OLD), rig.kmm_version_at(NEW)
+    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=120, version=new)
+    wait_status(
+        rig,
+        f"Complete at {new}",
+        lambda s: s.get("targetVersion") == new and s.get("state") == "Complete",
+    )
+    wait_revisions(rig, [(1, old), (2, new)])
+    history = gpuctl(rig, "rollout", "history")
+    assert history.returncode == 0, history.stderr
+    lines = history.stdout.splitlines()
+    assert lines[2].split()[:4] == ["1", old, "registry.example.com/xe:1", "3"]
+    assert lines[3].split()[:3] == ["2", "(current)", new]
+    loads_before = len(rig.loader.loads)
+    undo = gpuctl(rig, "rollout", "undo")
+    assert undo.returncode == 0, undo.stderr
+    assert undo.stdout.startswith(f"gpudriver/gpu rolled back to revision 1 ({old})")
+    assert rig.driver()["spec"]["kernelModule"]["version"] == OLD
+    rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=120, version=old)
+    wait_status(
+        rig,
+        f"Complete at {old}",
+        lambda s: s.get("targetVersion") == old and s.get("state") == "Complete",
+    )
+    for node in nodes:
+        assert module_version(rig, node) == OLD
+        assert not rig.node(node)["spec"].get("unschedulable")
+    # One load per node, in name order (one node at a time, through the same steps).
+    assert rig.loader.loads[loads_before:] == [(n, old) for n in sorted(nodes)]
+    wait_revisions(rig, [(2, new), (3, old)])
+    again = gpuctl(rig, "rollout", "undo", "--to-revision", "3")
+    assert again.returncode != 0
+    assert "revision 3 is the current one" in again.stderr
+    assert rig.loader.violations == []
