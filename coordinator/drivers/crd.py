@@ -167,6 +167,16 @@ def _rollout_status_schema() -> dict[str, Any]:
                 },
             },
             "startedAt": {"type": "string", "format": "date-time"},
+            "maintenanceWindow": {
+                "type": "object",
+                "description": "With spec.rollout.maintenanceWindows: whether one is open now, "
+                "when it closes, or when the next opens.",
+                "properties": {
+                    "open": {"type": "boolean"},
+                    "closesAt": {"type": "string", "format": "date-time"},
+                    "nextOpensAt": {"type": "string", "format": "date-time"},
+                },
+            },
         },
     }
 

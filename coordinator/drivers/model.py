@@ -10,7 +10,7 @@ Intel GPU operator's `ClusterPolicy.spec.kernelModule` (see ../shared/seeds/).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
@@ -239,6 +239,33 @@ class RolloutTimeouts(_Model):
     verify: GoDuration = Field(default="5m", description="The agent confirms the new module.")
 
 
+Weekday = Literal["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+# In date.weekday() order: Mon = 0.
+WEEKDAYS: tuple[str, ...] = get_args(Weekday)
+
+
+class MaintenanceWindow(_Model):
+    """A recurring window in which the rollout may start nodes (a node in a step finishes)."""
+
+    days: list[Weekday] = Field(
+        min_length=1, max_length=7, description="Days of the week it opens on (Mon .. Sun)."
+    )
+    start: str = Field(
+        pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$",
+        description="Wall time it opens at, HH:MM in timeZone.",
+    )
+    duration: GoDuration = Field(
+        description="How long it stays open (elapsed time, at most 168h), e.g. 4h."
+    )
+    time_zone: str = Field(
+        default="UTC",
+        alias="timeZone",
+        min_length=1,
+        max_length=64,
+        description="IANA time zone of start, e.g. Europe/Berlin (default UTC).",
+    )
+
+
 class Rollout(_Model):
     """How a `kernelModule.version` change rolls across nodes, one verified node at a time."""
 
@@ -304,6 +331,13 @@ class Rollout(_Model):
         "against failureBudget. Rollback: spec.kernelModule goes back to the previous revision "
         "in status.revisions, the failed node is taken there through the same checks, and the "
         "rollout pauses until `gpuctl rollout resume`.",
+    )
+    maintenance_windows: list[MaintenanceWindow] | None = Field(
+        default=None,
+        alias="maintenanceWindows",
+        max_length=32,
+        description="When set, new nodes start only inside one of these windows; a node in "
+        "a step finishes it. Unset: any time.",
     )
     timeouts: RolloutTimeouts = Field(
         default_factory=RolloutTimeouts, description="Per-step timeouts (Go durations)."

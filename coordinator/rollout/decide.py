@@ -33,6 +33,9 @@ Per pass, over those nodes (in name order):
    names.ROLLBACK). While the target is the rollback's, only the nodes it names start, taken
    there through the same steps; then the rollout is Paused until `gpuctl rollout resume`.
    A target that is itself a rollback's result never rolls back again.
+6. With maintenanceWindows, no node starts (loads and removals alike) while every window is
+   closed; nodes in a step finish it. The status says when the next window opens, and a
+   pass is due when a window opens or closes.
 
 The status (rollout_status.py) and the Events about the GPUDriver come out of the same facts.
 """
@@ -68,6 +71,13 @@ from coordinator.rollout.rollout_status import (
 )
 from coordinator.rollout.settings import SettingsError, max_unavailable
 from coordinator.rollout.steps import STEPS
+from coordinator.rollout.windows import (
+    OUTSIDE_WINDOWS,
+    WindowState,
+    window_state,
+    window_status,
+    window_words,
+)
 from gpuctl.common import names, timestamps
 from gpuctl.common import revisions as rev
 from gpuctl.common.names import IN_PROGRESS, Phase
@@ -175,8 +185,18 @@ def _rollback_gates(inp: RolloutInput, phases: Mapping[str, Phase]) -> _Gates:
     return _Gates(ROLLING_BACK if moving else ROLLED_BACK, "", nodes)
 
 
+def _time_and_health_gate(inp: RolloutInput, window: WindowState | None) -> str:
+    """Why no node (load or removal) may start now for the time or the fleet's health."""
+    if window is not None and not window.open:
+        return OUTSIDE_WINDOWS
+    return ""
+
+
 def _gates(
-    inp: RolloutInput, counts: RolloutCounts, phases: Mapping[str, Phase] | None = None
+    inp: RolloutInput,
+    counts: RolloutCounts,
+    phases: Mapping[str, Phase] | None = None,
+    window: WindowState | None = None,
 ) -> _Gates:
     gate = rollout_gate(
         GateFacts(
@@ -192,6 +212,9 @@ def _gates(
     )
     if gate in (FAILED, PAUSED):
         return _Gates(gate, gate)
+    held = _time_and_health_gate(inp, window)
+    if held:
+        return _Gates(held, held)
     if not inp.target_version:
         return _Gates("", "")
     if not inp.module_ready:
@@ -246,17 +269,32 @@ def decide(inp: RolloutInput) -> Decision:
     except SettingsError as err:
         decision.status = rollout_status(inp, phases, counts, str(err), "error")
         return decision
-    gates = _gates(inp, counts, phases)
+    window = _window(inp, decision)
+    gates = _gates(inp, counts, phases, window)
     staying = {name: nodes[name] for name in phases}
     held_back = _start_nodes(inp, staying, phases, decision, gates=gates, bound=bound)
-    message = _message(inp, gates, counts, bound)
+    message = _message(inp, gates, counts, bound, window)
     if held_back and not counts.in_progress:
         message += f"; waiting: already unavailable: {held_back}"
     decision.status = rollout_status(inp, phases, counts, message, gates.load)
+    if window is not None:
+        decision.status["maintenanceWindow"] = window_status(window)
     decision.events.extend(_driver_events(inp, decision.status))
     _history(inp, counts, decision)
     decision.rollback = _rollback(inp, nodes, phases, versions)
     return decision
+
+
+def _window(inp: RolloutInput, decision: Decision) -> WindowState | None:
+    """The maintenance windows now (None without any); a pass is due when one opens or
+    closes."""
+    if not inp.settings.maintenance_windows:
+        return None
+    state = window_state(inp.settings.maintenance_windows, inp.now)
+    change = state.closes_at if state.open else state.opens_at
+    if change is not None:
+        decision.wake(max(0.05, (change - inp.now).total_seconds()))
+    return state
 
 
 def _history(inp: RolloutInput, counts: RolloutCounts, decision: Decision) -> None:
@@ -391,9 +429,16 @@ def _release_cordon(node: NodeFacts) -> PatchNode:
     )
 
 
-def _message(inp: RolloutInput, gates: _Gates, counts: RolloutCounts, bound: int) -> str:
+def _message(
+    inp: RolloutInput,
+    gates: _Gates,
+    counts: RolloutCounts,
+    bound: int,
+    window: WindowState | None,
+) -> str:
     target = inp.target_version or names.REMOVAL_VERSION
     gate = gates.load
+
     if gate == "failed":
         return (
             f"{target}: paused: {counts.failed} node(s) failed (failure budget reached); "
@@ -401,8 +446,11 @@ def _message(inp: RolloutInput, gates: _Gates, counts: RolloutCounts, bound: int
         )
     if gate == "paused":
         return f"{target}: paused by spec.rollout.paused; `gpuctl rollout resume` continues"
+    if gate == OUTSIDE_WINDOWS and window is not None:
+        gate = window_words(window)
     if not inp.target_version:
-        return f"unloading the driver from {counts.removing} node(s), at most {bound} at once"
+        words = f"unloading the driver from {counts.removing} node(s), at most {bound} at once"
+        return f"{words}; {gate}" if gate else words
     return _progress_words(target, gate, counts, bound, inp.rollback)
 
 

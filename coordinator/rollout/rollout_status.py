@@ -74,7 +74,7 @@ class RolloutCounts:
 
 
 # The state each gate of decide.py gives a rollout that is not Complete.
-_GATE_STATES = {"failed": "Failed", "paused": "Paused", "held": "Held", ROLLED_BACK: "Paused"}
+_GATE_STATES = {"failed": "Failed", "paused": "Paused", "held": "Held"}
 
 
 def rollout_state(inp: RolloutInput, counts: RolloutCounts, gate: str) -> str:

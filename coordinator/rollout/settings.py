@@ -11,11 +11,14 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import time, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pydantic
 
 from coordinator.drivers import model
+from coordinator.rollout.windows import DAYS, MAX_DURATION, Window
 
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|ms|s|m|h)")
 ROLLBACK = "Rollback"
@@ -54,6 +57,7 @@ class RolloutSettings:
     verify_by: str = "backportTag"
     failure_budget: int = 1
     on_node_failure: str = "Pause"
+    maintenance_windows: tuple[Window, ...] = ()
     timeouts: Timeouts = Timeouts()
 
     @property
@@ -82,6 +86,30 @@ def max_unavailable(value: int | str, total: int) -> int:
     return max(1, math.floor(total * int(match.group(1)) / 100))
 
 
+def _window(index: int, window: model.MaintenanceWindow) -> Window:
+    where = f"spec.rollout.maintenanceWindows[{index}]"
+    try:
+        duration = parse_duration(window.duration)
+    except SettingsError as err:
+        raise SettingsError(f"{where}.duration: {err}") from None
+    if not 0 < duration <= MAX_DURATION.total_seconds():
+        raise SettingsError(f"{where}.duration: {window.duration} is not within 1s..168h")
+    try:
+        zone = ZoneInfo(window.time_zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise SettingsError(
+            f"{where}.timeZone: {window.time_zone!r} is not a time zone this coordinator knows "
+            "(an IANA name such as Europe/Berlin)"
+        ) from None
+    hours, minutes = (int(part) for part in window.start.split(":"))
+    return Window(
+        days=frozenset(DAYS.index(day) for day in window.days),
+        start=time(hours, minutes),
+        duration=timedelta(seconds=duration),
+        zone=zone,
+    )
+
+
 def rollout_settings(spec: Mapping[str, Any]) -> RolloutSettings:
     """The settings of a GPUDriver spec (defaults where absent)."""
     try:
@@ -97,6 +125,7 @@ def rollout_settings(spec: Mapping[str, Any]) -> RolloutSettings:
         except SettingsError as err:
             raise SettingsError(f"spec.rollout.timeouts.{name}: {err}") from None
     max_unavailable(parsed.max_unavailable, 1)  # refuse a bad value now, not mid-rollout
+    windows = tuple(_window(i, w) for i, w in enumerate(parsed.maintenance_windows or []))
     return RolloutSettings(
         max_unavailable=parsed.max_unavailable,
         paused=parsed.paused,
@@ -108,5 +137,6 @@ def rollout_settings(spec: Mapping[str, Any]) -> RolloutSettings:
         verify_by=parsed.verify_by,
         failure_budget=parsed.failure_budget,
         on_node_failure=parsed.on_node_failure,
+        maintenance_windows=windows,
         timeouts=Timeouts(**timeouts),
     )

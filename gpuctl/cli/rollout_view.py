@@ -40,6 +40,10 @@ class RolloutView:
     counts: Mapping[str, int] = field(default_factory=dict)
     nodes: tuple[NodeProgress, ...] = ()
     started_at: datetime.datetime | None = None
+    # status.rollout.maintenanceWindow: open or not (None: no windows), and when it closes or
+    # the next opens.
+    window_open: bool | None = None
+    window_change: datetime.datetime | None = None
 
 
 def _int(value: object) -> int:
@@ -76,6 +80,30 @@ def from_gpudriver(obj: Mapping[str, Any]) -> RolloutView | None:
         counts=counts,
         nodes=nodes,
         started_at=timestamps.parse_or_none(rollout.get("startedAt")),
+        **_window(rollout.get("maintenanceWindow")),
+    )
+
+
+def _window(raw: object) -> dict[str, Any]:
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("open"), bool):
+        return {}
+    when = raw.get("closesAt") if raw["open"] else raw.get("nextOpensAt")
+    return {"window_open": raw["open"], "window_change": timestamps.parse_or_none(when)}
+
+
+def window_line(view: RolloutView, now: datetime.datetime) -> str:
+    """The maintenance window in words ("" without windows)."""
+    if view.window_open is None:
+        return ""
+    change = view.window_change
+    if view.window_open:
+        until = f" until {timestamps.format_seconds(change)}" if change else ""
+        return f"  maintenance window: open{until}\n"
+    if change is None:
+        return "  maintenance window: closed, none opens in the next week\n"
+    return (
+        f"  maintenance window: closed, the next opens at {timestamps.format_seconds(change)} "
+        f"(in {short_age(change - now)})\n"
     )
 
 
@@ -90,7 +118,7 @@ def summary_line(view: RolloutView, now: datetime.datetime) -> str:
 
 
 def render_status(view: RolloutView, now: datetime.datetime) -> str:
-    parts = [summary_line(view, now) + "\n"]
+    parts = [summary_line(view, now) + "\n", window_line(view, now)]
     busy = {phase: n for phase, n in sorted(view.counts.items()) if n and phase != "Done"}
     if busy:
         parts.append("  " + ", ".join(f"{phase} {n}" for phase, n in busy.items()) + "\n")

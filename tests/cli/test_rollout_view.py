@@ -90,3 +90,30 @@ def test_watch_prints_only_nodes_that_changed() -> None:
     assert after is not None
     assert [(n.name, n.phase) for n in node_changes(before, after)] == [("w4", "Preparing")]
     assert len(node_changes(None, after)) == 2
+
+
+def test_status_says_when_the_next_maintenance_window_opens_or_the_open_one_closes() -> None:
+    closed = _driver("Progressing", [])
+    closed["status"]["rollout"]["maintenanceWindow"] = {
+        "open": False,
+        "nextOpensAt": "2026-11-29T21:00:00Z",
+    }
+    view = from_gpudriver(closed)
+    assert view is not None
+    lines = render_status(view, NOW).splitlines()
+    assert lines[1] == (
+        "  maintenance window: closed, the next opens at 2026-11-29T21:00:00Z (in 9h)"
+    )
+    opened = _driver("Progressing", [])
+    opened["status"]["rollout"]["maintenanceWindow"] = {
+        "open": True,
+        "closesAt": "2026-11-29T13:00:00Z",
+    }
+    view = from_gpudriver(opened)
+    assert view is not None
+    assert render_status(view, NOW).splitlines()[1] == (
+        "  maintenance window: open until 2026-11-29T13:00:00Z"
+    )
+    plain = from_gpudriver(_driver("Progressing", []))
+    assert plain is not None
+    assert "maintenance window" not in render_status(plain, NOW)
