@@ -159,6 +159,7 @@ class Coordinator:
         liveness: Liveness | None = None,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
+        rollout_clock: Callable[[], datetime] | None = None,
     ) -> None:
         self._liveness = liveness
         # The caches readiness waits for, once leading (empty until _lead made them).
@@ -172,6 +173,9 @@ class Coordinator:
         self._rollout_metrics = rollout_metrics
         self.rollout: RolloutController | None = None
         self._wall_clock = wall_clock
+        # The rollout's wall clock (step timeouts, maintenance windows); the Lease keeps
+        # wall_clock, so a test may move the rollout's time without touching leadership.
+        self._rollout_clock = rollout_clock or wall_clock
         self._monotonic = monotonic
         self.queue = WorkQueue(monotonic)
         self.elector = LeaderElector(
@@ -350,7 +354,7 @@ class Coordinator:
                 self._config.namespace,
                 blocked_recheck_seconds=self._config.rollout_blocked_recheck_seconds,
             ),
-            wall_clock=self._wall_clock,
+            wall_clock=self._rollout_clock,
             monotonic=self._monotonic,
             metrics=self._rollout_metrics,
             observing_since=caches.observing_since,

@@ -171,34 +171,40 @@ class RolloutRig:
         replica, which cannot share the first one's."""
         log = (self.folder / "coordinator.log").open("ab")
         self._coordinator_logs.append(log)
-        self.starts += 1
         self.coordinator = subprocess.Popen(
             [
                 str(BIN / "gpuctl-coordinator"),
-                f"--kubeconfig={self.coordinator_kubeconfig}",
-                f"--namespace={self.namespace}",
-                f"--gpudriver-selector={TEST_LABEL}={self.namespace}",
-                f"--identity=rollout-{self.starts}",
-                "--lease-duration=4",
-                "--renew-deadline=3",
-                "--retry-period=0.3",
-                f"--grpc-port={self.port}",
-                "--grpc-address=127.0.0.1",
-                f"--tls-cert-file={self.tls.files.cert_file}",
-                f"--tls-key-file={self.tls.files.key_file}",
-                f"--agent-service-account={agent_username(self.namespace)}",
-                "--heartbeat-interval=0.5",
-                "--rescan-interval=1",
-                f"--metrics-port={metrics_port or self.metrics_port}",
-                "--metrics-address=127.0.0.1",
-                "--rollout-blocked-recheck=0.5",
-                *extra,
+                *self.coordinator_flags(*extra, metrics_port=metrics_port),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **self.coordinator_env},
         )
         return self.coordinator
+
+    def coordinator_flags(self, *extra: str, metrics_port: int | None = None) -> list[str]:
+        """The flags of the test's coordinator (a new identity each time)."""
+        self.starts += 1
+        return [
+            f"--kubeconfig={self.coordinator_kubeconfig}",
+            f"--namespace={self.namespace}",
+            f"--gpudriver-selector={TEST_LABEL}={self.namespace}",
+            f"--identity=rollout-{self.starts}",
+            "--lease-duration=4",
+            "--renew-deadline=3",
+            "--retry-period=0.3",
+            f"--grpc-port={self.port}",
+            "--grpc-address=127.0.0.1",
+            f"--tls-cert-file={self.tls.files.cert_file}",
+            f"--tls-key-file={self.tls.files.key_file}",
+            f"--agent-service-account={agent_username(self.namespace)}",
+            "--heartbeat-interval=0.5",
+            "--rescan-interval=1",
+            f"--metrics-port={metrics_port or self.metrics_port}",
+            "--metrics-address=127.0.0.1",
+            "--rollout-blocked-recheck=0.5",
+            *extra,
+        ]
 
     def restart_coordinator_when_it_exits(self, *extra: str) -> None:
         """As a Deployment's kubelet does (restartPolicy Always): whenever the coordinator
