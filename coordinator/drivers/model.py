@@ -266,6 +266,30 @@ class MaintenanceWindow(_Model):
     )
 
 
+class PrometheusGate(_Model):
+    """A PromQL query that must return an empty result before the next node starts."""
+
+    url: str = Field(
+        pattern=r"^https?://[^\s]+$",
+        max_length=512,
+        description="Prometheus' base URL, e.g. http://prometheus.monitoring:9090; the "
+        "coordinator calls <url>/api/v1/query.",
+    )
+    query: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="PromQL whose result must be empty, e.g. "
+        'ALERTS{alertstate="firing",severity="critical"}.',
+    )
+    timeout: GoDuration = Field(default="10s", description="How long one query may take.")
+
+
+class RolloutGates(_Model):
+    """What must hold before the next node starts; a gate that cannot be evaluated holds."""
+
+    prometheus: PrometheusGate | None = Field(default=None, description="A Prometheus query.")
+
+
 class Rollout(_Model):
     """How a `kernelModule.version` change rolls across nodes, one verified node at a time."""
 
@@ -338,6 +362,10 @@ class Rollout(_Model):
         max_length=32,
         description="When set, new nodes start only inside one of these windows; a node in "
         "a step finishes it. Unset: any time.",
+    )
+    gates: RolloutGates | None = Field(
+        default=None,
+        description="Checks that must pass before the next node starts (none: no gate).",
     )
     timeouts: RolloutTimeouts = Field(
         default_factory=RolloutTimeouts, description="Per-step timeouts (Go durations)."

@@ -20,6 +20,9 @@ import logging
 import math
 import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -58,6 +61,12 @@ from coordinator.rollout.facts import (
 from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.node_step import EVICT_RETRY_SECONDS
 from coordinator.rollout.pods import eviction, gpu_pods
+from coordinator.rollout.prometheus_gate import (
+    GATE_RECHECK_SECONDS,
+    MAX_ANSWER_BYTES,
+    GateResult,
+    gate_result,
+)
 from coordinator.rollout.records import decode_changes
 from coordinator.rollout.rollout_status import resumed_version
 from coordinator.rollout.settings import RolloutSettings, SettingsError, rollout_settings
@@ -226,6 +235,7 @@ class RolloutController:
         self.overlay = NodeOverlay()
         self._pods: dict[str, tuple[float, tuple[GpuPod, ...] | None]] = {}
         self._evicted_at: dict[str, float] = {}
+        self._gate_answers: dict[tuple[str, str, str], tuple[float, GateResult]] = {}
         self.passes = 0
 
     # -- triggers ---------------------------------------------------------------------------
@@ -381,7 +391,38 @@ class RolloutController:
             revisions=revisions.of_status(driver),
             kernel_module=dict(kernel_module),
             rollback=revisions.read_rollback(driver),
+            gate=self._gate(name, settings, facts),
         )
+
+    def _gate(
+        self, driver: str, settings: RolloutSettings, facts: Sequence[NodeFacts]
+    ) -> GateResult | None:
+        """The Prometheus gate's verdict while some node may still start (an answer is used
+        for GATE_RECHECK_SECONDS); None without a gate or with every node settled."""
+        gate = settings.prometheus_gate
+        settled = (Phase.DONE, Phase.SKIPPED)
+        if gate is None or all(n.phase in settled for n in facts):
+            return None
+        now = self._monotonic()
+        key = (driver, gate.url, gate.query)
+        cached = self._gate_answers.get(key)
+        if cached is not None and now - cached[0] < GATE_RECHECK_SECONDS:
+            return cached[1]
+        url = f"{gate.url}/api/v1/query?" + urllib.parse.urlencode({"query": gate.query})
+        status: int | None = None
+        body, error = b"", ""
+        try:
+            with urllib.request.urlopen(url, timeout=gate.timeout) as answer:  # noqa: S310
+                status, body = answer.status, answer.read(MAX_ANSWER_BYTES)
+        except urllib.error.HTTPError as err:
+            status, body = err.code, err.read(MAX_ANSWER_BYTES)
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            error = str(getattr(err, "reason", "") or err)
+        result = gate_result(gate.query, status, body, error)
+        if not result.passed:
+            log.info("rollout gate holds", extra={"gpudriver": driver, "why": result.words})
+        self._gate_answers[key] = (now, result)
+        return result
 
     def _gpu_pods(self, node: str) -> tuple[GpuPod, ...] | None:
         """The node's GPU pods (listed at most once a second); None when the list failed."""

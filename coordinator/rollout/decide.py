@@ -36,6 +36,9 @@ Per pass, over those nodes (in name order):
 6. With maintenanceWindows, no node starts (loads and removals alike) while every window is
    closed; nodes in a step finish it. The status says when the next window opens, and a
    pass is due when a window opens or closes.
+7. With gates.prometheus, no node starts (loads and removals alike) unless its query's latest
+   answer (gathered by the controller: prometheus_gate.py) was an empty result; a gate that
+   cannot be evaluated holds, with why. The rollout is Held meanwhile.
 
 The status (rollout_status.py) and the Events about the GPUDriver come out of the same facts.
 """
@@ -63,7 +66,9 @@ from coordinator.rollout.node_step import (
     written,
 )
 from coordinator.rollout.placement import placement
+from coordinator.rollout.prometheus_gate import GATE_RECHECK_SECONDS
 from coordinator.rollout.rollout_status import (
+    GATE_HOLD,
     ROLLED_BACK,
     ROLLING_BACK,
     RolloutCounts,
@@ -189,6 +194,8 @@ def _time_and_health_gate(inp: RolloutInput, window: WindowState | None) -> str:
     """Why no node (load or removal) may start now for the time or the fleet's health."""
     if window is not None and not window.open:
         return OUTSIDE_WINDOWS
+    if inp.gate is not None and not inp.gate.passed:
+        return f"{GATE_HOLD}: {inp.gate.words}"
     return ""
 
 
@@ -271,6 +278,8 @@ def decide(inp: RolloutInput) -> Decision:
         return decision
     window = _window(inp, decision)
     gates = _gates(inp, counts, phases, window)
+    if gates.load.startswith(GATE_HOLD):
+        decision.wake(GATE_RECHECK_SECONDS)
     staying = {name: nodes[name] for name in phases}
     held_back = _start_nodes(inp, staying, phases, decision, gates=gates, bound=bound)
     message = _message(inp, gates, counts, bound, window)

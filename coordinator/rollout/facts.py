@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from coordinator.rollout.prometheus_gate import GateResult
 from coordinator.rollout.records import BoundFunction
 from coordinator.rollout.settings import RolloutSettings
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
@@ -280,6 +281,8 @@ class RolloutInput:
     revisions: Sequence[Mapping[str, Any]] = ()
     kernel_module: Mapping[str, Any] = field(default_factory=dict)
     rollback: Mapping[str, Any] = field(default_factory=dict)
+    # The Prometheus gate's latest verdict (None: no gate, or not evaluated in this pass).
+    gate: GateResult | None = None
 
     def target_for(self, node: NodeFacts) -> str:
         """The version `node` is taken to: the target, or REMOVAL_VERSION when not wanted."""

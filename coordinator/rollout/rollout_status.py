@@ -26,6 +26,8 @@ NO_NODES = "NoNodes"
 # The load gates of a rollback (decide.py): its nodes still moving back, or all settled.
 ROLLING_BACK = "rolling back"
 ROLLED_BACK = "rolled back"
+# The start of the load gate's words while the Prometheus gate holds.
+GATE_HOLD = "held by the gate"
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,8 @@ def rollout_state(inp: RolloutInput, counts: RolloutCounts, gate: str) -> str:
         if counts.total == 0 and not counts.per_phase[Phase.SKIPPED]:
             return NO_NODES
         return "Complete"
+    if gate.startswith(GATE_HOLD):
+        return "Held"
     return _GATE_STATES.get(gate, "Progressing")
 
 

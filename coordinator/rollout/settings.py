@@ -46,6 +46,13 @@ class Timeouts:
 
 
 @dataclass(frozen=True)
+class PrometheusGate:
+    url: str
+    query: str
+    timeout: float = 10.0
+
+
+@dataclass(frozen=True)
 class RolloutSettings:
     max_unavailable: int | str = 1
     paused: bool = False
@@ -58,6 +65,7 @@ class RolloutSettings:
     failure_budget: int = 1
     on_node_failure: str = "Pause"
     maintenance_windows: tuple[Window, ...] = ()
+    prometheus_gate: PrometheusGate | None = None
     timeouts: Timeouts = Timeouts()
 
     @property
@@ -84,6 +92,19 @@ def max_unavailable(value: int | str, total: int) -> int:
             f"spec.rollout.maxUnavailable: {text!r} is neither a number nor a percentage 1%-100%"
         )
     return max(1, math.floor(total * int(match.group(1)) / 100))
+
+
+def _prometheus_gate(gates: model.RolloutGates | None) -> PrometheusGate | None:
+    if gates is None or gates.prometheus is None:
+        return None
+    gate = gates.prometheus
+    try:
+        timeout = parse_duration(gate.timeout)
+    except SettingsError as err:
+        raise SettingsError(f"spec.rollout.gates.prometheus.timeout: {err}") from None
+    if timeout <= 0:
+        raise SettingsError("spec.rollout.gates.prometheus.timeout: must be more than 0")
+    return PrometheusGate(gate.url.rstrip("/"), gate.query, timeout)
 
 
 def _window(index: int, window: model.MaintenanceWindow) -> Window:
@@ -138,5 +159,6 @@ def rollout_settings(spec: Mapping[str, Any]) -> RolloutSettings:
         failure_budget=parsed.failure_budget,
         on_node_failure=parsed.on_node_failure,
         maintenance_windows=windows,
+        prometheus_gate=_prometheus_gate(parsed.gates),
         timeouts=Timeouts(**timeouts),
     )
