@@ -1,0 +1,61 @@
+"""The Prometheus gate end to end: the coordinator (a real process) asks a real Prometheus
+server (Debian's, tests/harness/prometheus.py), which scrapes an endpoint the test serves and
+fires an alert from a rule file; real agents, the real API server and the KMM emulator. A
+query that cannot be evaluated holds the rollout and says why; a firing alert holds it;
+clearing the alert releases it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.harness.prometheus import FIRING_QUERY, MetricsEndpoint, query, running_prometheus
+from tests.harness.waiting import wait_until
+from tests.support.rollout_live.rig import NEW, RolloutRig
+from tests.support.rollout_live.scenario import FAST, module_version, start, wait_status
+
+pytestmark = pytest.mark.integration
+
+
+def held_by(version: str, words: str) -> Any:
+    """A probe of status.rollout: Held for `version`, its message saying `words`."""
+    return lambda s: (
+        s.get("targetVersion") == version
+        and s.get("state") == "Held"
+        and words in s.get("message", "")
+    )
+
+
+def test_a_firing_alert_holds_the_rollout_and_clearing_it_releases_it(
+    rollout_rig: RolloutRig, tmp_path: Any
+) -> None:
+    rig = rollout_rig
+    endpoint = MetricsEndpoint()
+    endpoint.value = 1  # a GPU node is degraded: the alert fires
+    try:
+        with running_prometheus(tmp_path / "prometheus", endpoint.port) as url:
+            wait_until("the alert fires", lambda: query(url, FIRING_QUERY), timeout_seconds=60)
+            gate = {"url": url, "query": "ALERTS{alertstate="}  # not PromQL
+            nodes = start(rig, ["a", "b"], {**FAST, "gates": {"prometheus": gate}})
+            new = rig.kmm_version_at(NEW)
+            rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+            status = wait_status(rig, "held: cannot evaluate", held_by(new, "cannot evaluate"))
+            assert "HTTP 400, bad_data" in status["message"]
+            rig.patch_driver(
+                {"spec": {"rollout": {"gates": {"prometheus": {"query": FIRING_QUERY}}}}}
+            )
+            status = wait_status(rig, "held by the alert", held_by(new, "returned 1 series"))
+            assert 'alertname="GpuDegraded"' in status["message"]
+            time.sleep(2)  # the gate is asked every 2 s: still nobody starts
+            assert [rig.state(n) for n in nodes] == [f"Pending {new}"] * 2
+            endpoint.value = 0  # the node recovered: the alert resolves
+            rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=120, version=new)
+            wait_status(rig, "Complete", lambda s: s.get("state") == "Complete")
+        for node in nodes:
+            assert module_version(rig, node) == NEW
+        assert rig.loader.violations == []
+    finally:
+        endpoint.close()
