@@ -54,6 +54,7 @@ def inspect_node(
     files = files if files is not None else HostFiles(host_root)
     log = WarningLog()
     release = read_attribute(files, RELEASE_PATH, log) or ""
+    tainted = read_kernel_tainted(files, log)
     pci = scan_intel_gpus(files, log)
     module = read_module(files, MODULE_NAME, log)
     if clients_impossible(files, pci.gpus, module, log):
@@ -91,7 +92,20 @@ def inspect_node(
         client_scan=client_scan,
         blockers=compute_blockers(module, pci.gpus, client_scan, pci_listed=pci.listed),
         warnings=log.entries,
+        kernel_tainted=tainted,
     )
+
+
+def read_kernel_tainted(files: HostFiles, log: WarningLog) -> int | None:
+    """The kernel's taint mask (/proc/sys/kernel/tainted), or None with a warning."""
+    relative = "proc/sys/kernel/tainted"
+    text = read_attribute(files, relative, log)
+    if text is None:
+        return None
+    if not text.isdigit():
+        log.add(relative, f"not a taint mask: {text[:40]!r}")
+        return None
+    return int(text)
 
 
 def clients_impossible(

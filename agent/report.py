@@ -110,6 +110,7 @@ def build_report(
     client_scan: ClientScanOutcome,
     blockers: Sequence[BlockerFact],
     warnings: Sequence[ReadWarning],
+    kernel_tainted: int | None = None,
 ) -> pb.NodeReport:
     report = pb.NodeReport(
         node_name=node_name,
@@ -134,4 +135,6 @@ def build_report(
         ),
     )
     report.observed_at.FromDatetime(now)
+    if kernel_tainted is not None:
+        report.kernel_tainted = kernel_tainted
     return report

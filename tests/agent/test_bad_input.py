@@ -298,3 +298,23 @@ def test_modules_dep_never_leads_outside_the_host_root(tmp_path: Path) -> None:
     report = host.inspect()
     assert report.module.filename == ""
     assert not [w for w in report.warnings if "xe.ko" in w.path]
+
+
+def test_kernel_taint_flags_of_a_healthy_and_a_degraded_node(tmp_path: Path) -> None:
+    healthy = scenarios.kmm_healthy(tmp_path / "healthy").inspect()
+    assert healthy.kernel_tainted == scenarios.TAINT_OOT_MODULE | scenarios.TAINT_UNSIGNED_MODULE
+    degraded = scenarios.kmm_degraded(tmp_path / "degraded").inspect()
+    assert degraded.kernel_tainted & scenarios.TAINT_WARN
+    assert warnings_of(healthy) == warnings_of(degraded) == []
+
+
+def test_an_unreadable_or_garbage_taint_mask_is_absent_not_zero(tmp_path: Path) -> None:
+    host = scenarios.arc_b580_in_tree(tmp_path)
+    host.write("proc/sys/kernel/tainted", "lots\n")
+    report = host.inspect()
+    assert not report.HasField("kernel_tainted")
+    assert warnings_of(report) == [("proc/sys/kernel/tainted", "not a taint mask: 'lots'")]
+    host.remove("proc/sys/kernel/tainted")
+    report = host.inspect()
+    assert not report.HasField("kernel_tainted")
+    assert warnings_of(report) == [("proc/sys/kernel/tainted", "missing")]

@@ -100,6 +100,7 @@ class FakeHost:
         self._mkdir(f"lib/modules/{kernel_release}")
         self.write("proc/sys/kernel/osrelease", kernel_release + "\n")
         self.write("proc/sys/kernel/hostname", hostname + "\n")
+        self.write("proc/sys/kernel/tainted", "0\n")  # an untainted kernel
         # Every Linux system has an init process; an empty proc/ means /proc is not mounted.
         self.add_process(1, "systemd")
 

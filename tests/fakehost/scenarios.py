@@ -234,6 +234,29 @@ def kmm_out_of_tree(root: Path) -> FakeHost:
     return host
 
 
+# Kernel taint bits (the kernel's tainted-kernels documentation): W (9) a warning occurred,
+# O (12) an out-of-tree module was loaded, E (13) an unsigned module was loaded.
+TAINT_WARN = 1 << 9
+TAINT_OOT_MODULE = 1 << 12
+TAINT_UNSIGNED_MODULE = 1 << 13
+
+
+def kmm_healthy(root: Path) -> FakeHost:
+    """A B580 on KMM's out-of-tree xe, the kernel tainted only by loading it (O, E)."""
+    host = kmm_out_of_tree(root)
+    host.write("proc/sys/kernel/tainted", f"{TAINT_OOT_MODULE | TAINT_UNSIGNED_MODULE}\n")
+    return host
+
+
+def kmm_degraded(root: Path) -> FakeHost:
+    """The same node after the driver misbehaved: the kernel logged a warning (W, as a GPU
+    hang's WARN does) on top of the module's O and E."""
+    host = kmm_healthy(root)
+    tainted = TAINT_OOT_MODULE | TAINT_UNSIGNED_MODULE | TAINT_WARN
+    host.write("proc/sys/kernel/tainted", f"{tainted}\n")
+    return host
+
+
 def open_render_clients(root: Path) -> FakeHost:
     """7. Open render fds: ollama and its forked child share client 42; python3 has client
     43 through two dup'd fds."""

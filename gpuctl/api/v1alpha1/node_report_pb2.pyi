@@ -42,12 +42,18 @@ class NodeReport(_message.Message):
     WARNINGS_FIELD_NUMBER: _builtins.int
     CLIENT_SCAN_FIELD_NUMBER: _builtins.int
     AGENT_VERSION_FIELD_NUMBER: _builtins.int
+    KERNEL_TAINTED_FIELD_NUMBER: _builtins.int
     node_name: _builtins.str
     """Kubernetes node name (or the host name for a local inspection)."""
     kernel_release: _builtins.str
     """`uname -r` of the node, from /proc/sys/kernel/osrelease."""
     agent_version: _builtins.str
     """Version of the agent that built this report."""
+    kernel_tainted: _builtins.int
+    """The kernel's taint flags when the report was made (/proc/sys/kernel/tainted: a bit
+    mask, bit n = the kernel's taint flag n, e.g. bit 9 W "a warning occurred"); absent,
+    with a warning, when unreadable. The rollout's soak watches it for new flags.
+    """
     @_builtins.property
     def observed_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -82,12 +88,15 @@ class NodeReport(_message.Message):
         warnings: _abc.Iterable[Global___Warning] | None = ...,
         client_scan: Global___ClientScan | None = ...,
         agent_version: _builtins.str = ...,
+        kernel_tainted: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["client_scan", b"client_scan", "module", b"module", "observed_at", b"observed_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "client_scan", b"client_scan", "kernel_tainted", b"kernel_tainted", "module", b"module", "observed_at", b"observed_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "blockers", b"blockers", "client_scan", b"client_scan", "devices", b"devices", "kernel_release", b"kernel_release", "module", b"module", "node_name", b"node_name", "observed_at", b"observed_at", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "agent_version", b"agent_version", "blockers", b"blockers", "client_scan", b"client_scan", "devices", b"devices", "kernel_release", b"kernel_release", "kernel_tainted", b"kernel_tainted", "module", b"module", "node_name", b"node_name", "observed_at", b"observed_at", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__kernel_tainted: _TypeAlias = _typing.Literal["kernel_tainted"]  # noqa: Y015
+    _WhichOneofArgType__kernel_tainted: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__kernel_tainted) -> _WhichOneofReturnType__kernel_tainted | None: ...
 
 Global___NodeReport: _TypeAlias = NodeReport  # noqa: Y015
 
