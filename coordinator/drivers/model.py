@@ -363,6 +363,20 @@ class Rollout(_Model):
         description="When set, new nodes start only inside one of these windows; a node in "
         "a step finishes it. Unset: any time.",
     )
+    soak_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=86400,
+        alias="soakSeconds",
+        description="After the first node (with soakEachBatch, after each) is verified, watch "
+        "it this long before the next node starts: a node that degrades (module not live, a "
+        "function unbound, a new kernel taint flag) fails. 0: no soak.",
+    )
+    soak_each_batch: bool = Field(
+        default=False,
+        alias="soakEachBatch",
+        description="Soak after every verified node, not only the first.",
+    )
     gates: RolloutGates | None = Field(
         default=None,
         description="Checks that must pass before the next node starts (none: no gate).",

@@ -36,6 +36,9 @@ Per pass, over those nodes (in name order):
 6. With maintenanceWindows, no node starts (loads and removals alike) while every window is
    closed; nodes in a step finish it. The status says when the next window opens, and a
    pass is due when a window opens or closes.
+8. With soakSeconds, the node(s) verified first at the target (every one, with soakEachBatch)
+   are watched that long before the next node starts (soak.py): one that degrades fails,
+   and rolls back under Rollback.
 7. With gates.prometheus, no node starts (loads and removals alike) unless its query's latest
    answer (gathered by the controller: prometheus_gate.py) was an empty result; a gate that
    cannot be evaluated holds, with why. The rollout is Held meanwhile.
@@ -45,6 +48,7 @@ The status (rollout_status.py) and the Events about the GPUDriver come out of th
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,10 +75,12 @@ from coordinator.rollout.rollout_status import (
     GATE_HOLD,
     ROLLED_BACK,
     ROLLING_BACK,
+    SOAKING,
     RolloutCounts,
     rollout_status,
 )
 from coordinator.rollout.settings import SettingsError, max_unavailable
+from coordinator.rollout.soak import soak
 from coordinator.rollout.steps import STEPS
 from coordinator.rollout.windows import (
     OUTSIDE_WINDOWS,
@@ -204,6 +210,7 @@ def _gates(
     counts: RolloutCounts,
     phases: Mapping[str, Phase] | None = None,
     window: WindowState | None = None,
+    soaking: str = "",
 ) -> _Gates:
     gate = rollout_gate(
         GateFacts(
@@ -226,8 +233,16 @@ def _gates(
         return _Gates("", "")
     if not inp.module_ready:
         return _Gates(inp.module_wait_reason or "waiting for the Module", "")
+    return _load_gates(inp, gate, phases or {}, soaking)
+
+
+def _load_gates(inp: RolloutInput, gate: str, phases: Mapping[str, Phase], soaking: str) -> _Gates:
+    """The gates of loads alone, once the Module asks for the target: a soak, a rollback,
+    the hold after the first node."""
+    if soaking:
+        return _Gates(f"{SOAKING}: {soaking}", "")
     if _rollback_active(inp):
-        return _rollback_gates(inp, phases or {})
+        return _rollback_gates(inp, phases)
     return _Gates(gate, "")
 
 
@@ -277,7 +292,9 @@ def decide(inp: RolloutInput) -> Decision:
         decision.status = rollout_status(inp, phases, counts, str(err), "error")
         return decision
     window = _window(inp, decision)
-    gates = _gates(inp, counts, phases, window)
+    _first_batch_soaks_only(inp, nodes, decision)
+    soaking = _soak(inp, nodes, phases, decision)
+    gates = _gates(inp, counts, phases, window, soaking)
     if gates.load.startswith(GATE_HOLD):
         decision.wake(GATE_RECHECK_SECONDS)
     staying = {name: nodes[name] for name in phases}
@@ -304,6 +321,46 @@ def _window(inp: RolloutInput, decision: Decision) -> WindowState | None:
     if change is not None:
         decision.wake(max(0.05, (change - inp.now).total_seconds()))
     return state
+
+
+def _first_batch_soaks_only(
+    inp: RolloutInput, nodes: Mapping[str, NodeFacts], decision: Decision
+) -> None:
+    """Without soakEachBatch, only the first node(s) verified at the target keep the soak's
+    baseline their Done write records: not when a node is Done at the target already."""
+    target = inp.target_version
+    if not inp.settings.soak_seconds or inp.settings.soak_each_batch or not target:
+        return
+    if not any(n.phase is Phase.DONE and n.state_version == target for n in nodes.values()):
+        return
+    for index, action in enumerate(decision.actions):
+        if isinstance(action, PatchNode) and action.annotations.get(names.SOAK_BASELINE):
+            annotations = {**action.annotations, names.SOAK_BASELINE: None}
+            decision.actions[index] = dataclasses.replace(action, annotations=annotations)
+
+
+def _soak(
+    inp: RolloutInput,
+    nodes: Mapping[str, NodeFacts],
+    phases: Mapping[str, Phase],
+    decision: Decision,
+) -> str:
+    """The soak of the nodes verified at the target (soak.py); the soaking ones in words."""
+    if not inp.settings.soak_seconds or not inp.target_version:
+        return ""
+    touched = {a.node for a in decision.actions if isinstance(a, PatchNode)}
+    done = [
+        node
+        for name, node in nodes.items()
+        if name not in touched
+        and phases.get(name) is Phase.DONE
+        and node.phase is Phase.DONE
+        and node.state_version == inp.target_version
+    ]
+    result = soak(inp, done)
+    decision.actions.extend(result.actions)
+    decision.wake(result.wake_in)
+    return ", ".join(result.soaking)
 
 
 def _history(inp: RolloutInput, counts: RolloutCounts, decision: Decision) -> None:

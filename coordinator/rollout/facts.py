@@ -51,6 +51,8 @@ class ReportFacts:
     drivers: Mapping[str, str]
     # PF -> sriov_numvfs, where readable.
     vfs: Mapping[str, int]
+    # The kernel's taint mask (None: the agent could not read it).
+    kernel_tainted: int | None = None
     # The report itself: the unload rule (gpuctl.common.unload_rule) reads its blockers,
     # devices and module holders.
     report: report_pb.NodeReport = field(default_factory=report_pb.NodeReport)
@@ -78,6 +80,7 @@ def report_facts(report: report_pb.NodeReport) -> ReportFacts:
         backport_tag=module.backport_tag,
         drivers={d.pci_address: d.driver for d in report.devices},
         vfs=vfs,
+        kernel_tainted=report.kernel_tainted if report.HasField("kernel_tainted") else None,
         report=report,
     )
 

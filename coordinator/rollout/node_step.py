@@ -250,6 +250,7 @@ STATE_ANNOTATIONS = (
     names.STATE_VERSION,
     names.GPUDRIVER,
     names.CORDONED_BY_GPUCTL,
+    names.SOAK_BASELINE,
     *names.PASS_DETAIL,
 )
 

@@ -28,6 +28,8 @@ ROLLING_BACK = "rolling back"
 ROLLED_BACK = "rolled back"
 # The start of the load gate's words while the Prometheus gate holds.
 GATE_HOLD = "held by the gate"
+# The start of the load gate's words while verified nodes soak.
+SOAKING = "soaking before the next node starts"
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,8 @@ class RolloutSettings:
     on_node_failure: str = "Pause"
     maintenance_windows: tuple[Window, ...] = ()
     prometheus_gate: PrometheusGate | None = None
+    soak_seconds: float = 0.0
+    soak_each_batch: bool = False
     timeouts: Timeouts = Timeouts()
 
     @property
@@ -160,5 +162,7 @@ def rollout_settings(spec: Mapping[str, Any]) -> RolloutSettings:
         on_node_failure=parsed.on_node_failure,
         maintenance_windows=windows,
         prometheus_gate=_prometheus_gate(parsed.gates),
+        soak_seconds=float(parsed.soak_seconds),
+        soak_each_batch=parsed.soak_each_batch,
         timeouts=Timeouts(**timeouts),
     )

@@ -45,6 +45,7 @@ from coordinator.rollout.node_step import (
     transition,
 )
 from coordinator.rollout.records import RecordError, decode_bound, decode_changes, decode_vfs
+from coordinator.rollout.soak import baseline
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 
@@ -133,6 +134,9 @@ def _done(inp: RolloutInput, node: NodeFacts, version: str, report: ReportFacts)
         if _by_srcversion(inp)
         else f"backport tag {report.backport_tag}"
     )
+    # The soak's baseline (decide.py keeps it only on the nodes that soak).
+    soaks = inp.settings.soak_seconds > 0
+    annotations[names.SOAK_BASELINE] = baseline(inp.module_driver, report) if soaks else None
     bound = len(decode_bound(node.annotations.get(names.BOUND_BEFORE)))
     reason = f"verified: {inp.module_driver} live with {evidence}, {bound} function(s) bound"
     return transition(

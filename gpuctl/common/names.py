@@ -107,6 +107,10 @@ RESUMED_VERSION = f"{GROUP}/rollout-resumed-version"
 # `gpuctl rollout resume` (gpuctl.common.revisions).
 ROLLBACK = f"{GROUP}/rollout-rollback"
 
+# On a Node verified at the target while the rollout soaks (spec.rollout.soakSeconds): what
+# it looked like when verified (coordinator/rollout/soak.py); dropped once its soak passed.
+SOAK_BASELINE = f"{GROUP}/soak-baseline"
+
 # Annotations that describe one node's pass and are dropped once it is done.
 PASS_DETAIL = (PREPARE_CHANGES, BOUND_BEFORE, VFS_BEFORE, SRCVERSION_BEFORE, IMAGE_BEFORE)
 

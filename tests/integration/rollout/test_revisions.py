@@ -16,8 +16,13 @@ from gpuctl.common import names
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import Api
 from tests.support.rollout_live.rig import BIN, NEW, OLD, RolloutRig
-from tests.support.rollout_live.scenario import FAST, TIMEOUTS, module_version, start
-from tests.support.rollout_live.scenario import wait_status as wait_status_quietly
+from tests.support.rollout_live.scenario import (
+    FAST,
+    TIMEOUTS,
+    module_version,
+    start,
+    wait_status,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -30,20 +35,6 @@ def gpuctl(rig: RolloutRig, *args: str) -> subprocess.CompletedProcess[str]:
         check=False,
         timeout=60,
     )
-
-
-def wait_status(rig: RolloutRig, description: str, probe: Any) -> dict[str, Any]:
-    """scenario.wait_status, telling the nodes, the GPUDriver and the log when it times out."""
-    try:
-        return wait_status_quietly(rig, description, probe)
-    except AssertionError as err:
-        nodes = {n: rig.state(n) for n in rig.hosts}
-        driver = rig.driver()
-        raise AssertionError(
-            f"{err}\nnodes: {nodes}\nstatus: {driver.get('status')}\n"
-            f"annotations: {driver['metadata'].get('annotations')}\n"
-            f"log: {rig.coordinator_log()}"
-        ) from None
 
 
 def revisions(rig: RolloutRig) -> list[tuple[int, str]]:

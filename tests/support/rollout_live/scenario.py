@@ -37,15 +37,28 @@ def start(rig: RolloutRig, shorts: list[str], rollout: dict[str, Any]) -> list[s
 
 
 def wait_status(
-    rig: RolloutRig, description: str, probe: Callable[[dict[str, Any]], bool]
+    rig: RolloutRig,
+    description: str,
+    probe: Callable[[dict[str, Any]], bool],
+    timeout: float = 60.0,
 ) -> dict[str, Any]:
-    """status.rollout once `probe` holds (it is written in the pass after the nodes')."""
+    """status.rollout once `probe` holds (it is written in the pass after the nodes'); on a
+    timeout, the nodes' states, the GPUDriver and the coordinator's log say why."""
 
     def check() -> dict[str, Any] | None:
         status = rig.rollout_status()
         return status if status and probe(status) else None
 
-    return wait_until(f"the rollout status {description}", check)
+    try:
+        return wait_until(f"the rollout status {description}", check, timeout_seconds=timeout)
+    except AssertionError as err:
+        nodes = {n: rig.state(n) for n in rig.hosts}
+        driver = rig.driver()
+        raise AssertionError(
+            f"{err}\nnodes: {nodes}\nstatus: {driver.get('status')}\n"
+            f"annotations: {driver['metadata'].get('annotations')}\n"
+            f"log: {rig.coordinator_log()}"
+        ) from None
 
 
 def wait_complete(rig: RolloutRig) -> dict[str, Any]:
