@@ -103,3 +103,23 @@ def test_an_answer_from_before_the_soak_ended_or_without_a_taint_mask_does_not_e
     assert not [a for a in decision.actions if isinstance(a, PatchNode)]
     assert decision.status is not None
     assert "a (a last report)" in decision.status["message"]
+
+
+def test_without_soak_each_batch_only_the_first_verified_node_keeps_a_baseline() -> None:
+    verifying = answered(
+        node("b", phase=Phase.VERIFYING, labels=loaded_labels(TARGET)),
+        INSPECT,
+        report=healthy(),
+    )
+    first = node("a", phase=Phase.DONE, labels=loaded_labels(TARGET))
+    decision = decide(rollout([first, verifying], settings=SOAK))
+    [done] = [a for a in decision.actions if isinstance(a, PatchNode)]
+    assert (done.node, done.phase_to) == ("b", Phase.DONE)
+    assert done.annotations[names.SOAK_BASELINE] is None
+    each = dataclasses.replace(SOAK, soak_each_batch=True)
+    decision = decide(rollout([first, verifying], settings=each))
+    [done] = [a for a in decision.actions if isinstance(a, PatchNode)]
+    assert done.annotations[names.SOAK_BASELINE] == baseline("xe", healthy())
+    alone = decide(rollout([verifying], settings=SOAK))
+    [done] = [a for a in alone.actions if isinstance(a, PatchNode)]
+    assert done.annotations[names.SOAK_BASELINE] == baseline("xe", healthy())
