@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+from coordinator.health import Liveness
 from coordinator.kube.client import Kube
 from coordinator.main import api_client, live_nodes, parse_args
 from coordinator.manager import Coordinator, CoordinatorConfig
@@ -41,7 +43,8 @@ def clocked_coordinator(rig: RolloutRig, clock: ShiftedClock) -> Iterator[Coordi
     args = parse_args(rig.coordinator_flags())
     client = api_client(args.kubeconfig)
     kube = Kube(client)
-    live = live_nodes(kube, args.live_nodes)
+    liveness = Liveness(time.monotonic)
+    live = live_nodes(kube, args.live_nodes, liveness)
     assert live is not None
     config = CoordinatorConfig(
         namespace=args.namespace,
@@ -53,7 +56,12 @@ def clocked_coordinator(rig: RolloutRig, clock: ShiftedClock) -> Iterator[Coordi
         rollout_blocked_recheck_seconds=args.rollout_blocked_recheck,
     )
     coordinator = Coordinator(
-        kube, config, leader_scoped=[live], rollout_agents=live.server, rollout_clock=clock
+        kube,
+        config,
+        leader_scoped=[live],
+        rollout_agents=live.server,
+        rollout_clock=clock,
+        liveness=liveness,
     )
     stop = threading.Event()
     thread = threading.Thread(target=coordinator.run, args=(stop,), name="clocked-coordinator")
