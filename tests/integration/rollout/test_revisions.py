@@ -69,6 +69,7 @@ def test_a_node_failing_verification_is_rolled_back_verified_uncordoned_and_the_
         rig,
         f"paused at {old} after the rollback",
         lambda s: s.get("targetVersion") == old and s.get("state") == "Paused",
+        timeout=180,  # the node's failed pass and its whole pass back, on a loaded machine
     )
     # The spec is the recorded revision's again, and the failed node went back through the
     # steps: OLD loaded, verified, uncordoned; the other node was never touched.

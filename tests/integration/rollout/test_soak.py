@@ -28,7 +28,7 @@ def test_a_node_degrading_in_the_soak_fails_it_and_is_rolled_back(
     old, new = rig.kmm_version_at(OLD), rig.kmm_version_at(NEW)
     loads_before = len(rig.loader.loads)
     rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
-    rig.wait_phases({first: "Done", second: "Pending"}, version=new)
+    rig.wait_phases({first: "Done", second: "Pending"}, timeout=120, version=new)
     assert names.SOAK_BASELINE in rig.node(first)["metadata"]["annotations"]
     wait_status(
         rig,
@@ -46,9 +46,10 @@ def test_a_node_degrading_in_the_soak_fails_it_and_is_rolled_back(
         rig,
         f"paused at {old} after the rollback",
         lambda s: s.get("targetVersion") == old and s.get("state") == "Paused",
+        timeout=180,  # the node's whole pass back to OLD, on a loaded machine
     )
     assert f"{first}: soak: new kernel taint flag(s): W (bit 9)" in status["message"]
-    rig.wait_phases({first: "Done", second: "Done"}, version=old)
+    rig.wait_phases({first: "Done", second: "Done"}, timeout=120, version=old)
     assert module_version(rig, first) == OLD
     assert not rig.node(first)["spec"].get("unschedulable")
     # The second node was never touched: the soak held it, then the rollback.
