@@ -183,6 +183,10 @@ def transition(
         names.STATE_VERSION: version,
         names.GPUDRIVER: inp.driver_name,
     }
+    if names.SOAK_BASELINE in node.annotations:
+        # A soak's baseline belongs to the Done it was recorded with (verify.py writes the
+        # next one with its Done): a node moved on never soaks on a stale one.
+        all_annotations[names.SOAK_BASELINE] = None
     all_annotations.update(annotations or {})
     event = None
     if to is not Phase.PENDING:

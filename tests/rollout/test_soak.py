@@ -123,3 +123,19 @@ def test_without_soak_each_batch_only_the_first_verified_node_keeps_a_baseline()
     alone = decide(rollout([verifying], settings=SOAK))
     [done] = [a for a in alone.actions if isinstance(a, PatchNode)]
     assert done.annotations[names.SOAK_BASELINE] == baseline("xe", healthy())
+
+
+def test_a_baseline_goes_with_any_move_so_a_node_never_soaks_on_a_stale_one() -> None:
+    # Verified at the target once, then the target moved on and back (a rollback): placed
+    # Done again because it is loaded there, it must not soak on the old baseline.
+    stale = node(
+        "b",
+        phase=Phase.PENDING,
+        version="v9-99999999",
+        labels=loaded_labels(TARGET),
+        annotations={names.SOAK_BASELINE: baseline("xe", healthy())},
+    )
+    decision = decide(rollout([stale], settings=SOAK))
+    [placed] = [a for a in decision.actions if isinstance(a, PatchNode)]
+    assert placed.phase_to is Phase.DONE
+    assert placed.annotations[names.SOAK_BASELINE] is None
