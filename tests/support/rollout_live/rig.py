@@ -290,8 +290,11 @@ class RolloutRig:
         return str((self.node(name)["metadata"].get("annotations") or {}).get(key, ""))
 
     def state(self, name: str) -> str:
-        """ "<phase> <version>": the node's phase and the version it is about."""
-        return f"{self.phase(name)} {self.annotation(name, names.STATE_VERSION)}"
+        """ "<phase> <version>": the node's phase and the version it is about, from one read
+        of the Node (two reads could pair one write's phase with the next one's version)."""
+        meta = self.node(name)["metadata"]
+        phase = (meta.get("labels") or {}).get(names.STATE_LABEL, "")
+        return f"{phase} {(meta.get('annotations') or {}).get(names.STATE_VERSION, '')}"
 
     def wait_phases(
         self, wanted: dict[str, str], timeout: float = 60.0, version: str | None = None
