@@ -123,6 +123,16 @@ def test_agent_runs_as_root_and_the_coordinator_does_not(built: dict[str, str]) 
     assert uids == {"agent": "0", "coordinator": "65532"}
 
 
+def test_coordinator_image_knows_the_iana_time_zones(built: dict[str, str]) -> None:
+    """rollout.maintenanceWindows name IANA zones; the coordinator reads them with zoneinfo."""
+    check = (
+        "import datetime, zoneinfo; z = zoneinfo.ZoneInfo('Europe/Berlin'); "
+        "print(datetime.datetime(2026, 7, 1, tzinfo=z).utcoffset())"
+    )
+    ran = run_in(built["coordinator"], ["python3", "-c", check])
+    assert (ran.returncode, ran.stdout.decode().strip()) == (0, "2:00:00"), ran.stderr
+
+
 _DISTRIBUTIONS = (
     "import importlib.metadata as m; "
     "print('\\n'.join(sorted({d.metadata['Name'] for d in m.distributions()})))"
