@@ -38,11 +38,7 @@ Mark tests that use these with ``@pytest.mark.integration``.
 
 from __future__ import annotations
 
-import atexit
 import datetime
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -54,7 +50,6 @@ from coordinator.kube.client import Kube
 from coordinator.live_nodes.live import LiveNodes
 from gpuctl.common import names
 from tests.harness.access import KubeCluster
-from tests.harness.cluster import repository_root, start_cluster
 from tests.harness.cordon_taint import CordonTaintMirror
 from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.nodes import DEFAULT_KERNEL, create_node
@@ -67,6 +62,7 @@ from tests.support.cluster_agents import (
 )
 from tests.support.cluster_api import Api, remove_test_drivers
 from tests.support.fixture_types import MakeNode
+from tests.support.own_cluster import own_cluster
 from tests.support.rollout_live.rig import RolloutRig
 
 
@@ -76,22 +72,8 @@ def _utc_now() -> datetime.datetime:
 
 @pytest.fixture(scope="session")
 def kube_cluster() -> Iterator[KubeCluster]:
-    root = Path(tempfile.mkdtemp(prefix="gpuctl-test-cluster-"))
-    try:
-        control_plane, cluster = start_cluster(
-            root, repository_root(), os.environ, _utc_now(), die_with_parent=True
-        )
-    except BaseException:
-        shutil.rmtree(root, ignore_errors=True)
-        raise
-    atexit.register(control_plane.stop)
-    try:
+    with own_cluster("gpuctl-test-cluster-") as (_, cluster):
         yield cluster
-    finally:
-        cluster.close_clients()
-        control_plane.stop()
-        atexit.unregister(control_plane.stop)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

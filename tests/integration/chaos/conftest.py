@@ -9,46 +9,22 @@
 
 from __future__ import annotations
 
-import atexit
-import datetime
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client as k8s
 
 from tests.harness.access import KubeCluster
-from tests.harness.cluster import repository_root, start_cluster
 from tests.harness.control_plane import ControlPlane
 from tests.harness.waiting import wait_until
+from tests.support.own_cluster import own_cluster
 
 
 @pytest.fixture(scope="module")
 def own_plane() -> Iterator[tuple[ControlPlane, KubeCluster]]:
-    root = Path(tempfile.mkdtemp(prefix="gpuctl-chaos-cluster-"))
-    try:
-        control_plane, cluster = start_cluster(
-            root,
-            repository_root(),
-            os.environ,
-            datetime.datetime.now(datetime.UTC),
-            die_with_parent=True,
-        )
-    except BaseException:
-        shutil.rmtree(root, ignore_errors=True)
-        raise
-    atexit.register(control_plane.stop)
-    try:
-        yield control_plane, cluster
-    finally:
-        cluster.close_clients()
-        control_plane.stop()
-        atexit.unregister(control_plane.stop)
-        shutil.rmtree(root, ignore_errors=True)
+    with own_cluster("gpuctl-chaos-cluster-") as plane:
+        yield plane
 
 
 @pytest.fixture

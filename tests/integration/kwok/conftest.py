@@ -11,57 +11,37 @@ renewed by kwok's Leases, taken NotReady by ``stop_heartbeat`` (tests/support/kw
 from __future__ import annotations
 
 import atexit
-import datetime
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.harness.access import KubeCluster
 from tests.harness.binaries import find_binaries
-from tests.harness.cluster import repository_root, start_cluster
+from tests.harness.cluster import repository_root
 from tests.harness.kwok import find_kwok
 from tests.harness.node_lifecycle import NodeLifecycle, start_node_lifecycle
+from tests.support.own_cluster import own_cluster
 
 
 @pytest.fixture(scope="package")
 def kwok_cluster() -> Iterator[tuple[KubeCluster, NodeLifecycle]]:
-    root = Path(tempfile.mkdtemp(prefix="gpuctl-kwok-cluster-"))
     repo = repository_root()
-    try:
-        kwok_binary = find_kwok(repo, os.environ)
-        kube_folder = find_binaries(repo, os.environ).apiserver.parent
-        control_plane, cluster = start_cluster(
-            root, repo, os.environ, datetime.datetime.now(datetime.UTC), die_with_parent=True
-        )
-    except BaseException:
-        shutil.rmtree(root, ignore_errors=True)
-        raise
-    atexit.register(control_plane.stop)
-    try:
+    kwok_binary = find_kwok(repo, os.environ)
+    kube_folder = find_binaries(repo, os.environ).apiserver.parent
+    with own_cluster("gpuctl-kwok-cluster-") as (control_plane, cluster):
         lifecycle = start_node_lifecycle(
             control_plane.layout,
             kube_folder=kube_folder,
             kwok_binary=kwok_binary,
             die_with_parent=True,
         )
-    except BaseException:
-        control_plane.stop()
-        shutil.rmtree(root, ignore_errors=True)
-        raise
-    atexit.register(lifecycle.stop)
-    try:
-        yield cluster, lifecycle
-    finally:
-        cluster.close_clients()
-        lifecycle.stop()
-        control_plane.stop()
-        atexit.unregister(lifecycle.stop)
-        atexit.unregister(control_plane.stop)
-        shutil.rmtree(root, ignore_errors=True)
+        atexit.register(lifecycle.stop)
+        try:
+            yield cluster, lifecycle
+        finally:
+            lifecycle.stop()
+            atexit.unregister(lifecycle.stop)
 
 
 @pytest.fixture(scope="package")

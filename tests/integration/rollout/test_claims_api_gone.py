@@ -14,21 +14,16 @@ This module runs its own control plane (the session's is shared and must not be 
 
 from __future__ import annotations
 
-import datetime
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.harness.access import KubeCluster
-from tests.harness.cluster import repository_root, start_cluster
 from tests.harness.control_plane import ControlPlane
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import Api
+from tests.support.own_cluster import own_cluster
 from tests.support.rollout_live.rig import RolloutRig
 from tests.support.rollout_live.scenario import FAST, start
 
@@ -39,31 +34,15 @@ NEW_IMAGE = {"kernelMappings": [{"regexp": "^.+$", "containerImage": "registry.e
 
 
 @pytest.fixture(scope="module")
-def own_cluster() -> Iterator[tuple[ControlPlane, KubeCluster]]:
-    root = Path(tempfile.mkdtemp(prefix="gpuctl-test-dra-"))
-    try:
-        control_plane, cluster = start_cluster(
-            root,
-            repository_root(),
-            os.environ,
-            datetime.datetime.now(datetime.UTC),
-            die_with_parent=True,
-        )
-    except BaseException:
-        shutil.rmtree(root, ignore_errors=True)
-        raise
-    try:
-        yield control_plane, cluster
-    finally:
-        cluster.close_clients()
-        control_plane.stop()
-        shutil.rmtree(root, ignore_errors=True)
+def own_plane() -> Iterator[tuple[ControlPlane, KubeCluster]]:
+    with own_cluster("gpuctl-test-dra-") as plane:
+        yield plane
 
 
 @pytest.fixture(scope="module")
-def kube_cluster(own_cluster: tuple[ControlPlane, KubeCluster]) -> KubeCluster:
+def kube_cluster(own_plane: tuple[ControlPlane, KubeCluster]) -> KubeCluster:
     """Overrides the session's cluster for every fixture of this module."""
-    return own_cluster[1]
+    return own_plane[1]
 
 
 def claim_user(rig: RolloutRig, node: str, claim: str) -> str:
@@ -104,9 +83,9 @@ def wait_reason(rig: RolloutRig, node: str, words: str) -> None:
 
 
 def test_a_claims_api_answering_404_unloads_no_node_whose_pod_holds_a_claim(
-    own_cluster: tuple[ControlPlane, KubeCluster], rollout_rig: RolloutRig
+    own_plane: tuple[ControlPlane, KubeCluster], rollout_rig: RolloutRig
 ) -> None:
-    control_plane, cluster = own_cluster
+    control_plane, cluster = own_plane
     rig = rollout_rig
     quick_drain = {**FAST, "maxUnavailable": 2, "timeouts": {**FAST["timeouts"], "drain": "3s"}}
     idle, claimed = start(rig, ["a", "b"], quick_drain)
