@@ -75,7 +75,9 @@ def test_the_build_example_names_its_configmap_and_states_the_defaults_it_claims
         line.split()[1].split("=")[0] for line in dockerfile.splitlines() if line.startswith("ARG")
     }
     assert {a["name"] for a in build["buildArgs"]} <= declared
-    defaults = model.Rollout().model_dump(by_alias=True, mode="json", exclude={"paused"})
+    defaults = model.Rollout().model_dump(
+        by_alias=True, mode="json", exclude={"paused"}, exclude_none=True
+    )
     stated = driver["spec"]["rollout"]
     # "these are the defaults except where a comment says otherwise": only timeouts.load.
     assert {**stated, "timeouts": {**stated["timeouts"], "load": "10m"}} == defaults
