@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from coordinator.kube.client import KubeApi, path
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from gpuctl.common.names import AGENT_AUDIENCE
 
 CONNECT = "/gpuctl.api.v1alpha1.AgentService/Connect"
 STREAMS_PER_CHANNEL = 100
@@ -199,3 +201,40 @@ class SwarmProcesses:
             process.join(timeout=30)
             if process.is_alive():
                 process.kill()
+
+
+def agent_token(kube: KubeApi, namespace: str, service_account: str, node: str) -> str:
+    """A simulated agent's identity on `node`: its Pod there (never run) and a token of
+    `service_account` bound to that Pod, as the kubelet would project it."""
+    pod = kube.request(
+        "POST",
+        path("", "v1", "pods", namespace=namespace),
+        body={
+            "metadata": {"name": f"agent-{node}"},
+            "spec": {
+                "nodeName": node,
+                "serviceAccountName": service_account,
+                "automountServiceAccountToken": False,
+                "containers": [{"name": "agent", "image": "registry.invalid/agent"}],
+            },
+        },
+    )
+    answer = kube.request(
+        "POST",
+        path("", "v1", "serviceaccounts", namespace=namespace, name=service_account) + "/token",
+        body={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {
+                "audiences": [AGENT_AUDIENCE],
+                "expirationSeconds": 7200,
+                "boundObjectRef": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": pod["metadata"]["name"],
+                    "uid": pod["metadata"]["uid"],
+                },
+            },
+        },
+    )
+    return str(answer["status"]["token"])

@@ -40,14 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.agent_swarm import SwarmProcesses
+from bench.agent_swarm import SwarmProcesses, agent_token
 from bench.fleet_observe import Coordinator, RolloutWatch, handoffs, listening, wait_for
 from bench.timing import Timings
 from coordinator.drivers.module_spec import desired_module, kmm_version
 from coordinator.kube.client import MERGE_PATCH, Kube, path
 from coordinator.rollout.controller import kmm_labels
 from gpuctl.common import names
-from gpuctl.common.names import AGENT_AUDIENCE, KMM_GROUP, KMM_VERSION
+from gpuctl.common.names import KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from tests.harness import certs
 from tests.harness.access import KubeCluster
@@ -132,36 +132,7 @@ def create_fleet(cluster: KubeCluster, count: int) -> list[tuple[str, str]]:
             body={"status": status},
             content_type=MERGE_PATCH,
         )
-        pod = kube.request(
-            "POST",
-            path("", "v1", "pods", namespace=NAMESPACE),
-            body={
-                "metadata": {"name": f"agent-{node}"},
-                "spec": {
-                    "nodeName": node,
-                    "serviceAccountName": AGENT_SA,
-                    "automountServiceAccountToken": False,
-                    "containers": [{"name": "agent", "image": "registry.invalid/agent"}],
-                },
-            },
-        )
-        answer = kube.request(
-            "POST",
-            path("", "v1", "serviceaccounts", namespace=NAMESPACE, name=AGENT_SA) + "/token",
-            body={
-                "spec": {
-                    "audiences": [AGENT_AUDIENCE],
-                    "expirationSeconds": 7200,
-                    "boundObjectRef": {
-                        "apiVersion": "v1",
-                        "kind": "Pod",
-                        "name": pod["metadata"]["name"],
-                        "uid": pod["metadata"]["uid"],
-                    },
-                }
-            },
-        )
-        return node, str(answer["status"]["token"])
+        return node, agent_token(kube, NAMESPACE, AGENT_SA, node)
 
     with ThreadPoolExecutor(6) as pool:
         return list(pool.map(one, range(count)))

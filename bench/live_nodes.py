@@ -43,13 +43,12 @@ from typing import Any
 
 import grpc
 
-from bench.agent_swarm import SwarmProcesses
+from bench.agent_swarm import SwarmProcesses, agent_token
 from bench.timing import Timings, ratio_line
 from coordinator.kube.client import Kube, path
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as node_grpc
 from gpuctl.common import names
-from gpuctl.common.names import AGENT_AUDIENCE
 from tests.harness import certs
 from tests.harness.access import KubeCluster
 from tests.harness.cluster import repository_root, start_cluster
@@ -61,38 +60,7 @@ RBAC = "rbac.authorization.k8s.io"
 
 def _create_node_pod_token(kube: Kube, node: str) -> str:
     kube.request("POST", path("", "v1", "nodes"), body={"metadata": {"name": node}})
-    pod = kube.request(
-        "POST",
-        path("", "v1", "pods", namespace=NAMESPACE),
-        body={
-            "metadata": {"name": f"agent-{node}"},
-            "spec": {
-                "nodeName": node,
-                "serviceAccountName": "gpuctl-agent",
-                "automountServiceAccountToken": False,
-                "containers": [{"name": "agent", "image": "registry.invalid/agent"}],
-            },
-        },
-    )
-    answer = kube.request(
-        "POST",
-        path("", "v1", "serviceaccounts", namespace=NAMESPACE, name="gpuctl-agent") + "/token",
-        body={
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {
-                "audiences": [AGENT_AUDIENCE],
-                "expirationSeconds": 7200,
-                "boundObjectRef": {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": pod["metadata"]["name"],
-                    "uid": pod["metadata"]["uid"],
-                },
-            },
-        },
-    )
-    return str(answer["status"]["token"])
+    return agent_token(kube, NAMESPACE, "gpuctl-agent", node)
 
 
 def prepare_cluster(cluster: KubeCluster, agents: int) -> tuple[list[tuple[str, str]], str]:
