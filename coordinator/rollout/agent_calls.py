@@ -51,7 +51,11 @@ def failure_words(error: BaseException) -> str:
 
 
 class CallTable:
-    """(node, kind) -> the latest CallState; thread-safe; `on_answer(node)` after each answer."""
+    """node -> kind -> the latest CallState; thread-safe; `on_answer(node)` after each answer.
+
+    Indexed by node first: a pass asks for every considered node's calls, so a flat table
+    would make each pass quadratic in the fleet (measured: 7.8 s of a 5,000-node pass's CPU).
+    """
 
     def __init__(
         self,
@@ -60,17 +64,16 @@ class CallTable:
     ) -> None:
         self._clock = epoch_clock
         self._on_answer = on_answer
-        self._calls: dict[tuple[str, str], CallState] = {}
+        self._calls: dict[str, dict[str, CallState]] = {}
         self._lock = threading.Lock()
 
     def for_node(self, node: str) -> dict[str, CallState]:
         with self._lock:
-            return {kind: s for (n, kind), s in self._calls.items() if n == node}
+            return dict(self._calls.get(node) or {})
 
     def forget(self, node: str) -> None:
         with self._lock:
-            for key in [k for k in self._calls if k[0] == node]:
-                del self._calls[key]
+            self._calls.pop(node, None)
 
     def start(
         self,
@@ -81,10 +84,11 @@ class CallTable:
     ) -> bool:
         """Send a request unless one of this kind and attempt is in flight; True if sent."""
         with self._lock:
-            current = self._calls.get((node, kind))
+            calls = self._calls.setdefault(node, {})
+            current = calls.get(kind)
             if current is not None and current.attempt == attempt and current.in_flight:
                 return False
-            self._calls[(node, kind)] = CallState(kind, attempt, started_at=self._clock())
+            calls[kind] = CallState(kind, attempt, started_at=self._clock())
         try:
             future = send()
         except Exception as err:  # the server is not running, too many requests pending
@@ -110,10 +114,11 @@ class CallTable:
 
     def _finish(self, node: str, kind: str, attempt: str, **answer: Any) -> None:
         with self._lock:
-            current = self._calls.get((node, kind))
+            calls = self._calls.get(node) or {}
+            current = calls.get(kind)
             if current is None or current.attempt != attempt:
                 return  # a newer step asked since; this answer is for an older one
-            self._calls[(node, kind)] = CallState(
+            calls[kind] = CallState(
                 kind, attempt, current.started_at, finished_at=self._clock(), **answer
             )
         self._on_answer(node)

@@ -460,7 +460,7 @@ def _start_nodes(
             if phase is Phase.PENDING:
                 decision.actions.append(blocked(inp, node, "node is NotReady", version))
             continue
-        if len(unavailable | {name}) > bound:
+        if len(unavailable) + (name not in unavailable) > bound:
             held_back = held_back or _unavailable_words(nodes, phases, unavailable)
             continue
         unavailable.add(name)

@@ -151,11 +151,11 @@ SEVERITY = (
 )
 
 
+_PHASES_BY_VALUE = {phase.value: phase for phase in Phase}
+
+
 def parse_phase(value: str | None) -> Phase | None:
     """The phase a label value names; None for no label or a value that is not a phase."""
     if value is None:
         return None
-    try:
-        return Phase(value)
-    except ValueError:
-        return None
+    return _PHASES_BY_VALUE.get(value)

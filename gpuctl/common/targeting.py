@@ -66,5 +66,22 @@ def wants_node(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
 
 
 def wanted_nodes(spec: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> frozenset[str]:
-    """The names of the nodes the GPUDriver spec wants its driver on."""
-    return frozenset(node_name(n) for n in nodes if wants_node(spec, n))
+    """The names of the nodes the GPUDriver spec wants its driver on (wants_node for each,
+    with the selector built and each distinct kernel's mapping found once: a fleet has
+    thousands of nodes and a few kernels)."""
+    kernel_module = spec.get("kernelModule") or {}
+    if not kernel_module:
+        return frozenset()
+    selector = node_selector(spec)
+    mappings = kernel_module.get("kernelMappings") or []
+    served: dict[str, bool] = {}
+    wanted = []
+    for node in nodes:
+        if not matches_labels(selector, node_labels(node)):
+            continue
+        kernel = node_kernel(node)
+        if kernel not in served:
+            served[kernel] = mapping_for(kernel, mappings) is not None
+        if served[kernel]:
+            wanted.append(node_name(node))
+    return frozenset(wanted)
