@@ -226,6 +226,9 @@ class WatchedView:
     def module(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._informers["modules"].get(f"{namespace}/{name}")
 
+    def pods_on(self, node: str) -> list[dict[str, Any]] | None:
+        return None  # no Pod watch here: the engine lists each node's pods
+
 
 class RelistingView:
     """The polling way: every read is a fresh LIST."""
@@ -262,6 +265,9 @@ class RelistingView:
             if module["metadata"]["name"] == name:
                 return module
         return None
+
+    def pods_on(self, node: str) -> list[dict[str, Any]] | None:
+        return None  # the engine lists each node's pods afresh
 
 
 def set_up(kube: Kube, driver: str, nodes: int, now: datetime.datetime, admin: Any) -> list[str]:

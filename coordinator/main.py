@@ -197,8 +197,16 @@ def live_nodes(kube: Kube, config: LiveNodesConfig | None, liveness: Liveness) -
     )
 
 
+# Connections kept to the API server: one per open watch (GPUDrivers, Modules, Nodes, claims,
+# GPUNodes), the Lease, the reconciler, the GPUNode mirror and the rollout's parallel node
+# writers (RolloutConfig.parallel_nodes). The client's default (5 per CPU) would make the
+# surplus open a new TLS connection per request and throw it away.
+API_CONNECTIONS = 48
+
+
 def api_client(kubeconfig: str | None) -> k8s_client.ApiClient:
     configuration = k8s_client.Configuration()
+    configuration.connection_pool_maxsize = API_CONNECTIONS
     if kubeconfig:
         k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=kubeconfig, client_configuration=configuration

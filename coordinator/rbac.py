@@ -37,9 +37,9 @@ CLUSTER_RULES: list[dict[str, Any]] = [
     # reconciler lists Nodes by label (fresh facts) and writes TARGET_LABEL when it switches an
     # older gpuctl's Module to it; the GPUNode mirror reads a Node to own its GPUNode.
     {"apiGroups": [""], "resources": ["nodes"], "verbs": [*READ, "patch"]},
-    # The rollout lists each node's pods (GPU pods block an unload) and evicts them when
-    # spec.rollout.evictGPUPods allows it.
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    # The rollout watches the cluster's Pods (GPU pods block an unload), lists a node's pods
+    # afresh before a KMM write, and evicts them when spec.rollout.evictGPUPods allows it.
+    {"apiGroups": [""], "resources": ["pods"], "verbs": LIST_WATCH},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     # The rollout's checks read claims from the watch cache only.
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": LIST_WATCH},

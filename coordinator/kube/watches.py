@@ -13,6 +13,11 @@ long watches meet:
 - the collection is not served (KMM or DRA not installed): it empties its cache, reports the
   removals, and waits until `available()` says it is served.
 
+Lists are read in pages and every object is kept through `keep`: by default without
+`metadata.managedFields` (coordinator/kube/paged_list.py says why); a reader that needs little
+of a big collection (the rollout of the cluster's Pods) keeps only that. With `index_of`,
+objects are also found by that function's value (`indexed`: a node's Pods without a scan).
+
 `trouble()` says when the cache cannot be trusted as the truth: not listed yet, or its list
 or watch failed (a 404 while `available()` says the collection is served included). It
 stays so until a list succeeds again; with `relist_after_error` the informer lists again
@@ -33,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coordinator.kube.client import KubeApi, KubeError, path
+from coordinator.kube.paged_list import DEFAULT_PAGE_SIZE, list_pages, trimmed
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +88,16 @@ class Informer:
     stop: threading.Event
     available: Callable[[], bool] = _always
     label_selector: str | None = None
+    page_size: int = DEFAULT_PAGE_SIZE
+    keep: Callable[[dict[str, Any]], dict[str, Any]] = trimmed
+    index_of: Callable[[dict[str, Any]], str] | None = None
     watch_timeout_seconds: int = 240
     retry_seconds: float = 1.0
     # List again after a failed list or watch: `trouble()` clears only on a successful list.
     relist_after_error: bool = False
     _cache: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # index_of's value -> key -> object (only with index_of).
+    _index: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _synced: threading.Event = field(default_factory=threading.Event)
     _trouble: str = "not listed yet"
@@ -104,6 +115,25 @@ class Informer:
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
             return self._cache.get(key)
+
+    def indexed(self, value: str) -> list[dict[str, Any]]:
+        """The cached objects whose `index_of` is `value` (none without index_of)."""
+        with self._lock:
+            return list((self._index.get(value) or {}).values())
+
+    def _unindex(self, key: str, obj: dict[str, Any] | None) -> None:
+        if obj is None or self.index_of is None:
+            return
+        value = self.index_of(obj)
+        entries = self._index.get(value)
+        if entries is not None:
+            entries.pop(key, None)
+            if not entries:
+                del self._index[value]
+
+    def _reindex(self, key: str, obj: dict[str, Any]) -> None:
+        if self.index_of is not None:
+            self._index.setdefault(self.index_of(obj), {})[key] = obj
 
     def wait_synced(self, timeout: float) -> bool:
         return self._synced.wait(timeout)
@@ -134,6 +164,9 @@ class Informer:
         fresh = {object_key(o): o for o in items}
         with self._lock:
             old, self._cache = self._cache, fresh
+            self._index = {}
+            for key, obj in fresh.items():
+                self._reindex(key, obj)
         for key, obj in fresh.items():
             before = old.get(key)
             if before is None:
@@ -145,24 +178,33 @@ class Informer:
                 self.on_change("DELETED", obj)
 
     def _apply(self, kind: str, obj: dict[str, Any]) -> None:
+        obj = self.keep(obj)
         key = object_key(obj)
         with self._lock:
+            self._unindex(key, self._cache.get(key))
             if kind == "DELETED":
                 self._cache.pop(key, None)
             else:
                 self._cache[key] = obj
+                self._reindex(key, obj)
         self.on_change(kind, obj)
 
     def _list(self) -> str:
         with self._lock:
             if not self._served:
                 self._served, self._trouble = True, "not listed yet since it became served"
-        answer = self.kube.request("GET", self.resource.collection_path(), query=self._query())
-        self._replace(list(answer.get("items") or []))
+        items, resource_version = list_pages(
+            self.kube,
+            self.resource.collection_path(),
+            self._query(),
+            page_size=self.page_size,
+            keep=self.keep,
+        )
+        self._replace(items)
         self._set_trouble("")
         self.relists += 1
         self._synced.set()
-        return str(answer.get("metadata", {}).get("resourceVersion", ""))
+        return resource_version
 
     def _watch(self, resource_version: str) -> str | None:
         """Follow one watch; the resourceVersion to go on from, or None to list again."""

@@ -2,9 +2,10 @@
 
 One worker thread takes GPUDriver names from its own queue (filled by node, GPUDriver, Module
 and claim changes, by agent answers, and by the decision's own wake-up times) and makes one
-pass: nodes, claims and Modules come from the coordinator's watch caches (claims with why
-they cannot be trusted, when they cannot); GPU pods are listed for the few nodes whose step
-needs them; agent answers come from the CallTable. The nodes a pass considers are those the
+pass: nodes, claims, Modules and Pods come from the coordinator's watch caches (claims
+with why they cannot be trusted, when they cannot); a node about to be handed to KMM
+(Preparing) has its pods listed afresh instead, as has any node while the Pod watch cannot
+be trusted; agent answers come from the CallTable. The nodes a pass considers are those the
 GPUDriver wants (gpuctl.common.targeting; none while it is deleted or has no kernelModule),
 those carrying names.TARGET_LABEL=<driver>, and those with its rollout state; the target is
 the Module's KMM version (coordinator.drivers.module_spec.kmm_version). Writes are
@@ -12,6 +13,14 @@ merge patches carrying the resourceVersion the decision saw, so a decision made 
 view fails (409) instead of acting, and the pass is made again. The copy a successful patch
 returns is used until the watch cache has caught up with it, so the next pass never counts
 a node as it was before our own write (which could break the unavailability bound).
+
+A pass's actions are carried out node by node in parallel (`RolloutConfig.parallel_nodes`
+at once), each node's in the decision's order, its first failed write ending that node's
+share. That is safe because every decision about one node rests on that node's own state
+alone (its write is conditioned on its resourceVersion), and starts are counted against the
+unavailable nodes as they were before the pass: a node finishing in the same pass frees its
+slot for the next pass, never for this one. Without it, a pass of 500 nodes' steps made
+its ~500 requests one after another.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -83,8 +93,10 @@ log = logging.getLogger(__name__)
 CONFLICT_RETRY_SECONDS = 0.05
 API_ERROR_RETRY_SECONDS = 5.0
 POD_LIST_TTL_SECONDS = 1.0
-# Phases whose step looks at the node's GPU pods.
+# Phases whose step looks at the node's GPU pods, and the one that lists them afresh: its
+# step hands the node to KMM.
 NEEDS_PODS = frozenset({Phase.CHECKING, Phase.DRAINING, Phase.PREPARING, Phase.BLOCKED})
+LISTS_PODS = Phase.PREPARING
 # Phase changes worth an Event on the Node (the others are in the annotations and status).
 NODE_EVENT_PHASES = frozenset(
     {Phase.CHECKING, Phase.LOADING, Phase.DONE, Phase.BLOCKED, Phase.FAILED, Phase.SKIPPED}
@@ -112,6 +124,10 @@ class RolloutView(Protocol):
 
     def module(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
+    def pods_on(self, node: str) -> list[dict[str, Any]] | None:
+        """The node's Pods as the Pod watch has them; None when it cannot be trusted now."""
+        ...
+
 
 @dataclass(frozen=True)
 class RolloutConfig:
@@ -121,6 +137,8 @@ class RolloutConfig:
     # Deadlines of report and restore requests (prepare uses spec.rollout.timeouts.prepare).
     report_timeout_seconds: float = 10.0
     restore_timeout_seconds: float = 60.0
+    # How many nodes' actions of one pass are carried out at once.
+    parallel_nodes: int = 16
 
 
 def _resource_version(obj: Mapping[str, Any]) -> int:
@@ -187,11 +205,20 @@ def _considered(driver: str, nodes: Sequence[dict[str, Any]], wanted: frozenset[
     return out
 
 
-def _target_image(spec: Mapping[str, Any], node: Mapping[str, Any]) -> str:
-    """The image the spec's kernel mapping gives the node's kernel ("" for none)."""
+def _target_images(spec: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], str]:
+    """The image the spec's kernel mapping gives a node's kernel ("" for none), each distinct
+    kernel looked up once per pass."""
     mappings = (spec.get("kernelModule") or {}).get("kernelMappings") or []
-    mapping = mapping_for(node_kernel(node), mappings)
-    return str((mapping or {}).get("containerImage") or "")
+    images: dict[str, str] = {}
+
+    def image(node: Mapping[str, Any]) -> str:
+        kernel = node_kernel(node)
+        if kernel not in images:
+            mapping = mapping_for(kernel, mappings)
+            images[kernel] = str((mapping or {}).get("containerImage") or "")
+        return images[kernel]
+
+    return image
 
 
 def kmm_labels(namespace: str, module: str) -> KmmLabels:
@@ -236,6 +263,9 @@ class RolloutController:
         self._pods: dict[str, tuple[float, tuple[GpuPod, ...] | None]] = {}
         self._evicted_at: dict[str, float] = {}
         self._gate_answers: dict[tuple[str, str, str], tuple[float, GateResult]] = {}
+        self._pool = ThreadPoolExecutor(
+            max(1, config.parallel_nodes), thread_name_prefix="rollout-node"
+        )
         self.passes = 0
 
     # -- triggers ---------------------------------------------------------------------------
@@ -259,6 +289,7 @@ class RolloutController:
             key_name="gpudriver",
             heartbeat=heartbeat,
         )
+        self._pool.shutdown(wait=True)
 
     def _counted_sync(self, name: str) -> float | None:
         try:
@@ -345,10 +376,11 @@ class RolloutController:
         claims = claims_on_nodes(self._view.claims(), all_nodes)
         claims_unknown = self._view.claims_trouble()
         facts = []
+        target_image = _target_images(spec)
         for node in _considered(name, all_nodes, wanted):
             called = node_name(node)
             phase = names.parse_phase(node_labels(node).get(names.STATE_LABEL))
-            pods = self._gpu_pods(called) if phase in NEEDS_PODS else ()
+            pods = self._gpu_pods(called, phase) if phase in NEEDS_PODS else ()
             facts.append(
                 node_facts(
                     node,
@@ -357,7 +389,7 @@ class RolloutController:
                     calls=self.calls.for_node(called),
                     wanted=called in wanted,
                     claims_unknown=claims_unknown,
-                    target_image=_target_image(spec, node),
+                    target_image=target_image(node),
                 )
             )
         kernel_module = spec.get("kernelModule") or {}
@@ -424,8 +456,13 @@ class RolloutController:
         self._gate_answers[key] = (now, result)
         return result
 
-    def _gpu_pods(self, node: str) -> tuple[GpuPod, ...] | None:
-        """The node's GPU pods (listed at most once a second); None when the list failed."""
+    def _gpu_pods(self, node: str, phase: Phase | None) -> tuple[GpuPod, ...] | None:
+        """The node's GPU pods: from the Pod watch, or listed (at most once a second) before
+        a KMM write or while the watch cannot be trusted; None when the list failed."""
+        if phase is not LISTS_PODS:
+            watched = self._view.pods_on(node)
+            if watched is not None:
+                return gpu_pods(watched, dra_served=self._view.claims_served())
         now = self._monotonic()
         cached = self._pods.get(node)
         if cached is not None and now - cached[0] < POD_LIST_TTL_SECONDS:
@@ -448,13 +485,25 @@ class RolloutController:
     def _execute(
         self, driver: Mapping[str, Any], inp: RolloutInput, decision: Decision
     ) -> float | None:
-        """Carry out the actions in order; a failed write stops the pass (look again soon)."""
+        """Carry out the actions, node by node in parallel, each node's in order; a failed
+        write ends its node's share. Returns the soonest retry any node asked for."""
         by_name = {n.name: n for n in inp.nodes}
+        per_node: dict[str, list[Action]] = {}
         for action in decision.actions:
-            retry = self._carry_out(driver, inp, by_name, action)
-            if retry is not None:
-                return retry
-        return None
+            per_node.setdefault(action.node, []).append(action)
+
+        def carry_out_node(actions: list[Action]) -> float | None:
+            for action in actions:
+                retry = self._carry_out(driver, inp, by_name, action)
+                if retry is not None:
+                    return retry
+            return None
+
+        if len(per_node) == 1:
+            retries = [carry_out_node(next(iter(per_node.values())))]
+        else:
+            retries = list(self._pool.map(carry_out_node, per_node.values()))
+        return min((r for r in retries if r is not None), default=None)
 
     def _carry_out(
         self,

@@ -3,6 +3,10 @@
 Which pods count as GPU pods is the shared rule of gpuctl/common/gpu_pods.py that
 `gpuctl rollout plan` applies too; here such pods become the rollout's facts, and an eviction
 is the Eviction API's body.
+
+The coordinator watches the cluster's Pods and keeps of each only `watched_part`: what that
+rule and the rollout read (name, namespace, node, phase, GPU resources, whether it references
+ResourceClaims). A cluster's Pods are many; kept whole they would be most of its memory.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from coordinator.rollout.facts import GpuPod
-from gpuctl.common.gpu_pods import is_gpu_pod
+from gpuctl.common.gpu_pods import GPU_RESOURCE_PREFIX, is_gpu_pod
+
+CONTAINER_LISTS = ("containers", "initContainers")
 
 
 def gpu_pods(pods: Iterable[Mapping[str, Any]], *, dra_served: bool = True) -> tuple[GpuPod, ...]:
@@ -30,3 +36,48 @@ def eviction(pod: GpuPod) -> dict[str, Any]:
         "kind": "Eviction",
         "metadata": {"name": pod.name, "namespace": pod.namespace},
     }
+
+
+def _gpu_resources(container: Mapping[str, Any]) -> dict[str, Any]:
+    resources = container.get("resources") or {}
+    kept = {}
+    for kind in ("requests", "limits"):
+        gpu = {
+            k: v
+            for k, v in (resources.get(kind) or {}).items()
+            if str(k).startswith(GPU_RESOURCE_PREFIX)
+        }
+        if gpu:
+            kept[kind] = gpu
+    return kept
+
+
+def watched_part(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What the rollout keeps of a watched Pod: is_gpu_pod answers the same on it."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    kept_spec: dict[str, Any] = {"nodeName": spec.get("nodeName") or ""}
+    for containers in CONTAINER_LISTS:
+        gpu = [{"resources": r} for c in spec.get(containers) or [] if (r := _gpu_resources(c))]
+        if gpu:
+            kept_spec[containers] = gpu
+    if spec.get("resourceClaims"):
+        kept_spec["resourceClaims"] = [
+            {"name": c.get("name", "")} for c in spec["resourceClaims"] if isinstance(c, Mapping)
+        ] or [{"name": ""}]
+    return {
+        "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta},
+        "spec": kept_spec,
+        "status": {"phase": (pod.get("status") or {}).get("phase", "")},
+    }
+
+
+def pod_node(pod: Mapping[str, Any]) -> str:
+    """The node a Pod is bound to ("" while unscheduled)."""
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+def may_hold_gpu(pod: Mapping[str, Any]) -> bool:
+    """A Pod the rollout's checks may count (see is_gpu_pod, either way DRA is served): its
+    changes concern the rollout, other Pods' do not."""
+    return is_gpu_pod(pod, dra_served=False)

@@ -291,3 +291,102 @@ def test_served_again_is_not_listed_yet_until_the_list() -> None:
     informer._list()
     assert seen == [(True, "not listed yet since it became served")]
     assert (informer.served(), informer.trouble()) == (True, "")
+
+
+class PagedApi(ScriptedApi):
+    """Answers a list in pages of `limit` objects with continue tokens, as the API server
+    does; records each list request's query."""
+
+    def __init__(self, items: list[dict[str, Any]], watches: list[Any]) -> None:
+        super().__init__([items], watches)
+        self.queries: list[dict[str, Any]] = []
+
+    def request(self, method: str, resource_path: str, **kw: Any) -> dict[str, Any]:
+        query = dict(kw.get("query") or {})
+        self.queries.append(query)
+        start = int(query.get("continue") or 0)
+        end = start + int(query["limit"])
+        meta: dict[str, Any] = {"resourceVersion": "10" if start == 0 else "99"}
+        if end < len(self.lists[0]):
+            meta["continue"] = str(end)
+        return {"metadata": meta, "items": self.lists[0][start:end]}
+
+
+def test_a_list_is_read_in_pages_and_watched_from_the_first_pages_version() -> None:
+    items = [obj(f"n{i}", str(i)) for i in range(5)]
+    items[0]["metadata"]["managedFields"] = [{"manager": "kubelet"}]
+    api = PagedApi(items, [[{"type": "ADDED", "object": obj("n9", "11")}]])
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def on_change(_kind: str, o: dict[str, Any]) -> None:
+        seen.append(o["metadata"]["name"])
+        if len(seen) == 6:
+            stop.set()
+
+    informer = Informer(
+        api, Resource("", "v1", "nodes"), on_change, stop, page_size=2, retry_seconds=0.0
+    )
+    thread = threading.Thread(target=informer.run)
+    thread.start()
+    thread.join(timeout=5)
+    stop.set()
+    thread.join(timeout=5)
+    assert [q.get("continue") for q in api.queries] == [None, "2", "4"]
+    assert all(q["limit"] == 2 for q in api.queries)
+    assert seen == ["n0", "n1", "n2", "n3", "n4", "n9"]
+    assert api.watch_versions == ["10"]  # the snapshot's version, not a later page's
+    assert "managedFields" not in (informer.get("n0") or {})["metadata"]
+
+
+def test_managed_fields_are_not_kept_from_watch_events() -> None:
+    watched = obj("b", "11")
+    watched["metadata"]["managedFields"] = [{"manager": "kubelet"}]
+    api = ScriptedApi([[]], [[{"type": "ADDED", "object": watched}]])
+    informer, _seen = run_informer(api, 1)
+    assert informer.get("b") == obj("b", "11")
+
+
+def _on(node: str, name: str, rv: str) -> dict[str, Any]:
+    pod = obj(name, rv, namespace="ml")
+    pod["spec"] = {"nodeName": node}
+    return pod
+
+
+def test_an_index_follows_objects_across_values_and_deletions() -> None:
+    api = ScriptedApi(
+        [[_on("n1", "a", "1"), _on("n1", "b", "2")]],
+        [
+            [
+                {"type": "MODIFIED", "object": _on("n2", "a", "11")},
+                {"type": "DELETED", "object": _on("n1", "b", "12")},
+                {"type": "ADDED", "object": _on("n2", "c", "13")},
+            ]
+        ],
+    )
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def on_change(_kind: str, o: dict[str, Any]) -> None:
+        seen.append(o["metadata"]["name"])
+        if len(seen) == 5:
+            stop.set()
+
+    informer = Informer(
+        api,
+        Resource("", "v1", "pods"),
+        on_change,
+        stop,
+        retry_seconds=0.0,
+        index_of=lambda o: str(o["spec"]["nodeName"]),
+        keep=lambda o: {**o, "kept": True},
+    )
+    thread = threading.Thread(target=informer.run)
+    thread.start()
+    thread.join(timeout=5)
+    stop.set()
+    thread.join(timeout=5)
+    assert informer.indexed("n1") == []
+    assert sorted(o["metadata"]["name"] for o in informer.indexed("n2")) == ["a", "c"]
+    assert all(o["kept"] for o in informer.snapshot())
+    assert informer.indexed("n3") == []

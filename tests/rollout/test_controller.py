@@ -96,6 +96,8 @@ class View:
     def __init__(self, api: MemoryApi) -> None:
         self.api = api
         self.claims_unknown = ""
+        # The Pod watch's view of the node's pods (None: untrusted, the controller lists).
+        self.watched_pods: list[dict[str, Any]] | None = None
 
     def drivers(self) -> list[dict[str, Any]]:
         return [copy.deepcopy(self.api.objects[DRIVER_PATH])]
@@ -111,6 +113,9 @@ class View:
 
     def claims_served(self) -> bool:
         return True
+
+    def pods_on(self, node: str) -> list[dict[str, Any]] | None:
+        return self.watched_pods
 
     def module(self, namespace: str, name: str) -> dict[str, Any] | None:
         spec = self.api.objects[DRIVER_PATH]["spec"]

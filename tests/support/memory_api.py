@@ -16,11 +16,15 @@ What tests need beyond storage:
 - `answer(method, path, *answers)` plays endpoints that compute an answer rather than store
   an object (TokenReview, SubjectAccessReview): each request takes the next answer, and a
   KubeError among them is raised.
+
+Requests are served one at a time (a lock), as callers may send from several threads (the
+rollout carries out a pass's nodes in parallel).
 """
 
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -70,6 +74,7 @@ class MemoryApi:
         self.fail: dict[tuple[str, str], KubeError] = {}
         self._answers: dict[tuple[str, str], list[dict[str, Any] | KubeError]] = {}
         self._version = 100
+        self._lock = threading.RLock()
 
     def store(self, resource_path: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Puts `obj` at `resource_path` as if created there (new resourceVersion, a uid)."""
@@ -104,6 +109,12 @@ class MemoryApi:
         body: Any = None,
         content_type: str = "",
         timeout: float | None = None,
+    ) -> dict[str, Any]:
+        with self._lock:
+            return self._request(method, resource_path, query, body)
+
+    def _request(
+        self, method: str, resource_path: str, query: dict[str, Any] | None, body: Any
     ) -> dict[str, Any]:
         self.requests.append((method, resource_path))
         if method != "GET":
