@@ -26,7 +26,7 @@ from coordinator.drivers.module_spec import (
     ready_label,
     version_label,
 )
-from coordinator.drivers.node_facts import NodeFacts, NodeRef, node_facts
+from coordinator.drivers.node_facts import NodeFacts, NodeRef, node_facts, planned_part
 from coordinator.drivers.plan import Action, Plan, PlanInput, plan
 from coordinator.drivers.status import (
     ROLLOUT_OWNED_STATUS,
@@ -40,6 +40,7 @@ from coordinator.event_notes import WARNING
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.discovery import Discovery
 from coordinator.kube.events import EventRecorder
+from coordinator.kube.paged_list import list_pages
 from gpuctl.common import names
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
 
@@ -125,12 +126,15 @@ class Reconciler:
             raise
 
     def _fresh_facts(self, labels: NodeLabels) -> tuple[NodeFacts | None, str]:
-        """The Nodes that matter, read now from the API server; None and why if a read fails."""
+        """The Nodes that matter, read now from the API server (in pages, keeping only what
+        the plan reads of each); None and why if a read fails."""
         nodes: list[dict[str, Any]] = []
         try:
             for selector in labels.selectors():
-                answer = self._kube.request("GET", NODES, query={"labelSelector": selector})
-                nodes.extend(answer.get("items") or [])
+                items, _ = list_pages(
+                    self._kube, NODES, {"labelSelector": selector}, keep=planned_part
+                )
+                nodes.extend(items)
         except KubeError as err:
             log.warning("cannot read nodes", extra={"gpudriver": labels.driver, "error": str(err)})
             return None, err.message

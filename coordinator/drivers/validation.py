@@ -11,7 +11,10 @@ anything, and reported as a status error and a Warning Event that name the field
 - KMM's limit of 41 characters on namespace + Module name (its node label names);
 - `version` and `parameters` as the CEL rules have them (model.VERSION_PATTERN,
   model.PARAMETER_PATTERN), for a GPUDriver stored before those rules existed: a version that
-  is not a label value would break every Node write of the rollout.
+  is not a label value would break every Node write of the rollout;
+- a `nodeSelector` on the labels gpuctl itself writes (names.STATE_LABEL,
+  names.TARGET_LABEL): each rollout step would change which nodes are wanted (and the
+  coordinator does not reconcile on its own state label's changes).
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ import pydantic
 
 from coordinator.drivers import model
 from coordinator.drivers.module_spec import KMM_MAX_NAMESPACE_PLUS_NAME, module_name
+from gpuctl.common import names
+
+# Node labels gpuctl writes: a GPUDriver cannot select its nodes by them.
+GPUCTL_WRITTEN_LABELS = (names.STATE_LABEL, names.TARGET_LABEL)
 
 
 @dataclass(frozen=True)
@@ -161,6 +168,15 @@ def validate(driver: dict[str, Any], namespace: str) -> list[FieldError]:
     """Every problem with a GPUDriver that would make its Module wrong or refused."""
     spec = driver.get("spec") or {}
     errors = _schema_errors(spec)
+    for label in GPUCTL_WRITTEN_LABELS:
+        if label in (spec.get("nodeSelector") or {}):
+            errors.append(
+                FieldError(
+                    f"spec.nodeSelector[{label!r}]",
+                    "gpuctl writes this label itself (rollout state and targeting); select "
+                    "nodes by labels of your own",
+                )
+            )
     kernel_module = spec.get("kernelModule")
     if not kernel_module:
         return errors

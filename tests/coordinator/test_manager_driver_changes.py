@@ -1,5 +1,5 @@
 """Which GPUDriver and Node changes the reconciler needs to see: not the rollout's own status
-writes, nor a Node's heartbeats."""
+writes, nor a Node's heartbeats or rollout steps."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from coordinator.manager import _reconciled_node_part, _reconciled_part
-from gpuctl.common.names import TARGET_LABEL
+from gpuctl.common.names import STATE_LABEL, TARGET_LABEL
 from tests.support import samples
 
 
@@ -65,4 +65,15 @@ def test_a_nodes_heartbeat_is_not() -> None:
     after = copy.deepcopy(before)
     after["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-11-29T12:00:00Z"
     after["metadata"]["resourceVersion"] = "9"
+    assert _reconciled_node_part(before) == _reconciled_node_part(after)
+
+
+def test_a_nodes_rollout_step_is_not() -> None:
+    """The rollout's state label changes six times per node in every rollout; the reconciler
+    does not read it (and a nodeSelector on it is refused by validation)."""
+    before = _gpu_node()
+    before["metadata"]["labels"][STATE_LABEL] = "Checking"
+    after = copy.deepcopy(before)
+    after["metadata"]["labels"][STATE_LABEL] = "Draining"
+    after["metadata"]["annotations"] = {"gpuctl.dev/rollout-reason": "evicting GPU pods"}
     assert _reconciled_node_part(before) == _reconciled_node_part(after)

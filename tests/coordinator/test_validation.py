@@ -155,3 +155,18 @@ def test_parameters_name_value_or_name() -> None:
     assert str(errors[0]) == (
         "spec.kernelModule.parameters[1]: parameter 'two words=1': " + PARAMETER_MESSAGE
     )
+
+
+@pytest.mark.parametrize("label", ["gpuctl.dev/driver-state", "gpuctl.dev/driver-target"])
+def test_a_node_selector_on_a_label_gpuctl_writes_is_refused(label: str) -> None:
+    spec = samples.minimal_spec()
+    spec["nodeSelector"] = {label: "Done", "pool": "gpu"}
+    errors = validate(samples.driver("gpu", spec), samples.NAMESPACE)
+    assert [e.field for e in errors] == [f"spec.nodeSelector[{label!r}]"]
+    assert "gpuctl writes this label itself" in errors[0].message
+
+
+def test_a_node_selector_on_the_admins_labels_is_accepted() -> None:
+    spec = samples.minimal_spec()
+    spec["nodeSelector"] = {"pool": "gpu", "gpuctl.dev/rollout": "skip"}
+    assert validate(samples.driver("gpu", spec), samples.NAMESPACE) == []
