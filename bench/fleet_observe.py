@@ -78,18 +78,31 @@ class Coordinator:
                 return int(line.split()[1])
         return 0
 
-    def metric(self, name: str) -> float:
-        """A sample of the coordinator's /metrics; 0 before it serves them."""
+    def _metrics_text(self) -> str:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         try:
             with urllib.request.urlopen(url, timeout=30) as answer:
-                text = answer.read().decode()
+                return str(answer.read().decode())
         except OSError:
-            return 0.0
-        for line in text.splitlines():
+            return ""
+
+    def metric(self, name: str) -> float:
+        """A sample of the coordinator's /metrics; 0 before it serves them."""
+        for line in self._metrics_text().splitlines():
             if line.startswith((f"{name} ", f"{name}_total ")):
                 return float(line.rsplit(" ", 1)[1])
         return 0.0
+
+    def step_totals(self) -> dict[str, tuple[float, float]]:
+        """Per rollout step: (seconds summed, nodes counted) of gpuctl_rollout_step_seconds."""
+        totals: dict[str, list[float]] = {}
+        for line in self._metrics_text().splitlines():
+            for suffix, index in (("_sum{", 0), ("_count{", 1)):
+                prefix = f'gpuctl_rollout_step_seconds{suffix}phase="'
+                if line.startswith(prefix):
+                    phase = line[len(prefix) :].split('"', 1)[0]
+                    totals.setdefault(phase, [0.0, 0.0])[index] = float(line.rsplit(" ", 1)[1])
+        return {phase: (t[0], t[1]) for phase, t in totals.items()}
 
     def stop(self) -> None:
         if self.process.poll() is None:

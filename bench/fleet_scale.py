@@ -311,6 +311,7 @@ def roll_out(world: World, coordinator: Coordinator, nodes: int, delay: float) -
     counts_before = coordinator.counts()
     cpu_before = coordinator.cpu_seconds()
     mirror_before = coordinator.metric("gpuctl_gpunode_writes")
+    steps_before = coordinator.step_totals()
     begin = time.perf_counter()
     kube.request(
         "PATCH",
@@ -327,6 +328,12 @@ def roll_out(world: World, coordinator: Coordinator, nodes: int, delay: float) -
     elapsed = max(watch.done.values()) - begin
     watch.stop()
     counts_after = coordinator.counts()
+    steps_after = coordinator.step_totals()
+    step_means = {}
+    for phase, (total, count) in steps_after.items():
+        total_before, count_before = steps_before.get(phase, (0.0, 0.0))
+        if count > count_before:
+            step_means[phase] = (total - total_before) / (count - count_before)
     bound = max(1, math.floor(nodes * 0.10))
     per_node = Timings(
         "a node's own time", tuple(watch.done[n] - watch.started[n] for n in watch.done)
@@ -347,6 +354,7 @@ def roll_out(world: World, coordinator: Coordinator, nodes: int, delay: float) -
         "gpunode_writes": coordinator.metric("gpuctl_gpunode_writes") - mirror_before,
         "cpu_seconds_rollout": coordinator.cpu_seconds() - cpu_before,
         "pods_running_after": running_gpu_pods(kube),
+        "step_means": step_means,
     }
 
 
@@ -404,6 +412,8 @@ def describe(f: dict[str, Any]) -> str:
             f"{handoff.median * 1e3:.0f} ms, p99 {handoff.percentile(99) * 1e3:.0f} ms over "
             f"{len(handoff.seconds)}",
             f"  most unavailable at once: {f['most_unavailable']} (bound {f['bound']})",
+            "  a node's steps, mean s (the coordinator's gpuctl_rollout_step_seconds): "
+            + ", ".join(f"{phase} {mean:.2f}" for phase, mean in f["step_means"].items()),
             f"  API requests per node: {f['requests_per_node']:.1f} ({kinds})",
             f"  GPUNode writes during the rollout: {f['gpunode_writes']:.0f} "
             f"({f['gpunode_writes'] / f['nodes']:.2f} per node)",
