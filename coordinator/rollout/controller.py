@@ -18,9 +18,10 @@ A pass's actions are carried out node by node in parallel (`RolloutConfig.parall
 at once), each node's in the decision's order, its first failed write ending that node's
 share. That is safe because every decision about one node rests on that node's own state
 alone (its write is conditioned on its resourceVersion), and starts are counted against the
-unavailable nodes as they were before the pass: a node finishing in the same pass frees its
-slot for the next pass, never for this one. Without it, a pass of 500 nodes' steps made
-its ~500 requests one after another.
+unavailable nodes as the pass's other writes leave them and made only after all of those
+succeeded (PatchNode.takes_slot): a node verified Done frees its slot for a start in the
+same pass, and a failed write holds every start back. Without it, a pass of 500 nodes'
+steps made its ~500 requests one after another.
 """
 
 from __future__ import annotations
@@ -486,10 +487,22 @@ class RolloutController:
         self, driver: Mapping[str, Any], inp: RolloutInput, decision: Decision
     ) -> float | None:
         """Carry out the actions, node by node in parallel, each node's in order; a failed
-        write ends its node's share. Returns the soonest retry any node asked for."""
+        write ends its node's share. Starts (PatchNode.takes_slot) were counted on the nodes
+        as the other writes leave them: they are made after those, and only if all of them
+        succeeded. Returns the soonest retry any node asked for."""
+        starts = [a for a in decision.actions if isinstance(a, PatchNode) and a.takes_slot]
+        others = [a for a in decision.actions if not (isinstance(a, PatchNode) and a.takes_slot)]
+        retry = self._execute_in_parallel(driver, inp, others)
+        if retry is not None:
+            return retry
+        return self._execute_in_parallel(driver, inp, starts)
+
+    def _execute_in_parallel(
+        self, driver: Mapping[str, Any], inp: RolloutInput, actions: Sequence[Action]
+    ) -> float | None:
         by_name = {n.name: n for n in inp.nodes}
         per_node: dict[str, list[Action]] = {}
-        for action in decision.actions:
+        for action in actions:
             per_node.setdefault(action.node, []).append(action)
 
         def carry_out_node(actions: list[Action]) -> float | None:
@@ -499,8 +512,8 @@ class RolloutController:
                     return retry
             return None
 
-        if len(per_node) == 1:
-            retries = [carry_out_node(next(iter(per_node.values())))]
+        if len(per_node) <= 1:
+            retries = [carry_out_node(a) for a in per_node.values()]
         else:
             retries = list(self._pool.map(carry_out_node, per_node.values()))
         return min((r for r in retries if r is not None), default=None)

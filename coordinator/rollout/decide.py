@@ -20,10 +20,14 @@ Per pass, over those nodes (in name order):
    the same checks. Other nodes in progress take their next step (steps.py).
 3. New nodes start (Pending, or Blocked nodes whose blocker went away) only while the
    unavailable nodes — in progress, cordoned by anyone, or NotReady — stay within
-   maxUnavailable. Loads wait while the rollout is paused, held after its first node,
-   failed (at its failure budget) or waiting for the Module; removals only while it is
-   paused or failed (the Module's version does not matter to an unload, and the drivers
-   controller may hold a Module update until such nodes are unloaded). They start in the
+   maxUnavailable. A node verified Done (and uncordoned) in this pass frees its slot for a
+   start in the same pass, unless a Done can hold the starts (an unreleased
+   holdAfterFirstNode, a soak); starts are marked (`PatchNode.takes_slot`) and made only once
+   every other write of the pass succeeded. Loads wait while the rollout is paused, held
+   after its first node, failed (at its failure budget) or waiting for the Module; removals
+   only while it is paused or failed (the Module's version does not matter to an unload, and
+   the drivers controller may hold a Module update until such nodes are unloaded). They
+   start in the
    order of gpuctl.common.rollout_order (the one `gpuctl rollout plan` shows): nodes
    unavailable already (an admin's cordon) first, as they take no new slot, then by name.
 4. Blocked nodes are asked now and then whether their blocker went away.
@@ -49,7 +53,7 @@ The status (rollout_status.py) and the Events about the GPUDriver come out of th
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -246,12 +250,38 @@ def _load_gates(inp: RolloutInput, gate: str, phases: Mapping[str, Phase], soaki
     return _Gates(gate, "")
 
 
-def _unavailable(nodes: Mapping[str, NodeFacts], phases: Mapping[str, Phase]) -> set[str]:
-    return {
-        name
-        for name, node in nodes.items()
-        if is_unavailable(phases[name], unschedulable=node.unschedulable, ready=node.ready)
+def _done_frees_in_pass(inp: RolloutInput) -> bool:
+    """Whether a node verified Done in this pass may free its slot for a start in the same
+    pass: not while a Done can itself hold the starts (an unreleased holdAfterFirstNode, a
+    soak), as those gates are judged on the nodes before this pass's writes."""
+    held = inp.settings.hold_after_first_node and inp.resumed_version != inp.target_version
+    return not held and not inp.settings.soak_seconds
+
+
+def _unavailable_after(
+    inp: RolloutInput,
+    nodes: Mapping[str, NodeFacts],
+    phases: Mapping[str, Phase],
+    actions: Sequence[Action],
+) -> set[str]:
+    """The unavailable nodes, counting this pass's Done writes (and their uncordon) as made
+    where _done_frees_in_pass allows; every other write as not made yet."""
+    frees = _done_frees_in_pass(inp)
+    done = {
+        a.node: a
+        for a in actions
+        if frees and isinstance(a, PatchNode) and a.phase_to is Phase.DONE
     }
+    unavailable = set()
+    for name, node in nodes.items():
+        phase, unschedulable = phases[name], node.unschedulable
+        write = done.get(name)
+        if write is not None:
+            phase = Phase.DONE
+            unschedulable = unschedulable if write.unschedulable is None else write.unschedulable
+        if is_unavailable(phase, unschedulable=unschedulable, ready=node.ready):
+            unavailable.add(name)
+    return unavailable
 
 
 def _after(node: NodeFacts, write: PatchNode | None) -> tuple[Phase | None, str]:
@@ -434,7 +464,7 @@ def _start_nodes(
     Returns the unavailable nodes, in words, when the bound kept a node from starting.
     """
     held_back = ""
-    unavailable = _unavailable(nodes, phases)
+    unavailable = _unavailable_after(inp, nodes, phases, decision.actions)
     touched = {a.node for a in decision.actions if isinstance(a, PatchNode)}
     for name in start_order({name: name in unavailable for name in nodes}):
         node = nodes[name]
@@ -465,7 +495,8 @@ def _start_nodes(
             continue
         unavailable.add(name)
         reason = "asking the agent for a fresh report"
-        decision.actions.append(transition(inp, node, Phase.CHECKING, reason, version=version))
+        start = transition(inp, node, Phase.CHECKING, reason, version=version)
+        decision.actions.append(dataclasses.replace(start, takes_slot=True))
     return held_back
 
 

@@ -1,0 +1,80 @@
+"""A node verified Done frees its slot for a start in the same pass (no pass in between),
+unless a Done can hold the starts; the start is made only after every other write of the
+pass succeeded."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from coordinator.kube.client import KubeError
+from coordinator.rollout.actions import PatchNode
+from coordinator.rollout.controller import CONFLICT_RETRY_SECONDS
+from coordinator.rollout.decide import Decision, decide
+from coordinator.rollout.settings import RolloutSettings
+from gpuctl.common import names
+from gpuctl.common.names import Phase
+from tests.rollout.test_parallel_nodes import PATHS, SECOND, two_node_world
+from tests.rollout.test_steps import verifying
+from tests.support.rollout_samples import PF, answered, new_report, node, rollout
+
+
+def _decision(**overrides: Any) -> Decision:
+    verified = answered(verifying(), report=new_report(vfs={PF: 2}))
+    waiting = node("n2", phase=Phase.PENDING)
+    base = RolloutSettings(hold_after_first_node=False, max_unavailable=1)
+    inp = rollout([verified, waiting], settings=dataclasses.replace(base, **overrides))
+    return decide(inp)
+
+
+def _writes(decision: Decision) -> dict[str, PatchNode]:
+    return {a.node: a for a in decision.actions if isinstance(a, PatchNode)}
+
+
+def test_the_slot_a_node_frees_by_its_done_is_taken_in_the_same_pass() -> None:
+    writes = _writes(_decision())
+    assert writes["n1"].phase_to is Phase.DONE
+    assert writes["n1"].unschedulable is False
+    assert writes["n2"].phase_to is Phase.CHECKING
+    assert writes["n2"].takes_slot
+    assert not writes["n1"].takes_slot
+
+
+@pytest.mark.parametrize(
+    "hold",
+    [
+        {"hold_after_first_node": True},  # not resumed: the first Done holds the rollout
+        {"soak_seconds": 60.0},  # the Done node soaks before the next starts
+    ],
+)
+def test_a_done_that_can_hold_the_starts_frees_nothing_in_its_own_pass(
+    hold: dict[str, Any],
+) -> None:
+    writes = _writes(_decision(**hold))
+    assert writes["n1"].phase_to is Phase.DONE
+    assert "n2" not in writes
+
+
+def test_the_start_waits_for_the_other_writes_and_a_failed_one_holds_it() -> None:
+    api, controller = two_node_world()
+    done = PatchNode("n1", "1", labels={names.STATE_LABEL: "Done"}, phase_to=Phase.DONE)
+    start = PatchNode(
+        "n2", "1", labels={names.STATE_LABEL: "Checking"}, phase_to=Phase.CHECKING, takes_slot=True
+    )
+    api.fail[("PATCH", PATHS[0])] = KubeError(409, "Conflict")
+    inp = rollout([node("n1"), node("n2")])
+    assert controller._execute({}, inp, Decision(actions=[start, done])) == CONFLICT_RETRY_SECONDS
+    assert names.STATE_LABEL not in api.objects[SECOND]["metadata"]["labels"]
+    order: list[str] = []
+    request = api.request
+
+    def recorded(method: str, resource_path: str, **kw: Any) -> dict[str, Any]:
+        order.append(resource_path)
+        return request(method, resource_path, **kw)
+
+    api.request = recorded  # type: ignore[method-assign]
+    assert controller._execute({}, inp, Decision(actions=[start, done])) is None
+    assert order == list(PATHS)  # the Done first, though the decision listed the start first
+    assert api.objects[SECOND]["metadata"]["labels"][names.STATE_LABEL] == "Checking"
