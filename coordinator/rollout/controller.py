@@ -378,14 +378,14 @@ class RolloutController:
         claims_unknown = self._view.claims_trouble()
         facts = []
         target_image = _target_images(spec)
-        for node in _considered(name, all_nodes, wanted):
+        considered = _considered(name, all_nodes, wanted)
+        pods_of = self._pods_of(considered)
+        for node in considered:
             called = node_name(node)
-            phase = names.parse_phase(node_labels(node).get(names.STATE_LABEL))
-            pods = self._gpu_pods(called, phase) if phase in NEEDS_PODS else ()
             facts.append(
                 node_facts(
                     node,
-                    gpu_pods=pods,
+                    gpu_pods=pods_of.get(called, ()),
                     claims=claims.get(called, ()),
                     calls=self.calls.for_node(called),
                     wanted=called in wanted,
@@ -456,6 +456,16 @@ class RolloutController:
             log.info("rollout gate holds", extra={"gpudriver": driver, "why": result.words})
         self._gate_answers[key] = (now, result)
         return result
+
+    def _pods_of(self, nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[GpuPod, ...] | None]:
+        """The GPU pods of the nodes whose step looks at them (in parallel: some are listed)."""
+        looking = []
+        for node in nodes:
+            phase = names.parse_phase(node_labels(node).get(names.STATE_LABEL))
+            if phase in NEEDS_PODS:
+                looking.append((node_name(node), phase))
+        found = self._pool.map(lambda named: self._gpu_pods(*named), looking)
+        return {name: pods for (name, _), pods in zip(looking, found, strict=True)}
 
     def _gpu_pods(self, node: str, phase: Phase | None) -> tuple[GpuPod, ...] | None:
         """The node's GPU pods: from the Pod watch, or listed (at most once a second) before
