@@ -33,7 +33,7 @@ from coordinator.kube.workqueue import WorkQueue, run_worker
 from coordinator.rollout.agent_calls import AgentCalls
 from coordinator.rollout.controller import RolloutConfig, RolloutController
 from coordinator.rollout.metrics import RolloutMetrics
-from coordinator.rollout.pods import may_hold_gpu, pod_node, watched_part
+from coordinator.rollout.pods import asks_for_gpus, pod_node, watched_part
 from gpuctl.common import names, timestamps
 from gpuctl.common.gpu_claims import DRA_GROUP
 from gpuctl.common.names import DRIVER_LABEL, KMM_GROUP, KMM_VERSION
@@ -268,7 +268,7 @@ class Coordinator:
     def _on_pod(self, _kind: str, obj: dict[str, Any]) -> None:
         # A GPU pod started, finished or went: a drain may be over, a node blocked or free.
         # Other pods' churn concerns nobody here.
-        if pod_node(obj) and may_hold_gpu(obj):
+        if pod_node(obj) and asks_for_gpus(obj):
             self._rollout_changed()
 
     # -- threads --------------------------------------------------------------------------

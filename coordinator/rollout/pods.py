@@ -15,7 +15,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from coordinator.rollout.facts import GpuPod
-from gpuctl.common.gpu_pods import GPU_RESOURCE_PREFIX, is_gpu_pod
+from gpuctl.common.gpu_pods import (
+    GPU_RESOURCE_PREFIX,
+    is_gpu_pod,
+    references_claims,
+    requests_gpu,
+)
 
 CONTAINER_LISTS = ("containers", "initContainers")
 
@@ -77,7 +82,7 @@ def pod_node(pod: Mapping[str, Any]) -> str:
     return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
-def may_hold_gpu(pod: Mapping[str, Any]) -> bool:
-    """A Pod the rollout's checks may count (see is_gpu_pod, either way DRA is served): its
-    changes concern the rollout, other Pods' do not."""
-    return is_gpu_pod(pod, dra_served=False)
+def asks_for_gpus(pod: Mapping[str, Any]) -> bool:
+    """A Pod the rollout's checks may count, finished or not (see is_gpu_pod, either way DRA
+    is served): its changes (started, finished, gone) concern the rollout, other Pods' not."""
+    return requests_gpu(pod) or references_claims(pod)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.rollout.pods import may_hold_gpu, pod_node, watched_part
+from coordinator.rollout.pods import asks_for_gpus, pod_node, watched_part
 from gpuctl.common.gpu_pods import is_gpu_pod
 from tests.rollout.test_controller import (
     DRIVER,
@@ -62,7 +62,7 @@ def test_the_kept_part_answers_the_gpu_pod_rule_as_the_pod_does(
     kept = watched_part(pod)
     assert is_gpu_pod(kept, dra_served=dra_served) == is_gpu_pod(pod, dra_served=dra_served)
     assert pod_node(kept) == pod_node(pod)
-    assert may_hold_gpu(kept) == may_hold_gpu(pod)
+    assert asks_for_gpus(kept) == asks_for_gpus(pod)
 
 
 def test_the_kept_part_is_small() -> None:
@@ -124,3 +124,10 @@ def test_an_untrusted_watch_means_every_step_lists() -> None:
         clock.advance(1.5)
     assert phase(api) in ("Draining", "Preparing")
     assert _pod_lists(api) >= 2  # Checking and Draining listed too
+
+
+def test_a_finished_gpu_pod_still_concerns_the_rollout_and_a_cpu_pod_never_does() -> None:
+    finished = {**GPU_POD, "status": {"phase": "Succeeded"}}
+    assert not is_gpu_pod(finished)
+    assert asks_for_gpus(watched_part(finished))  # its finishing may end a drain
+    assert not asks_for_gpus(watched_part(PODS[1]))
