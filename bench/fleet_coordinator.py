@@ -8,13 +8,20 @@ counter. Every half second, and at exit, the counts so far go to COUNTS_FILE as 
 {"METHOD kind": n}, the kind being the resource (nodes, pods, gpunodes, events, ...) and
 "WATCH kind" one per watch opened. The figures are the process's own: its memory and CPU are
 read from /proc by the bench, and the wrapper adds one dict update per request.
+
+With GPUCTL_BENCH_TRACEMALLOC=N in its environment it also traces allocations (N frames
+each; slower, and more memory) and every 30 s writes where the live memory was allocated
+(the 40 biggest sites, by traceback) to COUNTS_FILE with the suffix `.memory.txt`: what
+holds the coordinator's memory at a given fleet size.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
+import tracemalloc
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +31,19 @@ from coordinator import main as coordinator_main
 from coordinator.kube import client as kube_client
 
 WRITE_SECONDS = 0.5
+MEMORY_WRITE_SECONDS = 30.0
+TRACEMALLOC = "GPUCTL_BENCH_TRACEMALLOC"
+
+
+def write_memory_sites(target: Path) -> None:
+    """The 40 biggest allocation sites of live memory, by traceback, into `target`."""
+    snapshot = tracemalloc.take_snapshot()
+    top = snapshot.statistics("traceback")[:40]
+    lines = [f"traced {sum(s.size for s in snapshot.statistics('filename')) / 2**20:.1f} MiB"]
+    for stat in top:
+        lines.append(f"\n{stat.size / 2**20:.1f} MiB in {stat.count} blocks")
+        lines.extend(f"    {frame}" for frame in stat.traceback.format())
+    target.write_text("\n".join(lines))
 
 
 def resource_kind(resource_path: str) -> str:
@@ -79,6 +99,16 @@ def main(argv: list[str]) -> int:
             write()
 
     threading.Thread(target=keep_writing, daemon=True).start()
+    frames = int(os.environ.get(TRACEMALLOC, "0") or 0)
+    if frames:
+        tracemalloc.start(frames)
+        memory_file = counts_file.with_suffix(".memory.txt")
+
+        def keep_tracing() -> None:
+            while not done.wait(MEMORY_WRITE_SECONDS):
+                write_memory_sites(memory_file)
+
+        threading.Thread(target=keep_tracing, daemon=True).start()
     try:
         return coordinator_main.main(argv[1:])
     finally:

@@ -444,6 +444,9 @@ def main() -> int:
     if args.json:
         serial = {**figures, "handoff": list(figures["handoff"].seconds)}
         args.json.write_text(json.dumps(serial, indent=1))
+        memory = root / "api-counts.memory.txt"  # with GPUCTL_BENCH_TRACEMALLOC set
+        if memory.exists():
+            shutil.copy(memory, args.json.with_suffix(".memory.txt"))
     shutil.rmtree(root, ignore_errors=True)
     return 0
 

@@ -27,8 +27,8 @@ class PatchNode:
     phase_to: Phase | None = None
     event: EventNote | None = None
     # A start: counted against maxUnavailable on the nodes as this pass's other writes leave
-    # them (a node Done in the same pass frees its slot), so it is made only after every
-    # other write of the pass succeeded.
+    # them (a node Done in the same pass frees its slot), so it is made after the pass's
+    # other actions, and only if every Done write of the pass succeeded.
     takes_slot: bool = False
 
 

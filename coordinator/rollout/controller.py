@@ -18,9 +18,9 @@ A pass's actions are carried out node by node in parallel (`RolloutConfig.parall
 at once), each node's in the decision's order, its first failed write ending that node's
 share. That is safe because every decision about one node rests on that node's own state
 alone (its write is conditioned on its resourceVersion), and starts are counted against the
-unavailable nodes as the pass's other writes leave them and made only after all of those
+unavailable nodes as the pass's Done writes leave them, and made only after all of those
 succeeded (PatchNode.takes_slot): a node verified Done frees its slot for a start in the
-same pass, and a failed write holds every start back. Without it, a pass of 500 nodes'
+same pass, and a failed Done write holds every start back. Without it, a pass of 500 nodes'
 steps made its ~500 requests one after another.
 """
 
@@ -497,19 +497,26 @@ class RolloutController:
         self, driver: Mapping[str, Any], inp: RolloutInput, decision: Decision
     ) -> float | None:
         """Carry out the actions, node by node in parallel, each node's in order; a failed
-        write ends its node's share. Starts (PatchNode.takes_slot) were counted on the nodes
-        as the other writes leave them: they are made after those, and only if all of them
-        succeeded. Returns the soonest retry any node asked for."""
+        write ends its node's share. Starts (PatchNode.takes_slot) may count on slots freed
+        by this pass's Done writes: they are made after the other actions, and only if
+        every Done write succeeded (another node's failed write frees nothing they counted
+        on). Returns the soonest retry any node asked for."""
         starts = [a for a in decision.actions if isinstance(a, PatchNode) and a.takes_slot]
         others = [a for a in decision.actions if not (isinstance(a, PatchNode) and a.takes_slot)]
-        retry = self._execute_in_parallel(driver, inp, others)
-        if retry is not None:
-            return retry
-        return self._execute_in_parallel(driver, inp, starts)
+        finishing = {
+            a.node for a in others if isinstance(a, PatchNode) and a.phase_to is Phase.DONE
+        }
+        retries = self._execute_in_parallel(driver, inp, others)
+        if finishing & retries.keys():
+            return min(retries.values())
+        retries.update(self._execute_in_parallel(driver, inp, starts))
+        return min(retries.values(), default=None)
 
     def _execute_in_parallel(
         self, driver: Mapping[str, Any], inp: RolloutInput, actions: Sequence[Action]
-    ) -> float | None:
+    ) -> dict[str, float]:
+        """Each node's actions in order, nodes in parallel; node -> retry for the nodes whose
+        share a failed write ended."""
         by_name = {n.name: n for n in inp.nodes}
         per_node: dict[str, list[Action]] = {}
         for action in actions:
@@ -526,7 +533,9 @@ class RolloutController:
             retries = [carry_out_node(a) for a in per_node.values()]
         else:
             retries = list(self._pool.map(carry_out_node, per_node.values()))
-        return min((r for r in retries if r is not None), default=None)
+        return {
+            node: retry for node, retry in zip(per_node, retries, strict=True) if retry is not None
+        }
 
     def _carry_out(
         self,

@@ -23,7 +23,7 @@ Per pass, over those nodes (in name order):
    maxUnavailable. A node verified Done (and uncordoned) in this pass frees its slot for a
    start in the same pass, unless a Done can hold the starts (an unreleased
    holdAfterFirstNode, a soak); starts are marked (`PatchNode.takes_slot`) and made only once
-   every other write of the pass succeeded. Loads wait while the rollout is paused, held
+   every Done write of the pass succeeded. Loads wait while the rollout is paused, held
    after its first node, failed (at its failure budget) or waiting for the Module; removals
    only while it is paused or failed (the Module's version does not matter to an unload, and
    the drivers controller may hold a Module update until such nodes are unloaded). They

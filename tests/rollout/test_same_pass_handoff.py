@@ -1,6 +1,6 @@
 """A node verified Done frees its slot for a start in the same pass (no pass in between),
-unless a Done can hold the starts; the start is made only after every other write of the
-pass succeeded."""
+unless a Done can hold the starts; the start is made after the pass's other writes, and
+only if every Done write succeeded."""
 
 from __future__ import annotations
 
@@ -77,4 +77,19 @@ def test_the_start_waits_for_the_other_writes_and_a_failed_one_holds_it() -> Non
     api.request = recorded  # type: ignore[method-assign]
     assert controller._execute({}, inp, Decision(actions=[start, done])) is None
     assert order == list(PATHS)  # the Done first, though the decision listed the start first
+    assert api.objects[SECOND]["metadata"]["labels"][names.STATE_LABEL] == "Checking"
+
+
+def test_another_nodes_failed_write_does_not_hold_the_start_back() -> None:
+    """n3's write fails (it is gone: 404); the start counted only on n1's Done, which
+    succeeded, so it is made, and the pass asks to be made again soon for n3."""
+    api, controller = two_node_world()
+    done = PatchNode("n1", "1", labels={names.STATE_LABEL: "Done"}, phase_to=Phase.DONE)
+    other = PatchNode("n3", "1", labels={names.STATE_LABEL: "Draining"}, phase_to=Phase.DRAINING)
+    start = PatchNode(
+        "n2", "1", labels={names.STATE_LABEL: "Checking"}, phase_to=Phase.CHECKING, takes_slot=True
+    )
+    inp = rollout([node("n1"), node("n2"), node("n3")])
+    retry = controller._execute({}, inp, Decision(actions=[done, other, start]))
+    assert retry == CONFLICT_RETRY_SECONDS
     assert api.objects[SECOND]["metadata"]["labels"][names.STATE_LABEL] == "Checking"
