@@ -27,9 +27,9 @@ Per pass, over those nodes (in name order):
    after its first node, failed (at its failure budget) or waiting for the Module; removals
    only while it is paused or failed (the Module's version does not matter to an unload, and
    the drivers controller may hold a Module update until such nodes are unloaded). They
-   start in the
-   order of gpuctl.common.rollout_order (the one `gpuctl rollout plan` shows): nodes
-   unavailable already (an admin's cordon) first, as they take no new slot, then by name.
+   start in the order of gpuctl.common.rollout_order (the one `gpuctl rollout plan` shows):
+   nodes unavailable already (an admin's cordon) first, as they take no new slot, then by
+   name.
 4. Blocked nodes are asked now and then whether their blocker went away.
 5. With onNodeFailure: Rollback, a node Failed at the target after its KMM write (its load
    or verification failed) rolls the GPUDriver back to the previous revision in
