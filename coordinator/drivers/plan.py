@@ -80,8 +80,11 @@ class Plan:
     requeue_after: float | None = None
     # The Module spec CREATE or UPDATE writes.
     module_spec: Mapping[str, Any] | None = None
-    # The Nodes TARGET_NODES labels TARGET_LABEL=<gpudriver>, before the Module write.
+    # The Nodes TARGET_NODES labels TARGET_LABEL=<gpudriver>, before the Module write, and
+    # the Event saying so: recorded once they are labelled, whether or not a later write of
+    # the pass succeeds (the labels stay; the next pass has no node left to label).
     target_nodes: tuple[NodeRef, ...] = ()
+    targeted_event: EventNote | None = None
     # Removing: the Nodes still to be unloaded node by node.
     nodes_left: tuple[str, ...] = ()
 
@@ -230,24 +233,22 @@ def _retarget(
             requeue_after=WAITING_RETRY_SECONDS,
         )
     refs = tuple(node_facts.ref(n) for n in node_facts.to_target(inp.nodes))
-    events = []
+    targeted = None
     if refs:
-        events.append(
-            EventNote(
-                NORMAL,
-                "NodesTargeted",
-                f"labelled {TARGET_LABEL}={driver} on the nodes "
-                f"{module_ref(inp.module_name)} loaded ({named([r.name for r in refs])}), "
-                "before it selects that label, so they keep the driver",
-            )
+        targeted = EventNote(
+            NORMAL,
+            "NodesTargeted",
+            f"labelled {TARGET_LABEL}={driver} on the nodes "
+            f"{module_ref(inp.module_name)} loaded ({named([r.name for r in refs])}), "
+            "before it selects that label, so they keep the driver",
         )
-    events.append(
+    events = [
         EventNote(
             NORMAL,
             "ModuleUpdated",
             f"updated {module_ref(inp.module_name)}: it selects {TARGET_LABEL}={driver}",
         )
-    )
+    ]
     events.extend(EventNote(NORMAL, "ModuleUpdateHeld", p.message) for p in held)
     return Plan(
         actions=((Action.TARGET_NODES,) if refs else ()) + (Action.UPDATE,),
@@ -256,6 +257,7 @@ def _retarget(
         requeue_after=WAITING_RETRY_SECONDS if held else None,
         module_spec=spec,
         target_nodes=refs,
+        targeted_event=targeted,
     )
 
 

@@ -232,6 +232,9 @@ class Reconciler:
             elif action is Action.TARGET_NODES:
                 for node in decided.target_nodes:
                     self._target_node(node, driver["metadata"]["name"])
+                note = decided.targeted_event
+                if note is not None:
+                    self._events.record(driver, note.kind, note.reason, note.message)
             elif action is Action.CREATE:
                 assert inputs.desired is not None
                 assert decided.module_spec is not None

@@ -236,8 +236,10 @@ def test_nodes_it_loaded_get_the_target_label_before_the_module_selects_it() -> 
         node_facts.NodeRef("versioned", "5"),
     )
     assert decided.module_spec == stored(driver)["spec"]
-    assert [e.reason for e in decided.events] == ["NodesTargeted", "ModuleUpdated"]
-    assert "ready, versioned" in decided.events[0].message
+    assert [e.reason for e in decided.events] == ["ModuleUpdated"]
+    assert decided.targeted_event is not None
+    assert decided.targeted_event.reason == "NodesTargeted"
+    assert "ready, versioned" in decided.targeted_event.message
 
 
 def test_without_nodes_to_label_the_module_is_just_updated() -> None:

@@ -160,6 +160,26 @@ def test_nodes_get_the_target_label_before_the_module_selects_it() -> None:
     assert api.objects[MODULE]["spec"]["selector"] == TARGETED
 
 
+def test_nodes_labelled_in_a_pass_whose_module_write_fails_are_still_told() -> None:
+    """The labels stay when the Module update meets a 409 (KMM added its finalizer meanwhile);
+    the next pass has no node left to label, so the Event is recorded with the labels."""
+    api = MemoryApi()
+    with_driver(api, samples.driver(finalizers=[FINALIZER]))
+    old = desired_module(api.objects[DRIVER], samples.NAMESPACE)
+    assert old is not None
+    old["spec"]["selector"] = {"kubernetes.io/arch": "amd64"}
+    api.store(MODULE, old)
+    gpu_node(api, "n1", {READY: ""})
+    api.fail[("PUT", MODULE)] = KubeError(409, "Conflict")
+    assert reconciler(api).reconcile("gpu-policy") == CONFLICT_RETRY_SECONDS
+    assert api.objects[f"{NODES}/n1"]["metadata"]["labels"][TARGET_LABEL] == "gpu-policy"
+    assert event_reasons(api) == ["NodesTargeted"]
+    reconciler(api).reconcile("gpu-policy")
+    reasons = event_reasons(api)
+    assert "ModuleUpdated" in reasons
+    assert reasons.count("NodesTargeted") == 1
+
+
 def test_a_node_changed_since_read_is_not_labelled_and_the_pass_is_made_again() -> None:
     api = MemoryApi()
     with_driver(api, samples.driver(finalizers=[FINALIZER]))
