@@ -49,6 +49,8 @@ COMPONENT = "gpuctl-coordinator"
 # may wait for agents' answers. Far beyond any healthy pass, far below "stuck for good".
 LEASE_LOOP_WITHIN_SECONDS = 90.0
 PASS_WITHIN_SECONDS = 300.0
+# How long a stopping coordinator waits for its threads, all together.
+STOP_JOIN_SECONDS = 5.0
 
 
 def rfc3339_now() -> str:
@@ -457,8 +459,11 @@ class Coordinator:
         self.lost_leadership = not stop.is_set()
         self._stop_leading()
         self._kube.close()
+        # One allowance for all of them: a thread stuck in a request to an unreachable API
+        # server must not hold the stop for 5 s each.
+        deadline = time.monotonic() + STOP_JOIN_SECONDS
         for thread in self._threads:
-            thread.join(timeout=5.0)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if not self.lost_leadership:
             self.elector.release()
         log.info("stopped", extra={"lost_leadership": self.lost_leadership})

@@ -365,12 +365,8 @@ def plan(inp: PlanInput) -> Plan:
         f"added finalizer {FINALIZER}: deleting this GPUDriver waits until no node carries "
         f"{TARGET_LABEL}={meta['name']} (each is unloaded node by node)",
     )
-    return Plan(
+    return replace(
+        module_plan,
         actions=(Action.ADD_FINALIZER, *module_plan.actions),
-        problems=module_plan.problems,
         events=(guard, *module_plan.events),
-        requeue_after=module_plan.requeue_after,
-        module_spec=module_plan.module_spec,
-        target_nodes=module_plan.target_nodes,
-        nodes_left=module_plan.nodes_left,
     )

@@ -290,7 +290,9 @@ class RolloutController:
             key_name="gpudriver",
             heartbeat=heartbeat,
         )
-        self._pool.shutdown(wait=True)
+        # Actions in flight finish or fail on their own (the LeaderFence refuses writes once
+        # leadership is gone); stopping does not wait for a request to an unreachable server.
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _counted_sync(self, name: str) -> float | None:
         try:

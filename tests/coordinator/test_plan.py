@@ -242,6 +242,16 @@ def test_nodes_it_loaded_get_the_target_label_before_the_module_selects_it() -> 
     assert "ready, versioned" in decided.targeted_event.message
 
 
+def test_the_first_pass_adds_the_finalizer_and_still_tells_of_the_labelled_nodes() -> None:
+    driver = live()
+    driver["metadata"]["finalizers"] = []
+    found = nodes(gpu_node("ready", {READY: "", VERSION: "v1"}))
+    decided = plan(inputs(driver, older_gpuctls(driver), nodes=found))
+    assert decided.actions == (Action.ADD_FINALIZER, Action.TARGET_NODES, Action.UPDATE)
+    assert decided.targeted_event is not None
+    assert decided.targeted_event.reason == "NodesTargeted"
+
+
 def test_without_nodes_to_label_the_module_is_just_updated() -> None:
     driver = live()
     decided = plan(inputs(driver, older_gpuctls(driver)))
