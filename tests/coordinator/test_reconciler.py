@@ -160,9 +160,8 @@ def test_nodes_get_the_target_label_before_the_module_selects_it() -> None:
     assert api.objects[MODULE]["spec"]["selector"] == TARGETED
 
 
-def test_nodes_labelled_in_a_pass_whose_module_write_fails_are_still_told() -> None:
-    """The labels stay when the Module update meets a 409 (KMM added its finalizer meanwhile);
-    the next pass has no node left to label, so the Event is recorded with the labels."""
+def older_gpuctls_module_on_n1() -> MemoryApi:
+    """A GPUDriver and the Module an older gpuctl wrote (the user's selector), loaded on n1."""
     api = MemoryApi()
     with_driver(api, samples.driver(finalizers=[FINALIZER]))
     old = desired_module(api.objects[DRIVER], samples.NAMESPACE)
@@ -170,6 +169,13 @@ def test_nodes_labelled_in_a_pass_whose_module_write_fails_are_still_told() -> N
     old["spec"]["selector"] = {"kubernetes.io/arch": "amd64"}
     api.store(MODULE, old)
     gpu_node(api, "n1", {READY: ""})
+    return api
+
+
+def test_nodes_labelled_in_a_pass_whose_module_write_fails_are_still_told() -> None:
+    """The labels stay when the Module update meets a 409 (KMM added its finalizer meanwhile);
+    the next pass has no node left to label, so the Event is recorded with the labels."""
+    api = older_gpuctls_module_on_n1()
     api.fail[("PUT", MODULE)] = KubeError(409, "Conflict")
     assert reconciler(api).reconcile("gpu-policy") == CONFLICT_RETRY_SECONDS
     assert api.objects[f"{NODES}/n1"]["metadata"]["labels"][TARGET_LABEL] == "gpu-policy"
@@ -181,13 +187,7 @@ def test_nodes_labelled_in_a_pass_whose_module_write_fails_are_still_told() -> N
 
 
 def test_a_node_changed_since_read_is_not_labelled_and_the_pass_is_made_again() -> None:
-    api = MemoryApi()
-    with_driver(api, samples.driver(finalizers=[FINALIZER]))
-    old = desired_module(api.objects[DRIVER], samples.NAMESPACE)
-    assert old is not None
-    old["spec"]["selector"] = {"kubernetes.io/arch": "amd64"}
-    api.store(MODULE, old)
-    gpu_node(api, "n1", {READY: ""})
+    api = older_gpuctls_module_on_n1()
     api.fail[("PATCH", f"{NODES}/n1")] = KubeError(409, "Conflict")
     assert reconciler(api).reconcile("gpu-policy") == CONFLICT_RETRY_SECONDS
     assert api.objects[MODULE]["spec"]["selector"] == {"kubernetes.io/arch": "amd64"}

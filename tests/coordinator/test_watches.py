@@ -60,8 +60,11 @@ class ScriptedApi:
         pass
 
 
-def run_informer(api: ScriptedApi, expected: int) -> tuple[Informer, list[tuple[str, str]]]:
-    """Runs an informer until it reported `expected` changes (or 5 s passed)."""
+def run_informer(
+    api: ScriptedApi, expected: int, **options: Any
+) -> tuple[Informer, list[tuple[str, str]]]:
+    """Runs an informer (of nodes, with `options` for its fields) until it reported `expected`
+    changes (or 5 s passed)."""
     seen: list[tuple[str, str]] = []
     stop = threading.Event()
 
@@ -70,7 +73,8 @@ def run_informer(api: ScriptedApi, expected: int) -> tuple[Informer, list[tuple[
         if len(seen) >= expected:
             stop.set()
 
-    informer = Informer(api, Resource("", "v1", "nodes"), on_change, stop, retry_seconds=0.0)
+    options.setdefault("retry_seconds", 0.0)
+    informer = Informer(api, Resource("", "v1", "nodes"), on_change, stop, **options)
     thread = threading.Thread(target=informer.run)
     thread.start()
     thread.join(timeout=5)
@@ -316,25 +320,10 @@ def test_a_list_is_read_in_pages_and_watched_from_the_first_pages_version() -> N
     items = [obj(f"n{i}", str(i)) for i in range(5)]
     items[0]["metadata"]["managedFields"] = [{"manager": "kubelet"}]
     api = PagedApi(items, [[{"type": "ADDED", "object": obj("n9", "11")}]])
-    stop = threading.Event()
-    seen: list[str] = []
-
-    def on_change(_kind: str, o: dict[str, Any]) -> None:
-        seen.append(o["metadata"]["name"])
-        if len(seen) == 6:
-            stop.set()
-
-    informer = Informer(
-        api, Resource("", "v1", "nodes"), on_change, stop, page_size=2, retry_seconds=0.0
-    )
-    thread = threading.Thread(target=informer.run)
-    thread.start()
-    thread.join(timeout=5)
-    stop.set()
-    thread.join(timeout=5)
+    informer, seen = run_informer(api, 6, page_size=2)
     assert [q.get("continue") for q in api.queries] == [None, "2", "4"]
     assert all(q["limit"] == 2 for q in api.queries)
-    assert seen == ["n0", "n1", "n2", "n3", "n4", "n9"]
+    assert [name for _, name in seen] == ["n0", "n1", "n2", "n3", "n4", "n9"]
     assert api.watch_versions == ["10"]  # the snapshot's version, not a later page's
     assert "managedFields" not in (informer.get("n0") or {})["metadata"]
 
@@ -364,28 +353,12 @@ def test_an_index_follows_objects_across_values_and_deletions() -> None:
             ]
         ],
     )
-    stop = threading.Event()
-    seen: list[str] = []
-
-    def on_change(_kind: str, o: dict[str, Any]) -> None:
-        seen.append(o["metadata"]["name"])
-        if len(seen) == 5:
-            stop.set()
-
-    informer = Informer(
+    informer, _seen = run_informer(
         api,
-        Resource("", "v1", "pods"),
-        on_change,
-        stop,
-        retry_seconds=0.0,
+        5,
         index_of=lambda o: str(o["spec"]["nodeName"]),
         keep=lambda o: {**o, "kept": True},
     )
-    thread = threading.Thread(target=informer.run)
-    thread.start()
-    thread.join(timeout=5)
-    stop.set()
-    thread.join(timeout=5)
     assert informer.indexed("n1") == []
     assert sorted(o["metadata"]["name"] for o in informer.indexed("n2")) == ["a", "c"]
     assert all(o["kept"] for o in informer.snapshot())

@@ -81,18 +81,27 @@ def _pod_lists(api: Any) -> int:
     return sum(1 for r in api.requests if r == ("GET", PODS_PATH))
 
 
-def test_with_a_trusted_watch_only_the_step_before_the_kmm_write_lists_pods() -> None:
-    api, controller, clock = world()
+def passes_with_a_trusted_empty_watch(
+    api: Any, controller: Any, clock: Any, count: int, until: str = ""
+) -> list[str]:
+    """`count` passes (1.5 s apart, fewer once the node is in phase `until`) while the Pod
+    watch says the node has no pods; the node's phase after each."""
     view = controller._view
     assert isinstance(view, View)
     view.watched_pods = []
     seen = []
-    for _ in range(12):
+    for _ in range(count):
         controller.sync(DRIVER)
         seen.append(phase(api))
-        if phase(api) == "Loading":
+        if seen[-1] == until:
             break
         clock.advance(1.5)
+    return seen
+
+
+def test_with_a_trusted_watch_only_the_step_before_the_kmm_write_lists_pods() -> None:
+    api, controller, clock = world()
+    seen = passes_with_a_trusted_empty_watch(api, controller, clock, 12, until="Loading")
     assert "Draining" in seen
     assert seen[-1] == "Loading"
     assert 1 <= _pod_lists(api) <= seen.count("Preparing")
@@ -103,14 +112,7 @@ def test_a_gpu_pod_the_watch_missed_is_found_by_the_fresh_list_before_kmm_is_ask
     drains through the watch's word, and its fresh list takes it back to Draining instead of
     handing it to KMM."""
     api, controller, clock = world(pods=[GPU_POD])
-    view = controller._view
-    assert isinstance(view, View)
-    view.watched_pods = []
-    seen = []
-    for _ in range(20):
-        controller.sync(DRIVER)
-        seen.append(phase(api))
-        clock.advance(1.5)
+    seen = passes_with_a_trusted_empty_watch(api, controller, clock, 20)
     assert "Preparing" in seen
     assert "Loading" not in seen
     assert api.objects[NODE_PATH]["metadata"]["labels"][LABELS.version] != target(api)
