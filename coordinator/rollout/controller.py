@@ -460,22 +460,26 @@ class RolloutController:
         return result
 
     def _pods_of(self, nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[GpuPod, ...] | None]:
-        """The GPU pods of the nodes whose step looks at them (in parallel: some are listed)."""
-        looking = []
+        """The GPU pods of the nodes whose step looks at them: from the Pod watch, or listed
+        (in parallel) before a KMM write or while the watch cannot be trusted."""
+        found: dict[str, tuple[GpuPod, ...] | None] = {}
+        to_list = []
         for node in nodes:
+            name = node_name(node)
             phase = names.parse_phase(node_labels(node).get(names.STATE_LABEL))
-            if phase in NEEDS_PODS:
-                looking.append((node_name(node), phase))
-        found = self._pool.map(lambda named: self._gpu_pods(*named), looking)
-        return {name: pods for (name, _), pods in zip(looking, found, strict=True)}
+            if phase not in NEEDS_PODS:
+                continue
+            watched = None if phase is LISTS_PODS else self._view.pods_on(name)
+            if watched is None:
+                to_list.append(name)
+            else:
+                found[name] = gpu_pods(watched, dra_served=self._view.claims_served())
+        found.update(zip(to_list, self._pool.map(self._listed_gpu_pods, to_list), strict=True))
+        return found
 
-    def _gpu_pods(self, node: str, phase: Phase | None) -> tuple[GpuPod, ...] | None:
-        """The node's GPU pods: from the Pod watch, or listed (at most once a second) before
-        a KMM write or while the watch cannot be trusted; None when the list failed."""
-        if phase is not LISTS_PODS:
-            watched = self._view.pods_on(node)
-            if watched is not None:
-                return gpu_pods(watched, dra_served=self._view.claims_served())
+    def _listed_gpu_pods(self, node: str) -> tuple[GpuPod, ...] | None:
+        """The node's GPU pods as the API server lists them (at most once a second); None
+        when the list failed."""
         now = self._monotonic()
         cached = self._pods.get(node)
         if cached is not None and now - cached[0] < POD_LIST_TTL_SECONDS:
@@ -484,14 +488,14 @@ class RolloutController:
             answer = self._kube.request(
                 "GET", path("", "v1", "pods"), query={"fieldSelector": f"spec.nodeName={node}"}
             )
-            found: tuple[GpuPod, ...] | None = gpu_pods(
+            listed: tuple[GpuPod, ...] | None = gpu_pods(
                 answer.get("items") or [], dra_served=self._view.claims_served()
             )
         except KubeError as err:
             log.warning("could not list pods", extra={"node": node, "error": str(err)})
-            found = None
-        self._pods[node] = (now, found)
-        return found
+            listed = None
+        self._pods[node] = (now, listed)
+        return listed
 
     # -- actions ----------------------------------------------------------------------------
 
