@@ -42,6 +42,9 @@ from gpuctl.common import names
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 5.0
+# A write that keeps failing (a status the API server refuses, a CRD gone) is retried ever
+# less often: 5, 10, 20, 40, then every 80 s, until one succeeds.
+MAX_RETRY_SECONDS = 80.0
 # A stream that just opened sends its first report within moments: its write waits for it (at
 # most this long, never longer than the freshness bound), so a reconnect is one write, and a
 # restarted coordinator rewrites nothing current, instead of first writing "no report yet".
@@ -118,6 +121,7 @@ class GPUNodeMirror:
         self._exists: set[str] = set()
         self._busy: set[str] = set()
         self._last_write: dict[str, float] = {}
+        self._failures: dict[str, int] = {}  # node -> writes failed in a row
         self.writes = 0
         # Nodes waiting in the queue (now or delayed): a change to one of them needs no new
         # entry, since the write reads the registry's latest record when its turn comes. So
@@ -262,14 +266,29 @@ class GPUNodeMirror:
                 self._wait_for_write_slot(stop)
             self.sync(node)
         except KubeError as err:
-            log.warning("GPUNode write failed", extra={"node": node, "error": str(err)})
-            self._retry_later(node, RETRY_SECONDS)
+            retry = self._failed(node)
+            log.warning(
+                "GPUNode write failed",
+                extra={"node": node, "error": str(err), "retry_seconds": retry},
+            )
+            self._retry_later(node, retry)
         except Exception:
-            log.exception("GPUNode write failed", extra={"node": node})
-            self._retry_later(node, RETRY_SECONDS)
+            retry = self._failed(node)
+            log.exception("GPUNode write failed", extra={"node": node, "retry_seconds": retry})
+            self._retry_later(node, retry)
+        else:
+            with self._lock:
+                self._failures.pop(node, None)
         finally:
             with self._lock:
                 self._busy.discard(node)
+
+    def _failed(self, node: str) -> float:
+        """Counts a failed write of `node`; seconds until it is tried again."""
+        with self._lock:
+            failures = self._failures.get(node, 0) + 1
+            self._failures[node] = failures
+        return min(RETRY_SECONDS * float(2 ** (failures - 1)), MAX_RETRY_SECONDS)
 
     def _retry_later(self, node: str, seconds: float) -> None:
         with self._lock:

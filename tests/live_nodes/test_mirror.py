@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+
+from coordinator.kube.client import KubeError
 from coordinator.live_nodes.mirror import GPUNodeMirror
 from coordinator.live_nodes.registry import Registry
 from tests.support.agent_client import OPEN_CLIENTS, sample_report
@@ -125,3 +128,35 @@ def test_an_orphan_a_previous_leader_left_fresh_becomes_unknown() -> None:
     mirror.write_due()
     status = api.objects[GPUNODE]["status"]
     assert (status["conditions"][0]["status"], status["unloadBlockers"]) == ("False", "unknown")
+
+
+def test_a_write_that_keeps_failing_is_retried_ever_less_often_until_it_succeeds() -> None:
+    api, registry, mirror, clock = _setup()
+    registry.connected("gpu-1", 1, "v1", "boot")
+    registry.reported("gpu-1", 1, sample_report("gpu-1"), 1)
+    status = ("PATCH", f"{GPUNODE}/status")
+    attempts: list[float] = []
+    start = clock()
+    mirror.changed("gpu-1")
+    for _ in range(200):  # 200 s, a second at a time
+        api.fail[status] = KubeError(422, "Invalid")
+        before = len(api.requests)
+        mirror.write_due()
+        if status in api.requests[before:]:
+            attempts.append(clock() - start)
+        clock.advance(1)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(attempts)]
+    assert gaps == [5, 10, 20, 40, 80], attempts
+
+    api.fail.pop(status)
+    clock.advance(80)
+    mirror.write_due()
+    assert api.objects[GPUNODE]["status"]["session"] == "Connected"
+    api.fail[status] = KubeError(422, "Invalid")
+    registry.reported("gpu-1", 1, sample_report("gpu-1", (OPEN_CLIENTS,)), 2)
+    clock.advance(5)
+    mirror.write_due()
+    clock.advance(5)
+    before = len(api.requests)
+    mirror.write_due()
+    assert status in api.requests[before:], "after a success the backoff starts again at 5 s"
