@@ -128,7 +128,10 @@ def _no_read_retries(api_client: ApiClient) -> None:
 
 
 class Kube:
-    """JSON requests and watches against the API server the ApiClient is configured for."""
+    """JSON requests and watches against the API server the ApiClient is configured for.
+
+    It takes the ApiClient over: its connection pools stop retrying reads (RETRIES), for
+    every user of that client; give it a client of its own."""
 
     def __init__(self, api_client: ApiClient, request_timeout: float = 30.0) -> None:
         _no_read_retries(api_client)
