@@ -1,8 +1,9 @@
 """A test-side stand-in for Kernel Module Management (KMM), which needs real kernels.
 
-It watches the Modules of one namespace and all Nodes on a real API server, keeps KMM's
+It watches the Modules of one namespace and all Nodes on a real API server (the Nodes
+through a cache, ``node_cache``, as KMM reads them through controller-runtime's), keeps KMM's
 NodeModulesConfig (NMC) and worker Pods in memory, writes the Node labels and Module status KMM
-writes, and records every unload (``kmm_safety``). It models KMM v2.6.0
+writes (several Nodes at once), and records every unload (``kmm_safety``). It models KMM v2.6.0
 (kubernetes-sigs/kernel-module-management); where main differs it says so. The rules, each
 naming its KMM file and its id in the KMM rules notes, are pure functions in:
 
@@ -61,6 +62,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +86,7 @@ from tests.harness.kmm_model import (
     StatusEntry,
 )
 from tests.harness.kmm_safety import Busy, Cause, UnloadAttempt, UnloadRecord
+from tests.harness.node_cache import NodeCache
 from tests.harness.watch_wakeup import WatchWakeup
 
 RESYNC_SECONDS = 5.0
@@ -91,6 +94,7 @@ RESTART_SECONDS = 1.0  # a failed worker container runs again (kubelet backoff, 
 ERROR_RETRY_SECONDS = 0.5
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
+LABEL_WRITERS = 6  # below the API client's default pool of 10 connections, with the watches
 
 ChangeCallback = Callable[[str, str, Loaded | None], None]
 AttemptCallback = Callable[[UnloadAttempt], None]
@@ -161,10 +165,14 @@ class KmmEmulator:
         self._change_callbacks: list[ChangeCallback] = []
         self._attempt_callbacks: list[AttemptCallback] = []
         self._reconciler = threading.Thread(target=self._run, name="kmm-emulator", daemon=True)
-        self._watches = [
+        self._node_cache = NodeCache(self._core, self.wake)
+        self._watches: list[NodeCache | WatchWakeup] = [
             WatchWakeup("modules", self._watch_modules, self.wake),
-            WatchWakeup("nodes", self._watch_nodes, self.wake),
+            self._node_cache,
         ]
+        # Label writes to different Nodes go out together, as KMM's controllers (several
+        # workers each) write them; one Node's writes stay in the pass's order.
+        self._writers = ThreadPoolExecutor(LABEL_WRITERS, thread_name_prefix="kmm-labels")
 
     # --- test controls -------------------------------------------------------------------
 
@@ -269,6 +277,7 @@ class KmmEmulator:
         for watch in self._watches:
             watch.stop(timeout_seconds)
         self._reconciler.join(timeout_seconds)
+        self._writers.shutdown(wait=True)
         self._release_finalizers()
         if self._errors:
             raise EmulatorError(f"KMM emulator errors: {self._errors!r}")
@@ -305,18 +314,10 @@ class KmmEmulator:
             _preload_content=False,
         )
 
-    def _watch_nodes(self) -> Any:
-        return self._core.list_node(watch=True, timeout_seconds=300, _preload_content=False)
-
     def _list_modules(self) -> list[dict[str, Any]]:
         response = self._custom.list_namespaced_custom_object(
             GROUP, VERSION, self.namespace, PLURAL, _preload_content=False
         )
-        items: list[dict[str, Any]] = json.loads(response.data)["items"]
-        return items
-
-    def _list_nodes(self) -> list[dict[str, Any]]:
-        response = self._core.list_node(_preload_content=False)
         items: list[dict[str, Any]] = json.loads(response.data)["items"]
         return items
 
@@ -355,9 +356,19 @@ class KmmEmulator:
         if not effective:
             return node
         with self._tolerating_gone():
-            self._core.patch_node(node.name, {"metadata": {"labels": effective}})
-            return node.with_labels(effective)
+            response = self._core.patch_node(
+                node.name, {"metadata": {"labels": effective}}, _preload_content=False
+            )
+            return self._node_cache.record(json.loads(response.data))
         return None
+
+    def _patch_nodes_labels(
+        self, changes: Mapping[str, tuple[NodeView, Mapping[str, str | None]]]
+    ) -> dict[str, NodeView | None]:
+        """`_patch_node_labels` for many Nodes at once; each Node as it now is."""
+        names = sorted(name for name, (_, change) in changes.items() if change)
+        patched = self._writers.map(lambda name: self._patch_node_labels(*changes[name]), names)
+        return dict(zip(names, patched, strict=True))
 
     def _release_finalizers(self) -> None:
         try:
@@ -421,7 +432,9 @@ class KmmEmulator:
 
     def _reconcile_all(self) -> None:
         modules = self._list_modules()
-        nodes = {n.name: n for n in map(NodeView.from_object, self._list_nodes())}
+        if not self._node_cache.wait_synced(0):
+            return  # the cache wakes the loop once it has listed
+        nodes = self._node_cache.nodes()
         before = self._snapshot()
         with self._wakeup:
             self._forget_gone_nodes(set(nodes))
@@ -429,9 +442,12 @@ class KmmEmulator:
         nodes = self._step_version_labels(nodes)
         for module in modules:
             self._reconcile_module(module, nodes)
-        for name in sorted(self._nmcs):
-            if name in nodes:
-                self._reconcile_nmc(nodes[name])
+        ready_labels = {
+            name: (nodes[name], self._reconcile_nmc(nodes[name]))
+            for name in sorted(self._nmcs)
+            if name in nodes
+        }
+        self._patch_nodes_labels(ready_labels)
         if self._snapshot() != before:
             self.wake()
 
@@ -509,14 +525,12 @@ class KmmEmulator:
     # --- version labels (V1, V2) ---------------------------------------------------------
 
     def _step_version_labels(self, nodes: dict[str, NodeView]) -> dict[str, NodeView]:
-        updated = dict(nodes)
-        for name, node in nodes.items():
-            changes = versions.label_changes(node.labels, self.namespace)
-            if changes:
-                patched = self._patch_node_labels(node, changes)
-                if patched is not None:
-                    updated[name] = patched
-        return updated
+        changes = {
+            name: (node, versions.label_changes(node.labels, self.namespace))
+            for name, node in nodes.items()
+        }
+        patched = self._patch_nodes_labels(changes)
+        return {**nodes, **{name: node for name, node in patched.items() if node is not None}}
 
     # --- the Module reconciler (module_reconciler.go) ------------------------------------
 
@@ -587,7 +601,8 @@ class KmmEmulator:
 
     # --- the NMC reconciler (nmc_reconciler.go :: Reconcile) -----------------------------
 
-    def _reconcile_nmc(self, node: NodeView) -> None:
+    def _reconcile_nmc(self, node: NodeView) -> dict[str, str | None]:
+        """One NMC's workers and in-use marks; the label changes it asks of its Node."""
         with self._wakeup:
             nmc = self._nmcs[node.name]
             for module in list(nmc.workers):
@@ -597,7 +612,7 @@ class KmmEmulator:
             if not skipped:  # N5: an unschedulable entry ends the pass after its labels go
                 nmc.in_use = {m for m in nmc.in_use if m in nmc.spec or m in nmc.status}  # N9
                 changes = self._ready_label_changes(node, nmc)
-        self._patch_node_labels(node, changes)
+        return changes
 
     def _process_entries(self, node: NodeView, nmc: _Nmc) -> tuple[bool, dict[str, str | None]]:
         """Steps 4-5 of Reconcile: each spec entry (N5, N1-N3), then each orphan status (N4).
