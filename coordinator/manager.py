@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from coordinator.drivers.node_facts import watched_node_part
 from coordinator.drivers.reconciler import Reconciler, ReconcilerConfig
 from coordinator.health import Heartbeat, Liveness, Verdict
 from coordinator.kube.client import KubeApi
@@ -340,6 +341,7 @@ class Coordinator:
             self._discovery.kmm_installed,
         )
         nodes = self._informer(Resource("", "v1", "nodes"), self._on_node)
+        nodes.keep = watched_node_part
         claims = self._informer(
             Resource(DRA_GROUP, dra, "resourceclaims"),
             self._on_claim,

@@ -71,6 +71,41 @@ def planned_part(node: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def watched_node_part(node: dict[str, Any]) -> dict[str, Any]:
+    """What the coordinator keeps of a Node it watches: what the plan (labels, kernel), the
+    known issues (nodeInfo) and the rollout (annotations, cordon, taints, Ready) read.
+
+    Capacity, addresses, images, volumes and the conditions' messages and heartbeats are
+    dropped: on a real node they are most of it (the image list alone is often tens of KB),
+    and kwok's heartbeats change nothing kept."""
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    kept_meta = {key: meta[key] for key in _KEPT_METADATA if key in meta}
+    kept_spec = {key: spec[key] for key in ("unschedulable", "taints") if key in spec}
+    conditions = [
+        {key: c[key] for key in ("type", "status", "reason") if key in c}
+        for c in status.get("conditions") or ()
+        if isinstance(c, Mapping)
+    ]
+    return {
+        "metadata": kept_meta,
+        "spec": kept_spec,
+        "status": {"conditions": conditions, "nodeInfo": dict(status.get("nodeInfo") or {})},
+    }
+
+
+_KEPT_METADATA = (
+    "name",
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "labels",
+    "annotations",
+)
+
+
 def node_facts(
     nodes: Iterable[Mapping[str, Any]], driver: str, ready_label: str, version_label: str
 ) -> NodeFacts:

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import copy
+import json
 from typing import Any
 
 from coordinator.drivers import node_facts as nf
+from coordinator.drivers.known_issues import known_issues
+from coordinator.drivers.node_facts import planned_part, watched_node_part
+from coordinator.rollout.facts import node_facts as rollout_node_facts
+from gpuctl.common import names
 from gpuctl.common.names import TARGET_LABEL
+from gpuctl.common.targeting import node_kernel
+from tests.support import samples
 from tests.support.samples import node
 
 READY = "kmm.node.kubernetes.io/ns.gpu-policy-gpu.ready"
@@ -71,3 +79,64 @@ def test_unserved_are_the_nodes_an_update_takes_the_mapping_from() -> None:
     assert nf.unserved(nodes, MAPPINGS_68, [*MAPPINGS_70, *MAPPINGS_68]) == ()
     # Neither serves 6.9: the update changes nothing there.
     assert nf.unserved(nodes, MAPPINGS_70, MAPPINGS_68) == ("on-70",)
+
+
+def _full_node() -> dict[str, Any]:
+    """A Node as a kubelet reports it, with the bulk the coordinator never reads."""
+    return {
+        "metadata": {
+            "name": "gpu-7",
+            "uid": "u-7",
+            "resourceVersion": "812",
+            "creationTimestamp": "2026-11-30T10:00:00Z",
+            "labels": {"gpu": "yes", "kubernetes.io/arch": "amd64", names.TARGET_LABEL: "xe"},
+            "annotations": {names.SINCE: "2026-11-30T11:00:00Z", "node.alpha/ttl": "0"},
+            "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}],
+        },
+        "spec": {
+            "unschedulable": True,
+            "taints": [{"key": "k", "effect": "NoSchedule"}],
+            "podCIDR": "10.0.7.0/24",
+        },
+        "status": {
+            "capacity": {"cpu": "64", "memory": "512Gi", "gpu.intel.com/xe": "8"},
+            "allocatable": {"cpu": "63", "memory": "500Gi", "gpu.intel.com/xe": "8"},
+            "addresses": [{"type": "InternalIP", "address": "10.1.0.7"}],
+            "conditions": [
+                {
+                    "type": condition,
+                    "status": "False" if condition != "Ready" else "True",
+                    "reason": f"Kubelet{condition}",
+                    "message": "kubelet is posting ready status " * 3,
+                    "lastHeartbeatTime": "2026-11-30T11:59:00Z",
+                    "lastTransitionTime": "2026-11-30T10:00:00Z",
+                }
+                for condition in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
+            ],
+            "nodeInfo": {
+                "kernelVersion": "6.8.0-40-generic",
+                "osImage": "Ubuntu 26.04 LTS",
+                "containerRuntimeVersion": "containerd://2.1.0",
+                "bootID": "b-7",
+            },
+            "images": [
+                {"names": [f"registry.example/team/image-{i}@sha256:{i:064x}"], "sizeBytes": i}
+                for i in range(50)
+            ],
+        },
+    }
+
+
+def test_the_watched_part_of_a_node_answers_every_reader_as_the_whole_node_does() -> None:
+    full = _full_node()
+    kept = watched_node_part(copy.deepcopy(full))
+    assert rollout_node_facts(kept, wanted=True) == rollout_node_facts(full, wanted=True)
+    assert node_kernel(kept) == node_kernel(full)
+    assert planned_part(kept) == planned_part(full)
+    firmware_spec = samples.minimal_spec()
+    firmware_spec["nodeSelector"] = {"gpu": "yes"}
+    firmware_spec["kernelModule"]["firmwarePath"] = "/lib/firmware/updates"
+    issues = known_issues(firmware_spec, [full])
+    assert issues, "the sample node should meet the firmware-on-containerd issue"
+    assert known_issues(firmware_spec, [kept]) == issues
+    assert len(json.dumps(kept)) * 5 < len(json.dumps(full))
