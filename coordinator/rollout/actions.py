@@ -26,10 +26,10 @@ class PatchNode:
     phase_from: Phase | None = None
     phase_to: Phase | None = None
     event: EventNote | None = None
-    # A start: counted against maxUnavailable on the nodes as this pass's other writes leave
-    # them (a node Done in the same pass frees its slot), so it is made after the pass's
-    # other actions, and only if every Done write of the pass succeeded.
-    takes_slot: bool = False
+    # A start that takes the slot this node's Done write (of the same pass) frees: it is made
+    # right after that write, and only if it succeeded. "" for every other write, a start
+    # into a slot free before the pass included.
+    freed_by: str = ""
 
 
 @dataclass(frozen=True)

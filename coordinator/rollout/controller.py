@@ -18,10 +18,10 @@ A pass's actions are carried out node by node in parallel (`RolloutConfig.parall
 at once), each node's in the decision's order, its first failed write ending that node's
 share. That is safe because every decision about one node rests on that node's own state
 alone (its write is conditioned on its resourceVersion), and starts are counted against the
-unavailable nodes as the pass's Done writes leave them, and made only after all of those
-succeeded (PatchNode.takes_slot): a node verified Done frees its slot for a start in the
-same pass, and a failed Done write holds every start back. Without it, a pass of 500 nodes'
-steps made its ~500 requests one after another.
+unavailable nodes as the pass's Done writes leave them: a node verified Done frees its slot
+for a start in the same pass, made right after that node's Done write, by the same worker,
+and only if it succeeded (PatchNode.freed_by); a start into a slot free before the pass goes
+at once. Without it, a pass of 500 nodes' steps made its ~500 requests one after another.
 """
 
 from __future__ import annotations
@@ -503,44 +503,44 @@ class RolloutController:
         self, driver: Mapping[str, Any], inp: RolloutInput, decision: Decision
     ) -> float | None:
         """Carry out the actions, node by node in parallel, each node's in order; a failed
-        write ends its node's share. Starts (PatchNode.takes_slot) may count on slots freed
-        by this pass's Done writes: they are made after the other actions, and only if
-        every Done write succeeded (another node's failed write frees nothing they counted
-        on). Returns the soonest retry any node asked for."""
-        starts = [a for a in decision.actions if isinstance(a, PatchNode) and a.takes_slot]
-        others = [a for a in decision.actions if not (isinstance(a, PatchNode) and a.takes_slot)]
-        finishing = {
-            a.node for a in others if isinstance(a, PatchNode) and a.phase_to is Phase.DONE
-        }
-        retries = self._execute_in_parallel(driver, inp, others)
-        if finishing & retries.keys():
-            return min(retries.values())
-        retries.update(self._execute_in_parallel(driver, inp, starts))
-        return min(retries.values(), default=None)
+        write ends its node's share. A start into the slot a Done write of this pass frees
+        (PatchNode.freed_by) follows that write in its node's share, so it is made only if
+        the write succeeded. Returns the soonest retry any node asked for."""
+        shares: dict[str, list[Action]] = {}
+        for action in decision.actions:
+            if not (isinstance(action, PatchNode) and action.freed_by):
+                shares.setdefault(action.node, []).append(action)
+        for action in decision.actions:
+            # A start is never made without the Done write it counts on, nor beside other
+            # actions of its own node (they would race): then a later pass starts it.
+            if (
+                isinstance(action, PatchNode)
+                and action.freed_by in shares
+                and action.node not in shares
+            ):
+                shares[action.freed_by].append(action)
+        return min(self._carry_out_shares(driver, inp, shares).values(), default=None)
 
-    def _execute_in_parallel(
-        self, driver: Mapping[str, Any], inp: RolloutInput, actions: Sequence[Action]
+    def _carry_out_shares(
+        self, driver: Mapping[str, Any], inp: RolloutInput, shares: Mapping[str, list[Action]]
     ) -> dict[str, float]:
-        """Each node's actions in order, nodes in parallel; node -> retry for the nodes whose
-        share a failed write ended."""
+        """Each share's actions in order, shares in parallel; share -> retry for the shares
+        a failed write ended."""
         by_name = {n.name: n for n in inp.nodes}
-        per_node: dict[str, list[Action]] = {}
-        for action in actions:
-            per_node.setdefault(action.node, []).append(action)
 
-        def carry_out_node(actions: list[Action]) -> float | None:
+        def carry_out_share(actions: list[Action]) -> float | None:
             for action in actions:
                 retry = self._carry_out(driver, inp, by_name, action)
                 if retry is not None:
                     return retry
             return None
 
-        if len(per_node) <= 1:
-            retries = [carry_out_node(a) for a in per_node.values()]
+        if len(shares) <= 1:
+            retries = [carry_out_share(a) for a in shares.values()]
         else:
-            retries = list(self._pool.map(carry_out_node, per_node.values()))
+            retries = list(self._pool.map(carry_out_share, shares.values()))
         return {
-            node: retry for node, retry in zip(per_node, retries, strict=True) if retry is not None
+            name: retry for name, retry in zip(shares, retries, strict=True) if retry is not None
         }
 
     def _carry_out(

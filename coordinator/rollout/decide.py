@@ -22,14 +22,14 @@ Per pass, over those nodes (in name order):
    unavailable nodes — in progress, cordoned by anyone, or NotReady — stay within
    maxUnavailable. A node verified Done (and uncordoned) in this pass frees its slot for a
    start in the same pass, unless a Done can hold the starts (an unreleased
-   holdAfterFirstNode, a soak); starts are marked (`PatchNode.takes_slot`) and made only once
-   every Done write of the pass succeeded. Loads wait while the rollout is paused, held
-   after its first node, failed (at its failure budget) or waiting for the Module; removals
-   only while it is paused or failed (the Module's version does not matter to an unload, and
-   the drivers controller may hold a Module update until such nodes are unloaded). They
-   start in the order of gpuctl.common.rollout_order (the one `gpuctl rollout plan` shows):
-   nodes unavailable already (an admin's cordon) first, as they take no new slot, then by
-   name.
+   holdAfterFirstNode, a soak); a start that takes such a slot names the node that frees it
+   (`PatchNode.freed_by`): it is made only once that node's Done write succeeded. Loads wait
+   while the rollout is paused, held after its first node, failed (at its failure budget) or
+   waiting for the Module; removals only while it is paused or failed (the Module's version
+   does not matter to an unload, and the drivers controller may hold a Module update until
+   such nodes are unloaded). They start in the order of gpuctl.common.rollout_order (the one
+   `gpuctl rollout plan` shows): nodes unavailable already (an admin's cordon) first, as
+   they take no new slot, then by name.
 4. Blocked nodes are asked now and then whether their blocker went away.
 5. With onNodeFailure: Rollback, a node Failed at the target after its KMM write (its load
    or verification failed) rolls the GPUDriver back to the previous revision in
@@ -263,10 +263,12 @@ def _unavailable_after(
     nodes: Mapping[str, NodeFacts],
     phases: Mapping[str, Phase],
     actions: Sequence[Action],
+    *,
+    count_done: bool = True,
 ) -> set[str]:
     """The unavailable nodes, counting this pass's Done writes (and their uncordon) as made
-    where _done_frees_in_pass allows; every other write as not made yet."""
-    frees = _done_frees_in_pass(inp)
+    where `count_done` and _done_frees_in_pass allow; every other write as not made yet."""
+    frees = count_done and _done_frees_in_pass(inp)
     done = {
         a.node: a
         for a in actions
@@ -450,6 +452,25 @@ def _rollback(
     return RestoreRevision(entry, note, EventNote(WARNING, "RollingBack", words))
 
 
+class _Slots:
+    """The slots starts take: first those free before this pass's writes, then each one a
+    Done write of the pass frees, lent to one start that waits for that write."""
+
+    def __init__(self, bound: int, before: set[str], after_done: set[str]) -> None:
+        """`before`: the unavailable nodes before this pass's writes; `after_done`: as its
+        Done writes leave them."""
+        self._free_before = bound - len(before)
+        self._freeing = sorted(before - after_done, reverse=True)
+
+    def take(self) -> str | None:
+        """ "" for a slot free before the pass, else the node whose Done frees the slot taken;
+        None when there is none."""
+        if self._free_before > 0:
+            self._free_before -= 1
+            return ""
+        return self._freeing.pop() if self._freeing else None
+
+
 def _start_nodes(
     inp: RolloutInput,
     nodes: Mapping[str, NodeFacts],
@@ -465,6 +486,8 @@ def _start_nodes(
     """
     held_back = ""
     unavailable = _unavailable_after(inp, nodes, phases, decision.actions)
+    before = _unavailable_after(inp, nodes, phases, decision.actions, count_done=False)
+    slots = _Slots(bound, before, unavailable)
     touched = {a.node for a in decision.actions if isinstance(a, PatchNode)}
     for name in start_order({name: name in unavailable for name in nodes}):
         node = nodes[name]
@@ -493,10 +516,13 @@ def _start_nodes(
         if len(unavailable) + (name not in unavailable) > bound:
             held_back = held_back or _unavailable_words(nodes, phases, unavailable)
             continue
+        freed_by = "" if name in unavailable else slots.take()
+        if freed_by is None:
+            continue  # cannot be: the bound above counts the freed slots
         unavailable.add(name)
         reason = "asking the agent for a fresh report"
         start = transition(inp, node, Phase.CHECKING, reason, version=version)
-        decision.actions.append(dataclasses.replace(start, takes_slot=True))
+        decision.actions.append(dataclasses.replace(start, freed_by=freed_by))
     return held_back
 
 

@@ -1,6 +1,6 @@
 """A node verified Done frees its slot for a start in the same pass (no pass in between),
-unless a Done can hold the starts; the start is made after the pass's other writes, and
-only if every Done write succeeded."""
+unless a Done can hold the starts; such a start is made right after that Done write and
+only if it succeeded, while a start into a slot free before the pass waits for nothing."""
 
 from __future__ import annotations
 
@@ -38,8 +38,18 @@ def test_the_slot_a_node_frees_by_its_done_is_taken_in_the_same_pass() -> None:
     assert writes["n1"].phase_to is Phase.DONE
     assert writes["n1"].unschedulable is False
     assert writes["n2"].phase_to is Phase.CHECKING
-    assert writes["n2"].takes_slot
-    assert not writes["n1"].takes_slot
+    assert writes["n2"].freed_by == "n1"
+    assert writes["n1"].freed_by == ""
+
+
+def test_slots_free_before_the_pass_are_taken_first_then_each_freed_one_once() -> None:
+    verified = answered(verifying(), report=new_report(vfs={PF: 2}))
+    waiting = [node(name, phase=Phase.PENDING) for name in ("n2", "n3", "n4")]
+    settings = RolloutSettings(hold_after_first_node=False, max_unavailable=2)
+    writes = _writes(decide(rollout([verified, *waiting], settings=settings)))
+    assert writes["n2"].freed_by == ""  # n1 alone was unavailable: one slot was free
+    assert writes["n3"].freed_by == "n1"
+    assert "n4" not in writes  # n1's slot is lent once
 
 
 @pytest.mark.parametrize(
@@ -57,15 +67,20 @@ def test_a_done_that_can_hold_the_starts_frees_nothing_in_its_own_pass(
     assert "n2" not in writes
 
 
-def test_the_start_waits_for_the_other_writes_and_a_failed_one_holds_it() -> None:
+def _start(freed_by: str) -> PatchNode:
+    labels = {names.STATE_LABEL: "Checking"}
+    return PatchNode("n2", "1", labels=labels, phase_to=Phase.CHECKING, freed_by=freed_by)
+
+
+DONE = PatchNode("n1", "1", labels={names.STATE_LABEL: "Done"}, phase_to=Phase.DONE)
+
+
+def test_a_start_follows_the_done_write_it_counts_on_and_a_failed_one_holds_it() -> None:
     api, controller = two_node_world()
-    done = PatchNode("n1", "1", labels={names.STATE_LABEL: "Done"}, phase_to=Phase.DONE)
-    start = PatchNode(
-        "n2", "1", labels={names.STATE_LABEL: "Checking"}, phase_to=Phase.CHECKING, takes_slot=True
-    )
+    start = _start(freed_by="n1")
     api.fail[("PATCH", PATHS[0])] = KubeError(409, "Conflict")
     inp = rollout([node("n1"), node("n2")])
-    assert controller._execute({}, inp, Decision(actions=[start, done])) == CONFLICT_RETRY_SECONDS
+    assert controller._execute({}, inp, Decision(actions=[start, DONE])) == CONFLICT_RETRY_SECONDS
     assert names.STATE_LABEL not in api.objects[SECOND]["metadata"]["labels"]
     order: list[str] = []
     request = api.request
@@ -75,8 +90,17 @@ def test_the_start_waits_for_the_other_writes_and_a_failed_one_holds_it() -> Non
         return request(method, resource_path, **kw)
 
     api.request = recorded  # type: ignore[method-assign]
-    assert controller._execute({}, inp, Decision(actions=[start, done])) is None
+    assert controller._execute({}, inp, Decision(actions=[start, DONE])) is None
     assert order == list(PATHS)  # the Done first, though the decision listed the start first
+    assert api.objects[SECOND]["metadata"]["labels"][names.STATE_LABEL] == "Checking"
+
+
+def test_a_start_into_a_slot_free_before_the_pass_does_not_wait_for_a_done() -> None:
+    api, controller = two_node_world()
+    api.fail[("PATCH", PATHS[0])] = KubeError(409, "Conflict")
+    inp = rollout([node("n1"), node("n2")])
+    retry = controller._execute({}, inp, Decision(actions=[DONE, _start(freed_by="")]))
+    assert retry == CONFLICT_RETRY_SECONDS
     assert api.objects[SECOND]["metadata"]["labels"][names.STATE_LABEL] == "Checking"
 
 
@@ -84,12 +108,8 @@ def test_another_nodes_failed_write_does_not_hold_the_start_back() -> None:
     """n3's write fails (it is gone: 404); the start counted only on n1's Done, which
     succeeded, so it is made, and the pass asks to be made again soon for n3."""
     api, controller = two_node_world()
-    done = PatchNode("n1", "1", labels={names.STATE_LABEL: "Done"}, phase_to=Phase.DONE)
     other = PatchNode("n3", "1", labels={names.STATE_LABEL: "Draining"}, phase_to=Phase.DRAINING)
-    start = PatchNode(
-        "n2", "1", labels={names.STATE_LABEL: "Checking"}, phase_to=Phase.CHECKING, takes_slot=True
-    )
     inp = rollout([node("n1"), node("n2"), node("n3")])
-    retry = controller._execute({}, inp, Decision(actions=[done, other, start]))
+    retry = controller._execute({}, inp, Decision(actions=[DONE, other, _start(freed_by="n1")]))
     assert retry == CONFLICT_RETRY_SECONDS
     assert api.objects[SECOND]["metadata"]["labels"][names.STATE_LABEL] == "Checking"
