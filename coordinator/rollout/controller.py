@@ -529,11 +529,18 @@ class RolloutController:
         by_name = {n.name: n for n in inp.nodes}
 
         def carry_out_share(actions: list[Action]) -> float | None:
-            for action in actions:
-                retry = self._carry_out(driver, inp, by_name, action)
-                if retry is not None:
-                    return retry
-            return None
+            # The share's Events are recorded after its writes: a start that follows a Done
+            # write does not wait for the Done's Events.
+            told: list[tuple[Mapping[str, Any], PatchNode]] = []
+            try:
+                for action in actions:
+                    retry = self._carry_out(driver, inp, by_name, action, told)
+                    if retry is not None:
+                        return retry
+                return None
+            finally:
+                for written, patch in told:
+                    self._record_events(driver, written, patch)
 
         if len(shares) <= 1:
             retries = [carry_out_share(a) for a in shares.values()]
@@ -549,9 +556,11 @@ class RolloutController:
         inp: RolloutInput,
         by_name: Mapping[str, NodeFacts],
         action: Action,
+        told: list[tuple[Mapping[str, Any], PatchNode]],
     ) -> float | None:
+        """One action; a node write made appends what its Events need to `told`."""
         if isinstance(action, PatchNode):
-            return self._patch(driver, inp, by_name[action.node], action)
+            return self._patch(inp, by_name[action.node], action, told)
         if isinstance(action, RequestReport):
             self._send(action.node, INSPECT, action.attempt, inp)
         elif isinstance(action, SendPrepare):
@@ -564,10 +573,10 @@ class RolloutController:
 
     def _patch(
         self,
-        driver: Mapping[str, Any],
         inp: RolloutInput,
         node: NodeFacts,
         patch: PatchNode,
+        told: list[tuple[Mapping[str, Any], PatchNode]],
     ) -> float | None:
         metadata: dict[str, Any] = {"resourceVersion": patch.resource_version}
         if patch.labels:
@@ -597,7 +606,7 @@ class RolloutController:
                 "rollout left",
                 extra={"node": patch.node, "from": patch.phase_from.value},
             )
-            self._record_events(driver, written, patch)
+            told.append((written, patch))
         if patch.phase_to is not None:
             log.info(
                 "rollout step",
@@ -610,7 +619,7 @@ class RolloutController:
             )
             if self._metrics is not None:
                 self._metrics.transition(patch, node.since, inp.now)
-            self._record_events(driver, written, patch)
+            told.append((written, patch))
         return None
 
     def _record_events(

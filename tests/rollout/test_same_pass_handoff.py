@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from coordinator.event_notes import NORMAL, EventNote
 from coordinator.kube.client import KubeError
 from coordinator.rollout.actions import PatchNode
 from coordinator.rollout.controller import CONFLICT_RETRY_SECONDS
@@ -113,3 +114,20 @@ def test_another_nodes_failed_write_does_not_hold_the_start_back() -> None:
     retry = controller._execute({}, inp, Decision(actions=[DONE, other, _start(freed_by="n1")]))
     assert retry == CONFLICT_RETRY_SECONDS
     assert api.objects[SECOND]["metadata"]["labels"][names.STATE_LABEL] == "Checking"
+
+
+def test_the_start_after_a_done_does_not_wait_for_the_dones_event() -> None:
+    api, controller = two_node_world()
+    note = EventNote(NORMAL, "NodeUpgraded", "verified at the target")
+    done = dataclasses.replace(DONE, event=note)
+    inp = rollout([node("n1"), node("n2")])
+    order: list[str] = []
+    request = api.request
+
+    def recorded(method: str, resource_path: str, **kw: Any) -> dict[str, Any]:
+        order.append(f"{method} {resource_path.rsplit('/', maxsplit=1)[-1]}")
+        return request(method, resource_path, **kw)
+
+    api.request = recorded  # type: ignore[method-assign]
+    assert controller._execute({}, inp, Decision(actions=[done, _start(freed_by="n1")])) is None
+    assert order == ["PATCH n1", "PATCH n2", "POST events"]
