@@ -7,7 +7,11 @@ Every agent answers InspectRequests with a REQUESTED report, as the real agent d
 are spread over several channels (HTTP/2 connections), as agents on separate nodes would be,
 and over several processes (`run_in_processes`): one Python process driving more than about a
 thousand grpc.aio client streams at once saw its own calls fail with CANCELLED, which is a
-limit of the simulation, not of the server.
+limit of the simulation, not of the server. As a real agent does, an agent whose Welcome does
+not come (within HANDSHAKE_SECONDS) or whose stream fails before it gives up that stream and
+connects again on a channel of its own (at most HANDSHAKE_ATTEMPTS times); the retries are
+counted (`SwarmProcesses.handshake_retries`): at 5,000 streams one simulation process once
+left 44 of its streams without an answer, and the coordinator never saw them.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import multiprocessing.synchronize
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 
@@ -28,6 +33,9 @@ from gpuctl.common.names import AGENT_AUDIENCE
 CONNECT = "/gpuctl.api.v1alpha1.AgentService/Connect"
 STREAMS_PER_CHANNEL = 100
 AGENTS_PER_PROCESS = 500
+HANDSHAKE_SECONDS = 60.0
+HANDSHAKE_ATTEMPTS = 5
+RECONNECT_SECONDS = 1.0
 
 
 def report_for(node: str, marker: int) -> report_pb.NodeReport:
@@ -74,22 +82,60 @@ class Swarm:
     reports: int
     connected: int = 0
     failed: list[str] = field(default_factory=list)
+    # Called once per handshake given up and tried again.
+    on_retry: Callable[[], None] = lambda: None
     go: asyncio.Event = field(default_factory=asyncio.Event)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def _agent(self, channel: grpc.aio.Channel, node: str, token: str) -> None:
+    def _credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(root_certificates=self.root_certificate)
+
+    async def _handshake(
+        self, channel: grpc.aio.Channel, node: str, token: str
+    ) -> grpc.aio.StreamStreamCall[bytes, bytes]:
+        """A stream that got its Welcome and carries the first report."""
         method: grpc.aio.StreamStreamMultiCallable[bytes, bytes]
         method = channel.stream_stream(CONNECT, request_serializer=None, response_deserializer=None)
         call: grpc.aio.StreamStreamCall[bytes, bytes] = method(
             metadata=(("authorization", f"Bearer {token}"),)
         )
-        lock = asyncio.Lock()
-        sequence = 1
         try:
             hello = agent_pb.Hello(node_name=node, agent_version="bench", boot_id="b")
             await call.write(agent_pb.AgentMessage(hello=hello).SerializeToString())
-            await call.read()  # the Welcome
+            await asyncio.wait_for(call.read(), HANDSHAKE_SECONDS)  # the Welcome
             await call.write(_update(node, 1, 0, agent_pb.ReportUpdate.CONNECTED))
+        except BaseException:
+            call.cancel()
+            raise
+        return call
+
+    async def _connect(
+        self, channel: grpc.aio.Channel, node: str, token: str, own: list[grpc.aio.Channel]
+    ) -> grpc.aio.StreamStreamCall[bytes, bytes]:
+        """The handshake, tried again on a channel of the agent's own (kept in `own`, for the
+        caller to close) after a timeout or a failed stream."""
+        for attempt in range(1, HANDSHAKE_ATTEMPTS + 1):
+            try:
+                return await self._handshake(channel, node, token)
+            except (TimeoutError, grpc.aio.AioRpcError):
+                if attempt == HANDSHAKE_ATTEMPTS:
+                    raise
+            self.on_retry()
+            await asyncio.sleep(RECONNECT_SECONDS)
+            channel = grpc.aio.secure_channel(self.target, self._credentials())
+            own.append(channel)
+        raise AssertionError("unreachable")
+
+    async def _agent(self, channel: grpc.aio.Channel, node: str, token: str) -> None:
+        own: list[grpc.aio.Channel] = []
+        lock = asyncio.Lock()
+        sequence = 1
+        try:
+            call = await self._connect(channel, node, token, own)
+        except (TimeoutError, grpc.aio.AioRpcError) as err:
+            self.failed.append(f"{node}: no Welcome after {HANDSHAKE_ATTEMPTS} attempts: {err!r}")
+            return
+        try:
             self.connected += 1
 
             async def answer_inspects() -> None:
@@ -124,10 +170,12 @@ class Swarm:
             self.failed.append(f"{node}: {err.code().name} {err.details()}")
         finally:
             call.cancel()
+            for own_channel in own:
+                await own_channel.close()
 
     async def run(self, agents: Sequence[tuple[str, str]]) -> None:
         """Run every (node, token) agent until `stop` is set."""
-        credentials = grpc.ssl_channel_credentials(root_certificates=self.root_certificate)
+        credentials = self._credentials()
         channels = [
             grpc.aio.secure_channel(self.target, credentials)
             for _ in range(0, len(agents), STREAMS_PER_CHANNEL)
@@ -147,12 +195,18 @@ class Swarm:
 def _process_main(
     swarm_args: tuple[str, bytes, int],
     agents: Sequence[tuple[str, str]],
+    *,
     go: multiprocessing.synchronize.Event,
     stop: multiprocessing.synchronize.Event,
     failures: multiprocessing.Queue[str],
+    retries: Any,
 ) -> None:
+    def count_retry() -> None:
+        with retries.get_lock():
+            retries.value += 1
+
     async def main() -> None:
-        swarm = Swarm(*swarm_args)
+        swarm = Swarm(*swarm_args, on_retry=count_retry)
         running = asyncio.create_task(swarm.run(agents))
         await asyncio.to_thread(go.wait)
         swarm.go.set()
@@ -174,16 +228,20 @@ class SwarmProcesses:
         context = multiprocessing.get_context("spawn")
         self._go, self._stop = context.Event(), context.Event()
         self.failures: multiprocessing.Queue[str] = context.Queue()
+        self._retries = context.Value("i", 0)
         self._processes = [
             context.Process(
                 target=_process_main,
                 args=(
                     (target, root_certificate, reports),
                     list(agents[start : start + AGENTS_PER_PROCESS]),
-                    self._go,
-                    self._stop,
-                    self.failures,
                 ),
+                kwargs={
+                    "go": self._go,
+                    "stop": self._stop,
+                    "failures": self.failures,
+                    "retries": self._retries,
+                },
                 daemon=True,
             )
             for start in range(0, len(agents), AGENTS_PER_PROCESS)
@@ -193,6 +251,11 @@ class SwarmProcesses:
 
     def go(self) -> None:
         self._go.set()
+
+    @property
+    def handshake_retries(self) -> int:
+        """Handshakes the agents gave up and tried again, so far."""
+        return int(self._retries.value)
 
     def stop(self) -> None:
         self._go.set()

@@ -391,6 +391,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         figures["peak_rss_kb"] = coordinator.memory_kb("VmHWM")
         figures["rss_kb"] = coordinator.memory_kb("VmRSS")
         figures["violations"] = len(emulator.unloads_while_busy())
+        figures["handshake_retries"] = swarm.handshake_retries
     finally:
         world.close()
     return figures
@@ -420,7 +421,8 @@ def describe(f: dict[str, Any]) -> str:
             f"  coordinator: peak RSS {f['peak_rss_kb'] / 1024:.0f} MiB (now "
             f"{f['rss_kb'] / 1024:.0f} MiB); CPU {f['cpu_seconds_rollout']:.1f} s in the rollout, "
             f"{f['cpu_seconds_total']:.1f} s in all",
-            f"  reports ingested: {f['reports_per_second']:,.0f}/s (all sessions open)",
+            f"  reports ingested: {f['reports_per_second']:,.0f}/s (all sessions open); "
+            f"simulated agents' handshakes tried again: {f['handshake_retries']}",
             f"  GPU pods Running afterwards: {f['pods_running_after']}; unloads while busy: "
             f"{f['violations']}",
         ]
