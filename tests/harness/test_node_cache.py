@@ -22,15 +22,18 @@ class Listed:
 
 
 class Stream:
-    """A watch response: its lines, then it blocks until shut down (as a quiet watch does)."""
+    """A watch response: its lines, then (`quiet`) it blocks until shut down, as a quiet watch
+    does, or it ends, as a watch the server closes does."""
 
-    def __init__(self, events: list[dict[str, Any]]) -> None:
+    def __init__(self, events: list[dict[str, Any]], *, quiet: bool = False) -> None:
         self._lines = [json.dumps(event).encode() for event in events]
+        self._quiet = quiet
         self._shut = threading.Event()
 
     def __iter__(self) -> Iterator[bytes]:
         yield from self._lines
-        self._shut.wait(30)
+        if self._quiet:
+            self._shut.wait(30)
 
     def shutdown(self) -> None:
         self._shut.set()
@@ -62,7 +65,7 @@ def test_a_410_watch_lists_again_and_the_new_list_replaces_the_old() -> None:
         watches=[
             Stream([{"type": "MODIFIED", "object": node("b", 7, v="x")}]),
             Stream([{"type": "ERROR", "object": {"code": 410, "message": "too old"}}]),
-            Stream([]),
+            Stream([], quiet=True),
         ],
     )
     cache = NodeCache(core, lambda: None)
@@ -80,7 +83,7 @@ def test_a_410_watch_lists_again_and_the_new_list_replaces_the_old() -> None:
 def test_a_watch_that_cannot_be_opened_keeps_the_nodes_and_retries_from_the_same_version() -> None:
     core = FakeCore(
         lists=[Listed([node("a", 5, v="1")], 5)],
-        watches=[ConnectionRefusedError("apiserver down"), Stream([])],
+        watches=[ConnectionRefusedError("apiserver down"), Stream([], quiet=True)],
     )
     cache = NodeCache(core, lambda: None)
     cache.start()
