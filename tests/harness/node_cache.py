@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tests.harness.kmm_model import NodeView
+from tests.harness.watch_wakeup import OpenWatch
 
 WATCH_SERVER_TIMEOUT_SECONDS = 300
 RETRY_SECONDS = 0.5
@@ -41,8 +42,7 @@ class NodeCache:
         self._nodes: dict[str, tuple[int, NodeView]] = {}
         self._lock = threading.Lock()
         self._synced = threading.Event()
-        self._stopped = threading.Event()
-        self._response: Any = None
+        self._open = OpenWatch()
         self.errors: list[BaseException] = []
         self._thread = threading.Thread(target=self._run, name="watch-nodes", daemon=True)
 
@@ -50,10 +50,7 @@ class NodeCache:
         self._thread.start()
 
     def stop(self, timeout_seconds: float = 10.0) -> None:
-        self._stopped.set()
-        with self._lock:
-            if self._response is not None:
-                self._response.shutdown()
+        self._open.stop()
         self._thread.join(timeout_seconds)
 
     def wait_synced(self, timeout_seconds: float) -> bool:
@@ -98,11 +95,7 @@ class NodeCache:
             timeout_seconds=WATCH_SERVER_TIMEOUT_SECONDS,
             _preload_content=False,
         )
-        with self._lock:
-            self._response = response
-        if self._stopped.is_set():
-            response.shutdown()
-        try:
+        with self._open.holding(response):
             for line in response:
                 event = json.loads(line)
                 kind, obj = event.get("type"), event.get("object") or {}
@@ -117,23 +110,19 @@ class NodeCache:
                 elif kind in ("ADDED", "MODIFIED"):
                     self._put(_revision(obj), NodeView.from_object(obj))
                 self._on_change()
-        finally:
-            with self._lock:
-                self._response = None
-            response.release_conn()
         return resource_version
 
     def _run(self) -> None:
         resource_version: str | None = None
-        while not self._stopped.is_set():
+        while not self._open.stopped.is_set():
             try:
                 if resource_version is None:
                     resource_version = self._list()
                 resource_version = self._follow(resource_version)
             except Exception as error:
-                if self._stopped.is_set():
+                if self._open.stopped.is_set():
                     return
                 if getattr(error, "status", None) == HTTP_GONE:
                     resource_version = None
                 self.errors.append(error)
-                self._stopped.wait(RETRY_SECONDS)
+                self._open.stopped.wait(RETRY_SECONDS)
