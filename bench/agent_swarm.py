@@ -114,17 +114,15 @@ class Swarm:
     ) -> grpc.aio.StreamStreamCall[bytes, bytes]:
         """The handshake, tried again on a channel of the agent's own (kept in `own`, for the
         caller to close) after a timeout or a failed stream."""
-        for attempt in range(1, HANDSHAKE_ATTEMPTS + 1):
+        for _ in range(HANDSHAKE_ATTEMPTS - 1):
             try:
                 return await self._handshake(channel, node, token)
             except (TimeoutError, grpc.aio.AioRpcError):
-                if attempt == HANDSHAKE_ATTEMPTS:
-                    raise
-            self.on_retry()
+                self.on_retry()
             await asyncio.sleep(RECONNECT_SECONDS)
             channel = grpc.aio.secure_channel(self.target, self._credentials())
             own.append(channel)
-        raise AssertionError("unreachable")
+        return await self._handshake(channel, node, token)
 
     async def _agent(self, channel: grpc.aio.Channel, node: str, token: str) -> None:
         own: list[grpc.aio.Channel] = []
