@@ -4,8 +4,9 @@ Each agent opens its AgentService stream with its own bound token, says Hello, w
 Welcome, sends its first report, and then, when told to go, `reports` more reports, each
 different from the last (a blocker appears and disappears), as fast as the stream takes them.
 Every agent answers InspectRequests with a REQUESTED report, as the real agent does. Streams
-are spread over several channels (HTTP/2 connections), as agents on separate nodes would be,
-and over several processes (`run_in_processes`): one Python process driving more than about a
+are spread over several channels (HTTP/2 connections), `streams_per_connection` to each (100
+by default, to spare the simulation; 1 is what agents on separate nodes make), and over
+several processes (`run_in_processes`): one Python process driving more than about a
 thousand grpc.aio client streams at once saw its own calls fail with CANCELLED, which is a
 limit of the simulation, not of the server. As a real agent does, an agent whose Welcome does
 not come (within HANDSHAKE_SECONDS) or whose stream fails before it gives up that stream and
@@ -31,7 +32,7 @@ from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common.names import AGENT_AUDIENCE
 
 CONNECT = "/gpuctl.api.v1alpha1.AgentService/Connect"
-STREAMS_PER_CHANNEL = 100
+STREAMS_PER_CONNECTION = 100
 AGENTS_PER_PROCESS = 500
 HANDSHAKE_SECONDS = 60.0
 HANDSHAKE_ATTEMPTS = 5
@@ -80,6 +81,7 @@ class Swarm:
     target: str
     root_certificate: bytes
     reports: int
+    streams_per_connection: int = STREAMS_PER_CONNECTION
     connected: int = 0
     failed: list[str] = field(default_factory=list)
     # Called once per handshake given up and tried again.
@@ -174,14 +176,15 @@ class Swarm:
     async def run(self, agents: Sequence[tuple[str, str]]) -> None:
         """Run every (node, token) agent until `stop` is set."""
         credentials = self._credentials()
+        per_connection = self.streams_per_connection
         channels = [
             grpc.aio.secure_channel(self.target, credentials)
-            for _ in range(0, len(agents), STREAMS_PER_CHANNEL)
+            for _ in range(0, len(agents), per_connection)
         ]
         try:
             await asyncio.gather(
                 *(
-                    self._agent(channels[index // STREAMS_PER_CHANNEL], node, token)
+                    self._agent(channels[index // per_connection], node, token)
                     for index, (node, token) in enumerate(agents)
                 )
             )
@@ -191,7 +194,7 @@ class Swarm:
 
 
 def _process_main(
-    swarm_args: tuple[str, bytes, int],
+    swarm_args: tuple[str, bytes, int, int],
     agents: Sequence[tuple[str, str]],
     *,
     go: multiprocessing.synchronize.Event,
@@ -221,7 +224,12 @@ class SwarmProcesses:
     """`agents` split over processes of AGENTS_PER_PROCESS; go() and stop() signal them all."""
 
     def __init__(
-        self, target: str, root_certificate: bytes, reports: int, agents: Sequence[tuple[str, str]]
+        self,
+        target: str,
+        root_certificate: bytes,
+        reports: int,
+        agents: Sequence[tuple[str, str]],
+        streams_per_connection: int = STREAMS_PER_CONNECTION,
     ) -> None:
         context = multiprocessing.get_context("spawn")
         self._go, self._stop = context.Event(), context.Event()
@@ -231,7 +239,7 @@ class SwarmProcesses:
             context.Process(
                 target=_process_main,
                 args=(
-                    (target, root_certificate, reports),
+                    (target, root_certificate, reports, streams_per_connection),
                     list(agents[start : start + AGENTS_PER_PROCESS]),
                 ),
                 kwargs={

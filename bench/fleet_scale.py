@@ -1,12 +1,15 @@
 """One coordinator, a fleet of kwok nodes: a rollout at maxUnavailable 10 %, and its costs.
 
     .venv/bin/python -m bench.fleet_scale [--nodes 500] [--delay 5] [--reports 2]
+        [--streams-per-connection 100]
 
 A real control plane (tests/harness) with kube-scheduler, the Deployment/ReplicaSet
 controllers and kwok (tests/harness/node_lifecycle.py) holds N kwok Nodes, each with one GPU
 (`gpu.intel.com/xe`) and a Running GPU pod of one Deployment placed there by the scheduler,
-and an agent Pod with a bound token. N simulated agents (bench.agent_swarm, TLS, four
-processes of 500 at most) hold one stream each to ONE `gpuctl-coordinator` process (real
+and an agent Pod with a bound token. N simulated agents (bench.agent_swarm, TLS, processes of
+500, 100 streams per HTTP/2 connection unless `--streams-per-connection` says otherwise: real
+agents make one connection each, which costs the server more memory, docs/benchmarks.md)
+hold one stream each to ONE `gpuctl-coordinator` process (real
 watches, the GPUNode mirror, the rollout; bench.fleet_coordinator counts its API requests).
 The KMM emulator (tests/harness/kmm_emulator.py) runs every worker `--delay` seconds after it
 is created. Every node starts Done at the old version; the GPUDriver then asks for the new
@@ -40,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.agent_swarm import SwarmProcesses, agent_token
+from bench.agent_swarm import STREAMS_PER_CONNECTION, SwarmProcesses, agent_token
 from bench.fleet_observe import Coordinator, RolloutWatch, handoffs, listening, wait_for
 from bench.timing import Timings
 from coordinator.drivers.module_spec import desired_module, kmm_version
@@ -283,7 +286,13 @@ def start_coordinator(
     world.cleanup.append(coordinator.stop)
     # The simulated agents do not retry a refused connection: start them once it listens.
     wait_for("the coordinator serves gRPC", lambda: listening(grpc_port), 120, poll=0.2)
-    swarm = SwarmProcesses(f"localhost:{grpc_port}", ca.cert_pem, args.reports, world.agents)
+    swarm = SwarmProcesses(
+        f"localhost:{grpc_port}",
+        ca.cert_pem,
+        args.reports,
+        world.agents,
+        args.streams_per_connection,
+    )
     world.cleanup.append(swarm.stop)
     try:
         wait_for(
@@ -374,7 +383,10 @@ def ingest(coordinator: Coordinator, swarm: SwarmProcesses, nodes: int, reports:
 
 
 def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    figures: dict[str, Any] = {"nodes": args.nodes}
+    figures: dict[str, Any] = {
+        "nodes": args.nodes,
+        "streams_per_connection": args.streams_per_connection,
+    }
     world = start_world(args, root, figures)
     try:
         emulator = KmmEmulator(world.cluster.admin_client(), NAMESPACE)
@@ -403,7 +415,8 @@ def describe(f: dict[str, Any]) -> str:
     kinds = ", ".join(f"{k} {v / f['nodes']:.2f}" for k, v in f["requests_by_kind"].items())
     return "\n".join(
         [
-            f"{f['nodes']} kwok nodes, maxUnavailable 10% ({f['bound']}), one coordinator:",
+            f"{f['nodes']} kwok nodes, maxUnavailable 10% ({f['bound']}), one coordinator, "
+            f"{f['streams_per_connection']} agent streams per connection:",
             f"  total {f['total_seconds']:.1f} s; floor {f['floor_seconds']:.1f} s "
             f"({math.ceil(f['nodes'] / f['bound'])} waves x the fastest node's "
             f"{f['fastest_node_seconds']:.2f} s; median node {f['median_node_seconds']:.2f} s; "
@@ -434,6 +447,12 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--delay", type=float, default=5.0, help="KMM worker delay (s)")
     parser.add_argument("--reports", type=int, default=2, help="changed reports per agent")
+    parser.add_argument(
+        "--streams-per-connection",
+        type=int,
+        default=STREAMS_PER_CONNECTION,
+        help="agent streams sharing one HTTP/2 connection (1: one per agent, as on real nodes)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="gpuctl-bench-fleet-"))

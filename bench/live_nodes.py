@@ -1,12 +1,14 @@
 """Live node reports at fleet scale: N agents against one coordinator, with a same-run baseline.
 
     .venv/bin/python -m bench.live_nodes [--agents 2000] [--reports 10] [--inspections 200]
+        [--streams-per-connection 100]
 
 A real control plane (tests/harness: etcd + kube-apiserver) holds N Nodes, a Pod of the agent
 ServiceAccount on each, and a TokenRequest token bound to each Pod. Then, for each server in
 its own process (bench.live_nodes_server), N simulated agents (bench.agent_swarm) connect over
-TLS (from four processes of 500) and each sends `--reports` changed reports as fast as the
-streams take them:
+TLS (from processes of 500; 100 streams share an HTTP/2 connection, or
+`--streams-per-connection`: 1 is what agents on separate nodes make) and each sends
+`--reports` changed reports as fast as the streams take them:
 
 - coordinator: coordinator.live_nodes.live.LiveNodes, as gpuctl-coordinator runs it: a TokenReview
   per agent token, the registry, the GPUNode mirror writing every node's changes to the API
@@ -43,7 +45,7 @@ from typing import Any
 
 import grpc
 
-from bench.agent_swarm import SwarmProcesses, agent_token
+from bench.agent_swarm import STREAMS_PER_CONNECTION, SwarmProcesses, agent_token
 from bench.timing import Timings, ratio_line
 from coordinator.kube.client import Kube, path
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
@@ -171,6 +173,7 @@ def run_one(
     ca: bytes,
     agents: list[tuple[str, str]],
     reports: int,
+    streams_per_connection: int,
     fresh: Callable[[], Any] | None,
 ) -> dict[str, Any]:
     server = ServerProcess([kind, *server_argv])
@@ -180,7 +183,7 @@ def run_one(
     try:
         server.wait_for("listening", lambda s: "reports" in s, 60)
         started = time.perf_counter()
-        swarm = SwarmProcesses(target, ca, reports, agents)
+        swarm = SwarmProcesses(target, ca, reports, agents, streams_per_connection)
         server.wait_for("every agent's first report", lambda s: s["reports"] >= count, 600)
         figures["connect_seconds"] = time.perf_counter() - started
         figures["rss_connected_kb"] = server.latest["rss_kb"]
@@ -220,6 +223,12 @@ def main() -> int:
     parser.add_argument("--agents", type=int, default=2000)
     parser.add_argument("--reports", type=int, default=10, help="changed reports per agent")
     parser.add_argument("--inspections", type=int, default=200)
+    parser.add_argument(
+        "--streams-per-connection",
+        type=int,
+        default=STREAMS_PER_CONNECTION,
+        help="agent streams sharing one HTTP/2 connection (1: one per agent, as on real nodes)",
+    )
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="gpuctl-bench-live-"))
     now = datetime.datetime.now(datetime.UTC)
@@ -254,6 +263,7 @@ def main() -> int:
             "ca": ca.cert_pem,
             "agents": agents,
             "reports": args.reports,
+            "streams_per_connection": args.streams_per_connection,
         }
         bare = run_one("bare", tls_argv, **common, fresh=None)
         coordinator_argv = [
@@ -262,7 +272,10 @@ def main() -> int:
             f"--namespace={NAMESPACE}",
         ]
         coordinator = run_one("coordinator", coordinator_argv, **common, fresh=fresh)
-        print(f"{args.agents} agents x {args.reports} changed reports each, TLS, one machine:")
+        print(
+            f"{args.agents} agents x {args.reports} changed reports each, TLS, "
+            f"{args.streams_per_connection} per connection, one machine:"
+        )
         _describe("coordinator (LiveNodes)", coordinator, args.agents)
         _describe("baseline (bare grpc.aio server)", bare, args.agents)
         print(
