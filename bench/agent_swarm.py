@@ -6,7 +6,7 @@ different from the last (a blocker appears and disappears), as fast as the strea
 Every agent answers InspectRequests with a REQUESTED report, as the real agent does. Streams
 are spread over several channels (HTTP/2 connections), `streams_per_connection` to each (100
 by default, to spare the simulation; 1 is what agents on separate nodes make), and over
-several processes (`run_in_processes`): one Python process driving more than about a
+several processes (`SwarmProcesses`): one Python process driving more than about a
 thousand grpc.aio client streams at once saw its own calls fail with CANCELLED, which is a
 limit of the simulation, not of the server. As a real agent does, an agent whose Welcome does
 not come (within HANDSHAKE_SECONDS) or whose stream fails before it gives up that stream and

@@ -9,8 +9,8 @@ controllers and kwok (tests/harness/node_lifecycle.py) holds N kwok Nodes, each 
 and an agent Pod with a bound token. N simulated agents (bench.agent_swarm, TLS, processes of
 500, 100 streams per HTTP/2 connection unless `--streams-per-connection` says otherwise: real
 agents make one connection each, which costs the server more memory, docs/benchmarks.md)
-hold one stream each to ONE `gpuctl-coordinator` process (real
-watches, the GPUNode mirror, the rollout; bench.fleet_coordinator counts its API requests).
+hold one stream each to ONE `gpuctl-coordinator` process (real watches, the GPUNode mirror,
+the rollout; bench.fleet_coordinator counts its API requests).
 The KMM emulator (tests/harness/kmm_emulator.py) runs every worker `--delay` seconds after it
 is created. Every node starts Done at the old version; the GPUDriver then asks for the new
 one with `maxUnavailable: 10%` and `evictGPUPods: true`, and the bench watches the Nodes.

@@ -118,9 +118,9 @@ def main() -> int:
         client.start()
     for event in opened:
         if not event.wait(300):
-            # A stream the server never took blocks its client's write (at 5,000 streams one
-            # of ten client processes once waited for good); the server, waiting to measure,
-            # would keep this process from exiting.
+            # A stream the server never took blocks its client's write (at 5,000 streams a
+            # client process once waited for good); the server, waiting to be told to
+            # measure, would keep this process from exiting.
             print("the client processes did not open every stream in 300 s", file=sys.stderr)
             server.terminate()
             return 1
