@@ -36,7 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     busy_seconds, pause, load_seconds = (1.0, 0.0, 0.5) if args.fast else (5.0, 2.0, 2.0)
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    # SIGINT too, not only Python's default: a process started with SIGINT ignored (as a
+    # non-interactive shell starts its background jobs, and their children inherit it) would
+    # otherwise keep ignoring Ctrl-C and run on.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
     narrator = Narrator(sys.stdout)
     try:
