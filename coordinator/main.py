@@ -40,6 +40,7 @@ from coordinator.metrics_http import (
     stop_metrics,
 )
 from coordinator.rollout.metrics import RolloutMetrics
+from gpuctl.common.label_selector import SelectorError, check_selector
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 FALLBACK_NAMESPACE = "gpuctl-system"
@@ -69,6 +70,14 @@ def default_namespace() -> str:
     if SERVICE_ACCOUNT_NAMESPACE.is_file():
         return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
     return os.environ.get("POD_NAMESPACE", FALLBACK_NAMESPACE)
+
+
+def label_selector(text: str) -> str:
+    """An argparse type: `text` if it is a label selector, else the usage error saying why."""
+    try:
+        return check_selector(text)
+    except SelectorError as err:
+        raise argparse.ArgumentTypeError(f"not a label selector: {err}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,9 +151,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--gpudriver-selector",
+        type=label_selector,
         default=None,
         metavar="SELECTOR",
         help="manage only GPUDrivers matching this label selector (e.g. team=a; default: all)",
+    )
+    parser.add_argument(
+        "--node-selector",
+        type=label_selector,
+        default=None,
+        metavar="SELECTOR",
+        help="serve only the Nodes matching this label selector, one coordinator per node "
+        "pool (e.g. gpuctl.dev/pool=a): watch, report on and roll out only those, and refuse "
+        "other nodes' agents; give each such shard its own --gpudriver-selector "
+        "(docs/deploying.md#sharding; default: every Node)",
     )
     parser.add_argument(
         "--log-level",
@@ -232,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         renew_deadline=args.renew_deadline,
         retry_period=args.retry_period,
         driver_selector=args.gpudriver_selector,
+        node_selector=args.node_selector,
         rollout_blocked_recheck_seconds=args.rollout_blocked_recheck,
     )
     try:

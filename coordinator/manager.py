@@ -72,6 +72,9 @@ class CoordinatorConfig:
     resync_seconds: float = 60.0
     # Manage only the GPUDrivers with these labels (a label selector; None: all of them).
     driver_selector: str | None = None
+    # Serve only the Nodes with these labels (a label selector; None: every Node): one
+    # coordinator per node pool (coordinator/live_nodes/node_scope.py).
+    node_selector: str | None = None
     # How often the rollout asks a Blocked node's agent whether its blocker went away.
     rollout_blocked_recheck_seconds: float = 30.0
 
@@ -342,6 +345,7 @@ class Coordinator:
         )
         nodes = self._informer(Resource("", "v1", "nodes"), self._on_node)
         nodes.keep = watched_node_part
+        nodes.label_selector = self._config.node_selector
         claims = self._informer(
             Resource(DRA_GROUP, dra, "resourceclaims"),
             self._on_claim,

@@ -45,6 +45,7 @@ from coordinator.live_nodes.limits import (
     check_hello,
     check_report_update,
 )
+from coordinator.live_nodes.node_scope import NodeScope
 from coordinator.live_nodes.ratelimit import TokenBucket
 from coordinator.live_nodes.registry import Registry
 from coordinator.live_nodes.sessions import AgentSession, CallResult, Pending, Sessions
@@ -104,8 +105,11 @@ class AgentService:
         registry: Registry,
         sessions: Sessions,
         monotonic: Callable[[], float],
+        scope: NodeScope | None = None,
     ) -> None:
         self._config = config
+        # The Nodes served (None: every Node); other nodes' agents are refused.
+        self._scope = scope
         self._reviewer = reviewer
         self._registry = registry
         self._sessions = sessions
@@ -165,6 +169,8 @@ class AgentService:
             node = await self._token_node(context)
             hello = await self._hello(requests)
             check_claimed_node(node, hello.node_name)
+            if self._scope is not None:
+                self._scope.check(node)
         except RefusalError as refused:
             self.refused[refused.code.name] += 1
             log.warning(

@@ -238,4 +238,5 @@ def live_nodes_config(args: argparse.Namespace, namespace: str) -> LiveNodesConf
         ),
         inspect_timeout_seconds=args.inspect_timeout,
         mirror_max_writes_per_second=args.gpunode_writes_per_second,
+        node_selector=args.node_selector,
     )

@@ -49,9 +49,16 @@ class InspectRequests:
     """Reacts to GPUNode watch events by asking agents for fresh reports."""
 
     def __init__(
-        self, registry: Registry, request_report: RequestReport, timeout: float = 10.0
+        self,
+        registry: Registry,
+        request_report: RequestReport,
+        timeout: float = 10.0,
+        *,
+        in_scope: Callable[[str], bool | None] = lambda _node: True,
     ) -> None:
         self._registry = registry
+        # Another shard's node (node_scope.py) is that shard's to answer.
+        self._in_scope = in_scope
         self._request_report = request_report
         self._timeout = timeout
         self._in_flight: set[tuple[str, str]] = set()
@@ -62,7 +69,7 @@ class InspectRequests:
             return
         node = gpunode["metadata"]["name"]
         request_id = unanswered_request(gpunode)
-        if request_id is None:
+        if request_id is None or self._in_scope(node) is not True:
             return
         record = self._registry.get(node)
         if record is not None and record.answered_request == request_id:

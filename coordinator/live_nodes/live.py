@@ -6,6 +6,10 @@ its freshness timer; `stop()` ends it all. The rollout asks the agents through `
 the leading coordinator replica runs this: the standby does not listen, and the leader labels
 its own Pod for the chart's gRPC Service while it serves (serving_label.py), so agents and
 callers reach the leader.
+
+With a node selector (one coordinator per node pool) all of it keeps to the pool's nodes
+(node_scope.py). The GPUNode watch starts once the pool is listed, so no GPUNode event is
+judged before it is known whose node it is.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from coordinator.kube.client import KubeApi
 from coordinator.kube.watches import Informer, Resource
 from coordinator.live_nodes.inspect_requests import InspectRequests
 from coordinator.live_nodes.mirror import GPUNodeMirror
+from coordinator.live_nodes.node_scope import NodeScope
 from coordinator.live_nodes.registry import Registry
 from coordinator.live_nodes.server import AgentServer, ServerConfig
 from gpuctl.common import names
@@ -39,6 +44,8 @@ class LiveNodesConfig:
     mirror_workers: int = 4
     mirror_min_interval_seconds: float = 1.0
     mirror_max_writes_per_second: float = 50.0
+    # Only the Nodes with these labels (a label selector; None: every Node).
+    node_selector: str | None = None
 
 
 class LiveNodes:
@@ -57,11 +64,14 @@ class LiveNodes:
         self._kube = kube
         self._config = config
         self._monotonic = monotonic
+        self._stop = threading.Event()
+        self.scope = NodeScope(kube, config.node_selector, self._stop)
         self.registry = Registry(monotonic, wall_clock)
         self.server = AgentServer(
             kube,
             config.server,
             self.registry,
+            scope=self.scope,
             heartbeat=Heartbeat(liveness, "grpc-event-loop", EVENT_LOOP_WITHIN_SECONDS),
             monotonic=monotonic,
             wall_clock=wall_clock,
@@ -76,11 +86,16 @@ class LiveNodes:
             workers=config.mirror_workers,
             min_interval=config.mirror_min_interval_seconds,
             max_writes_per_second=config.mirror_max_writes_per_second,
+            in_scope=self.scope.contains,
         )
+        # A node labelled into the pool: its record (if an agent got in) is written now.
+        self.scope.subscribe(self.mirror.changed)
         self.inspect_requests = InspectRequests(
-            self.registry, self.server.request_report, config.inspect_timeout_seconds
+            self.registry,
+            self.server.request_report,
+            config.inspect_timeout_seconds,
+            in_scope=self.scope.contains,
         )
-        self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._gpunodes = Informer(
             kube,
@@ -106,6 +121,13 @@ class LiveNodes:
         thread.start()
         self._threads.append(thread)
 
+    def _watch_gpunodes_once_scoped(self) -> None:
+        # Its events are judged by the scope (whose node is it?): list the pool first.
+        while not self.scope.wait_listed(0.5):
+            if self._stop.is_set():
+                return
+        self._gpunodes.run()
+
     def _write_when_synced(self) -> None:
         # Writing before the watch has listed what the API server holds would rewrite it.
         while not self._gpunodes.wait_synced(0.5):
@@ -120,10 +142,13 @@ class LiveNodes:
 
     def start(self) -> None:
         self.server.start()
-        # The watch thread is not joined on stop: it ends when its stream does (the caller
-        # closes the Kube client, or the server ends the watch).
-        watch = threading.Thread(target=self._gpunodes.run, name="watch-gpunodes", daemon=True)
-        watch.start()
+        # The watch threads are not joined on stop: each ends when its stream does (the
+        # caller closes the Kube client, or the server ends the watch).
+        for name, target in (
+            ("watch-pool-nodes", self.scope.run),
+            ("watch-gpunodes", self._watch_gpunodes_once_scoped),
+        ):
+            threading.Thread(target=target, name=name, daemon=True).start()
         self._start_thread("gpunode-mirror", self._write_when_synced)
         self._start_thread("gpunode-sweep", self._sweep)
 

@@ -102,8 +102,11 @@ class GPUNodeMirror:
         workers: int = 4,
         min_interval: float = 1.0,
         max_writes_per_second: float = 50.0,
+        in_scope: Callable[[str], bool | None] = lambda _node: True,
     ) -> None:
         self._kube = kube
+        # Whether a node is this coordinator's (node_scope.py): only those are written.
+        self._in_scope = in_scope
         self._registry = registry
         self._monotonic = monotonic
         self._wall = wall_clock
@@ -307,7 +310,11 @@ class GPUNodeMirror:
             stop.wait(slot - now)
 
     def sync(self, node: str) -> None:
-        """Write `node`'s status if the API server's differs in anything that matters."""
+        """Write `node`'s status if the API server's differs in anything that matters.
+
+        Never for a node outside this coordinator's scope: its own shard writes it."""
+        if self._in_scope(node) is not True:
+            return
         record = self._registry.get(node)
         with self._lock:
             stored = dict(self._stored.get(node) or {})
@@ -397,9 +404,12 @@ class GPUNodeMirror:
         and those of nodes no agent reported to us for say so (Fresh=False, NoReport).
 
         After a coordinator restart or a leader change, agents reconnect within seconds;
-        call this once that grace period has passed.
+        call this once that grace period has passed. Only the GPUNodes of this coordinator's
+        nodes: another shard's agents are connected to that shard.
         """
         for name in self.stored_names():
+            if self._in_scope(name) is not True:
+                continue
             record = self._registry.get(name)
             if record is None:
                 with self._lock:

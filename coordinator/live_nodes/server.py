@@ -31,6 +31,7 @@ from coordinator.kube.client import KubeApi
 from coordinator.live_nodes.access_review import AccessReviewer
 from coordinator.live_nodes.agent_service import AgentService, AgentServiceConfig
 from coordinator.live_nodes.managed_tls import ManagedTls, ManagedTlsConfig
+from coordinator.live_nodes.node_scope import NodeScope
 from coordinator.live_nodes.node_service import NodeService
 from coordinator.live_nodes.registry import Registry
 from coordinator.live_nodes.sessions import CallResult, Sessions
@@ -108,6 +109,7 @@ class AgentServer:
         monotonic: Callable[[], float],
         wall_clock: Callable[[], datetime],
         epoch_clock: Callable[[], float],
+        scope: NodeScope | None = None,
     ) -> None:
         self._config = config
         self._monotonic = monotonic
@@ -125,6 +127,7 @@ class AgentServer:
             registry=registry,
             sessions=self.sessions,
             monotonic=monotonic,
+            scope=scope,
         )
         self._node_service = NodeService(
             reviewer=self.reviewer,

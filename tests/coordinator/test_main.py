@@ -68,6 +68,21 @@ def test_bad_rollout_and_metrics_flags_are_refused(
     assert named in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag", ["--node-selector", "--gpudriver-selector"])
+def test_a_malformed_selector_is_refused_at_start_saying_what_is_wrong(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args([flag, "pool in (a"])
+    assert exit_info.value.code == 2
+    assert f"argument {flag}: not a label selector: unbalanced '('" in capsys.readouterr().err
+
+
+def test_the_selectors_are_kept_as_written() -> None:
+    args = parse_args(["--node-selector", "gpuctl.dev/pool=a", "--gpudriver-selector", "pool=a"])
+    assert (args.node_selector, args.gpudriver_selector) == ("gpuctl.dev/pool=a", "pool=a")
+
+
 ALWAYS_OK = HealthChecks(lambda: Verdict(True, "test"), lambda: Verdict(True, "test"))
 
 

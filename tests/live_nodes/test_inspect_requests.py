@@ -61,3 +61,19 @@ def test_a_request_is_asked_once_and_a_failure_recorded_as_its_answer() -> None:
     assert record.inspect_error == "the agent did not answer within 4s"
     requests.observed("MODIFIED", _gpunode("r2", answered="r2"))
     assert len(agent.asked) == 2
+
+
+def test_another_shards_node_is_not_asked_nor_answered() -> None:
+    clock = ManualClock()
+    registry = Registry(clock, clock.wall)
+    agent = _Agent()
+    scope: dict[str, bool | None] = {"gpu-1": None}
+    requests = InspectRequests(registry, agent, timeout=4.0, in_scope=scope.get)
+    requests.observed("ADDED", _gpunode("r1"))  # not known to be ours yet
+    scope["gpu-1"] = False
+    requests.observed("MODIFIED", _gpunode("r1"))  # another pool's
+    assert agent.asked == []
+    assert registry.get("gpu-1") is None  # no "not connected" answer written for it
+    scope["gpu-1"] = True
+    requests.observed("MODIFIED", _gpunode("r1"))
+    assert agent.asked == [("gpu-1", 4.0, "r1")]

@@ -155,9 +155,10 @@ def make_live_nodes(
     mirror_min_interval: float = 0.2,
     api_client: Any = None,
     port: int = 0,
+    node_selector: str | None = None,
 ) -> tuple[LiveNodes, Kube, Any]:
     """A LiveNodes not yet started, its Kube and ApiClient (the admin's unless given);
-    `port` 0: any free one."""
+    `port` 0: any free one; `node_selector`: serve only those Nodes (a shard)."""
     api_client = api_client if api_client is not None else cluster.admin_client()
     kube = Kube(api_client)
     config = LiveNodesConfig(
@@ -178,6 +179,7 @@ def make_live_nodes(
         inspect_timeout_seconds=inspect_timeout,
         mirror_workers=2,
         mirror_min_interval_seconds=mirror_min_interval,
+        node_selector=node_selector,
     )
     live = LiveNodes(
         kube,
@@ -201,6 +203,7 @@ def running_live_nodes(
     inspect_timeout: float = 3.0,
     mirror_min_interval: float = 0.2,
     api_client: Any = None,
+    node_selector: str | None = None,
 ) -> Iterator[LiveNodes]:
     """LiveNodes as the admin, or as whoever `api_client` authenticates as (closed after)."""
     live, kube, api_client = make_live_nodes(
@@ -213,6 +216,7 @@ def running_live_nodes(
         inspect_timeout=inspect_timeout,
         mirror_min_interval=mirror_min_interval,
         api_client=api_client,
+        node_selector=node_selector,
     )
     live.start()
     try:
