@@ -39,6 +39,7 @@ def test_helm_reports_its_real_version(helm: Helm, tmp_path: Path) -> None:
         [],
         ["--set", "openshift.enabled=true"],
         ["--set", "podSecurity.labelNamespace=true", "--set", "agent.allowNodeChanges=true"],
+        ["--set", "shard.nodeSelector.pool=a", "--set", "coordinator.gpudriverSelector=pool=a"],
     ],
 )
 def test_lint_strict(helm: Helm, values: list[str]) -> None:
@@ -58,6 +59,8 @@ def test_lint_strict(helm: Helm, values: list[str]) -> None:
         ("coordinator.grpc.port=70000", "port"),
         ("agent.allowNodeChanges=maybe", "allowNodeChanges"),
         ("global.imagePullSecrets[0]=regcred", "imagePullSecrets"),
+        ("shard.nodeSelectors.pool=a", "nodeSelectors"),  # typo of nodeSelector
+        ("shard.nodeSelector.pool=true", "pool"),  # a label value is a string: --set-string
     ],
 )
 def test_an_invalid_value_is_refused(helm: Helm, setting: str, named: str) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from agent.__main__ import build_parser as build_agent_parser
 from coordinator.main import parse_args
-from tests.support.helm import Helm, find, kinds
+from tests.support.helm import Helm, HelmError, find, kinds
 
 Rendered = list[dict[str, Any]]
 NFD_LABELS = [
@@ -83,6 +83,8 @@ def check_defaults(rendered: Rendered) -> None:
         a.startswith("--module-loader-service-account") for a in args_of(rendered, "Deployment")
     )
     assert not any(a.startswith("--gpudriver-selector") for a in args_of(rendered, "Deployment"))
+    assert not any(a.startswith("--node-selector") for a in args_of(rendered, "Deployment"))
+    assert "nodeSelector" not in pod_spec(rendered, "DaemonSet")
     assert "--allow-node-changes" not in args_of(rendered, "DaemonSet")
     # selfSigned: the coordinator makes its own Secret; nothing rendered holds a key.
     assert "PRIVATE KEY" not in json.dumps(rendered)
@@ -169,6 +171,19 @@ def check_selector(rendered: Rendered) -> None:
     assert "--gpudriver-selector=team=a,tier in (gold)" in args_of(rendered, "Deployment")
 
 
+def check_shard(rendered: Rendered) -> None:
+    assert "--node-selector=gpuctl.dev/pool=a,zone=z1" in args_of(rendered, "Deployment")
+    # The agents run only on the pool's nodes, on top of agent.nodeSelector (zone agrees).
+    assert pod_spec(rendered, "DaemonSet")["nodeSelector"] == {
+        "gpu": "yes",
+        "gpuctl.dev/pool": "a",
+        "zone": "z1",
+    }
+    assert node_terms(rendered) == [linux_and(label) for label in NFD_LABELS]
+    # The coordinator itself may run anywhere.
+    assert "nodeSelector" not in pod_spec(rendered, "Deployment")
+
+
 def check_images(rendered: Rendered) -> None:
     digest = "sha256:" + "ab" * 32
     assert container(rendered, "Deployment")["image"] == "registry.example.com/gpuctl/gpuctl:1.2"
@@ -218,6 +233,14 @@ CASES: dict[str, tuple[dict[str, Any], Callable[[Rendered], None]]] = {
     "gpudriverSelector": (
         {"coordinator": {"gpudriverSelector": "team=a,tier in (gold)"}},
         check_selector,
+    ),
+    "shard.nodeSelector": (
+        {
+            "shard": {"nodeSelector": {"zone": "z1", "gpuctl.dev/pool": "a"}},
+            "coordinator": {"gpudriverSelector": "gpuctl.dev/pool=a"},
+            "agent": {"nodeSelector": {"gpu": "yes", "zone": "z1"}},
+        },
+        check_shard,
     ),
     "registries, digest and pull secrets": (
         {
@@ -296,11 +319,92 @@ def test_each_option_renders_what_it_promises(helm: Helm, case: str) -> None:
     check(helm.template(values))
 
 
+SHARD = {"gpuctl.dev/pool": "a"}
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"shard": {"nodeSelector": SHARD}},
+            "shard.nodeSelector needs coordinator.gpudriverSelector: each shard must manage only"
+            " its own node pool's GPUDrivers",
+        ),
+        (
+            {
+                "shard": {"nodeSelector": SHARD},
+                "coordinator": {"gpudriverSelector": "gpuctl.dev/pool=a"},
+                "agent": {"nodeSelector": {"gpuctl.dev/pool": "b"}},
+            },
+            "agent.nodeSelector and shard.nodeSelector disagree on label gpuctl.dev/pool:"
+            ' "b" in agent.nodeSelector, "a" in shard.nodeSelector',
+        ),
+    ],
+    ids=["without gpudriverSelector", "agent.nodeSelector disagrees"],
+)
+def test_a_shard_that_cannot_work_is_refused(
+    helm: Helm, values: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(HelmError) as refused:
+        helm.template(values)
+    assert message in refused.value.stderr
+
+
+def shared_objects(rendered: Rendered, namespace: str) -> set[tuple[str, str, str | None]]:
+    """(kind, name, namespace) of each object outside the release namespace: cluster-scoped
+    ones, and the Events Role in coordinator.eventsNamespace."""
+    return {
+        (o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"))
+        for o in rendered
+        if o["metadata"].get("namespace") != namespace
+    }
+
+
+def test_two_shards_share_no_object(helm: Helm) -> None:
+    """One release per node pool, each in its own namespace under its own name: no object
+    outside its namespace has the same name as the other's, with every option that renders
+    one (helm would refuse the second install). The same release name would collide."""
+    renders_more_shared = {"openshift": {"enabled": True}, "podSecurity": {"labelNamespace": True}}
+
+    def shard(pool: str, release: str) -> set[tuple[str, str, str | None]]:
+        values = {
+            **renders_more_shared,
+            "shard": {"nodeSelector": {"gpuctl.dev/pool": pool}},
+            "coordinator": {"gpudriverSelector": f"gpuctl.dev/pool={pool}"},
+        }
+        namespace = f"gpuctl-{pool}"
+        return shared_objects(
+            helm.template(values, release=release, namespace=namespace), namespace
+        )
+
+    pool_a = shard("a", "gpuctl-a")
+    assert {kind for kind, _, _ in pool_a} >= {
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Namespace",
+        "Role",
+        "RoleBinding",
+        "SecurityContextConstraints",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
+    assert not pool_a & shard("b", "gpuctl-b")
+    # Each is named after the release (its namespace aside): one release name twice collides.
+    assert {o for o in pool_a if o[0] != "Namespace"} <= shard("b", "gpuctl-a")
+
+
 @pytest.mark.parametrize("openshift", [False, True])
 @pytest.mark.parametrize("tls_secret", ["", "my-tls"])
 @pytest.mark.parametrize("allow_node_changes", [False, True])
+@pytest.mark.parametrize("sharded", [False, True])
 def test_the_rendered_flags_parse(
-    helm: Helm, tmp_path: Path, *, openshift: bool, tls_secret: str, allow_node_changes: bool
+    helm: Helm,
+    tmp_path: Path,
+    *,
+    openshift: bool,
+    tls_secret: str,
+    allow_node_changes: bool,
+    sharded: bool,
 ) -> None:
     """Both programs accept every flag the chart passes, in every combination."""
     rendered = helm.template(
@@ -308,6 +412,7 @@ def test_the_rendered_flags_parse(
             "openshift": {"enabled": openshift},
             "coordinator": {"grpc": {"tlsSecret": tls_secret}, "gpudriverSelector": "team=a"},
             "agent": {"allowNodeChanges": allow_node_changes},
+            "shard": {"nodeSelector": SHARD if sharded else {}},
         }
     )
     coordinator_args = [mounted(a, tmp_path) for a in args_of(rendered, "Deployment")]
@@ -318,6 +423,7 @@ def test_the_rendered_flags_parse(
     # The coordinator's own Secret (selfSigned), or the mounted files of the named one.
     assert (server.managed_tls is None, server.tls is None) == (bool(tls_secret), not tls_secret)
     assert (args.module_loader_service_account is not None) is openshift
+    assert args.node_selector == ("gpuctl.dev/pool=a" if sharded else None)
     agent = container(rendered, "DaemonSet")
     assert agent["command"] == ["gpuctl-agent", "run"]
     agent_args = build_agent_parser().parse_args([agent["command"][1], *agent["args"]])

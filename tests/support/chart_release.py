@@ -1,14 +1,17 @@
 """The chart installed into the test cluster with real `helm install`, as an admin would, and
-what its objects say: the coordinator's Deployment, its ServiceAccount, its TLS Secret.
+what its objects say: the coordinator's Deployment, the agents' DaemonSet, the TLS Secret.
 
 A release is named after the test's namespace (so its cluster-wide objects, ClusterRole and
-SCCs, never collide with another test's) and uninstalled when the test ends.
+SCCs, never collide with another test's) and uninstalled when the test ends. A test installing a
+second release (one per node pool) makes it a namespace of its own with `another_namespace`.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import os
+import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +21,7 @@ import yaml
 
 from coordinator.kube.client import Kube, KubeError, path
 from tests.harness.access import KubeCluster
-from tests.support.helm import CHART, Helm, objects
+from tests.support.helm import CHART, REPO, Helm, objects
 
 # Where each kind the chart renders is served: (plural, namespaced).
 RESOURCES = {
@@ -38,6 +41,7 @@ RESOURCES = {
     "ValidatingAdmissionPolicyBinding": ("validatingadmissionpolicybindings", False),
 }
 ADMISSION = ("admissionregistration.k8s.io", "v1")
+SCC_CRD_ENV = "GPUCTL_OPENSHIFT_SCC_CRD"
 
 
 def object_path(obj: Mapping[str, Any]) -> str:
@@ -117,6 +121,14 @@ class Release:
             ),
         )  # fmt: skip
 
+    def daemonset(self) -> dict[str, Any]:
+        return self.kube.request(
+            "GET",
+            path(
+                "apps", "v1", "daemonsets", namespace=self.namespace, name=f"{self.fullname}-agent"
+            ),
+        )
+
     def tls_secret(self) -> dict[str, bytes]:
         secret = self.kube.request(
             "GET",
@@ -140,6 +152,31 @@ def chart_release(
     finally:
         release.uninstall()
         release.remove_module_guard()
+
+
+@contextlib.contextmanager
+def another_namespace(kube: Kube) -> Iterator[str]:
+    """A fresh namespace besides the test's own, for a second release; deleted on exit (after
+    the release in it is uninstalled, when entered before chart_release)."""
+    created = kube.request(
+        "POST", path("", "v1", "namespaces"), body={"metadata": {"generateName": "t-"}}
+    )
+    name: str = created["metadata"]["name"]
+    try:
+        yield name
+    finally:
+        kube.request("DELETE", path("", "v1", "namespaces", name=name))
+
+
+def scc_crd() -> Path:
+    """OpenShift's SCC CRD: `$GPUCTL_OPENSHIFT_SCC_CRD` (hack/test) or hack/openshift/ensure."""
+    configured = os.environ.get(SCC_CRD_ENV, "")
+    if configured:
+        return Path(configured)
+    ensure = REPO / "hack" / "openshift" / "ensure"
+    result = subprocess.run([str(ensure)], stdout=subprocess.PIPE, text=True, check=False)
+    assert result.returncode == 0, f"{ensure} failed; see its messages above"
+    return Path(result.stdout.strip())
 
 
 def token_kubeconfig(cluster: KubeCluster, token: str, file: Path) -> Path:

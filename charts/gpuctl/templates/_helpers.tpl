@@ -81,3 +81,39 @@ only checks a real install or upgrade.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+shard.nodeSelector as the label selector the coordinator takes (--node-selector): "key=value"
+terms joined by commas, keys sorted (range visits a map's keys in order); empty without a
+shard. Fails without coordinator.gpudriverSelector: every shard's release would then manage
+every GPUDriver.
+*/}}
+{{- define "gpuctl.shardSelector" -}}
+{{- $shard := .Values.shard.nodeSelector -}}
+{{- if $shard -}}
+{{- if not .Values.coordinator.gpudriverSelector -}}
+{{- fail "shard.nodeSelector needs coordinator.gpudriverSelector: each shard must manage only its own node pool's GPUDrivers (label them, e.g. gpuctl.dev/pool=a, and select that label). Two releases managing the same GPUDriver would each make a KMM Module for it, in its own namespace, and overwrite each other's status of it" -}}
+{{- end -}}
+{{- $terms := list -}}
+{{- range $key, $value := $shard -}}
+{{- $terms = append $terms (printf "%s=%s" $key $value) -}}
+{{- end -}}
+{{- join "," $terms -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The agent Pods' nodeSelector, as JSON: agent.nodeSelector with shard.nodeSelector added, so a
+shard's agents run only on its pool's nodes. Fails when both set a label to different values:
+no node would match, and the DaemonSet would quietly run no Pods.
+*/}}
+{{- define "gpuctl.agentNodeSelector" -}}
+{{- $merged := deepCopy .Values.agent.nodeSelector -}}
+{{- range $key, $value := .Values.shard.nodeSelector -}}
+{{- if and (hasKey $merged $key) (ne (index $merged $key) $value) -}}
+{{- fail (printf "agent.nodeSelector and shard.nodeSelector disagree on label %s: %q in agent.nodeSelector, %q in shard.nodeSelector (no node can match both; drop it from agent.nodeSelector)" $key (index $merged $key) $value) -}}
+{{- end -}}
+{{- $_ := set $merged $key $value -}}
+{{- end -}}
+{{- toJson $merged -}}
+{{- end -}}

@@ -5,8 +5,6 @@ real `helm install --set openshift.enabled=true` must get both SCCs past its val
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,23 +15,9 @@ import yaml
 from coordinator.kube.client import Kube, KubeError
 from tests.harness.access import KubeCluster
 from tests.harness.crds import install_crds
-from tests.support.chart_release import Release, chart_release, object_path
-from tests.support.helm import REPO
+from tests.support.chart_release import Release, chart_release, object_path, scc_crd
 
 pytestmark = pytest.mark.integration
-
-SCC_CRD_ENV = "GPUCTL_OPENSHIFT_SCC_CRD"
-
-
-def scc_crd() -> Path:
-    """OpenShift's SCC CRD: `$GPUCTL_OPENSHIFT_SCC_CRD` (hack/test) or hack/openshift/ensure."""
-    configured = os.environ.get(SCC_CRD_ENV, "")
-    if configured:
-        return Path(configured)
-    ensure = REPO / "hack" / "openshift" / "ensure"
-    result = subprocess.run([str(ensure)], stdout=subprocess.PIPE, text=True, check=False)
-    assert result.returncode == 0, f"{ensure} failed; see its messages above"
-    return Path(result.stdout.strip())
 
 
 @pytest.fixture
