@@ -67,10 +67,6 @@ class NodeScope:
                 keep=_name_only,
             )
 
-    @property
-    def everything(self) -> bool:
-        return self._nodes is None
-
     def subscribe(self, entered: Callable[[str], None]) -> None:
         """Call `entered(node)` whenever a Node comes into scope (listed, or labelled in)."""
         self._entered.append(entered)
