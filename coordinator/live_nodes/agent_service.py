@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 
 SERVICE = "gpuctl.api.v1alpha1.AgentService"
 Context = grpc.aio.ServicerContext[bytes, agent_pb.CoordinatorMessage]
+# How often a stream waiting for the pool's Nodes to be listed looks again.
+SCOPE_POLL_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,17 @@ class AgentService:
             raise RefusalError(grpc.StatusCode.INVALID_ARGUMENT, f"bad Hello: {err}") from None
         return message.hello
 
+    async def _check_scope(self, node: str) -> None:
+        """Refuses another pool's agent. While this coordinator's pool is still being listed
+        (just after it started leading, when every agent reconnects at once) the stream waits
+        for the answer, up to the Hello timeout, rather than sending them all away to come back."""
+        if self._scope is None:
+            return
+        deadline = self._monotonic() + self._config.hello_timeout_seconds
+        while self._scope.contains(node) is None and self._monotonic() < deadline:
+            await asyncio.sleep(SCOPE_POLL_SECONDS)
+        self._scope.check(node)
+
     async def connect(self, requests: AsyncIterator[bytes], context: Context) -> None:
         peer = context.peer()
         node = ""
@@ -169,8 +182,7 @@ class AgentService:
             node = await self._token_node(context)
             hello = await self._hello(requests)
             check_claimed_node(node, hello.node_name)
-            if self._scope is not None:
-                self._scope.check(node)
+            await self._check_scope(node)
         except RefusalError as refused:
             self.refused[refused.code.name] += 1
             log.warning(

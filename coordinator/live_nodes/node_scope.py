@@ -88,7 +88,9 @@ class NodeScope:
 
     def check(self, node: str) -> None:
         """A RefusalError unless `node` is known to be one of ours."""
-        trouble = self._nodes.trouble() if self._nodes is not None else ""
+        nodes = self._nodes
+        # Why the pool is not listed, once a list or watch failed ("" while the first list runs).
+        trouble = nodes.trouble() if nodes is not None and nodes.failed_at > float("-inf") else ""
         check_in_scope(node, self.contains(node), self.selector, trouble)
 
     def wait_listed(self, timeout: float) -> bool:
