@@ -175,9 +175,10 @@ class RolloutWatch:
         self._stop.set()
 
 
-def handoffs(watch: RolloutWatch, bound: int) -> Timings:
-    """Each start after the first wave, from the Done that freed its slot."""
-    done = sorted(watch.done.values())
-    started = sorted(watch.started.values())
+def handoffs(watch: RolloutWatch, bound: int, nodes: set[str] | None = None) -> Timings:
+    """Each start after the first wave, from the Done that freed its slot; among `nodes` only
+    (one pool with its own bound) when given."""
+    done = sorted(t for n, t in watch.done.items() if nodes is None or n in nodes)
+    started = sorted(t for n, t in watch.started.items() if nodes is None or n in nodes)
     gaps = [started[i] - done[i - bound] for i in range(bound, len(started))]
     return Timings("handoff", tuple(gaps))
