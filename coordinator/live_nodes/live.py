@@ -23,10 +23,11 @@ from typing import Any
 
 from coordinator.health import Heartbeat, Liveness
 from coordinator.kube.client import KubeApi
+from coordinator.kube.paged_list import trimmed
 from coordinator.kube.watches import Informer, Resource
 from coordinator.live_nodes.inspect_requests import InspectRequests
 from coordinator.live_nodes.mirror import GPUNodeMirror
-from coordinator.live_nodes.node_scope import NodeScope
+from coordinator.live_nodes.node_scope import NodeScope, kept_if_ours
 from coordinator.live_nodes.registry import Registry
 from coordinator.live_nodes.server import AgentServer, ServerConfig
 from gpuctl.common import names
@@ -88,8 +89,9 @@ class LiveNodes:
             max_writes_per_second=config.mirror_max_writes_per_second,
             in_scope=self.scope.contains,
         )
-        # A node labelled into the pool: its record (if an agent got in) is written now.
-        self.scope.subscribe(self.mirror.changed)
+        # A node labelled into the pool: its record (if an agent got in) is written now; one
+        # labelled out: what the mirror kept of it goes.
+        self.scope.subscribe(self.mirror.changed, self.mirror.forget)
         self.inspect_requests = InspectRequests(
             self.registry,
             self.server.request_report,
@@ -102,6 +104,7 @@ class LiveNodes:
             Resource(names.GROUP, names.VERSION, names.GPUNODE_PLURAL),
             self._on_gpunode,
             self._stop,
+            keep=kept_if_ours(self.scope.contains, trimmed),
         )
 
     @property

@@ -45,6 +45,8 @@ RETRY_SECONDS = 5.0
 # A write that keeps failing (a status the API server refuses, a CRD gone) is retried ever
 # less often: 5, 10, 20, 40, then every 80 s, until one succeeds.
 MAX_RETRY_SECONDS = 80.0
+# After a create found the GPUNode there and read it: the write on top, at once.
+CONFLICT_RETRY_SECONDS = 0.1
 # A stream that just opened sends its first report within moments: its write waits for it (at
 # most this long, never longer than the freshness bound), so a reconnect is one write, and a
 # restarted coordinator rewrites nothing current, instead of first writing "no report yet".
@@ -146,8 +148,11 @@ class GPUNodeMirror:
         self._stored_version[name] = version
 
     def observed(self, kind: str, obj: dict[str, Any]) -> None:
-        """A GPUNode watch event."""
+        """A GPUNode watch event; another shard's GPUNode is not kept (`reload` fetches it if
+        its node comes into scope)."""
         name = obj["metadata"]["name"]
+        if kind != "DELETED" and self._in_scope(name) is not True:
+            return
         with self._lock:
             if kind == "DELETED":
                 self._exists.discard(name)
@@ -157,6 +162,24 @@ class GPUNodeMirror:
                 self._remember(obj)
         if kind == "DELETED" and self._registry.get(name) is not None:
             self.changed(name)  # someone deleted it while the node lives: write it again
+
+    def forget(self, node: str) -> None:
+        """`node` left this coordinator's scope: what it knew of its GPUNode goes."""
+        with self._lock:
+            self._exists.discard(node)
+            self._stored.pop(node, None)
+            self._stored_version.pop(node, None)
+
+    def reload(self, node: str) -> None:
+        """Read `node`'s GPUNode now (a list by name: list is what the coordinator may do), for
+        a GPUNode this mirror did not keep: made by another replica, or another shard's."""
+        listed = self._kube.request(
+            "GET", gpunode_path(), query={"fieldSelector": f"metadata.name={node}"}
+        )
+        items = listed.get("items") or []
+        with self._lock:
+            for item in items:
+                self._remember(item)
 
     def changed(self, node: str) -> None:
         """`node`'s record changed: make sure a write is scheduled."""
@@ -388,12 +411,12 @@ class GPUNodeMirror:
         except KubeError as err:
             if not err.conflict:
                 raise
-            # Another replica made it first: the GPUNode watch brings it (observed), and the
-            # retry then writes its status. No read here: none is granted (coordinator/rbac.py).
-            log.info(
-                "GPUNode created meanwhile; written once the watch has it", extra={"node": node}
-            )
-            self._retry_later(node, RETRY_SECONDS)
+            # It exists: made by another replica, or kept by another shard while the node was
+            # in its pool (the watch brings no event of an unchanged object). Read it, then
+            # write its status on top of what it holds.
+            log.info("GPUNode exists already; reading it", extra={"node": node})
+            self.reload(node)
+            self._retry_later(node, CONFLICT_RETRY_SECONDS)
             return False
         with self._lock:
             self._remember(created)

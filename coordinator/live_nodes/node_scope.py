@@ -9,8 +9,8 @@ other's nodes disconnected), and answers none of their inspect requests.
 `NodeScope.contains` answers True, False, or None while the selected Nodes are not listed
 yet: unknown is never taken as "ours" nor as "not ours". Without a selector every node is in
 scope and nothing is watched. With one, a Node watch keeps the selected names (and nothing
-else of them); a Node entering the scope is announced (`subscribe`), so work held back while
-it was out is done.
+else of them); a Node entering or leaving the scope is announced (`subscribe`), so work held
+back while it was out is done, and what was kept of it can go.
 """
 
 from __future__ import annotations
@@ -30,6 +30,20 @@ def _name_only(node: dict[str, Any]) -> dict[str, Any]:
     """All a scope keeps of a Node: a Node is kilobytes, its name a few bytes."""
     meta = node.get("metadata") or {}
     return {"metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")}}
+
+
+def kept_if_ours(
+    contains: Callable[[str], bool | None], keep: Callable[[dict[str, Any]], dict[str, Any]]
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A watch's `keep` that keeps objects named after one of our nodes with `keep`, and of
+    another shard's only the name (a GPUNode holds a whole report: kilobytes each)."""
+
+    def kept(obj: dict[str, Any]) -> dict[str, Any]:
+        if contains(str((obj.get("metadata") or {}).get("name"))) is True:
+            return keep(obj)
+        return _name_only(obj)
+
+    return kept
 
 
 def check_in_scope(node: str, in_scope: bool | None, selector: str | None, trouble: str) -> None:
@@ -56,6 +70,7 @@ class NodeScope:
     def __init__(self, kube: KubeApi, selector: str | None, stop: threading.Event) -> None:
         self.selector = selector or None
         self._entered: list[Callable[[str], None]] = []
+        self._left: list[Callable[[str], None]] = []
         self._nodes: Informer | None = None
         if self.selector is not None:
             self._nodes = Informer(
@@ -67,16 +82,20 @@ class NodeScope:
                 keep=_name_only,
             )
 
-    def subscribe(self, entered: Callable[[str], None]) -> None:
-        """Call `entered(node)` whenever a Node comes into scope (listed, or labelled in)."""
+    def subscribe(
+        self, entered: Callable[[str], None], left: Callable[[str], None] | None = None
+    ) -> None:
+        """Call `entered(node)` whenever a Node comes into scope (listed, or labelled in), and
+        `left(node)` when one goes (deleted, or labelled out)."""
         self._entered.append(entered)
+        if left is not None:
+            self._left.append(left)
 
     def _on_node(self, kind: str, node: dict[str, Any]) -> None:
-        if kind != "ADDED":
-            return
         name = str(node["metadata"]["name"])
-        for entered in self._entered:
-            entered(name)
+        callbacks = {"ADDED": self._entered, "DELETED": self._left}.get(kind, [])
+        for callback in callbacks:
+            callback(name)
 
     def contains(self, node: str) -> bool | None:
         """Whether `node` is one of ours; None until the selected Nodes have been listed."""

@@ -52,15 +52,17 @@ def test_first_report_creates_an_owned_gpunode_then_writes_only_changes() -> Non
     assert "blockers" not in api.objects[GPUNODE]["status"]["report"]
 
 
-def test_a_gpunode_another_replica_created_first_is_written_once_the_watch_has_it() -> None:
+def test_a_gpunode_another_replica_created_first_is_read_by_name_and_written_on_top() -> None:
     api, registry, mirror, clock = _setup()
-    theirs = api.store(GPUNODE, {"metadata": {"name": "gpu-1"}, "spec": {}})
+    api.store(GPUNODE, {"metadata": {"name": "gpu-1"}, "spec": {}})
     registry.connected("gpu-1", 1, "v1", "boot")
     registry.reported("gpu-1", 1, sample_report("gpu-1"), 1)
     mirror.sync("gpu-1")
-    # The create answered 409; nothing is read back (no `get` is granted) or written.
-    assert [r for r in api.requests if "gpunodes" in r[1]] == [("POST", GPUNODES)]
-    mirror.observed("ADDED", theirs)
+    # The create answered 409: the GPUNode is listed by name (list is granted, get is not).
+    assert [r for r in api.requests if "gpunodes" in r[1]] == [
+        ("POST", GPUNODES),
+        ("GET", GPUNODES),
+    ]
     clock.advance(5)
     mirror.sync("gpu-1")
     assert api.writes[-1] == ("PATCH", f"{GPUNODE}/status")
@@ -160,3 +162,52 @@ def test_a_write_that_keeps_failing_is_retried_ever_less_often_until_it_succeeds
     before = len(api.requests)
     mirror.write_due()
     assert status in api.requests[before:], "after a success the backoff starts again at 5 s"
+
+
+def _sharded(scope: dict[str, bool | None]) -> tuple[MemoryApi, Registry, GPUNodeMirror]:
+    clock = ManualClock()
+    api = MemoryApi()
+    api.objects["/api/v1/nodes/gpu-1"] = {"metadata": {"name": "gpu-1", "uid": "uid-gpu-1"}}
+    registry = Registry(clock, clock.wall)
+    mirror = GPUNodeMirror(
+        api,
+        registry,
+        monotonic=clock,
+        wall_clock=clock.wall,
+        freshness_seconds=30.0,
+        in_scope=scope.get,
+    )
+    return api, registry, mirror
+
+
+def test_another_shards_gpunode_is_neither_written_nor_kept() -> None:
+    scope: dict[str, bool | None] = {"gpu-1": False}
+    api, registry, mirror = _sharded(scope)
+    theirs = api.store(GPUNODE, {"metadata": {"name": "gpu-1"}, "status": {"session": "Connected"}})
+    mirror.observed("ADDED", theirs)
+    assert mirror.stored_names() == []  # another pool's report is not held here
+    registry.connected("gpu-1", 1, "v1", "boot")  # an agent that got in before the move
+    registry.disconnected("gpu-1", 1)
+    mirror.sync("gpu-1")
+    mirror.mark_orphans_disconnected()
+    assert api.writes == []
+    scope["gpu-1"] = None  # unknown (not listed yet) is not ours either
+    mirror.sync("gpu-1")
+    assert api.writes == []
+
+
+def test_a_node_labelled_into_the_pool_is_read_then_written_and_forgotten_when_it_leaves() -> None:
+    scope: dict[str, bool | None] = {"gpu-1": False}
+    api, registry, mirror = _sharded(scope)
+    theirs = api.store(GPUNODE, {"metadata": {"name": "gpu-1"}, "status": {"session": "Connected"}})
+    mirror.observed("ADDED", theirs)
+    scope["gpu-1"] = True
+    registry.connected("gpu-1", 1, "v1", "boot")
+    registry.reported("gpu-1", 1, sample_report("gpu-1"), 1)
+    mirror.sync("gpu-1")  # not kept: the create meets the GPUNode, which is then read
+    mirror.write_due()
+    assert api.writes == [("POST", GPUNODES), ("PATCH", f"{GPUNODE}/status")]
+    assert mirror.stored_names() == ["gpu-1"]
+    scope["gpu-1"] = False
+    mirror.forget("gpu-1")
+    assert mirror.stored_names() == []

@@ -6,7 +6,7 @@ import grpc
 import pytest
 
 from coordinator.live_nodes.identity import RefusalError
-from coordinator.live_nodes.node_scope import check_in_scope
+from coordinator.live_nodes.node_scope import check_in_scope, kept_if_ours
 
 SELECTOR = "gpuctl.dev/pool=a"
 
@@ -39,3 +39,14 @@ def test_why_the_nodes_are_not_listed_is_said() -> None:
     with pytest.raises(RefusalError) as refused:
         check_in_scope("gpu-1", None, SELECTOR, trouble)
     assert trouble in refused.value.message
+
+
+def test_a_watch_keeps_only_the_name_of_another_pools_object() -> None:
+    ours = {"gpu-1": True, "gpu-2": False}
+    keep = kept_if_ours(ours.get, lambda obj: {**obj, "kept": True})
+    report = {"metadata": {"name": "gpu-1", "resourceVersion": "7"}, "status": {"report": "..."}}
+    assert keep(report) == {**report, "kept": True}
+    theirs = {**report, "metadata": {"name": "gpu-2", "resourceVersion": "8"}}
+    assert keep(theirs) == {"metadata": {"name": "gpu-2", "resourceVersion": "8"}}
+    unknown = {**report, "metadata": {"name": "gpu-3", "resourceVersion": "9"}}
+    assert keep(unknown) == {"metadata": {"name": "gpu-3", "resourceVersion": "9"}}

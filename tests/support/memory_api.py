@@ -7,7 +7,8 @@ refuses a name in use (409), PUT refuses a stale resourceVersion (409: the optim
 concurrency a Lease relies on), and GET, PUT or PATCH of a missing object is 404. A
 collection GET answers what the test stored at the collection's path (`{"items": [...]}`);
 with nothing stored there, a GET with a `query` (a list's) answers the objects stored directly
-under the path, filtered by the query's `labelSelector` (`k=v`, `k==v`, `k!=v`, `k`, `!k`).
+under the path, filtered by the query's `labelSelector` (`k=v`, `k==v`, `k!=v`, `k`, `!k`)
+and `fieldSelector` (`metadata.name=<name>` only).
 
 What tests need beyond storage:
 - `requests` (every call), `writes` (every non-GET) and `bodies` (their bodies) record what
@@ -61,6 +62,16 @@ def _selects(selector: str, labels: dict[str, str]) -> bool:
         elif requirement not in labels:
             return False
     return True
+
+
+def _named(items: list[dict[str, Any]], field_selector: str) -> list[dict[str, Any]]:
+    """A list's `fieldSelector`: only `metadata.name=<name>`, which every resource serves."""
+    if not field_selector:
+        return items
+    key, _, name = field_selector.partition("=")
+    if key != "metadata.name":
+        raise KubeError(400, f"field label not supported: {key}")
+    return [obj for obj in items if (obj.get("metadata") or {}).get("name") == name]
 
 
 class MemoryApi:
@@ -153,7 +164,8 @@ class MemoryApi:
         if resource_path in self.objects:
             return copy.deepcopy(self.objects[resource_path])
         if query is not None:
-            return {"items": self._listed(resource_path, query.get("labelSelector") or "")}
+            listed = self._listed(resource_path, query.get("labelSelector") or "")
+            return {"items": _named(listed, query.get("fieldSelector") or "")}
         raise KubeError(404, "NotFound")
 
     def _listed(self, collection: str, selector: str) -> list[dict[str, Any]]:
