@@ -26,9 +26,10 @@ from coordinator.kube.watches import Informer, Resource
 from coordinator.live_nodes.identity import RefusalError
 
 
-def _name_only(node: dict[str, Any]) -> dict[str, Any]:
-    """All a scope keeps of a Node: a Node is kilobytes, its name a few bytes."""
-    meta = node.get("metadata") or {}
+def _name_only(obj: dict[str, Any]) -> dict[str, Any]:
+    """All that is kept of a Node a scope watches, or of another shard's GPUNode: each is
+    kilobytes, its name a few bytes."""
+    meta = obj.get("metadata") or {}
     return {"metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")}}
 
 

@@ -20,7 +20,7 @@ from coordinator.kube.client import MERGE_PATCH, Kube, path
 from coordinator.live_nodes.live import LiveNodes
 from tests.harness.access import KubeCluster
 from tests.harness.waiting import wait_until
-from tests.support.agent_client import sample_report
+from tests.support.agent_client import AgentClient, sample_report
 from tests.support.cluster_agents import (
     AgentPods,
     ServingTls,
@@ -70,6 +70,14 @@ def _agent(kube: Kube, node: str) -> str | None:
     return ((get_gpunode(kube, node) or {}).get("status") or {}).get("agentVersion")
 
 
+def _serve(agent: AgentClient, node: str, version: str) -> None:
+    """An agent that got in: Hello as `version`, Welcome, a report, heartbeats from now on."""
+    agent.hello(node, version=version)
+    agent.welcome()
+    agent.report(sample_report(node))
+    agent.keep_heartbeating(0.5)
+
+
 def _refusal(live: LiveNodes, tls: ServingTls, token: str, node: str) -> tuple[Any, str]:
     with connect(live, tls, token) as agent:
         agent.hello(node)
@@ -102,11 +110,8 @@ def test_each_shard_serves_its_pool_and_leaves_the_others_gpunodes_alone(
             connect(pool_a, tls, agents.token(node_a)) as agent_a,
             connect(pool_b, tls, agents.token(node_b)) as agent_b,
         ):
-            for agent, node in ((agent_a, node_a), (agent_b, node_b)):
-                agent.hello(node)
-                agent.welcome()
-                agent.report(sample_report(node))
-                agent.keep_heartbeating(0.5)
+            for agent, node, version in ((agent_a, node_a, "in-a"), (agent_b, node_b, "in-b")):
+                _serve(agent, node, version)
             for node in (node_a, node_b):
                 _wait_session(kube, node, "Connected")
 
@@ -151,20 +156,14 @@ def test_a_node_relabelled_into_a_pool_is_served_there_and_no_longer_where_it_wa
         _label_pool(kube, node, shards.pool_a)
         wait_until("shard a has the node", lambda: pool_a.scope.contains(node) is True)
         with connect(pool_a, tls, agents.token(node)) as in_a:
-            in_a.hello(node, version="in-a")
-            in_a.welcome()
-            in_a.report(sample_report(node))
-            in_a.keep_heartbeating(0.5)
+            _serve(in_a, node, "in-a")
             wait_until("shard a wrote its GPUNode", lambda: _agent(kube, node) == "in-a")
 
             _label_pool(kube, node, shards.pool_b)
             wait_until("shard a let it go", lambda: pool_a.scope.contains(node) is False)
             wait_until("shard b has it", lambda: pool_b.scope.contains(node) is True)
             with connect(pool_b, tls, agents.token(node)) as in_b:
-                in_b.hello(node, version="in-b")
-                in_b.welcome()
-                in_b.report(sample_report(node))
-                in_b.keep_heartbeating(0.5)
+                _serve(in_b, node, "in-b")
                 wait_until("shard b wrote its GPUNode", lambda: _agent(kube, node) == "in-b")
                 # The old stream ends: shard a's record says Disconnected, but the node is
                 # shard b's now, so shard a writes nothing (not even when asked to).
