@@ -25,7 +25,8 @@ from tests.harness import processes
 from tests.harness.access import KubeCluster
 from tests.harness.binaries import find_binaries
 from tests.harness.control_plane import ControlPlane, start_control_plane
-from tests.harness.crds import install_crds, kmm_crd_path, project_crd_paths
+from tests.harness.crds import install_crds, project_crd_paths
+from tests.harness.kmm_build import find_kmm
 from tests.harness.layout import Layout
 from tests.harness.ports import pick_ports
 
@@ -52,7 +53,7 @@ def start_cluster(
     die_with_parent: bool,
 ) -> tuple[ControlPlane, KubeCluster]:
     """Starts a control plane under ``root`` with every CRD installed and served."""
-    crd_paths = [kmm_crd_path(repo_root, environ), *project_crd_paths(repo_root)]
+    crd_paths = [*find_kmm(repo_root, environ).crds(), *project_crd_paths(repo_root)]
     binaries = find_binaries(repo_root, environ)
     control_plane = start_control_plane(
         root, binaries, pick_ports(), now, die_with_parent=die_with_parent

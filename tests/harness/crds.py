@@ -1,7 +1,7 @@
 """Installs the CRDs the project runs against and waits until the API server serves them.
 
-- KMM's Module CRD (KMM v2.6.0) from ``<repo>/../shared/crds/``, or ``$GPUCTL_KMM_CRD``; it is
-  never copied into the repository.
+- KMM's CRDs from KMM's own source, as ``hack/kmm/ensure`` leaves them beside its build
+  (``tests.harness.kmm_build``); they are never copied into the repository.
 - Every ``*.yaml`` under ``charts/gpuctl/crds/`` (the project's own CRDs), when that folder exists.
 
 Responses are read as raw JSON: the kubernetes client's CRD model rejects some valid statuses.
@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 from kubernetes import client as k8s
 
-KMM_CRD_ENV = "GPUCTL_KMM_CRD"
-KMM_CRD_NAME = "kmm.sigs.x-k8s.io_modules.yaml"
 SERVED_TIMEOUT_SECONDS = 60.0
 POLL_SECONDS = 0.1
 HTTP_CONFLICT = 409
@@ -28,15 +26,6 @@ HTTP_NOT_FOUND = 404
 
 class CRDError(RuntimeError):
     """A CRD file is missing, or the API server does not serve a CRD in time."""
-
-
-def kmm_crd_path(repo_root: Path, environ: Mapping[str, str]) -> Path:
-    """KMM's Module CRD: ``$GPUCTL_KMM_CRD`` or ``<repo>/../shared/crds/``."""
-    override = environ.get(KMM_CRD_ENV)
-    path = Path(override) if override else repo_root.parent / "shared" / "crds" / KMM_CRD_NAME
-    if not path.is_file():
-        raise CRDError(f"KMM Module CRD not found at {path} (set {KMM_CRD_ENV} to its path)")
-    return path
 
 
 def project_crd_paths(repo_root: Path) -> list[Path]:

@@ -7,6 +7,7 @@ report (Ready, kernel version), since KMM reads ``status.nodeInfo.kernelVersion`
 from __future__ import annotations
 
 import datetime
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,8 +16,11 @@ from kubernetes import client as k8s
 DEFAULT_KERNEL = "6.8.0-45-generic"
 
 
-def node_status(kernel_version: str, now: datetime.datetime) -> dict[str, Any]:
-    """The status body a healthy kubelet on ``kernel_version`` would report."""
+def node_status(
+    kernel_version: str, now: datetime.datetime, boot_id: str | None = None
+) -> dict[str, Any]:
+    """The status body a healthy kubelet on ``kernel_version`` would report; ``boot_id``
+    (default: a new one) changes when the node reboots, and KMM reads it."""
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "conditions": [
@@ -38,7 +42,7 @@ def node_status(kernel_version: str, now: datetime.datetime) -> dict[str, Any]:
             "containerRuntimeVersion": "containerd://test",
             "kubeletVersion": "v1.36.3",
             "kubeProxyVersion": "",
-            "bootID": "",
+            "bootID": boot_id or str(uuid.uuid4()),
             "machineID": "",
             "systemUUID": "",
         },

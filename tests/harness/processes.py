@@ -16,7 +16,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 STOP_GRACE_SECONDS = 10.0
@@ -31,9 +31,14 @@ def _die_with_parent() -> None:
 
 
 def start_in_own_group(
-    argv: list[str], log_file: Path, *, die_with_parent: bool
+    argv: list[str],
+    log_file: Path,
+    *,
+    die_with_parent: bool,
+    environ: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Starts ``argv`` in a new session, stdout and stderr appended to ``log_file``."""
+    """Starts ``argv`` in a new session, stdout and stderr appended to ``log_file``; its
+    environment is ``environ`` (default: this process's)."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as log:
         return subprocess.Popen(
@@ -42,6 +47,7 @@ def start_in_own_group(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=None if environ is None else dict(environ),
             preexec_fn=_die_with_parent if die_with_parent else None,  # noqa: PLW1509
         )
 

@@ -78,4 +78,5 @@ class WatchWakeup:
 
     def stop(self, timeout_seconds: float = 10.0) -> None:
         self._open.stop()
-        self._thread.join(timeout_seconds)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout_seconds)
