@@ -3,9 +3,10 @@ violations (must be 0) and time to recover.
 
     nice -n 10 .venv/bin/python -m bench.chaos --kills 100 [--nodes 24] [--each 5] [--seed N]
 
-A control plane of its own (tests/harness), the KMM emulator, real `gpuctl-agent` processes
-on fake node roots and two `gpuctl-coordinator` replicas; the run and its checks are
-tests/support/chaos/run.py (the short run in CI is tests/integration/chaos/test_chaos.py).
+A control plane of its own (tests/harness), real KMM (its manager and webhook server, and a
+kubelet for its Pods), real `gpuctl-agent` processes on fake node roots and two
+`gpuctl-coordinator` replicas; the run and its checks are tests/support/chaos/run.py (the
+short run in CI is tests/integration/chaos/test_chaos.py).
 `--kills` SIGKILLs of the coordinator: every fifth kills every replica, the others the
 leader (the standby takes the Lease over under load); `--each` of every other fault kind,
 one agent gone for good. Prints a table and a JSON line; exit status 1 on any violation.
@@ -67,8 +68,8 @@ def print_report(report: ChaosReport) -> None:
         f"rounds {report.rounds}, {report.seconds:.0f} s; node-watch breaches "
         f"{len(report.breaches)}, unloads while busy {len(report.unloads_while_busy)}, "
         f"nodes not ending explicit {len(report.unsettled)}; watch relists after 410 "
-        f"{report.relists}; coordinator exits {report.coordinator_exits}; emulator passes "
-        f"failed (retried) {report.emulator_errors}"
+        f"{report.relists}; coordinator exits {report.coordinator_exits}; KMM kubelet passes "
+        f"failed (retried) {report.kubelet_errors}"
     )
     for line in report.breaches + report.unloads_while_busy:
         print("VIOLATION", line)

@@ -119,7 +119,7 @@ def tell(
 ) -> None:
     rig = system.rig
     for node in ("gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"):
-        rig.emulator.delay_node(node, load_seconds)
+        rig.kmm.delay_node(node, load_seconds)
     narrator.step("four GPU nodes, each with a fake host root (real sysfs/proc layouts)")
     idle_1 = rig.add_node("gpu-node-1", old_root)
     busy = rig.add_node("gpu-node-2", old_root)
@@ -165,7 +165,7 @@ def tell(
         "(kubectl patch gpudriver gpu --type merge -p "
         f'\'{{"spec":{{"kernelModule":{{"version":"{NEW}"}}}}}}\')'
     )
-    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.set_version(NEW)
     target = rig.target()
     wait_status(rig, f"targets {target}", lambda s: s.get("targetVersion") == target)
     narrator.typed("gpuctl rollout status --watch    # in the background, as it goes")

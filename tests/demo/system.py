@@ -1,10 +1,10 @@
 """The whole gpuctl system on this machine, started in order and stopped in reverse.
 
 `running_system` starts a local control plane (tests/harness: etcd, kube-apiserver,
-kube-controller-manager, with KMM's Module CRD and the chart's CRDs), the coordinator's
-ServiceAccount under the chart's RBAC (coordinator/rbac.py, which the chart's template is
-generated from), KMM played by the emulator, and the rollout rig that runs the coordinator and
-the agents as real processes (tests/support/rollout_live). Everything lives in one temporary
+kube-controller-manager, with KMM's CRDs and the chart's), the coordinator's ServiceAccount
+under the chart's RBAC (coordinator/rbac.py, which the chart's template is generated from),
+KMM's own operator (tests/harness/real_kmm.py), and the rollout rig that runs the coordinator
+and the agents as real processes (tests/support/rollout_live). Everything lives in one temporary
 folder, which is removed on the way out, as every process is stopped: on success, on an error
 and on Ctrl-C alike.
 """
@@ -24,8 +24,9 @@ from coordinator.kube.client import Kube, path
 from tests.demo.narrator import Narrator
 from tests.harness.access import KubeCluster
 from tests.harness.cluster import repository_root, start_cluster
-from tests.harness.kmm_emulator import KmmEmulator
+from tests.harness.kmm_build import find_kmm
 from tests.harness.nodes import DEFAULT_KERNEL, create_node
+from tests.harness.real_kmm import RealKmm
 from tests.support.cluster_agents import serving_tls
 from tests.support.coordinator_rbac import bound_coordinator, token_kubeconfig
 from tests.support.rollout_live.rig import RolloutRig
@@ -81,15 +82,23 @@ def running_system(environ: Mapping[str, str], narrator: Narrator) -> Iterator[S
         )
         narrator.note("(from coordinator/rbac.py), bound as the chart binds them, and no more")
 
-        narrator.step("starting KMM (played by the emulator in tests/harness/kmm_emulator.py)")
-        emulator = KmmEmulator(admin, NAMESPACE)
-        emulator.start()
-        stack.callback(emulator.stop)
-        narrator.note("it loads and unloads xe on a node the way KMM's worker pods would,")
-        narrator.note("by changing that node's fake host root")
+        narrator.step("starting KMM: its own manager and webhook server, built from its source")
+        kmm = RealKmm(
+            find_kmm(repository_root(), environ),
+            admin,
+            cluster.kubeconfig,
+            NAMESPACE,
+            folder / "kmm",
+        )
+        kmm.start()
+        stack.callback(kmm.close)
+        narrator.note(f"KMM {kmm.operator.build.version}; a stand-in kubelet runs its Pods: KMM's")
+        narrator.note("worker binary loads and unloads xe on each node's fake host root")
 
-        def make_node(name: str, labels: Mapping[str, str] | None = None) -> Any:
-            return create_node(admin, name, labels or {}, _now(), DEFAULT_KERNEL)
+        def make_node(
+            name: str, labels: Mapping[str, str] | None = None, kernel_version: str = DEFAULT_KERNEL
+        ) -> Any:
+            return create_node(admin, name, labels or {}, _now(), kernel_version)
 
         (folder / "nodes").mkdir()
         rig = RolloutRig(
@@ -97,7 +106,7 @@ def running_system(environ: Mapping[str, str], narrator: Narrator) -> Iterator[S
             namespace=NAMESPACE,
             kube=kube,
             admin=admin,
-            emulator=emulator,
+            kmm=kmm,
             tls=serving_tls(folder / "grpc-tls"),
             make_node=make_node,
             folder=folder / "nodes",

@@ -26,9 +26,13 @@
   namespace, on loopback with ``tls``.
 - ``kmm_emulator`` (per test): a running ``tests.harness.kmm_emulator.KmmEmulator`` for the
   test's namespace (``delay_node``, ``fail_node``, ``loaded``); stopped after the test.
+- ``kmm_build`` (session): KMM's own operator built from source (``tests.harness.kmm_build``).
+- ``real_kmm`` (per test): a running ``tests.harness.real_kmm.RealKmm`` for the test's
+  namespace: KMM's manager, a kubelet for its Pods on the nodes the test ``serve``s, an image
+  catalogue and the kernel-boundary record; stopped after the test.
 - ``rollout_rig`` (per test, opt-in): a ``tests.support.rollout_live.rig.RolloutRig`` for rollout
-  tests: the coordinator as a real process (TLS gRPC, metrics), agents, the KMM emulator with
-  a fake loader that changes the nodes' fake roots, and the test's GPUDriver; torn down after.
+  tests: the coordinator as a real process (TLS gRPC, metrics), agents, real KMM (``real_kmm``)
+  whose worker changes the nodes' fake roots, and the test's GPUDriver; torn down after.
 - ``cordon_taints`` (per test, opt-in): a running ``tests.harness.cordon_taint.CordonTaintMirror``
   that taints cordoned Nodes ``node.kubernetes.io/unschedulable:NoSchedule`` as a real
   cluster's node-lifecycle controller does (KMM then un-targets them unless tolerated).
@@ -39,6 +43,7 @@ Mark tests that use these with ``@pytest.mark.integration``.
 from __future__ import annotations
 
 import datetime
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -50,9 +55,13 @@ from coordinator.kube.client import Kube
 from coordinator.live_nodes.live import LiveNodes
 from gpuctl.common import names
 from tests.harness.access import KubeCluster
+from tests.harness.cluster import repository_root
 from tests.harness.cordon_taint import CordonTaintMirror
+from tests.harness.kmm_build import KmmBuild, find_kmm
 from tests.harness.kmm_emulator import KmmEmulator
+from tests.harness.kubelet.pod_status import BackOff
 from tests.harness.nodes import DEFAULT_KERNEL, create_node
+from tests.harness.real_kmm import RealKmm
 from tests.harness.waiting import wait_until
 from tests.support.cluster_agents import (
     AgentPods,
@@ -132,6 +141,37 @@ def kmm_emulator(kube_cluster: KubeCluster, namespace: str) -> Iterator[KmmEmula
             emulator.stop()
 
 
+# The kubelet's crash-loop back-off (10 s doubling to 5 min) shortened for tests, so that a node
+# whose loads were refused recovers in seconds once fixed (KMM itself restarts nothing: the
+# worker Pod's restartPolicy does).
+TEST_BACKOFF = BackOff(initial=1.0, cap=4.0)
+
+
+@pytest.fixture(scope="session")
+def kmm_build() -> KmmBuild:
+    return find_kmm(repository_root(), os.environ)
+
+
+@pytest.fixture
+def real_kmm(
+    kube_cluster: KubeCluster, namespace: str, kmm_build: KmmBuild, tmp_path: Path
+) -> Iterator[RealKmm]:
+    with kube_cluster.admin_client() as api_client:
+        kmm = RealKmm(
+            kmm_build,
+            api_client,
+            kube_cluster.kubeconfig,
+            namespace,
+            tmp_path / "kmm",
+            backoff=TEST_BACKOFF,
+        )
+        try:
+            kmm.start()
+            yield kmm
+        finally:
+            kmm.close()
+
+
 @pytest.fixture
 def cordon_taints(kube_cluster: KubeCluster) -> Iterator[CordonTaintMirror]:
     with kube_cluster.admin_client() as api_client, CordonTaintMirror(api_client) as mirror:
@@ -144,7 +184,7 @@ def rollout_rig(
     kube_cluster: KubeCluster,
     namespace: str,
     kube_admin: Any,
-    kmm_emulator: KmmEmulator,
+    real_kmm: RealKmm,
     make_node: MakeNode,
     tmp_path: Path,
 ) -> Iterator[RolloutRig]:
@@ -155,7 +195,7 @@ def rollout_rig(
         namespace=namespace,
         kube=Kube(kube_admin),
         admin=kube_admin,
-        emulator=kmm_emulator,
+        kmm=real_kmm,
         tls=serving_tls(folder / "grpc-tls"),
         make_node=make_node,
         folder=folder,

@@ -79,6 +79,10 @@ class ImageCatalogue:
                 "version": version,
                 "srcversion": srcversion,
                 "license": "GPL and additional rights",
+                "alias": [
+                    "pci:v00008086d0000E20Bsv*sd*bc03sc*i*",
+                    "pci:v00008086d0000E223sv*sd*bc03sc*i*",
+                ],
                 "parm": ["force_probe:Force probe options (charp)", "max_vfs:Max VFs (uint)"],
             }
         }

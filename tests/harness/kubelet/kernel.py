@@ -10,9 +10,11 @@ module changes such a root the way the kernel would, from another process than t
   with EBUSY; otherwise every function bound to it is unbound (a PF's VFs go with it, as the
   driver's remove disables SR-IOV) and ``sys/module/<name>`` goes.
 - ``load``: ``sys/module/<name>`` appears with the file's ``version`` and ``srcversion``, its
-  parameters, taint ``OE`` (out-of-tree, unsigned), and the driver probes every Intel display
-  function no driver holds - unless the node's probe of that version fails
-  (``PROBE_FAILS``, a file in the root listing versions whose probe fails there).
+  parameters, taint ``OE`` (out-of-tree, unsigned); if its ``alias`` lines name Intel PCI
+  devices (a driver, not a helper module), it probes every Intel display PF no driver holds -
+  unless the node's probe of that version fails (``PROBE_FAILS``, a file in the root listing
+  versions whose probe fails there). A node whose root holds ``REFUSES_LOADS`` refuses every
+  load with the words it holds (a kernel enforcing module signatures).
 
 ``busy_reasons`` is the oracle's question - would unloading hurt now? - asked at the moment of
 every unload attempt. It counts what makes ``remove`` fail and also what does not but still
@@ -29,6 +31,7 @@ from pathlib import Path
 PCI_DEVICES = "sys/bus/pci/devices"
 PCI_DRIVERS = "sys/bus/pci/drivers"
 INTEL = "0x8086"
+INTEL_PCI_ALIAS = "pci:v00008086"  # a module whose aliases match Intel PCI devices drives them
 DISPLAY_CLASS_PREFIX = "0x03"
 PROBE_FAILS = "fake-kernel/probe-fails"
 REFUSES_LOADS = "fake-kernel/refuses-loads"
@@ -215,7 +218,8 @@ def load(
         ("coresize", "4194304"),
     ):
         (base / name).write_text(text + "\n")
-    if probe_fails(root, version):
+    drives_intel_pci = any(a.startswith(INTEL_PCI_ALIAS) for a in modinfo.get("alias", []))
+    if not drives_intel_pci or probe_fails(root, version):
         return []
     bound = []
     for address in functions(root):

@@ -109,4 +109,4 @@ def test_the_drain_meets_a_real_budget_waits_and_goes_on_when_it_allows(
     after = wait_until("three replacement pods, one per node", one_per_node, 120)
     assert not set(after) & set(before)
     assert all(not rig.node(node)["spec"].get("unschedulable") for node in nodes)
-    assert rig.loader.violations == []
+    assert rig.kernels.violations == []

@@ -50,7 +50,7 @@ def test_an_unreachable_node_is_blocked_not_unloaded_and_rolls_once_it_is_back(
     node = wait_until("the node-lifecycle controller taints it unreachable", unreachable, 120)
     assert ready_status(node) == "Unknown"
     assert rig.labels.ready in node["metadata"]["labels"]  # KMM still has it loaded
-    assert rig.loader.unloads == []  # the taint did not make KMM unload it
+    assert rig.kernels.unloads == []  # the taint did not make KMM unload it
 
     target = rig.kmm_version_at(NEW)
     node_watch = NodeWatch(
@@ -65,7 +65,7 @@ def test_an_unreachable_node_is_blocked_not_unloaded_and_rolls_once_it_is_back(
         rig.wait_phases({**dict.fromkeys(others, "Done"), lost: "Blocked"}, timeout=180)
         assert rig.annotation(lost, names.REASON) == "node is NotReady"
         assert module_version(rig, lost) == OLD
-        assert lost not in rig.loader.unloads
+        assert lost not in rig.kernels.unloads
         assert not rig.node(lost)["spec"].get("unschedulable")  # Blocked: never cordoned
         wait_status(rig, "counts the NotReady node Blocked", lambda s: s["counts"]["Blocked"] == 1)
 
@@ -84,5 +84,5 @@ def test_an_unreachable_node_is_blocked_not_unloaded_and_rolls_once_it_is_back(
         node_watch.stop()
     assert node_watch.breaches == []
     assert module_version(rig, lost) == NEW
-    assert sorted(rig.loader.unloads) == sorted(nodes)
-    assert rig.loader.violations == []
+    assert sorted(rig.kernels.unloads) == sorted(nodes)
+    assert rig.kernels.violations == []

@@ -24,13 +24,12 @@ from tests.harness.control_plane import ControlPlane
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import Api
 from tests.support.own_cluster import own_cluster
-from tests.support.rollout_live.rig import RolloutRig
+from tests.support.rollout_live.rig import OLD, RolloutRig
 from tests.support.rollout_live.scenario import FAST, start
 
 pytestmark = pytest.mark.integration
 
 DRA_OFF = "--runtime-config=resource.k8s.io/v1=false"
-NEW_IMAGE = {"kernelMappings": [{"regexp": "^.+$", "containerImage": "registry.example.com/xe:2"}]}
 
 
 @pytest.fixture(scope="module")
@@ -93,17 +92,18 @@ def test_a_claims_api_answering_404_unloads_no_node_whose_pod_holds_a_claim(
     pod = claim_user(rig, claimed, "train-0")
     rig.restart_coordinator_when_it_exits()  # it exits when it cannot renew its Lease
     before = rig.target()
+    rebuilt = rig.publish_rebuild(OLD)
 
     control_plane.restart_apiserver(DRA_OFF, health="livez")
-    rig.patch_driver({"spec": {"kernelModule": NEW_IMAGE}})
+    rig.patch_driver({"spec": {"kernelModule": rebuilt}})
     assert rig.target() != before
     rig.wait_phases({idle: "Done", claimed: "Blocked"}, timeout=120)
     wait_reason(rig, claimed, pod)
-    assert claimed not in rig.loader.unloads
+    assert claimed not in rig.kernels.unloads
     assert rig.node(claimed)["metadata"]["labels"][rig.labels.version] == before
 
     control_plane.restart_apiserver()
     wait_reason(rig, claimed, "train-0")
     assert rig.phase(claimed) == "Blocked"
-    assert claimed not in rig.loader.unloads
-    assert rig.emulator.unloads_while_busy() == []
+    assert claimed not in rig.kernels.unloads
+    assert rig.kmm.unloads_while_busy() == []

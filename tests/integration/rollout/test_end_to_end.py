@@ -19,10 +19,14 @@ import pytest
 from gpuctl.common import names
 from tests.fakehost.scenarios import B70_PFS, B580
 from tests.harness.cordon_taint import CordonTaintMirror
-from tests.harness.kmm_model import Loaded
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import TEST_LABEL, Api
-from tests.support.rollout_live.fake_nodes import vf_node_root
+from tests.support.rollout_live.fake_nodes import (
+    VF_COUNT,
+    enable_vfs,
+    enable_vm_vfs,
+    vf_node_root_before_vfs,
+)
 from tests.support.rollout_live.node_watch import NodeWatch, unavailable_within
 from tests.support.rollout_live.rig import NEW, OLD, RolloutRig
 from tests.support.rollout_live.scenario import (
@@ -78,7 +82,7 @@ def test_five_nodes_roll_one_at_a_time_in_order_and_end_verified(
     order = node_watch.first_reaching(rig.labels.version, target)
     loading_before = scrape(rig).get(LOADING_COUNT, 0)
     try:
-        rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+        rig.set_version(NEW)
         rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=120)
         node_watch.wait_until_seen(nodes, "Done", target)
     finally:
@@ -86,8 +90,8 @@ def test_five_nodes_roll_one_at_a_time_in_order_and_end_verified(
     assert node_watch.breaches == []
     assert node_watch.events > 5 * 5
     assert order == sorted(nodes)
-    assert rig.loader.violations == []
-    assert sorted(rig.loader.unloads) == sorted(nodes)  # cordoning unloaded nothing
+    assert rig.kernels.violations == []
+    assert sorted(rig.kernels.unloads) == sorted(nodes)  # cordoning unloaded nothing
     for node in nodes:
         assert module_version(rig, node) == NEW
         obj = rig.node(node)
@@ -122,7 +126,7 @@ def test_an_open_render_fd_blocks_its_node_the_rest_proceed_and_closing_it_lets_
     host.add_process(4242, "ollama")
     host.add_drm_fd(4242, 5, "renderD128", pdev=B580, client_id=7)
     host.write("sys/module/xe/refcnt", "1\n")
-    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.set_version(NEW)
     rig.wait_phases({first: "Done", busy: "Blocked", last: "Done"}, timeout=90)
     reason = rig.annotation(busy, names.REASON)
     assert "pid 4242 (ollama)" in reason
@@ -135,23 +139,29 @@ def test_an_open_render_fd_blocks_its_node_the_rest_proceed_and_closing_it_lets_
     host.write("sys/module/xe/refcnt", "0\n")
     rig.wait_phases({first: "Done", busy: "Done", last: "Done"}, timeout=60)
     assert module_version(rig, busy) == NEW
-    assert rig.loader.violations == []
+    assert rig.kernels.violations == []
 
 
 def test_idle_vfs_are_disabled_and_restored_and_vfs_handed_to_a_vm_block(
     rollout_rig: RolloutRig,
 ) -> None:
     rig = rollout_rig
-    idle = rig.add_node("idle", lambda path: vf_node_root(path, OLD, "xe"))
-    vm = rig.add_node("vm", lambda path: vf_node_root(path, OLD, "vfio-pci"))
+    idle = rig.add_node("idle", lambda path: vf_node_root_before_vfs(path, OLD))
+    vm = rig.add_node("vm", lambda path: vf_node_root_before_vfs(path, OLD))
     rig.create_driver(OLD, {**FAST, "disableIdleVFs": True, "maxUnavailable": 2})
     rig.start_coordinator()
     agents = {node: rig.start_protocol_agent(node) for node in (idle, vm)}
     rig.wait_phases({idle: "Done", vm: "Done"})
-    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.wait_kmm_loaded([idle, vm])
+    rig.kernels.begin()
+    # The PF driver is up: SR-IOV is enabled, one node's VFs idle, the other's in a VM.
+    for pf in B70_PFS:
+        enable_vfs(rig.hosts[idle], pf, VF_COUNT)
+    enable_vm_vfs(rig.hosts[vm])
+    rig.set_version(NEW)
     rig.wait_phases({idle: "Done", vm: "Blocked"}, timeout=90)
     # The idle node's VFs were disabled for the unload, then restored after the load.
-    assert rig.loader.violations == []
+    assert rig.kernels.violations == []
     assert [p.allow_disable_vfs for p in agents[idle].prepares][-1:] == [True]
     restored = agents[idle].restores[-1].changes
     assert sorted((c.disabled_vfs.pci_address, c.disabled_vfs.num_vfs) for c in restored) == [
@@ -167,17 +177,19 @@ def test_idle_vfs_are_disabled_and_restored_and_vfs_handed_to_a_vm_block(
     assert "vfio-pci: handed to a VM" in reason
     assert "0000:03:00.1" in reason
     assert module_version(rig, vm) == OLD
-    assert vm not in rig.loader.unloads
+    assert vm not in rig.kernels.unloads
 
 
 def test_a_failed_load_fails_the_node_and_pauses_at_the_budget_until_retried(
     rollout_rig: RolloutRig,
 ) -> None:
     rig = rollout_rig
-    quick_load = {**FAST, "timeouts": {**TIMEOUTS, "load": "3s"}}
+    # Past the kubelet's restart back-off (tests/integration/conftest.py), so that once the
+    # node is fixed KMM's crash-looping loader succeeds within the retried load.
+    quick_load = {**FAST, "timeouts": {**TIMEOUTS, "load": "10s"}}
     first, broken, last = start(rig, ["a", "b", "c"], quick_load)
-    rig.emulator.fail_node(broken)
-    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.kernels.refuse_loads(broken)
+    rig.set_version(NEW)
     rig.wait_phases({first: "Done", broken: "Failed", last: "Pending"}, timeout=60)
     assert "KMM did not load" in rig.annotation(broken, names.REASON)
     assert rig.node(broken)["spec"].get("unschedulable")  # kept cordoned for the admin
@@ -186,7 +198,7 @@ def test_a_failed_load_fails_the_node_and_pauses_at_the_budget_until_retried(
     time.sleep(2)
     assert rig.phase(last) == "Pending"  # the rollout does not march on
     # `gpuctl rollout retry NODE`: back to Pending, reason cleared.
-    rig.emulator.fail_node(broken, failing=False)
+    rig.kernels.refuse_loads(broken, None)
     rig.kube.request(
         "PATCH",
         f"/api/v1/nodes/{broken}",
@@ -209,13 +221,13 @@ def test_an_admin_cordon_stays_after_the_rollout(
     rig = rollout_rig
     admin, other = start(rig, ["a", "b"], {**FAST, "maxUnavailable": 2})
     rig.cordon(admin)
-    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.set_version(NEW)
     rig.wait_phases({admin: "Done", other: "Done"}, timeout=60)
     assert rig.node(admin)["spec"].get("unschedulable")
     assert not rig.node(other)["spec"].get("unschedulable")
     assert names.CORDONED_BY_GPUCTL not in rig.node(admin)["metadata"]["annotations"]
     assert module_version(rig, admin) == NEW
-    assert rig.loader.violations == []
+    assert rig.kernels.violations == []
 
 
 def test_a_coordinator_killed_at_random_points_resumes_without_breaking_the_bound(
@@ -224,13 +236,13 @@ def test_a_coordinator_killed_at_random_points_resumes_without_breaking_the_boun
     rig = rollout_rig
     nodes = start(rig, ["k1", "k2", "k3", "k4", "k5"], FAST)
     for node in nodes:  # loads take a while, so kills land in every step
-        rig.emulator.delay_node(node, 1.0)
+        rig.kmm.delay_node(node, 1.0)
     node_watch = watch(rig, bound=1)
     target = rig.kmm_version_at(NEW)
     rng = random.Random(20261129)  # noqa: S311 - reproducible kill points, not secrecy
     kills = 0
     try:
-        rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+        rig.set_version(NEW)
         while kills < 10 and {rig.state(n) for n in nodes} != {f"Done {target}"}:
             time.sleep(rng.uniform(1.0, 6.0))  # startup and Lease takeover take ~3 s
             rig.kill_coordinator()
@@ -242,8 +254,8 @@ def test_a_coordinator_killed_at_random_points_resumes_without_breaking_the_boun
         node_watch.stop()
     assert kills >= 5, "the rollout finished before the coordinator was killed enough"
     assert node_watch.breaches == []
-    assert rig.loader.violations == []
-    assert sorted(rig.loader.unloads) == sorted(nodes)  # no node went twice
+    assert rig.kernels.violations == []
+    assert sorted(rig.kernels.unloads) == sorted(nodes)  # no node went twice
     for node in nodes:
         assert module_version(rig, node) == NEW
         assert not rig.node(node)["spec"].get("unschedulable")
@@ -273,17 +285,19 @@ def test_an_unversioned_gpudriver_loads_through_the_rollout_then_a_version_rolls
     try:
         # Unset -> set is one more version (KMM's webhook refuses that toggle in place; the
         # Module never toggles): node by node, nothing recreated.
-        rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+        rig.set_version(NEW)
         rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=90)
         node_watch.wait_until_seen(nodes, "Done", target)
     finally:
         node_watch.stop()
     assert node_watch.breaches == []
     assert order == sorted(nodes)
-    assert rig.loader.violations == []
+    assert rig.kernels.violations == []
     for node in nodes:
         assert module_version(rig, node) == NEW
-        assert (rig.emulator.loaded(MODULE, node) or Loaded("", "")).version == target
+        loaded = rig.kmm.loaded(MODULE, node)
+        assert loaded is not None
+        assert loaded.version == target
     wait_complete(rig)
 
 
@@ -294,7 +308,7 @@ def test_an_allocated_gpu_claim_blocks_its_node_until_it_is_released(
     quick_drain = {**FAST, "timeouts": {**TIMEOUTS, "drain": "3s"}}
     claimed, free = start(rig, ["a", "b"], quick_drain)
     api.create_claim(rig.namespace, "inference", claimed)
-    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.set_version(NEW)
     rig.wait_phases({claimed: "Blocked", free: "Done"}, timeout=60)
     reason = rig.annotation(claimed, names.REASON)
     assert f"allocated GPU ResourceClaims {rig.namespace}/inference" in reason
@@ -303,7 +317,7 @@ def test_an_allocated_gpu_claim_blocks_its_node_until_it_is_released(
     api.delete_claim(rig.namespace, "inference")
     rig.wait_phases({claimed: "Done", free: "Done"}, timeout=60)
     assert module_version(rig, claimed) == NEW
-    assert rig.loader.violations == []
+    assert rig.kernels.violations == []
 
 
 def test_the_rollout_holds_after_the_first_node_until_resumed_for_its_version(
@@ -312,7 +326,7 @@ def test_the_rollout_holds_after_the_first_node_until_resumed_for_its_version(
     rig = rollout_rig
     first, second = start(rig, ["a", "b"], {**FAST, "holdAfterFirstNode": True})
     target = rig.kmm_version_at(NEW)
-    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.set_version(NEW)
     # The status of the version meant: a Held left from OLD's rollout (on a loaded machine
     # its second node may finish after the first) is another version's, not this one's.
     status = wait_status(
@@ -345,11 +359,11 @@ def test_a_holder_module_blocks_listed_in_modules_loading_order_or_not(
     host.add_module("xe_compat", taint="OE")
     host.symlink("sys/module/xe/holders/xe_compat", "../../xe_compat")
     host.write("sys/module/xe/refcnt", "1\n")
-    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.set_version(NEW)
     rig.wait_phases({node: "Blocked"}, timeout=60)
     assert "xe is held by xe_compat" in rig.annotation(node, names.REASON)
     assert module_version(rig, node) == OLD
-    assert node not in rig.loader.unloads
+    assert node not in rig.kernels.unloads
     # Listing it does not help: KMM removes xe first and xe_compat only after it, so
     # `modprobe -r xe` would fail with EBUSY. Still blocked, and the reason says why.
     rig.patch_driver({"spec": {"kernelModule": {"modulesLoadingOrder": ["xe", "xe_compat"]}}})
@@ -361,14 +375,14 @@ def test_a_holder_module_blocks_listed_in_modules_loading_order_or_not(
     assert "unload it first, or fix the order" in reason
     assert rig.phase(node) == "Blocked"
     assert module_version(rig, node) == OLD
-    assert node not in rig.loader.unloads
+    assert node not in rig.kernels.unloads
     # The admin unloads xe_compat: nothing holds xe any more, and the node goes.
     host.remove("sys/module/xe/holders/xe_compat")
     host.remove("sys/module/xe_compat")
     host.write("sys/module/xe/refcnt", "0\n")
     rig.wait_phases({node: "Done"}, timeout=60)
     assert module_version(rig, node) == NEW
-    assert rig.loader.violations == []
+    assert rig.kernels.violations == []
 
 
 def test_nodes_leaving_the_gpudriver_are_unloaded_one_at_a_time_and_a_busy_one_waits(
@@ -401,8 +415,8 @@ def test_nodes_leaving_the_gpudriver_are_unloaded_one_at_a_time_and_a_busy_one_w
     idle_again(rig, busy)
     rig.wait_phases({busy: ""}, timeout=60)
     assert_left(rig, busy)
-    assert sorted(rig.loader.unloads) == sorted([idle, busy])
-    assert rig.loader.violations == []
+    assert sorted(rig.kernels.unloads) == sorted([idle, busy])
+    assert rig.kernels.violations == []
     wait_complete(rig)
 
 
@@ -413,16 +427,17 @@ def test_a_version_changed_mid_rollout_strands_no_node(rollout_rig: RolloutRig) 
     rig = rollout_rig
     nodes = start(rig, ["m1", "m2", "m3"], FAST)
     for node in nodes:  # KMM takes a while, so the change lands while a node is loading
-        rig.emulator.delay_node(node, 2.0)
+        rig.kmm.delay_node(node, 2.0)
+        rig.publish(NEXT, rig.hosts[node].kernel_release)
     new = rig.kmm_version_at(NEW)
-    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.set_version(NEW)
     wait_until(
         f"a node loading {new}",
         lambda: any(rig.state(n) in (f"Loading {new}", f"Verifying {new}") for n in nodes),
     )
     node_watch = watch(rig, bound=1)
     try:
-        rig.patch_driver({"spec": {"kernelModule": {"version": NEXT}}})
+        rig.set_version(NEXT)
         rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=150)
     finally:
         node_watch.stop()
@@ -431,7 +446,7 @@ def test_a_version_changed_mid_rollout_strands_no_node(rollout_rig: RolloutRig) 
     for node in nodes:
         assert module_version(rig, node) == NEXT
         assert not rig.node(node)["spec"].get("unschedulable")
-    assert rig.loader.violations == []
+    assert rig.kernels.violations == []
     wait_complete(rig)
 
 
@@ -452,4 +467,4 @@ def test_deleting_the_gpudriver_unloads_node_by_node_and_waits_for_a_busy_one(
     rig.wait_phases({busy: ""}, timeout=60)
     assert_left(rig, busy)
     wait_until("the GPUDriver is gone", rig.driver_gone)
-    assert rig.loader.violations == []
+    assert rig.kernels.violations == []

@@ -41,7 +41,7 @@ def test_a_firing_alert_holds_the_rollout_and_clearing_it_releases_it(
             gate = {"url": url, "query": "ALERTS{alertstate="}  # not PromQL
             nodes = start(rig, ["a", "b"], {**FAST, "gates": {"prometheus": gate}})
             new = rig.kmm_version_at(NEW)
-            rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+            rig.set_version(NEW)
             status = wait_status(rig, "held: cannot evaluate", held_by(new, "cannot evaluate"))
             assert "HTTP 400, bad_data" in status["message"]
             rig.patch_driver(
@@ -56,6 +56,6 @@ def test_a_firing_alert_holds_the_rollout_and_clearing_it_releases_it(
             wait_status(rig, "Complete", lambda s: s.get("state") == "Complete")
         for node in nodes:
             assert module_version(rig, node) == NEW
-        assert rig.loader.violations == []
+        assert rig.kernels.violations == []
     finally:
         endpoint.close()

@@ -114,7 +114,7 @@ def test_the_charts_rbac_is_exactly_what_the_coordinator_calls(
         rollout = {**FAST, "evictGPUPods": True, "timeouts": {**FAST["timeouts"], "drain": "5s"}}
         idle, busy = start(rig, ["a", "b"], rollout)
         pod = gpu_pod(rig, busy)
-        rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+        rig.set_version(NEW)
         wait_until(
             "the GPU pod evicted", lambda: called("create", "pods/eviction"), timeout_seconds=120
         )
@@ -128,7 +128,7 @@ def test_the_charts_rbac_is_exactly_what_the_coordinator_calls(
         # Back to OLD and forward to NEW again: the second "all nodes run NEW" is a repeated
         # Event (count 2, a patch).
         for version in (OLD, NEW):
-            rig.patch_driver({"spec": {"kernelModule": {"version": version}}})
+            rig.set_version(version)
             target = rig.target()
             rig.wait_phases({idle: "Done", busy: "Done"}, timeout=120)
             wait_status(rig, f"says Complete at {target}", complete_at(target))

@@ -15,7 +15,7 @@ import pytest
 from gpuctl.common import names
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import Api
-from tests.support.rollout_live.rig import BIN, NEW, OLD, RolloutRig
+from tests.support.rollout_live.rig import BIN, NEW, OLD, RolloutRig, image_of, kernel_mappings
 from tests.support.rollout_live.scenario import (
     FAST,
     TIMEOUTS,
@@ -62,9 +62,9 @@ def test_a_node_failing_verification_is_rolled_back_verified_uncordoned_and_the_
     broken, other = start(rig, ["a", "b"], rollout)
     old, new = rig.kmm_version_at(OLD), rig.kmm_version_at(NEW)
     wait_revisions(rig, [(1, old)])
-    rig.loader.probe_fails[broken] = NEW  # NEW loads there, but its GPU does not probe
-    loads_before = len(rig.loader.loads)
-    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.kernels.fail_probe(broken, NEW)  # NEW loads there, but its GPU does not probe
+    loads_before = len(rig.kernels.loads)
+    rig.set_version(NEW)
     status = wait_status(
         rig,
         f"paused at {old} after the rollback",
@@ -76,13 +76,13 @@ def test_a_node_failing_verification_is_rolled_back_verified_uncordoned_and_the_
     assert rig.driver()["spec"]["kernelModule"] == {
         "moduleName": "xe",
         "version": OLD,
-        "kernelMappings": [{"regexp": "^.+$", "containerImage": "registry.example.com/xe:1"}],
+        "kernelMappings": kernel_mappings(OLD),
     }
     rig.wait_phases({broken: "Done", other: "Done"}, version=old)
     assert module_version(rig, broken) == OLD
     assert not rig.node(broken)["spec"].get("unschedulable")
     assert names.CORDONED_BY_GPUCTL not in rig.node(broken)["metadata"]["annotations"]
-    loads = rig.loader.loads[loads_before:]
+    loads = rig.kernels.loads[loads_before:]
     assert loads == [(broken, new), (broken, old)]  # the other node was never touched
     message = status["message"]
     assert message.startswith(f"paused: rolled back from {new} to revision 1 ({old})")
@@ -96,7 +96,7 @@ def test_a_node_failing_verification_is_rolled_back_verified_uncordoned_and_the_
     resumed = gpuctl(rig, "rollout", "resume")
     assert resumed.returncode == 0, resumed.stderr
     wait_status(rig, "Complete", lambda s: s.get("state") == "Complete")
-    assert rig.loader.violations == []
+    assert rig.kernels.violations == []
 
 
 def test_undo_of_a_finished_rollout_takes_the_fleet_back_node_by_node(
@@ -105,7 +105,7 @@ def test_undo_of_a_finished_rollout_takes_the_fleet_back_node_by_node(
     rig = rollout_rig
     nodes = start(rig, ["a", "b", "c"], FAST)
     old, new = rig.kmm_version_at(OLD), rig.kmm_version_at(NEW)
-    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.set_version(NEW)
     rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=120, version=new)
     wait_status(
         rig,
@@ -116,9 +116,9 @@ def test_undo_of_a_finished_rollout_takes_the_fleet_back_node_by_node(
     history = gpuctl(rig, "rollout", "history")
     assert history.returncode == 0, history.stderr
     lines = history.stdout.splitlines()
-    assert lines[2].split()[:4] == ["1", old, "registry.example.com/xe:1", "3"]
+    assert lines[2].split()[:4] == ["1", old, image_of(OLD), "3"]
     assert lines[3].split()[:3] == ["2", "(current)", new]
-    loads_before = len(rig.loader.loads)
+    loads_before = len(rig.kernels.loads)
     undo = gpuctl(rig, "rollout", "undo")
     assert undo.returncode == 0, undo.stderr
     assert undo.stdout.startswith(f"gpudriver/gpu rolled back to revision 1 ({old})")
@@ -133,9 +133,9 @@ def test_undo_of_a_finished_rollout_takes_the_fleet_back_node_by_node(
         assert module_version(rig, node) == OLD
         assert not rig.node(node)["spec"].get("unschedulable")
     # One load per node, in name order (one node at a time, through the same steps).
-    assert rig.loader.loads[loads_before:] == [(n, old) for n in sorted(nodes)]
+    assert rig.kernels.loads[loads_before:] == [(n, old) for n in sorted(nodes)]
     wait_revisions(rig, [(2, new), (3, old)])
     again = gpuctl(rig, "rollout", "undo", "--to-revision", "3")
     assert again.returncode != 0
     assert "revision 3 is the current one" in again.stderr
-    assert rig.loader.violations == []
+    assert rig.kernels.violations == []

@@ -32,7 +32,7 @@ def test_a_shard_rolls_its_pool_and_leaves_another_pools_node_alone(
         rig.start_agent(node)
     rig.wait_phases(dict.fromkeys(ours, "Done"))
 
-    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.set_version(NEW)
     rig.wait_phases(dict.fromkeys(ours, "Done"), timeout=90)
     target = rig.kmm_version_at(NEW)
     status = wait_status(
@@ -46,7 +46,7 @@ def test_a_shard_rolls_its_pool_and_leaves_another_pools_node_alone(
     assert module_version(rig, theirs) == OLD
     assert rig.state(theirs) == " "  # never in this coordinator's rollout
     assert rig.node(theirs)["metadata"]["labels"][rig.labels.version] == rig.kmm_version_at(OLD)
-    assert theirs not in rig.loader.unloads
-    assert rig.loader.violations == []
+    assert theirs not in rig.kernels.unloads
+    assert rig.kernels.violations == []
     log = (rig.folder / "coordinator.log").read_text(errors="replace")
     assert f"node {theirs} does not match this coordinator's --node-selector" in log

@@ -26,8 +26,8 @@ def test_a_node_degrading_in_the_soak_fails_it_and_is_rolled_back(
     rollout: dict[str, Any] = {**FAST, "soakSeconds": 60, "onNodeFailure": "Rollback"}
     first, second = start(rig, ["a", "b"], rollout)
     old, new = rig.kmm_version_at(OLD), rig.kmm_version_at(NEW)
-    loads_before = len(rig.loader.loads)
-    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    loads_before = len(rig.kernels.loads)
+    rig.set_version(NEW)
     rig.wait_phases({first: "Done", second: "Pending"}, timeout=120, version=new)
     assert names.SOAK_BASELINE in rig.node(first)["metadata"]["annotations"]
     wait_status(
@@ -53,6 +53,6 @@ def test_a_node_degrading_in_the_soak_fails_it_and_is_rolled_back(
     assert module_version(rig, first) == OLD
     assert not rig.node(first)["spec"].get("unschedulable")
     # The second node was never touched: the soak held it, then the rollback.
-    assert rig.loader.loads[loads_before:] == [(first, new), (first, old)]
+    assert rig.kernels.loads[loads_before:] == [(first, new), (first, old)]
     assert module_version(rig, second) == OLD
-    assert rig.loader.violations == []
+    assert rig.kernels.violations == []

@@ -82,12 +82,12 @@ def test_uninstall_in_order_unloads_the_idle_nodes_and_never_the_busy_one(
             assert_left(rig, idle)
             assert_left(rig, other)
             assert rig.hosts[busy].real("sys/module/xe").exists()
-            assert busy not in rig.loader.unloads
+            assert busy not in rig.kernels.unloads
             # Hurrying it by deleting the Module is refused: KMM would unload the busy node.
             refused = refused_delete(alice, namespace, MODULE)
             assert refused is not None
             assert refusal_message(MODULE, DRIVER) in refused.message
-            assert rig.emulator.unloads_while_busy() == []
+            assert rig.kmm.unloads_while_busy() == []
             # 2. The node goes idle: the coordinator unloads it, deletes the Module (the
             # guard lets its ServiceAccount through) and releases the GPUDriver.
             idle_again(rig, busy)
@@ -101,5 +101,5 @@ def test_uninstall_in_order_unloads_the_idle_nodes_and_never_the_busy_one(
                 )
         # 3. helm uninstall (the coordinator goes), 4. the CRDs: nothing of gpuctl is left
         # that only the coordinator could delete.
-        assert rig.loader.violations == []
-        assert rig.emulator.unloads_while_busy() == []
+        assert rig.kernels.violations == []
+        assert rig.kmm.unloads_while_busy() == []

@@ -1,12 +1,12 @@
 """Every change KMM would act on goes through the node checks: the unload triggers, end to end.
 
-KMM unloads `xe` not only when a version label changes (the emulator follows KMM's source,
-tests/harness/kmm_*.py): on any change of a node's module config (N2), when a node gets a
-NoSchedule/NoExecute taint the Module does not tolerate or stops being selected (M1/M2/M5),
-and at every first load, whose loader removes the live `xe` first (W1). Each test puts a busy
-node beside idle ones, makes the change, and shows: no unload while busy (the fake loader's
-record here, the emulator's record of every unload attempt when the rig closes), the busy node
-named with why, and the idle nodes converging. Triggers covered elsewhere: a node leaving the
+KMM unloads `xe` not only when a version label changes (KMM's own operator runs here,
+tests/harness/real_kmm.py): on any change of a node's module config (nmc_reconciler.go), when
+a node gets a NoSchedule/NoExecute taint the Module does not tolerate or stops being selected
+(module_reconciler.go), and at every first load, whose loader removes the live `xe` first
+(worker.go). Each test puts a busy node beside idle ones, makes the change, and shows: no
+unload while busy (the nodes' kernel record, checked again when the rig closes), the busy
+node named with why, and the idle nodes converging. Triggers covered elsewhere: a node leaving the
 selector, a version changed mid-rollout and deletion node by node (test_end_to_end.py), a
 discovery blip during a deletion and mapping loss (tests/integration/drivers/test_targeting.py).
 """
@@ -35,10 +35,9 @@ from tests.support.rollout_live.scenario import (
 pytestmark = pytest.mark.integration
 
 TWO_AT_ONCE: dict[str, Any] = {**FAST, "maxUnavailable": 2}
+IMAGE = "image"  # the same version built again (rig.publish_rebuild)
 CONFIG_CHANGES: dict[str, dict[str, Any]] = {
-    "image": {
-        "kernelMappings": [{"regexp": "^.+$", "containerImage": "registry.example.com/xe:2"}]
-    },
+    IMAGE: {},
     "parameters": {"parameters": ["max_vfs=7"]},
     "firmware path": {"firmwarePath": "/firmware/xe"},
     "loading order": {"modulesLoadingOrder": ["xe", "drm_gpuvm"]},
@@ -47,8 +46,8 @@ CONFIG_CHANGES: dict[str, dict[str, Any]] = {
 
 
 def assert_no_unload_while_busy(rig: RolloutRig) -> None:
-    assert rig.loader.violations == []
-    assert rig.emulator.unloads_while_busy() == []
+    assert rig.kernels.violations == []
+    assert rig.kmm.unloads_while_busy() == []
 
 
 def wait_named_in_status(rig: RolloutRig, node: str, words: str) -> None:
@@ -65,15 +64,16 @@ def test_a_config_change_in_place_reloads_the_idle_nodes_and_not_the_busy_one(
 ) -> None:
     rig = rollout_rig
     idle, busy, other = start(rig, ["a", "b", "c"], TWO_AT_ONCE)
+    change = change or rig.publish_rebuild(OLD)
     busy_with_ollama(rig, busy)
     before = rig.target()
-    loads_before = len(rig.loader.loads)
+    loads_before = len(rig.kernels.loads)
     rig.patch_driver({"spec": {"kernelModule": change}})
     assert rig.target() != before  # a config change is a new KMM version
     rig.wait_phases({idle: "Done", busy: "Blocked", other: "Done"}, timeout=90)
     wait_named_in_status(rig, busy, "pid 4242 (ollama)")
     assert rig.node(busy)["metadata"]["labels"][rig.labels.version] == before
-    assert len(rig.loader.loads) - loads_before == 2  # the idle nodes, reloaded once each
+    assert len(rig.kernels.loads) - loads_before == 2  # the idle nodes, reloaded once each
     assert_no_unload_while_busy(rig)
     idle_again(rig, busy)
     rig.wait_phases({idle: "Done", busy: "Done", other: "Done"}, timeout=60)
@@ -89,11 +89,12 @@ def test_a_pod_requesting_a_gpu_keeps_its_node_from_an_image_change(
         "timeouts": {**TWO_AT_ONCE["timeouts"], "drain": "3s"},
     }
     idle, busy = start(rig, ["a", "b"], quick_drain)
+    rebuilt = rig.publish_rebuild(OLD)
     pod = gpu_pod(rig, busy)
-    rig.patch_driver({"spec": {"kernelModule": CONFIG_CHANGES["image"]}})
+    rig.patch_driver({"spec": {"kernelModule": rebuilt}})
     rig.wait_phases({idle: "Done", busy: "Blocked"}, timeout=90)
     wait_named_in_status(rig, busy, f"GPU pods {rig.namespace}/{pod}")
-    assert busy not in rig.loader.unloads
+    assert busy not in rig.kernels.unloads
     assert_no_unload_while_busy(rig)
 
 
@@ -145,19 +146,19 @@ def test_a_scheduling_taint_unloads_nothing(rollout_rig: RolloutRig, blip: dict[
     rig = rollout_rig
     busy, idle = start(rig, ["a", "b"], TWO_AT_ONCE)
     busy_with_ollama(rig, busy)
-    attempts_before = len(rig.emulator.unload_attempts())
+    attempts_before = len(rig.kmm.unload_calls())
     for node in (busy, idle):
         taint(rig, node, [blip])
     # KMM's answer to a taint is immediate (its reconcile of the Node); give it the time two
     # seconds of NotReady give it, watching that nothing starts, then lift the taint.
     deadline = time.monotonic() + 2.0
     while time.monotonic() < deadline:
-        assert len(rig.emulator.unload_attempts()) == attempts_before
+        assert len(rig.kmm.unload_calls()) == attempts_before
         time.sleep(0.1)
     for node in (busy, idle):
         taint(rig, node, [])
-    assert rig.emulator.spec_entry("gpu-gpu", busy) is not None  # still configured: no unloader
-    assert len(rig.emulator.unload_attempts()) == attempts_before
+    assert rig.kmm.spec_entry(rig.module, busy) is not None  # still configured: no unloader
+    assert len(rig.kmm.unload_calls()) == attempts_before
     assert rig.state(busy) == f"Done {rig.target()}"
     assert rig.state(idle) == f"Done {rig.target()}"
     assert module_version(rig, busy) == OLD
@@ -178,8 +179,6 @@ def test_a_first_install_never_reloads_a_node_whose_in_tree_xe_is_in_use(
     hold.add_process(4242, "ollama")
     hold.add_drm_fd(4242, 5, "renderD128", pdev=B580, client_id=7)
     hold.write("sys/module/xe/refcnt", "1\n")
-    rig.emulator.set_live_modules(busy, {"xe"})
-    rig.emulator.set_live_modules(idle, {"xe"})
     rig.create_driver(OLD, TWO_AT_ONCE)
     rig.start_coordinator()
     for node in (busy, idle):
@@ -188,7 +187,7 @@ def test_a_first_install_never_reloads_a_node_whose_in_tree_xe_is_in_use(
     wait_named_in_status(rig, busy, "pid 4242 (ollama)")
     # KMM was never asked to load on the busy node: no loader removed its in-tree xe.
     assert names.TARGET_LABEL not in rig.node(busy)["metadata"]["labels"]
-    assert rig.emulator.spec_entry("gpu-gpu", busy) is None
+    assert rig.kmm.spec_entry(rig.module, busy) is None
     assert module_version(rig, idle) == OLD
     assert_no_unload_while_busy(rig)
 
@@ -206,7 +205,7 @@ def test_an_fd_opened_after_the_last_pushed_report_is_seen_at_decision_time(
     rig.wait_phases(dict.fromkeys(nodes, "Done"))
     busy, idle = nodes
     busy_with_ollama(rig, busy)
-    rig.patch_driver({"spec": {"kernelModule": {"version": "v7.1.4.6_260728.7"}}})
+    rig.set_version("v7.1.4.6_260728.7")
     rig.wait_phases({idle: "Done", busy: "Blocked"}, timeout=90)
     wait_named_in_status(rig, busy, "pid 4242 (ollama)")
     assert_no_unload_while_busy(rig)
@@ -221,14 +220,13 @@ def test_a_busy_node_labelled_at_the_target_by_someone_else_is_checked_not_loade
     # label on it by hand before the rollout reaches it.
     busy = rig.add_node("b", old_root, labelled=False)
     busy_with_ollama(rig, busy)
-    rig.emulator.set_live_modules(busy, {"xe"})
     rig.label_node(busy, {rig.labels.version: rig.target()})
     rig.start_agent(busy)
     rig.wait_phases({idle: "Done", busy: "Blocked"}, timeout=90)
     wait_named_in_status(rig, busy, "pid 4242 (ollama)")
     # The Module selects gpuctl's target label, which the rollout never wrote on the busy node.
     assert names.TARGET_LABEL not in rig.node(busy)["metadata"]["labels"]
-    assert rig.emulator.spec_entry("gpu-gpu", busy) is None
+    assert rig.kmm.spec_entry(rig.module, busy) is None
     assert module_version(rig, busy) == OLD
     assert_no_unload_while_busy(rig)
 
@@ -252,7 +250,7 @@ def test_an_nfd_label_flapping_on_a_busy_node_unloads_nothing(rollout_rig: Rollo
     rig.label_node(busy, {NFD_GPU: "true"})
     # Back in the selector and still loaded at the target: Done again, never unloaded.
     rig.wait_phases({busy: "Done", idle: "Done"}, timeout=60, version=target)
-    assert busy not in rig.loader.unloads
+    assert busy not in rig.kernels.unloads
     assert module_version(rig, busy) == OLD
     assert_no_unload_while_busy(rig)
 
@@ -267,13 +265,13 @@ def test_a_parameter_change_on_an_unversioned_gpudriver_reloads_and_verifies_the
     for node in nodes:
         rig.start_agent(node)
     rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=90)
-    loads_before = len(rig.loader.loads)
+    loads_before = len(rig.kernels.loads)
     before = rig.target()
     rig.patch_driver({"spec": {"kernelModule": CONFIG_CHANGES["parameters"]}})
     assert rig.target() != before
     # The same image reloads the same build (same srcversion): verified by the image record.
     rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=90)
-    assert len(rig.loader.loads) - loads_before == 2
+    assert len(rig.kernels.loads) - loads_before == 2
     for node in nodes:
         assert rig.annotation(node, names.REASON).startswith("verified: xe live with srcversion")
     assert_no_unload_while_busy(rig)

@@ -49,8 +49,8 @@ def test_a_window_closing_mid_rollout_lets_the_loading_node_finish_and_starts_no
         rig.wait_phases(dict.fromkeys((first, second, third), "Done"))
         new = rig.kmm_version_at(NEW)
         clock.set(utc(28, 21, 59))  # 22:59: one minute of the window left
-        rig.emulator.delay_node(first, 8)  # KMM takes a while: the window closes meanwhile
-        rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+        rig.kmm.delay_node(first, 8)  # KMM takes a while: the window closes meanwhile
+        rig.set_version(NEW)
         rig.wait_phases({first: "Loading", second: "Pending", third: "Pending"}, version=new)
         clock.set(utc(28, 22, 0, 30))  # 23:00:30: the window closed
         rig.wait_phases({first: "Done", second: "Pending", third: "Pending"}, version=new)
@@ -80,4 +80,4 @@ def test_a_window_closing_mid_rollout_lets_the_loading_node_finish_and_starts_no
         wait_status(rig, "Complete", lambda s: s.get("state") == "Complete")
     for node in (first, second, third):
         assert module_version(rig, node) == NEW
-    assert rig.loader.violations == []
+    assert rig.kernels.violations == []

@@ -96,7 +96,7 @@ class ChaosReport:
     rounds: int = 0
     relists: int = 0
     coordinator_exits: dict[int, int] = field(default_factory=dict)
-    emulator_errors: int = 0
+    kubelet_errors: int = 0
     seconds: float = 0.0
 
     @property
@@ -170,7 +170,7 @@ class _Run:
         self.replicas.start()
         for node in self.nodes:
             rig.start_agent(node)
-            rig.emulator.delay_node(node, plan.load_delay)
+            rig.kmm.delay_node(node, plan.load_delay)
         rig.wait_phases(dict.fromkeys(self.nodes, "Done"), timeout=180)
         # Busy once loaded (a process holds the render node the loaded driver made).
         for node in self.busy_for_good + self.busy_for_a_while:
@@ -211,7 +211,7 @@ class _Run:
         self.say(f"round {self.round}")
         version = version_of_round(self.round)
         self.target = self.rig.kmm_version_at(version)
-        self._retry(lambda: self.rig.patch_driver({"spec": {"kernelModule": {"version": version}}}))
+        self._retry(lambda: self.rig.set_version(version))
 
     def round_done(self) -> bool:
         assert self.watch is not None
@@ -416,9 +416,8 @@ class _Run:
         self.report.relists = self.watch.relists
         self.replicas.stop()
         self.report.coordinator_exits = self.replicas.exits()
-        self.report.unloads_while_busy = [str(a) for a in self.rig.emulator.unloads_while_busy()]
-        self.report.unloads_while_busy += [str(v) for v in self.rig.loader.violations]
-        self.report.emulator_errors = len(self.rig.emulator.take_errors())
+        self.report.unloads_while_busy = self.rig.kernels.violations
+        self.report.kubelet_errors = len(self.rig.kmm.kubelet.errors)
 
 
 def run_chaos(

@@ -1,6 +1,7 @@
 """Everything a chaos run breaks, built on a control plane of its own.
 
-`chaos_world(plane, cluster, folder)` makes a namespace, the KMM emulator and a RolloutRig
+`chaos_world(plane, cluster, folder)` makes a namespace, real KMM (its manager, webhook and
+the kubelet of its Pods, tests/harness/real_kmm.py) and a RolloutRig
 (nodes, agents, the coordinator processes) on a `ControlPlane` the run may pause and restart,
 and tears them down after. It is the pytest fixtures' wiring (tests/integration/conftest.py)
 without pytest, so bench/chaos.py can use it too.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +21,11 @@ from kubernetes import client as k8s
 
 from coordinator.kube.client import Kube
 from tests.harness.access import KubeCluster
+from tests.harness.cluster import repository_root
 from tests.harness.control_plane import ControlPlane
-from tests.harness.kmm_emulator import KmmEmulator
+from tests.harness.kmm_build import find_kmm
 from tests.harness.nodes import DEFAULT_KERNEL, create_node
+from tests.harness.real_kmm import RealKmm
 from tests.harness.waiting import wait_until
 from tests.support.cluster_agents import serving_tls
 from tests.support.rollout_live.rig import RolloutRig
@@ -33,7 +37,7 @@ class ChaosWorld:
     cluster: KubeCluster
     namespace: str
     rig: RolloutRig
-    emulator: KmmEmulator
+    kmm: RealKmm
     folder: Path
 
 
@@ -63,8 +67,14 @@ def chaos_world(plane: ControlPlane, cluster: KubeCluster, folder: Path) -> Iter
         nodes.append(full_name)
         return node
 
-    emulator = KmmEmulator(admin, namespace)
-    emulator.start()
+    kmm = RealKmm(
+        find_kmm(repository_root(), os.environ),
+        admin,
+        cluster.kubeconfig,
+        namespace,
+        folder / "kmm",
+    )
+    kmm.start()
     rig_folder = folder / "rollout"
     rig_folder.mkdir(parents=True, exist_ok=True)
     rig = RolloutRig(
@@ -72,19 +82,18 @@ def chaos_world(plane: ControlPlane, cluster: KubeCluster, folder: Path) -> Iter
         namespace=namespace,
         kube=Kube(admin),
         admin=admin,
-        emulator=emulator,
+        kmm=kmm,
         tls=serving_tls(rig_folder / "grpc-tls"),
         make_node=make_node,
         folder=rig_folder,
     )
     try:
-        yield ChaosWorld(plane, cluster, namespace, rig, emulator, folder)
+        yield ChaosWorld(plane, cluster, namespace, rig, kmm, folder)
     finally:
         try:
             rig.close()
         finally:
-            emulator.take_errors()  # the run broke the API server under it on purpose
-            emulator.stop()
+            kmm.close()
             for name in nodes:
                 with contextlib.suppress(Exception):
                     core.delete_node(name)

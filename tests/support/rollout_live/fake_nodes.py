@@ -77,6 +77,22 @@ def vf_node_root(root: Path, version: str, vf_driver: str) -> FakeHost:
     return host
 
 
+def vf_node_root_before_vfs(root: Path, version: str) -> FakeHost:
+    """`vf_node_root`'s two Pro B70 before their VFs are enabled: VFs exist only once the PF
+    driver is loaded, so a test enables them (`enable_vm_vfs`, `enable_vfs`) after KMM's load."""
+    host = vf_node_root(root, version, "xe")
+    for pf in B70_PFS:
+        disable_vfs(host, pf)
+    return host
+
+
+def enable_vm_vfs(host: FakeHost) -> None:
+    """4 VFs per PF handed to a VM: bound to vfio-pci, which the VM holds open."""
+    for pf in B70_PFS:
+        host.add_vfs(pf, VF_COUNT, driver="vfio-pci")
+    host.add_module("vfio_pci", refcnt=8)
+
+
 def vf_addresses(host: FakeHost, pf: str) -> list[str]:
     pf_dir = host.real(host.device_dir(pf))
     links = sorted(pf_dir.glob("virtfn*"), key=lambda p: int(p.name.removeprefix("virtfn")))

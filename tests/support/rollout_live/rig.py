@@ -1,14 +1,20 @@
-"""A rollout test rig: `gpuctl-coordinator` as a real process, agents, KMM emulator, nodes.
+"""A rollout test rig: `gpuctl-coordinator` as a real process, agents, real KMM, nodes.
 
 `RolloutRig` owns, for one test: the coordinator process (started, SIGKILLed and restarted
 at will, TLS gRPC for the agents, `--metrics-port`), agent ServiceAccount tokens bound to a
-Pod per Node, the nodes' fake roots, the emulator's fake loader hook, real `gpuctl-agent run`
-processes or hand-written protocol agents, and a GPUDriver labelled for this coordinator. The
-`rollout_rig` fixture (tests/integration/conftest.py) builds it from the shared fixtures.
+Pod per Node, the nodes' fake roots (served by the kubelet of KMM's Pods, so KMM's own worker
+loads and unloads on them), the module images of the versions tests use, real `gpuctl-agent
+run` processes or hand-written protocol agents, and a GPUDriver labelled for this coordinator.
+The `rollout_rig` fixture (tests/integration/conftest.py) builds it from the shared fixtures.
 
-The emulator asks the rig whether a node is busy at every unload attempt (a process holding a
-DRM node, VFs enabled, or a module holding xe: `fake_nodes.busy_of`), and `close()` ends every
-test by asserting that KMM never tried to unload a busy node.
+Every `modprobe` KMM's workers run is recorded at the node's kernel with whether the node was
+busy then (a process holding a DRM node, VFs enabled, a module holding xe); `close()` ends
+every test by asserting that KMM never tried to unload a busy node (`kernels` reads the record
+in the rollout's terms).
+
+Images: the GPUDriver maps every kernel to `registry.example.com/xe:<version>` (`image_of`), an
+image holding that version's xe for the nodes' kernel; `set_version` changes version and image
+together, as an admin does.
 
 Versions: tests speak of the user's `kernelModule.version` (OLD, NEW); the rollout and KMM's
 labels speak of the Module's KMM version (coordinator.drivers.module_spec.kmm_version of the
@@ -35,9 +41,8 @@ from coordinator.rollout.controller import kmm_labels
 from gpuctl.common import names
 from tests.fakehost import FakeHost
 from tests.harness.access import KubeCluster
-from tests.harness.kmm_emulator import KmmEmulator
-from tests.harness.kmm_safety import Busy
 from tests.harness.ports import free_loopback_ports
+from tests.harness.real_kmm import RealKmm
 from tests.harness.waiting import wait_until
 from tests.support.agent_process import start_agent_process
 from tests.support.cluster_agents import (
@@ -48,7 +53,12 @@ from tests.support.cluster_agents import (
 )
 from tests.support.cluster_api import TEST_LABEL, gpudriver, node_labels
 from tests.support.fixture_types import MakeNode
-from tests.support.rollout_live.fake_nodes import FakeKmmLoader, busy_of
+from tests.support.rollout_live.fake_nodes import (
+    UNVERSIONED,
+    backport_version_string,
+    srcversion_of,
+)
+from tests.support.rollout_live.kernels import NodeKernels
 from tests.support.rollout_live.protocol_agent import ProtocolAgent
 
 BIN = Path(sys.executable).parent
@@ -56,6 +66,20 @@ DRIVER = "gpu"
 DRIVER_TARGET = names.TARGET_LABEL
 OLD = "v6.17.13.62_260409.8"
 NEW = "v7.1.4.6_260728.7"
+IMAGE_REPOSITORY = "registry.example.com/xe"
+# What a backport build's image ships beside xe.ko: its compat and DRM helper modules (which a
+# GPUDriver's modulesLoadingOrder may name) and GuC firmware.
+COMPANION_MODULES = ("xe_compat", "drm_gpuvm")
+FIRMWARE = ("bmg_guc_70.bin",)
+
+
+def image_of(version: str | None) -> str:
+    """The module image of a user's version (None: the unversioned build)."""
+    return f"{IMAGE_REPOSITORY}:{version or UNVERSIONED}"
+
+
+def kernel_mappings(version: str | None) -> list[dict[str, str]]:
+    return [{"regexp": "^.+$", "containerImage": image_of(version)}]
 
 
 def stop_process(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
@@ -76,7 +100,7 @@ class RolloutRig:
         namespace: str,
         kube: Kube,
         admin: Any,
-        emulator: KmmEmulator,
+        kmm: RealKmm,
         tls: ServingTls,
         make_node: MakeNode,
         folder: Path,
@@ -84,15 +108,13 @@ class RolloutRig:
         self.cluster = cluster
         self.namespace = namespace
         self.kube = kube
-        self.emulator = emulator
+        self.kmm = kmm
         self.tls = tls
         self.folder = folder
         self._make_node = make_node
         self.pods = AgentPods(cluster, namespace, admin)
         self.hosts: dict[str, FakeHost] = {}
-        self.loader = FakeKmmLoader(self.hosts)
-        emulator.on_change(self.loader)
-        emulator.busy_when(self._busy)
+        self.kernels = NodeKernels(kmm, self.hosts, self.kmm_version_at, UNVERSIONED)
         self.port, self.metrics_port = free_loopback_ports(2)
         self.coordinator: subprocess.Popen[bytes] | None = None
         self._closing = threading.Event()
@@ -107,12 +129,9 @@ class RolloutRig:
         self.protocol_agents: dict[str, ProtocolAgent] = {}
         self._logs = contextlib.ExitStack()
         (folder / "ca.crt").write_bytes(tls.ca_pem)
-        self.labels = kmm_labels(namespace, f"{DRIVER}-gpu")
+        self.module = f"{DRIVER}-gpu"  # the KMM Module the coordinator writes for DRIVER
+        self.labels = kmm_labels(namespace, self.module)
         self._rollout: dict[str, Any] = {}
-
-    def _busy(self, node: str) -> Busy | None:
-        host = self.hosts.get(node)
-        return None if host is None else busy_of(host)
 
     # -- nodes and their agents -------------------------------------------------------------
 
@@ -123,11 +142,35 @@ class RolloutRig:
         OLD (the target label and KMM's version label), as a rollout before left it."""
         extra = {DRIVER_TARGET: DRIVER, self.labels.version: self.kmm_version_at(OLD)}
         extra = extra if labelled else {}
-        name: str = self._make_node(
-            short, labels=node_labels(self.namespace, **extra)
-        ).metadata.name
-        self.hosts[name] = make_root(self.folder / name / "root")
+        name = f"{self.namespace}-{short}"
+        host = make_root(self.folder / name / "root")
+        self._make_node(
+            short, labels=node_labels(self.namespace, **extra), kernel_version=host.kernel_release
+        )
+        self.hosts[name] = host
+        self.kmm.serve(name, host.root, host.kernel_release)
+        for version in (OLD, NEW, None):
+            self.publish(version, host.kernel_release)
         return name
+
+    def publish(
+        self,
+        version: str | None,
+        kernel_release: str,
+        image: str | None = None,
+        srcversion: str | None = None,
+    ) -> None:
+        """Pushes the image of ``version`` (None: unversioned) built for ``kernel_release``,
+        as ``image`` (default: ``image_of(version)``)."""
+        built = version or UNVERSIONED
+        self.kmm.catalogue.add_xe_image(
+            image or image_of(version),
+            [kernel_release],
+            version=backport_version_string(built),
+            srcversion=srcversion or srcversion_of(built),
+            companions=COMPANION_MODULES,
+            firmware=FIRMWARE,
+        )
 
     def token_file(self, node: str) -> Path:
         token_file = self.folder / node / "token"
@@ -235,9 +278,7 @@ class RolloutRig:
             "nodeSelector": {TEST_LABEL: self.namespace},
             "kernelModule": {
                 **({"version": version} if version else {}),
-                "kernelMappings": [
-                    {"regexp": "^.+$", "containerImage": "registry.example.com/xe:1"}
-                ],
+                "kernelMappings": kernel_mappings(version),
             },
             "rollout": self._rollout,
         }
@@ -261,8 +302,27 @@ class RolloutRig:
         except KubeError:
             spec = self.spec(version)
         kernel_module = {k: v for k, v in spec["kernelModule"].items() if k != "version"}
+        kernel_module["kernelMappings"] = kernel_mappings(version)
         spec["kernelModule"] = {**kernel_module, **({"version": version} if version else {})}
         return kmm_version(spec)
+
+    def publish_rebuild(self, version: str) -> dict[str, Any]:
+        """Pushes ``version`` built again (a patched build: same version, new srcversion) for
+        every node's kernel; returns the kernelModule change that points at it."""
+        image = f"{image_of(version)}-rebuilt"
+        for host in self.hosts.values():
+            self.publish(version, host.kernel_release, image, srcversion_of(f"{version}+1"))
+        return {"kernelMappings": [{"regexp": "^.+$", "containerImage": image}]}
+
+    def set_version(self, version: str) -> None:
+        """The admin's upgrade: the GPUDriver's version and its image, in one patch."""
+        self.patch_driver(
+            {
+                "spec": {
+                    "kernelModule": {"version": version, "kernelMappings": kernel_mappings(version)}
+                }
+            }
+        )
 
     def patch_driver(self, patch: dict[str, Any]) -> None:
         self.kube.request(
@@ -318,6 +378,17 @@ class RolloutRig:
             raise AssertionError(
                 f"{err}\nstatus: {status}\nlog: {self.coordinator_log()}"
             ) from None
+
+    def wait_kmm_loaded(self, nodes: list[str], timeout: float = 60.0) -> None:
+        """Waits until KMM's NodeModulesConfig says each node runs the current target."""
+        target = self.target()
+
+        def check() -> dict[str, str] | None:
+            loaded = {n: self.kmm.loaded(self.module, n) for n in nodes}
+            versions = {n: (v.version if v else "") for n, v in loaded.items()}
+            return versions if set(versions.values()) == {target} else None
+
+        wait_until(f"KMM reports {nodes} loaded at {target}", check, timeout_seconds=timeout)
 
     def label_node(self, node: str, labels: dict[str, str | None]) -> None:
         self.kube.request(
@@ -375,4 +446,4 @@ class RolloutRig:
             )
         with contextlib.suppress(KubeError):
             self.patch_driver({"metadata": {"finalizers": None}})
-        self.emulator.assert_no_unload_while_busy()
+        self.kmm.assert_no_unload_while_busy()

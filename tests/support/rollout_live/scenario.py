@@ -26,13 +26,17 @@ def old_root(path: Any) -> FakeHost:
 
 
 def start(rig: RolloutRig, shorts: list[str], rollout: dict[str, Any]) -> list[str]:
-    """Nodes at OLD with real agents, the coordinator, and the GPUDriver at OLD (all Done)."""
+    """Nodes at OLD with real agents, the coordinator, and the GPUDriver at OLD: all Done, and
+    KMM's own record of each node at OLD (its first loader, which reloads the running xe, has
+    finished: a test that makes a node busy next means a busy node KMM has settled on)."""
     nodes = [rig.add_node(short, old_root) for short in shorts]
     rig.create_driver(OLD, rollout)
     rig.start_coordinator()
     for node in nodes:
         rig.start_agent(node)
     rig.wait_phases(dict.fromkeys(nodes, "Done"))
+    rig.wait_kmm_loaded(nodes)
+    rig.kernels.begin()
     return nodes
 
 
