@@ -4,8 +4,9 @@ The API server already refuses what OpenAPI and CEL can say (see
 coordinator/drivers/model.py). What is left is checked here, before the coordinator writes
 anything, and reported as a status error and a Warning Event that name the field:
 
-- a `regexp` that does not compile (KMM uses Go's RE2: lookarounds and backreferences,
-  which Python accepts, are refused too);
+- a `regexp` that does not compile as Go's RE2, which KMM uses (gpuctl.common.re2: what
+  Python's `re` accepts and RE2 does not is refused too; checked against KMM's own webhook
+  in tests/integration/drivers/test_kernel_mapping_regexps.py);
 - a `containerImage` without an explicit tag or digest once KMM's template variables
   (`$KERNEL_FULL_VERSION`, `$MOD_NAME`, `${VAR}`) are filled in;
 - KMM's limit of 41 characters on namespace + Module name (its node label names);
@@ -27,7 +28,7 @@ import pydantic
 
 from coordinator.drivers import model
 from coordinator.drivers.module_spec import KMM_MAX_NAMESPACE_PLUS_NAME, module_name
-from gpuctl.common import names
+from gpuctl.common import names, re2
 
 # Node labels gpuctl writes: a GPUDriver cannot select its nodes by them.
 GPUCTL_WRITTEN_LABELS = (names.STATE_LABEL, names.TARGET_LABEL)
@@ -48,8 +49,6 @@ _TEMPLATE_VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Za-z_][A-Za-
 _DIGEST = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}$")
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _REPOSITORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
-# Constructs Python's `re` accepts and Go's RE2 (which KMM uses) does not.
-_NOT_RE2 = re.compile(r"\(\?[=!]|\(\?<[=!]|\\[1-9]|\(\?P=")
 # Sample values for KMM's template variables: what a kernel version looks like.
 _SAMPLE_VALUE = "6.8.0-1-generic"
 
@@ -102,10 +101,11 @@ def image_problem(image: str) -> str | None:
 
 def regexp_problem(pattern: str) -> str | None:
     """Why a kernel-version regexp would not compile in KMM, or None."""
-    if _NOT_RE2.search(pattern):
-        return f"regexp {pattern!r} uses lookaround or backreferences, which KMM's RE2 refuses"
+    refused = re2.refusal(pattern)
+    if refused:
+        return f"regexp {pattern!r} uses {refused}, which KMM's RE2 refuses"
     try:
-        re.compile(pattern)
+        re.compile(re2.to_python(pattern))
     except re.error as err:
         return f"regexp {pattern!r} does not compile: {err}"
     return None

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gpuctl.common import re2
 from gpuctl.common.node_selectors import matches_labels, node_labels, node_name
 
 ARCH_LABEL = "kubernetes.io/arch"
@@ -48,7 +49,7 @@ def mapping_for(kernel: str, mappings: Sequence[Mapping[str, Any]]) -> Mapping[s
         regexp = mapping.get("regexp")
         if regexp:
             try:
-                if re.search(str(regexp), kernel):
+                if re2.search(str(regexp), kernel):
                     return mapping
             except re.error:
                 continue

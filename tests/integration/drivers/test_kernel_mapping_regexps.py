@@ -1,0 +1,83 @@
+"""gpuctl refuses a kernel-mapping regexp exactly when KMM's own webhook does.
+
+KMM compiles `kernelMappings[].regexp` with Go's RE2 (internal/webhook/module.go); gpuctl
+checks a GPUDriver's before it writes the Module (coordinator/drivers/validation.py), so a
+GPUDriver KMM would refuse is refused with the field named instead of a Module that never
+lands. This runs every pattern through both - KMM's webhook server on the real API server -
+and requires them to agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from coordinator.drivers.validation import regexp_problem
+from tests.harness.real_kmm import KMM_GROUP, KMM_VERSION, RealKmm
+
+pytestmark = pytest.mark.integration
+
+PATTERNS = [
+    r"^.+$",
+    r"^6\.8\.0-[0-9]+-generic$",
+    r"^(?P<major>\d+)\.(\d+)",  # named groups: both
+    r"(?i)^6\.8",  # flags: both
+    r"^6\.8\z",  # RE2's end of text
+    r"^6\.8(?=\.0)",  # lookahead: Python only
+    r"(?<!rt)-generic$",  # lookbehind: Python only
+    r"^(6)\.\1",  # backreference: Python only
+    r"^6\.8\Z",  # Python's end of string: RE2 refuses \Z
+    r"^6\.8(?>\.0)",  # atomic group (Python 3.11): RE2 refuses
+    r"^6\.8.*+$",  # possessive quantifier (Python 3.11): RE2 refuses
+    r"^6\.(?(1)8|9)",  # conditional: neither
+    r"^6\.[8",  # unbalanced: neither
+]
+
+
+def module(namespace: str, name: str, pattern: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{KMM_GROUP}/{KMM_VERSION}",
+        "kind": "Module",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "selector": {"never": "selected"},
+            "moduleLoader": {
+                "container": {
+                    "modprobe": {"moduleName": "xe"},
+                    "kernelMappings": [
+                        {"regexp": pattern, "containerImage": "registry.example.com/xe:1"}
+                    ],
+                }
+            },
+        },
+    }
+
+
+def kmm_accepts(kube_admin: Any, namespace: str, name: str, pattern: str) -> bool:
+    try:
+        k8s.CustomObjectsApi(kube_admin).create_namespaced_custom_object(
+            KMM_GROUP, KMM_VERSION, namespace, "modules", module(namespace, name, pattern)
+        )
+    except k8s.ApiException as error:
+        refusal = (error.status, str(error.body))
+    else:
+        return True
+    assert refusal[0] in (400, 403, 422), refusal  # a webhook refusal, not another failure
+    assert "admission webhook" in refusal[1], refusal
+    return False
+
+
+def test_gpuctl_and_kmms_webhook_agree_on_every_regexp(real_kmm: RealKmm, kube_admin: Any) -> None:
+    verdicts = {
+        pattern: (
+            kmm_accepts(kube_admin, real_kmm.namespace, f"m{index}", pattern),
+            regexp_problem(pattern) is None,
+        )
+        for index, pattern in enumerate(PATTERNS)
+    }
+    disagreements = {p: v for p, v in verdicts.items() if v[0] != v[1]}
+    assert disagreements == {}, "(KMM accepts, gpuctl accepts) differ for these patterns"
+    assert verdicts[r"^.+$"] == (True, True)  # the webhook was there and answered
+    assert verdicts[r"^6\.8(?=\.0)"] == (False, False)

@@ -1,0 +1,41 @@
+"""Kernel-mapping regexps as KMM's RE2 reads them (gpuctl.common.re2), plain strings."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuctl.common import re2
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        (r"^6(?=\.8)", "lookahead"),
+        (r"^6(?!\.8)", "negative lookahead"),
+        (r"(?<=rt)-x", "lookbehind"),
+        (r"(?<!rt)-x", "negative lookbehind"),
+        (r"^(?>6)", "atomic group"),
+        (r"(?P<v>6)(?P=v)", "named backreference"),
+        (r"(6)?(?(1)a|b)", "conditional"),
+        (r"(6)\1", "backreferences"),
+        (r"^6\.8\Z", r"\Z"),
+        (r"^6.*+$", "possessive"),
+        (r"^6{1,2}+", "possessive"),
+    ],
+)
+def test_what_re2_refuses_is_named(pattern: str, why: str) -> None:
+    assert why in (re2.refusal(pattern) or "")
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"^.+$", r"\(?=literal", r"[(?=]x", r"[]\Z]", r"^(?P<major>\d+)", r"(?i)^6", r"a\\Z", r"^6\z"],
+)
+def test_what_re2_accepts_is_not_refused(pattern: str) -> None:
+    assert re2.refusal(pattern) is None
+
+
+def test_re2_end_of_text_matches_as_in_go() -> None:
+    assert re2.search(r"^6\.8\.0-60-generic\z", "6.8.0-60-generic")
+    assert not re2.search(r"^6\.8\z", "6.8.0-60-generic")
+    assert re2.to_python(r"[\z]a\z") == r"[\z]a\Z"
