@@ -98,7 +98,11 @@ class RealKmm:
         self._release_finalizers()
 
     def __enter__(self) -> RealKmm:
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __exit__(self, *_exc: object) -> None:

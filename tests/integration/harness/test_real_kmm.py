@@ -9,6 +9,8 @@ commands, the kernel refuses a busy unload - and that the oracle fails when it s
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,8 @@ from kubernetes import client as k8s
 
 from tests.fakehost import FakeHost
 from tests.fakehost.scenarios import arc_b580_in_tree
+from tests.harness.cluster import repository_root
+from tests.harness.kmm_build import DEFAULT_VERSION, MAIN_VERSION, find_kmm
 from tests.harness.kubelet import kernel
 from tests.harness.kubelet.pod_status import BackOff
 from tests.harness.real_kmm import KMM_GROUP, KMM_VERSION, RealKmm
@@ -24,6 +28,27 @@ from tests.harness.waiting import wait_until
 from tests.support.fixture_types import MakeNode
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=[DEFAULT_VERSION, MAIN_VERSION])
+def kmm(
+    request: pytest.FixtureRequest, kube_cluster: Any, namespace: str, tmp_path: Path
+) -> Iterator[RealKmm]:
+    """Real KMM at each version tested (the kubelet's back-off shortened to seconds)."""
+    build = find_kmm(repository_root(), os.environ, request.param)
+    with (
+        kube_cluster.admin_client() as api_client,
+        RealKmm(
+            build,
+            api_client,
+            kube_cluster.kubeconfig,
+            namespace,
+            tmp_path / "kmm",
+            backoff=BackOff(initial=0.5, cap=2.0),
+        ) as started,
+    ):
+        yield started
+
 
 IMAGE = "registry.example.com/xe:v7.1.4.6"
 VERSION = "backported xeb_v7.1.4.6_260728.7"
@@ -74,41 +99,37 @@ def live_version(host: FakeHost) -> str:
 
 
 def test_kmm_loads_the_image_module_through_its_worker(
-    real_kmm: RealKmm, make_node: MakeNode, kube_admin: Any, tmp_path: Path
+    kmm: RealKmm, make_node: MakeNode, kube_admin: Any, tmp_path: Path
 ) -> None:
-    node, host = gpu_node(make_node, real_kmm, tmp_path, "idle")
-    real_kmm.catalogue.add_xe_image(
-        IMAGE, [host.kernel_release], version=VERSION, srcversion=SRCVERSION
-    )
-    create_module(kube_admin, module(real_kmm.namespace, {"gpu": real_kmm.namespace}))
+    node, host = gpu_node(make_node, kmm, tmp_path, "idle")
+    kmm.catalogue.add_xe_image(IMAGE, [host.kernel_release], version=VERSION, srcversion=SRCVERSION)
+    create_module(kube_admin, module(kmm.namespace, {"gpu": kmm.namespace}))
 
-    loaded = wait_until(
-        "KMM reports xe loaded", lambda: real_kmm.loaded("xe", node), timeout_seconds=60
-    )
+    loaded = wait_until("KMM reports xe loaded", lambda: kmm.loaded("xe", node), timeout_seconds=60)
     assert loaded.image == IMAGE
     assert live_version(host) == VERSION
     assert kernel.driver_of(host.root, B580) == "xe"
-    calls = [(c.action, c.modules, c.succeeded) for c in real_kmm.kernel_calls()]
+    calls = [(c.action, c.modules, c.succeeded) for c in kmm.kernel_calls()]
     # KMM's loader first removes the in-tree xe (worker.go LoadKmod), then loads its own.
     assert calls == [("unload", ("xe",), True), ("load", ("xe",), True)]
-    ready = f"kmm.node.kubernetes.io/{real_kmm.namespace}.xe.ready"
+    ready = f"kmm.node.kubernetes.io/{kmm.namespace}.xe.ready"
 
     def labelled_ready() -> bool:
         labels: Any = k8s.CoreV1Api(kube_admin).read_node(node).metadata.labels  # type: ignore[union-attr]
         return ready in labels
 
     wait_until(f"KMM labels the node {ready}", labelled_ready)
-    real_kmm.assert_no_unload_while_busy()
+    kmm.assert_no_unload_while_busy()
 
 
 def test_a_missing_image_leaves_the_node_untouched(
-    real_kmm: RealKmm, make_node: MakeNode, kube_admin: Any, tmp_path: Path
+    kmm: RealKmm, make_node: MakeNode, kube_admin: Any, tmp_path: Path
 ) -> None:
-    node, host = gpu_node(make_node, real_kmm, tmp_path, "noimage")
-    create_module(kube_admin, module(real_kmm.namespace, {"gpu": real_kmm.namespace}))
+    node, host = gpu_node(make_node, kmm, tmp_path, "noimage")
+    create_module(kube_admin, module(kmm.namespace, {"gpu": kmm.namespace}))
 
     def pull_failed() -> bool:
-        pods: Any = k8s.CoreV1Api(kube_admin).list_namespaced_pod(real_kmm.namespace).items
+        pods: Any = k8s.CoreV1Api(kube_admin).list_namespaced_pod(kmm.namespace).items
         return any(
             s.state.waiting is not None and s.state.waiting.reason == "ErrImagePull"
             for pod in pods
@@ -117,34 +138,18 @@ def test_a_missing_image_leaves_the_node_untouched(
 
     wait_until("the pull Pod fails with ErrImagePull", pull_failed, timeout_seconds=60)
     # KMM writes nothing for a node until its image exists: no worker, no unload.
-    assert real_kmm.spec_entry("xe", node) is None
-    assert real_kmm.kernel_calls() == []
+    assert kmm.spec_entry("xe", node) is None
+    assert kmm.kernel_calls() == []
     assert live_version(host) == ""  # the in-tree xe is still live and untouched
     assert kernel.is_live(host.root, "xe")
 
 
-@pytest.fixture
-def quick_kmm(kube_cluster: Any, namespace: str, kmm_build: Any, tmp_path: Path) -> Any:
-    with kube_cluster.admin_client() as api_client:
-        kmm = RealKmm(
-            kmm_build,
-            api_client,
-            kube_cluster.kubeconfig,
-            namespace,
-            tmp_path / "kmm",
-            backoff=BackOff(initial=0.5, cap=2.0),
-        )
-        with kmm:
-            yield kmm
-
-
 def test_the_oracle_sees_kmm_unload_a_busy_node(
-    quick_kmm: RealKmm, make_node: MakeNode, kube_admin: Any, tmp_path: Path
+    kmm: RealKmm, make_node: MakeNode, kube_admin: Any, tmp_path: Path
 ) -> None:
     """Deleting a Module unloads every node at once, busy or not (module_reconciler.go): the
     kernel refuses while a client holds the GPU, the worker Pod restarts, and the record says
     KMM tried. This is what every rollout test asserts never happens."""
-    kmm = quick_kmm
     node, host = gpu_node(make_node, kmm, tmp_path, "busy")
     kmm.catalogue.add_xe_image(IMAGE, [host.kernel_release], version=VERSION, srcversion=SRCVERSION)
     create_module(kube_admin, module(kmm.namespace, {"gpu": kmm.namespace}))
