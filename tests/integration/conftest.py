@@ -30,6 +30,8 @@
 - ``real_kmm`` (per test): a running ``tests.harness.real_kmm.RealKmm`` for the test's
   namespace: KMM's manager, a kubelet for its Pods on the nodes the test ``serve``s, an image
   catalogue and the kernel-boundary record; stopped after the test.
+- ``gpu_nodes`` (per test): ``tests.support.gpu_nodes.GpuNodes`` on ``real_kmm``: Nodes whose
+  fake GPU hosts KMM's worker loads and unloads, the drivers tests' images pushed for them.
 - ``rollout_rig`` (per test, opt-in): a ``tests.support.rollout_live.rig.RolloutRig`` for rollout
   tests: the coordinator as a real process (TLS gRPC, metrics), agents, real KMM (``real_kmm``)
   whose worker changes the nodes' fake roots, and the test's GPUDriver; torn down after.
@@ -71,6 +73,7 @@ from tests.support.cluster_agents import (
 )
 from tests.support.cluster_api import Api, remove_test_drivers
 from tests.support.fixture_types import MakeNode
+from tests.support.gpu_nodes import GpuNodes
 from tests.support.own_cluster import own_cluster
 from tests.support.rollout_live.rig import RolloutRig
 
@@ -170,6 +173,11 @@ def real_kmm(
             yield kmm
         finally:
             kmm.close()
+
+
+@pytest.fixture
+def gpu_nodes(real_kmm: RealKmm, make_node: MakeNode, tmp_path: Path) -> GpuNodes:
+    return GpuNodes(real_kmm, make_node, tmp_path / "hosts")
 
 
 @pytest.fixture

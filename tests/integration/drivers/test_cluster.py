@@ -11,13 +11,11 @@ from __future__ import annotations
 import contextlib
 import time
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
 from gpuctl.common.timestamps import format_microseconds
 from tests.harness.access import KubeCluster
-from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import (
     Api,
@@ -28,6 +26,7 @@ from tests.support.cluster_api import (
     wait_status,
 )
 from tests.support.coordinator_thread import running_coordinator
+from tests.support.gpu_nodes import GpuNodes
 
 pytestmark = pytest.mark.integration
 
@@ -38,11 +37,10 @@ def test_kmm_absent_then_installed_without_restart(
     kube_cluster: KubeCluster,
     namespace: str,
     api: Api,
-    make_node: Any,
-    kmm_emulator: KmmEmulator,
+    gpu_nodes: GpuNodes,
 ) -> None:
     name, module = f"{namespace}-kmm", f"{namespace}-kmm-gpu"
-    make_node("n1", node_labels(namespace))
+    gpu_nodes.add("n1", node_labels(namespace))
     discovery = SwitchableKmm(api.kube)
     created = api.create_driver(gpudriver(name, namespace, simple_spec(namespace)))
     with running_coordinator(kube_cluster, namespace, discover=discovery):

@@ -1,8 +1,8 @@
 """The coordinator against the real API server: the KMM Module it writes, and status.
 
-A GPUDriver becomes a Module that KMM's real CRD accepts, with every field mapped; KMM (the
-test-side emulator) loads it on the nodes carrying TARGET_LABEL and `kmmStatus` follows;
-removing `kernelModule` or the GPUDriver keeps the Module until no node carries the label,
+A GPUDriver becomes a Module that KMM's real CRD accepts, with every field mapped; KMM (its
+own operator, tests/harness/real_kmm.py) loads it on the nodes carrying TARGET_LABEL and
+`kmmStatus` follows; removing `kernelModule` or the GPUDriver keeps the Module until no node carries the label,
 then removes it. Scenarios of the reference operator's controller tests. The rollout
 (coordinator/rollout) writes and removes TARGET_LABEL; here the test plays its two writes
 (`load_as_the_rollout_would`, `unload_as_the_rollout_would`): the coordinator runs without
@@ -18,7 +18,6 @@ import pytest
 from coordinator.drivers.module_spec import desired_module, kmm_version
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
 from tests.harness.access import KubeCluster
-from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import (
     Api,
@@ -28,6 +27,7 @@ from tests.support.cluster_api import (
     wait_status,
 )
 from tests.support.coordinator_thread import running_coordinator
+from tests.support.gpu_nodes import GpuNodes
 
 pytestmark = pytest.mark.integration
 
@@ -111,12 +111,11 @@ def test_kmm_status_follows_the_module_loader_and_errors_clear(
     kube_cluster: KubeCluster,
     namespace: str,
     api: Api,
-    make_node: Any,
-    kmm_emulator: KmmEmulator,
+    gpu_nodes: GpuNodes,
 ) -> None:
     name = f"{namespace}-st"
-    make_node("n1", node_labels(namespace))
-    kmm_emulator.fail_node(f"{namespace}-n1")
+    gpu_nodes.add("n1", node_labels(namespace))
+    gpu_nodes.refuse_loads(f"{namespace}-n1")
     api.create_driver(gpudriver(name, namespace, simple_spec(namespace)))
     with running_coordinator(kube_cluster, namespace):
         wait_status(api, name, lambda s: s.get("kmmStatus") == "0/0", "reports 0/0")
@@ -125,12 +124,12 @@ def test_kmm_status_follows_the_module_loader_and_errors_clear(
         assert status["errors"] == [
             f"module loader not fully available (0/1) for modules.kmm.sigs.x-k8s.io/{name}-gpu"
         ]
-        kmm_emulator.fail_node(f"{namespace}-n1", failing=False)
+        gpu_nodes.refuse_loads(f"{namespace}-n1", None)
         status = wait_status(api, name, lambda s: s.get("kmmStatus") == "1/1", "reports 1/1")
         assert status["errors"] == []
         ready = next(c for c in status["conditions"] if c["type"] == "Ready")
         assert ready["status"] == "True"
-        make_node("n2", node_labels(namespace))
+        gpu_nodes.add("n2", node_labels(namespace))
         api.load_as_the_rollout_would(f"{namespace}-n2", name, namespace)
         status = wait_status(api, name, lambda s: s.get("kmmStatus") == "2/2", "reports 2/2")
 
@@ -156,11 +155,10 @@ def test_removing_kernel_module_unloads_node_by_node_then_deletes_the_module(
     kube_cluster: KubeCluster,
     namespace: str,
     api: Api,
-    make_node: Any,
-    kmm_emulator: KmmEmulator,
+    gpu_nodes: GpuNodes,
 ) -> None:
     name, node = f"{namespace}-rm", f"{namespace}-n1"
-    make_node("n1", node_labels(namespace))
+    gpu_nodes.add("n1", node_labels(namespace))
     created = api.create_driver(gpudriver(name, namespace, simple_spec(namespace)))
     with running_coordinator(kube_cluster, namespace):
         wait_until("module", lambda: api.get_module(namespace, f"{name}-gpu"))
@@ -170,12 +168,12 @@ def test_removing_kernel_module_unloads_node_by_node_then_deletes_the_module(
         status = wait_status(api, name, lambda s: "1 node left" in _left(s), "waits for its node")
         assert status["kmmStatus"] == "Removing"
         assert api.get_module(namespace, f"{name}-gpu") is not None
-        assert kmm_emulator.loaded(f"{name}-gpu", node) is not None
+        assert gpu_nodes.kmm.loaded(f"{name}-gpu", node) is not None
         api.unload_as_the_rollout_would(node, name, namespace)
         wait_until("module deleted", lambda: api.get_module(namespace, f"{name}-gpu") is None)
         status = wait_status(api, name, lambda s: s.get("kmmStatus") == "N/A", "reports N/A")
         assert status["errors"] == []
-        assert kmm_emulator.loaded(f"{name}-gpu", node) is None
+        assert gpu_nodes.kmm.loaded(f"{name}-gpu", node) is None
         assert "ModuleDeleting" in api.event_reasons(created["metadata"]["uid"])
 
 
@@ -183,11 +181,10 @@ def test_deleting_the_gpudriver_keeps_module_and_finalizer_until_no_node_is_targ
     kube_cluster: KubeCluster,
     namespace: str,
     api: Api,
-    make_node: Any,
-    kmm_emulator: KmmEmulator,
+    gpu_nodes: GpuNodes,
 ) -> None:
     name, module = f"{namespace}-del", f"{namespace}-del-gpu"
-    nodes = [make_node(n, node_labels(namespace)).metadata.name for n in ("n1", "n2")]
+    nodes = [gpu_nodes.add(n, node_labels(namespace)) for n in ("n1", "n2")]
     api.create_driver(gpudriver(name, namespace, simple_spec(namespace)))
     with running_coordinator(kube_cluster, namespace):
         wait_until("module", lambda: api.get_module(namespace, module))
@@ -198,9 +195,9 @@ def test_deleting_the_gpudriver_keeps_module_and_finalizer_until_no_node_is_targ
         wait_status(api, name, lambda s: "2 nodes left" in _left(s), "waits for 2 nodes")
         api.unload_as_the_rollout_would(nodes[0], name, namespace)
         wait_status(api, name, lambda s: "1 node left" in _left(s), "waits for 1 node")
-        wait_until("first node unloaded", lambda: kmm_emulator.loaded(module, nodes[0]) is None)
+        wait_until("first node unloaded", lambda: gpu_nodes.kmm.loaded(module, nodes[0]) is None)
         # One node at a time: the other keeps its driver.
-        assert kmm_emulator.loaded(module, nodes[1]) is not None
+        assert gpu_nodes.kmm.loaded(module, nodes[1]) is not None
         driver = api.get_driver(name)
         assert driver is not None
         assert FINALIZER in driver["metadata"]["finalizers"]
@@ -208,7 +205,7 @@ def test_deleting_the_gpudriver_keeps_module_and_finalizer_until_no_node_is_targ
         api.unload_as_the_rollout_would(nodes[1], name, namespace)
         wait_until("module deleted", lambda: api.get_module(namespace, module) is None)
         wait_until("gpudriver gone", lambda: api.get_driver(name) is None)
-        assert kmm_emulator.loaded(module, nodes[1]) is None
+        assert gpu_nodes.kmm.loaded(module, nodes[1]) is None
 
 
 def test_spec_change_patches_module_in_place(

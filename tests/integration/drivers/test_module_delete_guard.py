@@ -1,7 +1,8 @@
 """The Module delete guard on a real API server: only the coordinator deletes a gpuctl Module.
 
-KMM unloads a Module on every node at once as soon as it is marked for deletion (the emulator
-follows module_reconciler.go finalizeModule and nmc_reconciler.go), so the chart's
+KMM unloads a Module on every node at once as soon as it is marked for deletion
+(module_reconciler.go finalizeModule, nmc_reconciler.go: KMM's own operator runs here, and its
+worker unloads the nodes' fake hosts), so the chart's
 ValidatingAdmissionPolicy (coordinator/module_guard.py, installed here with the test's names)
 refuses the DELETE itself. Shown here: a cluster admin's `kubectl delete module` (and a delete
 of the whole collection) is refused with the way out in the message and KMM unloads nothing; so
@@ -14,8 +15,10 @@ annotation) works, with its documented consequence: every node is unloaded at on
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pytest
@@ -26,11 +29,11 @@ from coordinator.module_guard import UNLABEL_MESSAGE, refusal_message
 from gpuctl.common import names
 from tests.harness.access import KubeCluster
 from tests.harness.kmm_emulator import KmmEmulator
-from tests.harness.kmm_safety import Cause
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import Api, gpudriver, node_labels, simple_spec
 from tests.support.coordinator_rbac import bound_coordinator, username
 from tests.support.fixture_types import MakeNode
+from tests.support.gpu_nodes import GpuNodes
 from tests.support.module_guard import installed_guard, module_path, refused_delete
 
 pytestmark = pytest.mark.integration
@@ -56,10 +59,15 @@ def alice(kube_cluster: KubeCluster) -> Iterator[Kube]:
 
 
 def load_module(
-    api: Api, namespace: str, label_ns: str, make_node: MakeNode, emulator: KmmEmulator
+    api: Api,
+    namespace: str,
+    label_ns: str,
+    nodes_of: Callable[[str], str],
+    loaded_by: Callable[[str, str], object],
 ) -> Loaded:
     """A GPUDriver, its Module in `namespace` (desired_module: what the coordinator writes),
-    and two nodes the rollout's write targeted, loaded by the emulated KMM."""
+    and two nodes (`nodes_of(short)` makes one) the rollout's write targeted, loaded by KMM
+    (`loaded_by(module, node)` says so)."""
     name = f"{namespace}-guarded"
     spec = simple_spec(label_ns)
     spec["kernelModule"]["version"] = "v1"
@@ -67,21 +75,32 @@ def load_module(
     module = desired_module(driver, namespace)
     assert module is not None
     api.kube.request("POST", module_path(namespace), body=module)
-    nodes = tuple(make_node(short, node_labels(label_ns)).metadata.name for short in ("a", "b"))
+    nodes = tuple(nodes_of(short) for short in ("a", "b"))
     for node in nodes:
         api.load_as_the_rollout_would(node, name, namespace)
     mod = module_name(name)
     for node in nodes:
-        wait_until(f"{mod} loaded on {node}", loaded_on(emulator, mod, node))
+        wait_until(f"{mod} loaded on {node}", partial(loaded_by, mod, node))
     return Loaded(namespace, name, mod, nodes)
 
 
-def loaded_on(emulator: KmmEmulator, module: str, node: str) -> Callable[[], object]:
-    return lambda: emulator.loaded(module, node)
+def on_real_kmm(api: Api, namespace: str, gpu_nodes: GpuNodes) -> tuple[Loaded, float]:
+    """`load_module` on real KMM: the Loaded, and when KMM had finished loading (what its
+    kernel record shows after it is the test's: the first loads' in-tree removals are not)."""
+    loaded = load_module(
+        api,
+        namespace,
+        namespace,
+        lambda short: gpu_nodes.add(short, node_labels(namespace)),
+        gpu_nodes.kmm.loaded,
+    )
+    return loaded, time.time()
 
 
-def unloaded_from(emulator: KmmEmulator, module: str, node: str) -> Callable[[], bool]:
-    return lambda: emulator.loaded(module, node) is None
+def wait_unloaded(gpu_nodes: GpuNodes, loaded: Loaded, node: str) -> None:
+    """xe gone from the node's host, and KMM's record of it too."""
+    wait_until(f"{node} unloaded", lambda: gpu_nodes.live_version(node) == "")
+    wait_until(f"KMM forgets {node}", lambda: not gpu_nodes.kmm.loaded(loaded.module, node))
 
 
 def module(api: Api, loaded: Loaded) -> dict[str, Any]:
@@ -99,8 +118,15 @@ def annotate(kube: Kube, loaded: Loaded, value: str | None) -> None:
     )
 
 
-def assert_untouched(api: Api, loaded: Loaded, emulator: KmmEmulator) -> None:
+def assert_untouched(api: Api, loaded: Loaded, gpu_nodes: GpuNodes, since: float) -> None:
     """The Module is not marked for deletion and KMM unloaded nothing anywhere."""
+    assert "deletionTimestamp" not in module(api, loaded)["metadata"]
+    assert gpu_nodes.unloads_since(since) == set()
+    for node in loaded.nodes:
+        assert gpu_nodes.kmm.loaded(loaded.module, node) is not None
+
+
+def assert_untouched_by_the_emulator(api: Api, loaded: Loaded, emulator: KmmEmulator) -> None:
     assert "deletionTimestamp" not in module(api, loaded)["metadata"]
     assert emulator.unload_attempts() == []
     for node in loaded.nodes:
@@ -123,11 +149,10 @@ def test_a_direct_delete_is_refused_and_kmm_unloads_nothing(
     *,
     api: Api,
     namespace: str,
-    make_node: MakeNode,
-    kmm_emulator: KmmEmulator,
+    gpu_nodes: GpuNodes,
     alice: Kube,
 ) -> None:
-    loaded = load_module(api, namespace, namespace, make_node, kmm_emulator)
+    loaded, since = on_real_kmm(api, namespace, gpu_nodes)
     with guarded(api, namespace, loaded, alice):
         refused = refused_delete(alice, namespace, loaded.module)
         assert refused is not None, "a cluster admin deleted a gpuctl Module"
@@ -156,7 +181,7 @@ def test_a_direct_delete_is_refused_and_kmm_unloads_nothing(
             body={"metadata": {"annotations": {"example.com/note": "checked"}}},
             content_type=MERGE_PATCH,
         )
-        assert_untouched(api, loaded, kmm_emulator)
+        assert_untouched(api, loaded, gpu_nodes, since)
 
 
 def test_the_coordinators_service_account_may_delete(
@@ -164,11 +189,10 @@ def test_the_coordinators_service_account_may_delete(
     kube_cluster: KubeCluster,
     api: Api,
     namespace: str,
-    make_node: MakeNode,
-    kmm_emulator: KmmEmulator,
+    gpu_nodes: GpuNodes,
     alice: Kube,
 ) -> None:
-    loaded = load_module(api, namespace, namespace, make_node, kmm_emulator)
+    loaded, since = on_real_kmm(api, namespace, gpu_nodes)
     with (
         bound_coordinator(api.kube, namespace) as account,
         guarded(api, namespace, loaded, alice),
@@ -179,23 +203,22 @@ def test_the_coordinators_service_account_may_delete(
         for node in loaded.nodes:
             api.unload_as_the_rollout_would(node, loaded.driver, namespace)
         for node in loaded.nodes:
-            wait_until(f"{node} unloaded", unloaded_from(kmm_emulator, loaded.module, node))
+            wait_unloaded(gpu_nodes, loaded, node)
         assert refused_delete(Kube(client), namespace, loaded.module) is None
         wait_until("the Module gone", lambda: api.get_module(namespace, loaded.module) is None)
-    assert {a.cause for a in kmm_emulator.unload_attempts()} == {Cause.UNTARGETED}
+    assert gpu_nodes.unloads_since(since) == set(loaded.nodes)
 
 
 def test_the_deliberate_way_out_deletes_and_kmm_unloads_every_node_at_once(
     *,
     api: Api,
     namespace: str,
-    make_node: MakeNode,
-    kmm_emulator: KmmEmulator,
+    gpu_nodes: GpuNodes,
     alice: Kube,
 ) -> None:
     """docs/uninstall.md, "the coordinator is gone for good": a GPUDriver stuck deleting with
     its finalizer; annotate the Module, delete it, then release the GPUDriver."""
-    loaded = load_module(api, namespace, namespace, make_node, kmm_emulator)
+    loaded, since = on_real_kmm(api, namespace, gpu_nodes)
     api.patch_driver(loaded.driver, {"metadata": {"finalizers": [names.FINALIZER]}})
     with guarded(api, namespace, loaded, alice):
         api.delete_driver(loaded.driver)
@@ -208,9 +231,9 @@ def test_the_deliberate_way_out_deletes_and_kmm_unloads_every_node_at_once(
         api.patch_driver(loaded.driver, {"metadata": {"finalizers": None}})
         wait_until("the GPUDriver gone", lambda: api.get_driver(loaded.driver) is None)
     # The consequence the docs state: KMM unloaded every node the Module targeted, at once.
-    unloaded = {a.node for a in kmm_emulator.unload_attempts() if a.succeeded}
-    assert unloaded == set(loaded.nodes)
-    assert {a.cause for a in kmm_emulator.unload_attempts()} == {Cause.MODULE_DELETED}
+    for node in loaded.nodes:
+        wait_unloaded(gpu_nodes, loaded, node)
+    assert gpu_nodes.unloads_since(since) == set(loaded.nodes)
 
 
 def namespace_condition(api: Api, namespace: str, kind: str) -> dict[str, Any] | None:
@@ -239,7 +262,13 @@ def test_a_namespace_deletion_cannot_delete_the_module(
         kube_cluster.admin_client() as client,
         KmmEmulator(client, doomed) as emulator,
     ):
-        loaded = load_module(api, doomed, namespace, make_node, emulator)
+        loaded = load_module(
+            api,
+            doomed,
+            namespace,
+            lambda short: make_node(short, node_labels(namespace)).metadata.name,
+            emulator.loaded,
+        )
         try:
             with guarded(api, doomed, loaded, alice):
                 api.kube.request("DELETE", path("", "v1", "namespaces", name=doomed))
@@ -252,7 +281,7 @@ def test_a_namespace_deletion_cannot_delete_the_module(
                 assert "deleting Module" in condition["message"], condition
                 phase = api.kube.request("GET", path("", "v1", "namespaces", name=doomed))
                 assert phase["status"]["phase"] == "Terminating"
-                assert_untouched(api, loaded, emulator)
+                assert_untouched_by_the_emulator(api, loaded, emulator)
         finally:
             # Let the namespace go: the nodes leave the Module's reach, then it may go.
             for node in loaded.nodes:

@@ -5,7 +5,6 @@ as a ServiceAccount with a real token, not as the cluster admin.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -13,7 +12,6 @@ from coordinator.drivers.module_spec import desired_module, kmm_version, version
 from coordinator.kube.client import path
 from gpuctl.common.names import TARGET_LABEL
 from tests.harness.access import KubeCluster
-from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import (
     TEST_LABEL,
@@ -25,6 +23,7 @@ from tests.support.cluster_api import (
 )
 from tests.support.coordinator_rbac import bound_coordinator
 from tests.support.coordinator_thread import running_coordinator
+from tests.support.gpu_nodes import GpuNodes
 
 pytestmark = pytest.mark.integration
 
@@ -42,11 +41,10 @@ def test_coordinator_runs_with_the_charts_rbac_only(
     namespace: str,
     api: Api,
     coordinator_account: str,
-    make_node: Any,
-    kmm_emulator: KmmEmulator,
+    gpu_nodes: GpuNodes,
 ) -> None:
     name, module, node = f"{namespace}-sa", f"{namespace}-sa-gpu", f"{namespace}-n1"
-    make_node("n1", node_labels(namespace))
+    gpu_nodes.add("n1", node_labels(namespace))
     token = kube_cluster.service_account_token(namespace, coordinator_account)
     spec = simple_spec(namespace)
     spec["kernelModule"]["version"] = "v1"

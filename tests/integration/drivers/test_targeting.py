@@ -1,6 +1,6 @@
-"""KMM acts on a node only after gpuctl decided it may, against the real API server and the KMM
-emulator: the Module selects TARGET_LABEL, so no change of the GPUDriver reaches a loaded node
-by itself.
+"""KMM acts on a node only after gpuctl decided it may, against the real API server and KMM's
+own operator (tests/harness/real_kmm.py): the Module selects TARGET_LABEL, so no change of
+the GPUDriver reaches a loaded node by itself.
 
 - A config change (a new image) is a new Module version: KMM leaves each loaded node as it is
   (its version label still names the old one) until the rollout moves it.
@@ -18,6 +18,7 @@ node.
 
 from __future__ import annotations
 
+import time
 from functools import partial
 from typing import Any
 
@@ -26,7 +27,6 @@ import pytest
 from coordinator.drivers.module_spec import desired_module, version_label
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
 from tests.harness.access import KubeCluster
-from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import (
     TEST_LABEL,
@@ -38,6 +38,7 @@ from tests.support.cluster_api import (
     wait_status,
 )
 from tests.support.coordinator_thread import running_coordinator
+from tests.support.gpu_nodes import GpuNodes
 
 pytestmark = pytest.mark.integration
 
@@ -56,18 +57,18 @@ def test_a_config_change_reaches_no_loaded_node_by_itself(
     kube_cluster: KubeCluster,
     namespace: str,
     api: Api,
-    make_node: Any,
-    kmm_emulator: KmmEmulator,
+    gpu_nodes: GpuNodes,
 ) -> None:
     name, module, node = f"{namespace}-cfg", f"{namespace}-cfg-gpu", f"{namespace}-n1"
-    make_node("n1", node_labels(namespace))
+    gpu_nodes.add("n1", node_labels(namespace))
     api.create_driver(gpudriver(name, namespace, simple_spec(namespace)))
     with running_coordinator(kube_cluster, namespace):
         first = wait_until("module", lambda: api.get_module(namespace, module))
         api.load_as_the_rollout_would(node, name, namespace)
         wait_status(api, name, lambda s: s.get("kmmStatus") == "1/1", "reports 1/1")
-        loaded = kmm_emulator.loaded(module, node)
+        loaded = gpu_nodes.kmm.loaded(module, node)
         assert loaded is not None
+        since = time.time()
         api.patch_driver(
             name,
             {
@@ -91,19 +92,18 @@ def test_a_config_change_reaches_no_loaded_node_by_itself(
         assert module_now is not None
         assert module_now["metadata"]["uid"] == first["metadata"]["uid"]
         wait_status(api, name, lambda s: s.get("observedGeneration") == 2, "observes gen 2")
-        assert kmm_emulator.loaded(module, node) == loaded
-        assert kmm_emulator.unload_attempts() == []
+        assert gpu_nodes.kmm.loaded(module, node) == loaded
+        assert gpu_nodes.unloads_since(since) == set()
 
 
 def test_mapping_loss_holds_the_update_until_the_node_is_unloaded(
     kube_cluster: KubeCluster,
     namespace: str,
     api: Api,
-    make_node: Any,
-    kmm_emulator: KmmEmulator,
+    gpu_nodes: GpuNodes,
 ) -> None:
     name, module, node = f"{namespace}-map", f"{namespace}-map-gpu", f"{namespace}-n1"
-    make_node("n1", node_labels(namespace))  # kernel 6.8.0-45-generic
+    gpu_nodes.add("n1", node_labels(namespace))
     api.create_driver(gpudriver(name, namespace, simple_spec(namespace)))
     with running_coordinator(kube_cluster, namespace):
         wait_until("module", lambda: api.get_module(namespace, module))
@@ -130,7 +130,7 @@ def test_mapping_loss_holds_the_update_until_the_node_is_unloaded(
         degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
         assert (degraded["status"], degraded["reason"]) == ("True", "ModuleUpdateHeld")
         assert container(api, namespace, module) == before
-        assert kmm_emulator.loaded(module, node) is not None
+        assert gpu_nodes.kmm.loaded(module, node) is not None
         api.unload_as_the_rollout_would(node, name, namespace)
         wait_until(
             "module updated",
@@ -143,8 +143,7 @@ def test_an_older_gpuctls_module_is_switched_only_after_its_nodes_carry_the_labe
     kube_cluster: KubeCluster,
     namespace: str,
     api: Api,
-    make_node: Any,
-    kmm_emulator: KmmEmulator,
+    gpu_nodes: GpuNodes,
 ) -> None:
     name, module = f"{namespace}-old", f"{namespace}-old-gpu"
     spec = simple_spec(namespace)
@@ -155,11 +154,12 @@ def test_an_older_gpuctls_module_is_switched_only_after_its_nodes_carry_the_labe
     old["spec"]["selector"] = {TEST_LABEL: namespace, "kubernetes.io/arch": "amd64"}
     old["spec"]["moduleLoader"]["container"]["version"] = "v1"
     api.kube.request("POST", api.module_path(namespace), body=old)
-    nodes = [make_node(n, node_labels(namespace)).metadata.name for n in ("n1", "n2")]
+    nodes = [gpu_nodes.add(n, node_labels(namespace)) for n in ("n1", "n2")]
     for node in nodes:  # the older gpuctl's rollout let KMM load v1 there
         api.label_nodes(node, {version_label(namespace, module): "v1"})
     for node in nodes:
-        wait_until(f"v1 loaded on {node}", partial(kmm_emulator.loaded, module, node))
+        wait_until(f"v1 loaded on {node}", partial(gpu_nodes.kmm.loaded, module, node))
+    since = time.time()
     with running_coordinator(kube_cluster, namespace):
         wait_until(
             "module selects TARGET_LABEL",
@@ -175,21 +175,20 @@ def test_an_older_gpuctls_module_is_switched_only_after_its_nodes_carry_the_labe
         # KMM keeps v1 where the version label still says v1: nothing was unloaded.
         wait_status(api, name, lambda s: s.get("kmmStatus") == "2/2", "reports 2/2")
         for node in nodes:
-            loaded = kmm_emulator.loaded(module, node)
+            loaded = gpu_nodes.kmm.loaded(module, node)
             assert loaded is not None
             assert loaded.version == "v1"
-        assert kmm_emulator.unload_attempts() == []
+        assert gpu_nodes.unloads_since(since) == set()
 
 
 def test_deletion_unseen_by_kmm_keeps_the_finalizer_while_a_node_is_targeted(
     kube_cluster: KubeCluster,
     namespace: str,
     api: Api,
-    make_node: Any,
-    kmm_emulator: KmmEmulator,
+    gpu_nodes: GpuNodes,
 ) -> None:
     name, module, node = f"{namespace}-blip", f"{namespace}-blip-gpu", f"{namespace}-n1"
-    make_node("n1", node_labels(namespace))
+    gpu_nodes.add("n1", node_labels(namespace))
     api.create_driver(gpudriver(name, namespace, simple_spec(namespace)))
     with running_coordinator(kube_cluster, namespace):
         wait_until("module", lambda: api.get_module(namespace, module))
@@ -203,7 +202,7 @@ def test_deletion_unseen_by_kmm_keeps_the_finalizer_while_a_node_is_targeted(
         assert driver is not None
         assert FINALIZER in driver["metadata"]["finalizers"]
         assert api.get_module(namespace, module) is not None
-        assert kmm_emulator.loaded(module, node) is not None
+        assert gpu_nodes.kmm.loaded(module, node) is not None
         api.unload_as_the_rollout_would(node, name, namespace)
         wait_until("gpudriver gone", lambda: api.get_driver(name) is None)
-        wait_until("unloaded", lambda: kmm_emulator.loaded(module, node) is None)
+        wait_until("unloaded", lambda: gpu_nodes.kmm.loaded(module, node) is None)

@@ -1,0 +1,79 @@
+"""GPU Nodes that real KMM loads and unloads: a Node, its fake host root, served by KMM's
+kubelet, with the module images tests name pushed for its kernel.
+
+The GPUDriver controller's tests (tests/integration/drivers/) run no agents: they play the
+rollout's label writes themselves and watch what KMM does. `GpuNodes.add` makes a Node whose
+host runs one Arc B580 on the in-tree xe; `publish` pushes an image (an xe built at a version)
+for every node's kernel, now and for nodes added later. The `gpu_nodes` fixture
+(tests/integration/conftest.py) builds one per test on `real_kmm`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from tests.fakehost import FakeHost
+from tests.fakehost.scenarios import arc_b580_in_tree
+from tests.harness.kubelet import kernel
+from tests.harness.real_kmm import RealKmm
+from tests.support.fixture_types import MakeNode
+
+# The images the drivers tests name (tests/support/cluster_api.py simple_spec and others).
+TEST_IMAGES = (
+    "registry.example.com/xe:1",
+    "registry.example.com/xe:1.0",
+    "registry.example.com/xe:2.0",
+    "registry.example.com/xe:7.0",
+)
+
+
+class GpuNodes:
+    def __init__(self, kmm: RealKmm, make_node: MakeNode, folder: Path) -> None:
+        self.kmm = kmm
+        self._make_node = make_node
+        self._folder = folder
+        self.hosts: dict[str, FakeHost] = {}
+        self._images: dict[str, str] = {}
+        for image in TEST_IMAGES:
+            self.publish(image, f"xeb_{image.rsplit(':', 1)[1]}")
+
+    def add(self, short: str, labels: Mapping[str, str]) -> str:
+        """A Ready Node `<namespace>-<short>` with `labels`, its GPU host served to KMM."""
+        host = arc_b580_in_tree(self._folder / short)
+        name: str = self._make_node(
+            short, dict(labels), kernel_version=host.kernel_release
+        ).metadata.name
+        self.hosts[name] = host
+        self.kmm.serve(name, host.root, host.kernel_release)
+        for image, version in self._images.items():
+            self._push(image, version, host.kernel_release)
+        return name
+
+    def publish(self, image: str, version: str) -> None:
+        """`image` holds xe at `version`, for every node's kernel (later nodes' too)."""
+        self._images[image] = version
+        for release in {host.kernel_release for host in self.hosts.values()}:
+            self._push(image, version, release)
+
+    def _push(self, image: str, version: str, kernel: str) -> None:
+        self.kmm.catalogue.add_xe_image(
+            image, [kernel], version=version, srcversion=version.upper()[:24]
+        )
+
+    def unloads_since(self, since: float) -> set[str]:
+        """The nodes KMM's worker unloaded since `since` (time.time()): a load's in-tree
+        removal before then is setup, not the test's."""
+        return {c.node for c in self.kmm.unload_calls() if c.succeeded and c.at >= since}
+
+    def refuse_loads(self, node: str, reason: str | None = "Key was rejected by service") -> None:
+        """The node's kernel refuses every module load (`reason`), or no longer (None)."""
+        host = self.hosts[node]
+        if reason is None:
+            host.remove(kernel.REFUSES_LOADS)
+        else:
+            host.write(kernel.REFUSES_LOADS, reason + "\n")
+
+    def live_version(self, node: str) -> str:
+        path = self.hosts[node].real("sys/module/xe/version")
+        return path.read_text().strip() if path.exists() else ""
