@@ -2,11 +2,11 @@
 
 A GPUDriver becomes a Module that KMM's real CRD accepts, with every field mapped; KMM (its
 own operator, tests/harness/real_kmm.py) loads it on the nodes carrying TARGET_LABEL and
-`kmmStatus` follows; removing `kernelModule` or the GPUDriver keeps the Module until no node carries the label,
-then removes it. Scenarios of the reference operator's controller tests. The rollout
-(coordinator/rollout) writes and removes TARGET_LABEL; here the test plays its two writes
-(`load_as_the_rollout_would`, `unload_as_the_rollout_would`): the coordinator runs without
-agents, so its rollout moves no node.
+`kmmStatus` follows; removing `kernelModule` or the GPUDriver keeps the Module until no node
+carries the label, then removes it. Scenarios of the reference operator's controller tests.
+The rollout (coordinator/rollout) writes and removes TARGET_LABEL; here the test plays its
+two writes (`load_as_the_rollout_would`, `unload_as_the_rollout_would`): the coordinator runs
+without agents, so its rollout moves no node.
 """
 
 from __future__ import annotations
