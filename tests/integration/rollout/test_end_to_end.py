@@ -428,7 +428,7 @@ def test_a_version_changed_mid_rollout_strands_no_node(rollout_rig: RolloutRig) 
     nodes = start(rig, ["m1", "m2", "m3"], FAST)
     for node in nodes:  # KMM takes a while, so the change lands while a node is loading
         rig.kmm.delay_node(node, 2.0)
-        rig.publish(NEXT, rig.hosts[node].kernel_release)
+    rig.publish_everywhere(NEXT)
     new = rig.kmm_version_at(NEW)
     rig.set_version(NEW)
     wait_until(

@@ -211,6 +211,7 @@ class _Run:
         self.say(f"round {self.round}")
         version = version_of_round(self.round)
         self.target = self.rig.kmm_version_at(version)
+        self.rig.publish_everywhere(version)
         self._retry(lambda: self.rig.set_version(version))
 
     def round_done(self) -> bool:

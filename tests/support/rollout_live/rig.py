@@ -306,6 +306,11 @@ class RolloutRig:
         spec["kernelModule"] = {**kernel_module, **({"version": version} if version else {})}
         return kmm_version(spec)
 
+    def publish_everywhere(self, version: str) -> None:
+        """Pushes the image of ``version`` for every node's kernel."""
+        for host in self.hosts.values():
+            self.publish(version, host.kernel_release)
+
     def publish_rebuild(self, version: str) -> dict[str, Any]:
         """Pushes ``version`` built again (a patched build: same version, new srcversion) for
         every node's kernel; returns the kernelModule change that points at it."""
