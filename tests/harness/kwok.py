@@ -4,7 +4,9 @@ kwok (``sigs.k8s.io/kwok``) plays the kubelets of simulated Nodes against the re
 it renews each managed Node's Lease (the heartbeat the node-lifecycle controller watches),
 turns a Node Ready, runs the Pods bound to it (Pending to Running and Ready), and finishes
 deleted Pods. What it does is written as *stages*; ``STAGES`` are gpuctl's own, minimal and
-without delays, so a test waits for exact states rather than for kwok's jitter.
+without delays, so a test waits for exact states rather than for kwok's jitter. KMM's worker
+and image pull Pods are left to the kubelet of KMM's Pods (tests/harness/kubelet), which runs
+KMM's worker on the node's fake host.
 
 kwok manages every Node *without* ``HEARTBEAT_LABEL=stopped`` (a server-side label selector).
 Setting that label takes the Node out of kwok's watch: kwok releases its Lease and stops
@@ -69,6 +71,10 @@ spec:
     - key: '.status.phase'
       operator: In
       values: ['Pending']
+    - key: '.metadata.labels."kmm.node.kubernetes.io/worker-action"'
+      operator: DoesNotExist
+    - key: '.metadata.labels."kmm.node.kubernetes.io/pull-pod-type"'
+      operator: DoesNotExist
   next:
     statusTemplate: |
       {{ $now := Now }}
@@ -109,6 +115,10 @@ spec:
     matchExpressions:
     - key: '.metadata.deletionTimestamp'
       operator: Exists
+    - key: '.metadata.labels."kmm.node.kubernetes.io/worker-action"'
+      operator: DoesNotExist
+    - key: '.metadata.labels."kmm.node.kubernetes.io/pull-pod-type"'
+      operator: DoesNotExist
   next:
     delete: true
 """

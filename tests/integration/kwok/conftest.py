@@ -2,7 +2,7 @@
 node-lifecycle, taint-eviction, disruption, ReplicaSet and Deployment controllers).
 
 ``kube_cluster`` is overridden for this package (package scope: it stops when the package's
-tests end) so every shared fixture (``namespace``, ``make_node``, ``kmm_emulator``,
+tests end) so every shared fixture (``namespace``, ``make_node``, ``real_kmm``,
 ``rollout_rig``, ...) works here unchanged against it. ``node_lifecycle`` is the running
 ``tests.harness.node_lifecycle.NodeLifecycle``. Every Node here is kwok's: created Ready,
 renewed by kwok's Leases, taken NotReady by ``stop_heartbeat`` (tests/support/kwok_nodes.py).

@@ -83,7 +83,7 @@ def test_the_drain_meets_a_real_budget_waits_and_goes_on_when_it_allows(
     assert budget_status(rig.kube, rig.namespace, WORKLOAD)["disruptionsAllowed"] == 0
     log = rig.folder / "coordinator.log"
 
-    rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+    rig.set_version(NEW)
     wait_until("the first node's eviction is refused (429)", lambda: _refusals(log, first), 90)
     # It waits: still Draining, cordoned, its pod still running there; the others wait for
     # the one slot of maxUnavailable.

@@ -60,7 +60,7 @@ def test_an_unreachable_node_is_blocked_not_unloaded_and_rolls_once_it_is_back(
     )
     node_watch.start()
     try:
-        rig.patch_driver({"spec": {"kernelModule": {"version": NEW}}})
+        rig.set_version(NEW)
         others = [n for n in nodes if n != lost]
         rig.wait_phases({**dict.fromkeys(others, "Done"), lost: "Blocked"}, timeout=180)
         assert rig.annotation(lost, names.REASON) == "node is NotReady"
