@@ -1,7 +1,7 @@
 """The rollout end to end: `gpuctl-coordinator` (a real process), agents over real gRPC and
-TLS on fake host roots, the real API server, and the KMM emulator whose fake loader changes
-those roots (and records any unload of a busy node: every test ends asserting there was none,
-in RolloutRig.close).
+TLS on fake host roots, the real API server, and KMM's own operator whose worker changes
+those roots (the nodes' kernels record any unload of a busy node: every test ends asserting
+there was none, in RolloutRig.close).
 
 Every test starts with its nodes targeted and loaded at OLD and moves the GPUDriver to NEW, or
 takes nodes out of it. The rollout's versions are the Module's KMM versions (`rig.target()`);

@@ -1,6 +1,6 @@
 """The Prometheus gate end to end: the coordinator (a real process) asks a real Prometheus
 server (Debian's, tests/harness/prometheus.py), which scrapes an endpoint the test serves and
-fires an alert from a rule file; real agents, the real API server and the KMM emulator. A
+fires an alert from a rule file; real agents, the real API server and real KMM. A
 query that cannot be evaluated holds the rollout and says why; a firing alert holds it;
 clearing the alert releases it.
 """

@@ -1,5 +1,5 @@
 """Revisions, rollback and undo end to end: `gpuctl-coordinator` (a real process), real agents
-over gRPC and TLS on fake host roots, the real API server and the KMM emulator, and the real
+over gRPC and TLS on fake host roots, the real API server and real KMM, and the real
 `gpuctl` command. Every test ends asserting that KMM never unloaded a busy node
 (RolloutRig.close).
 """

@@ -1,6 +1,6 @@
 """A coordinator serving one node pool (`--node-selector`) rolls that pool and nothing else.
 
-The real `gpuctl-coordinator` process, real agents over gRPC and TLS, the KMM emulator: the
+The real `gpuctl-coordinator` process, real agents over gRPC and TLS, real KMM: the
 GPUDriver selects three nodes, two of them in the coordinator's pool. The two roll to NEW; the
 third, left at OLD as a rollout before left it, is another shard's: no phase, no label write,
 no unload, and its agent is refused with the reason.
@@ -31,6 +31,8 @@ def test_a_shard_rolls_its_pool_and_leaves_another_pools_node_alone(
     for node in (*ours, theirs):
         rig.start_agent(node)
     rig.wait_phases(dict.fromkeys(ours, "Done"))
+    rig.wait_kmm_loaded([*ours, theirs])  # KMM's first load of each, before this test's part
+    rig.kernels.begin()
 
     rig.set_version(NEW)
     rig.wait_phases(dict.fromkeys(ours, "Done"), timeout=90)

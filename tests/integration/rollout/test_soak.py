@@ -1,5 +1,5 @@
 """The soak end to end: `gpuctl-coordinator` (a real process), real agents reading the fake
-host roots (the kernel's taint mask included), the real API server and the KMM emulator. A
+host roots (the kernel's taint mask included), the real API server and real KMM. A
 node whose kernel logs a warning during the soak after its load fails the soak and, with
 onNodeFailure: Rollback, is taken back to the previous revision; the next node never starts.
 """

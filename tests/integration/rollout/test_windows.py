@@ -1,6 +1,6 @@
 """Maintenance windows end to end: the coordinator (in a thread, its rollout on a clock the
 test moves: tests/support/rollout_live/clocked_coordinator.py), real agents over gRPC and TLS
-on fake host roots, the real API server, the KMM emulator and the real `gpuctl` command. A
+on fake host roots, the real API server, real KMM and the real `gpuctl` command. A
 window closes while a node is loading: that node finishes, no other starts, the status and
 `gpuctl rollout status` say when the next window opens, and the rest go once it does.
 """

@@ -58,8 +58,8 @@ class NodeKernels:
     def loads(self) -> list[tuple[str, str]]:
         found = []
         for call in self._kmm.load_calls():
-            if call.at < self._since:
-                continue
+            if call.at < self._since or call.modules != ("xe",):
+                continue  # before begin(), or a companion module loaded with it
             version = user_version(call.version)
             if version is not None:
                 user = None if version == self._unversioned else version
