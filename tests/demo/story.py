@@ -3,8 +3,9 @@
 Nodes (fake host roots with real sysfs/proc layouts, tests/fakehost):
 - gpu-node-1 and gpu-node-4: one Arc B580 each, idle;
 - gpu-node-2: one Arc B580 whose render node `ollama` (pid 4242) holds open;
-- gpu-node-3: two Pro B70 with 4 SR-IOV VFs each on `xe`, idle; the GPUDriver lets the
-  rollout disable idle VFs for the unload and re-enable them after (`disableIdleVFs`).
+- gpu-node-3: two Pro B70, whose 4 SR-IOV VFs each (on `xe`, idle) are enabled once KMM has
+  loaded the PF driver; the GPUDriver lets the rollout disable idle VFs for the unload and
+  re-enable them after (`disableIdleVFs`).
 Nodes 1, 2 and 4 run the real `gpuctl-agent run`. Node 3 runs the rollout rig's protocol
 agent (the same inspection over the same gRPC stream): a fake root cannot make VFs vanish when
 `sriov_numvfs` is written, so that agent applies the kernel's effect itself.
@@ -31,10 +32,11 @@ from typing import IO
 from gpuctl.common import names
 from tests.demo.narrator import Narrator
 from tests.demo.system import System
+from tests.fakehost.scenarios import B70_PFS
 from tests.harness.waiting import wait_until
 from tests.support.cluster_agents import get_gpunode
-from tests.support.rollout_live.fake_nodes import vf_node_root
-from tests.support.rollout_live.rig import NEW, OLD
+from tests.support.rollout_live.fake_nodes import VF_COUNT, enable_vfs, vf_node_root_before_vfs
+from tests.support.rollout_live.rig import NEW, OLD, image_of
 from tests.support.rollout_live.scenario import (
     busy_with_ollama,
     idle_again,
@@ -123,7 +125,7 @@ def tell(
     narrator.step("four GPU nodes, each with a fake host root (real sysfs/proc layouts)")
     idle_1 = rig.add_node("gpu-node-1", old_root)
     busy = rig.add_node("gpu-node-2", old_root)
-    vfs = rig.add_node("gpu-node-3", lambda root: vf_node_root(root, OLD, "xe"))
+    vfs = rig.add_node("gpu-node-3", lambda root: vf_node_root_before_vfs(root, OLD))
     idle_4 = rig.add_node("gpu-node-4", old_root)
     narrator.note(f"{idle_1}, {idle_4}: an Arc B580 each, xe {OLD}")
     narrator.note(f"{busy}: an Arc B580, xe {OLD} (soon busy)")
@@ -142,6 +144,11 @@ def tell(
     narrator.note(f"{vfs}: the rig's protocol agent, which can disable VFs on a fake root")
     nodes = [idle_1, busy, vfs, idle_4]
     rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=WAIT_SECONDS)
+    rig.wait_kmm_loaded(nodes, timeout=WAIT_SECONDS)
+    narrator.note("KMM's worker loaded xe on each node (its NodeModulesConfigs say so)")
+    for pf in B70_PFS:
+        enable_vfs(rig.hosts[vfs], pf, VF_COUNT)
+    narrator.note(f"{vfs}: SR-IOV enabled once its PF driver is up, 4 VFs per B70")
     wait_until(
         "every node's GPUNode",
         lambda: all(get_gpunode(rig.kube, node) for node in nodes),
@@ -160,11 +167,8 @@ def tell(
     show(system, narrator, "node", "inspect", busy)
     time.sleep(pause)
 
-    narrator.step(f"upgrade: the GPUDriver's kernelModule.version {OLD} -> {NEW}")
-    narrator.note(
-        "(kubectl patch gpudriver gpu --type merge -p "
-        f'\'{{"spec":{{"kernelModule":{{"version":"{NEW}"}}}}}}\')'
-    )
+    narrator.step(f"upgrade: the GPUDriver's kernelModule.version {OLD} -> {NEW}, and its image")
+    narrator.note(f"(kubectl patch gpudriver gpu: version {NEW}, containerImage {image_of(NEW)})")
     rig.set_version(NEW)
     target = rig.target()
     wait_status(rig, f"targets {target}", lambda s: s.get("targetVersion") == target)
@@ -216,7 +220,9 @@ def tell(
     )
     narrator.step(f"the rollout completed: every node runs xe {NEW}")
     show(system, narrator, "nodes")
-    narrator.note("KMM never unloaded xe from a busy node (the emulator checks every unload)")
+    narrator.note(
+        "KMM never unloaded xe from a busy node (every node's modprobe records each unload)"
+    )
 
 
 def _check_updated(system: System, nodes: list[str]) -> None:
