@@ -16,9 +16,9 @@ a thread of its own:
 
 A worker Pod on a node whose ``Ready`` condition is not True waits (a NotReady node's kubelet
 runs nothing). ``delay_node`` makes every container start on a node wait (a slow pull). A Pod
-being deleted has its container killed, then is deleted with grace period 0, as a kubelet
-confirms a deletion; finalizers stay KMM's business. Every container's output is kept under
-``folder/pods/<pod>/``.
+being deleted has its container killed and its phase set Failed (exit code 137), then is
+deleted with grace period 0, as a kubelet confirms a deletion; finalizers stay KMM's
+business. Every container's output is kept under ``folder/pods/<pod>/``.
 """
 
 from __future__ import annotations
@@ -253,7 +253,8 @@ class KmmKubelet:
             uid = pod["metadata"]["uid"]
             present.add(uid)
             if pod["metadata"].get("deletionTimestamp"):
-                self._confirm_deletion(pod)
+                if self._serves(pod):
+                    self._confirm_deletion(pod)
                 continue
             if uid in self._runs or not self._serves(pod):
                 continue
@@ -296,6 +297,8 @@ class KmmKubelet:
                 run.thread.join(10)
         if pod["metadata"].get("deletionGracePeriodSeconds") == 0:
             return
+        if (pod.get("status") or {}).get("phase") not in (status.SUCCEEDED, status.FAILED):
+            self._write_killed(pod)
         try:
             self._core.delete_namespaced_pod(
                 pod["metadata"]["name"],
@@ -305,6 +308,28 @@ class KmmKubelet:
             )
         except k8s.ApiException as error:
             if error.status not in (HTTP_NOT_FOUND, 409):
+                raise
+
+    def _write_killed(self, pod: dict[str, Any]) -> None:
+        """A deleted Pod's containers killed (137) and its phase Failed, as a kubelet writes it
+        before it confirms the deletion (KMM deletes a Failed worker Pod and makes it again)."""
+        now = self._clock()
+        killed = status.terminated(137, now, now)
+        spec = pod["spec"]
+        containers = [
+            status.container_status(c["name"], c["image"], killed) for c in spec["containers"]
+        ]
+        inits = [
+            status.container_status(c["name"], c["image"], killed)
+            for c in spec.get("initContainers") or []
+        ]
+        body = status.pod_status(status.FAILED, now, containers, inits or None)
+        try:
+            self._core.patch_namespaced_pod_status(
+                pod["metadata"]["name"], self.namespace, {"status": body}
+            )
+        except k8s.ApiException as error:
+            if error.status != HTTP_NOT_FOUND:
                 raise
 
     def _guarded(
