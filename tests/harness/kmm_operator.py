@@ -7,13 +7,13 @@ binary of the same build for it) and ``--config`` naming a ConfigMap whose
 ``controller_config.yaml`` turns leader election off (no Lease outside a cluster), serves
 health and plain-HTTP metrics on loopback ports, and keeps KMM's worker defaults (root,
 ``/lib/firmware``). ``start`` waits until ``/readyz`` answers; ``kill`` is a SIGKILL (nothing
-flushed), ``restart`` starts it again. One operator serves every namespace, as in a cluster.
+flushed), after which ``start`` starts it again. One manager serves every namespace, as in a
+cluster; the fixtures start one per test.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import urllib.error
 import urllib.request
@@ -25,7 +25,7 @@ from kubernetes import client as k8s
 
 from tests.harness.kmm_build import KmmBuild
 from tests.harness.ports import free_loopback_ports
-from tests.harness.processes import start_in_own_group, stop_child
+from tests.harness.processes import kill_child, start_in_own_group, stop_child
 from tests.harness.waiting import wait_until
 
 CONFIG_MAP = "kmm-operator-manager-config"
@@ -67,6 +67,33 @@ def write_config_map(core: Any, namespace: str, name: str, config: str) -> None:
         core.replace_namespaced_config_map(name, namespace, body)
 
 
+def start_kmm_binary(
+    argv: list[str],
+    *,
+    core: Any,
+    operator_namespace: str,
+    config_map: str,
+    config: str,
+    kubeconfig: Path,
+    log: Path,
+    environ: dict[str, str],
+) -> subprocess.Popen[bytes]:
+    """Writes ``config`` into ``config_map`` and starts a KMM binary reading it (``--config``),
+    as KMM's Deployments run it; ``environ`` adds to what every KMM binary needs."""
+    write_config_map(core, operator_namespace, config_map, config)
+    with log.open("ab") as stream:
+        stream.write(f"--- start {' '.join(argv)}\n".encode())
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "OPERATOR_NAMESPACE": operator_namespace,
+        **environ,
+    }
+    return start_in_own_group(
+        [*argv, f"--config={config_map}"], log, die_with_parent=True, environ=env
+    )
+
+
 class KmmOperator:
     """KMM's manager against the API server of ``kubeconfig``; logs to ``folder``."""
 
@@ -91,31 +118,19 @@ class KmmOperator:
     def log(self) -> Path:
         return self.folder / "kmm-manager.log"
 
-    def _ensure_config(self) -> None:
-        write_config_map(
-            self._core,
-            self.namespace,
-            CONFIG_MAP,
-            controller_config(self.health_port, self.metrics_port, self.webhook_port),
-        )
-
     def start(self) -> None:
         """Starts the manager and waits until it says it is ready."""
-        self._ensure_config()
         self.starts += 1
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(self._kubeconfig),
-            "OPERATOR_NAMESPACE": self.namespace,
-            "RELATED_IMAGE_WORKER": WORKER_IMAGE,
-        }
-        with self.log.open("ab") as log:
-            log.write(f"--- start {self.starts}\n".encode())
-        self.process = start_in_own_group(
-            [str(self.build.manager), f"--config={CONFIG_MAP}", "--v=1"],
-            self.log,
-            die_with_parent=True,
-            environ=env,
+        config = controller_config(self.health_port, self.metrics_port, self.webhook_port)
+        self.process = start_kmm_binary(
+            [str(self.build.manager), "--v=1"],
+            core=self._core,
+            operator_namespace=self.namespace,
+            config_map=CONFIG_MAP,
+            config=config,
+            kubeconfig=self._kubeconfig,
+            log=self.log,
+            environ={"RELATED_IMAGE_WORKER": WORKER_IMAGE},
         )
         wait_until(
             f"KMM's manager answers /readyz on port {self.health_port} (log: {self.log})",
@@ -136,23 +151,12 @@ class KmmOperator:
         except (urllib.error.URLError, OSError):
             return False
 
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
     def kill(self) -> None:
         """SIGKILL: KMM stops mid-reconcile, its in-flight work left as it was."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-    def restart(self) -> None:
-        self.kill()
-        self.start()
+        if self.process is not None:
+            kill_child(self.process)
 
     def stop(self) -> None:
         if self.process is not None:
             stop_child(self.process)
             self.process = None
-
-    def log_tail(self, characters: int = 4000) -> str:
-        return self.log.read_text(errors="replace")[-characters:] if self.log.exists() else ""

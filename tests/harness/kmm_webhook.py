@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import base64
 import datetime
-import os
-import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -25,9 +23,9 @@ from kubernetes import client as k8s
 
 from tests.harness import certs
 from tests.harness.kmm_build import KmmBuild
-from tests.harness.kmm_operator import controller_config, write_config_map
+from tests.harness.kmm_operator import controller_config, start_kmm_binary
 from tests.harness.ports import free_loopback_ports
-from tests.harness.processes import start_in_own_group, stop_child
+from tests.harness.processes import kill_child, stop_child
 from tests.harness.waiting import wait_until
 
 NAMESPACE_LABEL = "kmm.node.k8s.io/contains-modules"
@@ -127,28 +125,15 @@ class KmmWebhook:
 
     def start(self) -> None:
         """Starts the server, waits until it answers, then registers it."""
-        write_config_map(
-            self._core,
-            self._operator_namespace,
-            self.name,
-            controller_config(self._health_port, self._metrics_port, self.port),
-        )
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(self._kubeconfig),
-            "OPERATOR_NAMESPACE": self._operator_namespace,
-            "TMPDIR": str(self.folder / "webhook-tmp"),
-        }
-        self.process = start_in_own_group(
-            [
-                str(self.build.webhook_server),
-                f"--config={self.name}",
-                "--enable-module",
-                "--enable-namespace",
-            ],
-            self.log,
-            die_with_parent=True,
-            environ=env,
+        self.process = start_kmm_binary(
+            [str(self.build.webhook_server), "--enable-module", "--enable-namespace"],
+            core=self._core,
+            operator_namespace=self._operator_namespace,
+            config_map=self.name,
+            config=controller_config(self._health_port, self._metrics_port, self.port),
+            kubeconfig=self._kubeconfig,
+            log=self.log,
+            environ={"TMPDIR": str(self.folder / "webhook-tmp")},
         )
         wait_until(
             f"KMM's webhook server listens on port {self.port} (log: {self.log})",
@@ -184,9 +169,8 @@ class KmmWebhook:
 
     def kill(self) -> None:
         """SIGKILL, still registered: every Module write in the namespace is refused."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        if self.process is not None:
+            kill_child(self.process)
 
     def stop(self) -> None:
         self.unregister()

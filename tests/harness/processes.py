@@ -89,6 +89,14 @@ def stop_child(process: subprocess.Popen[bytes]) -> None:
     _stop_group(process.pid, gone)
 
 
+def kill_child(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILLs a child started by ``start_in_own_group`` (its whole group) and reaps it:
+    nothing is flushed or released, as when a node loses power or the OOM killer strikes."""
+    if process.poll() is None:
+        _signal_group(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def stop_recorded(pid: int, argv: list[str]) -> None:
     """Stops the group of a process recorded earlier, if that pid still runs ``argv``."""
     if command_line(pid) != argv:
