@@ -39,7 +39,7 @@ from coordinator.drivers.module_spec import kmm_version
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
 from coordinator.rollout.controller import kmm_labels
 from gpuctl.common import names
-from tests.fakehost import FakeHost
+from tests.fakehost import DEFAULT_RELEASE, FakeHost
 from tests.harness.access import KubeCluster
 from tests.harness.ports import free_loopback_ports
 from tests.harness.real_kmm import RealKmm
@@ -142,11 +142,13 @@ class RolloutRig:
         OLD (the target label and KMM's version label), as a rollout before left it."""
         extra = {DRIVER_TARGET: DRIVER, self.labels.version: self.kmm_version_at(OLD)}
         extra = extra if labelled else {}
-        name = f"{self.namespace}-{short}"
+        # The fake roots run tests.fakehost's kernel; the Node reports the same one to KMM.
+        name: str = self._make_node(
+            short, labels=node_labels(self.namespace, **extra), kernel_version=DEFAULT_RELEASE
+        ).metadata.name
         host = make_root(self.folder / name / "root")
-        self._make_node(
-            short, labels=node_labels(self.namespace, **extra), kernel_version=host.kernel_release
-        )
+        if host.kernel_release != DEFAULT_RELEASE:
+            raise ValueError(f"{name}: its root runs {host.kernel_release}, not {DEFAULT_RELEASE}")
         self.hosts[name] = host
         self.kmm.serve(name, host.root, host.kernel_release)
         for version in (OLD, NEW, None):
