@@ -300,11 +300,11 @@ class KmmKubelet:
         if (pod.get("status") or {}).get("phase") not in (status.SUCCEEDED, status.FAILED):
             self._write_killed(pod)
         try:
+            # In the body: an API server reading a body ignores the query's gracePeriodSeconds.
             self._core.delete_namespaced_pod(
                 pod["metadata"]["name"],
                 self.namespace,
-                grace_period_seconds=0,
-                body={"preconditions": {"uid": uid}},
+                body={"gracePeriodSeconds": 0, "preconditions": {"uid": uid}},
             )
         except k8s.ApiException as error:
             if error.status not in (HTTP_NOT_FOUND, 409):

@@ -1,5 +1,5 @@
 """KMM itself misbehaving under a rollout: its manager SIGKILLed while a worker is loading or
-unloading, its webhook down while gpuctl updates the Module.
+unloading, a worker Pod deleted mid-run, its webhook down while gpuctl updates the Module.
 
 Real KMM (tests/harness/real_kmm.py) under the real coordinator and agents. Each test ends, as
 every rollout test does (RolloutRig.close), asserting that no unload was attempted on a busy
@@ -72,6 +72,18 @@ def test_kmm_killed_while_its_worker_runs_strands_no_node(
     idle_again(rig, nodes[2])
     assert_all_at_new(rig, nodes)
     assert rig.kmm.operator.starts == 2
+
+
+def test_a_worker_pod_deleted_mid_run_is_made_again_and_the_node_finishes(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    nodes = slow_start(rig, ["a", "b"])
+    rig.set_version(NEW)
+    [pod] = wait_until("a worker Pod", lambda: worker_pods(rig, "Unload"), timeout_seconds=90)
+    name = pod["metadata"]["name"]
+    rig.kube.request("DELETE", f"/api/v1/namespaces/{rig.namespace}/pods/{name}")
+    assert_all_at_new(rig, nodes)
 
 
 def test_kmms_webhook_down_holds_the_module_update_and_the_rollout_waits(
