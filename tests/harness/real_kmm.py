@@ -174,7 +174,7 @@ class RealKmm:
         ]
 
     def unloads_while_busy(self) -> list[record.KernelCall]:
-        return [call for call in self.kernel_calls() if call.while_busy]
+        return record.unloads_while_busy(self.kubelet.record)
 
     def assert_no_unload_while_busy(self) -> None:
         self.kubelet.assert_no_unload_while_busy()

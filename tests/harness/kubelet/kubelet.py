@@ -207,13 +207,6 @@ class KmmKubelet:
             if run.thread is not None:
                 run.thread.join(10)
 
-    def __enter__(self) -> KmmKubelet:
-        self.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()
-
     # --- the loop ------------------------------------------------------------------------
 
     def _record_error(self, error: BaseException) -> None:
