@@ -18,7 +18,10 @@ A worker Pod on a node whose ``Ready`` condition is not True waits (a NotReady n
 runs nothing). ``delay_node`` makes every container start on a node wait (a slow pull). A Pod
 being deleted has its container killed and its phase set Failed (exit code 137), then is
 deleted with grace period 0, as a kubelet confirms a deletion; finalizers stay KMM's
-business. Every container's output is kept under ``folder/pods/<pod>/``.
+business. A Pod's containers run on through an API server or etcd outage, and its status is
+written once the API server answers again (a kubelet's status manager keeps syncing): a
+status lost to a restart would leave KMM waiting on a Pod that never ends. Every container's
+output is kept under ``folder/pods/<pod>/``.
 """
 
 from __future__ import annotations
@@ -32,8 +35,9 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import urllib3
 from kubernetes import client as k8s
 
 from tests.harness.kubelet import pod_status as status
@@ -49,7 +53,10 @@ SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 RESYNC_SECONDS = 2.0
 NODE_READY_POLL_SECONDS = 0.2
 HTTP_NOT_FOUND = 404
+RETRIED_STATUSES = (0, 429, 500, 502, 503, 504)  # 0: no HTTP answer at all
+API_RETRY_SECONDS = 0.5
 REPO = Path(__file__).resolve().parents[3]
+_T = TypeVar("_T")
 
 
 def _now() -> datetime.datetime:
@@ -338,17 +345,32 @@ class KmmKubelet:
 
     # --- Pods ----------------------------------------------------------------------------
 
+    def _answered(self, run: _Run, call: Callable[[], _T]) -> _T:
+        """``call``'s answer, asked again through an API server or etcd outage (refused
+        connections, 5xx, 429) as a kubelet's status manager keeps syncing: a Pod's container
+        goes on running while the API server restarts, and its status is written once it is
+        back. A Pod deleted meanwhile (404, or ``run`` stopped) ends the run."""
+        while True:
+            if run.stop.is_set():
+                raise PodGoneError
+            try:
+                return call()
+            except k8s.ApiException as error:
+                if error.status == HTTP_NOT_FOUND:
+                    raise PodGoneError from error
+                if error.status not in RETRIED_STATUSES:
+                    raise
+            except urllib3.exceptions.HTTPError:
+                pass  # refused, reset or timed out: the API server is restarting
+            self._sleep(run, API_RETRY_SECONDS)
+
     def _write_status(self, pod: dict[str, Any], run: _Run, body: dict[str, Any]) -> None:
-        if run.stop.is_set():
-            raise PodGoneError
-        try:
-            self._core.patch_namespaced_pod_status(
+        self._answered(
+            run,
+            lambda: self._core.patch_namespaced_pod_status(
                 pod["metadata"]["name"], self.namespace, {"status": body}
-            )
-        except k8s.ApiException as error:
-            if error.status == HTTP_NOT_FOUND:
-                raise PodGoneError from error
-            raise
+            ),
+        )
 
     def _sleep(self, run: _Run, seconds: float) -> None:
         if run.stop.wait(seconds):
@@ -382,13 +404,13 @@ class KmmKubelet:
             ),
         )
 
-    def _node_ready(self, node: str) -> bool:
-        response = self._core.read_node(node, _preload_content=False)
+    def _node_ready(self, node: str, run: _Run) -> bool:
+        response = self._answered(run, lambda: self._core.read_node(node, _preload_content=False))
         conditions = json.loads(response.data).get("status", {}).get("conditions") or []
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
     def _wait_to_start(self, node: str, run: _Run) -> None:
-        while not self._node_ready(node):
+        while not self._node_ready(node, run):
             self._sleep(run, NODE_READY_POLL_SECONDS)
         with self._lock:
             delay = self._delays.get(node, 0.0)

@@ -44,6 +44,6 @@ def test_a_rollout_under_chaos_breaks_no_invariant(
     assert {f.kind for f in report.faults} == set(KINDS)
     assert report.breaches == []
     assert report.unloads_while_busy == []
-    assert report.unsettled == {}
+    assert report.unsettled == {}, report.rollout_message
     assert report.relists > 0, "no watch expired: the watch-expired fault did not bite"
     assert report.rounds >= 1

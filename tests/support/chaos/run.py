@@ -14,9 +14,9 @@
   node's agent gone for good, and a replica with its wall clock skewed joining for a while
   while the leader is killed;
 - invariants checked all along: a watch of the nodes checks after every event that no more
-  than maxUnavailable nodes are unavailable; the KMM emulator records every unload attempt on
-  a busy node; at the end every node is Done at the target with a "verified" reason, or
-  Blocked or Failed with a reason.
+  than maxUnavailable nodes are unavailable; the kernel boundary under KMM's worker records
+  every unload attempt on a busy node; at the end every node is Done at the target with a
+  "verified" reason, or Blocked or Failed with a reason.
 
 Per fault it reports the count, the invariant breaches seen while it was being injected and
 recovered from, how long injecting took (a restart: until the component answered its health
@@ -92,6 +92,7 @@ class ChaosReport:
     breaches: list[str] = field(default_factory=list)
     unloads_while_busy: list[str] = field(default_factory=list)
     unsettled: dict[str, str] = field(default_factory=dict)
+    rollout_message: str = ""  # the GPUDriver's status message at the end, to explain `unsettled`
     rounds: int = 0
     relists: int = 0
     coordinator_exits: dict[int, int] = field(default_factory=dict)
@@ -164,6 +165,9 @@ class _Run:
             "holdAfterFirstNode": False,
             "maxUnavailable": plan.max_unavailable,
             "timeouts": TIMEOUTS,
+            # A node whose agent goes for good mid-step fails its step (that is right); the
+            # budget allows those failures, so one of them does not pause the rest.
+            "failureBudget": 1 + plan.counts.get("agent-gone", 0),
         }
         rig.create_driver(OLD, rollout)
         self.replicas.start()
@@ -412,12 +416,19 @@ class _Run:
             if now != left:
                 left, last_move = now, time.monotonic()
 
+    def _rollout_message(self) -> str:
+        try:
+            return str(self.rig.rollout_status().get("message", ""))
+        except Exception as err:  # the end is reported even if the API server is down
+            return f"(status unreadable: {err})"
+
     def finish(self, stall_seconds: float) -> None:
         if self.watch is None:  # setup failed: stop what it started, report nothing
             self.replicas.stop()
             return
         self._settle(stall_seconds)
         self.report.unsettled = self.settled()
+        self.report.rollout_message = self._rollout_message()
         for node in self.busy_for_good:
             if self._state(self.rig.node(node)) == ("Done", self.target):
                 self.report.unsettled[node] = "Done at the target although busy for good"
