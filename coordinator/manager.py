@@ -1,13 +1,13 @@
 """The coordinator process wired together: leader election, watches, work queue, reconciler.
 
 `Coordinator.run(stop)` campaigns for the Lease; once leading it starts the watch caches
-(GPUDrivers, the namespace's Modules, Nodes, ResourceClaims, Pods), a discovery poller that notices
-KMM (or DRA) being installed or removed, one worker that reconciles GPUDrivers by name, and
-the rollout engine's worker (coordinator/rollout) over the same caches; their writes go through
-a LeaderFence, so none is sent after the Lease's renew deadline. Every relevant change
-enqueues the GPUDrivers it concerns, so the coordinator reacts within a second. It returns
-when `stop` is set (releasing the Lease) or leadership is lost. Clients and clocks are
-parameters, so tests run it in a thread against the test API server.
+(GPUDrivers, the namespace's Modules and ModuleImagesConfigs, Nodes, ResourceClaims, Pods), a
+discovery poller that notices KMM (or DRA) being installed or removed, one worker that
+reconciles GPUDrivers by name, and the rollout engine's worker (coordinator/rollout) over the
+same caches; their writes go through a LeaderFence, so none is sent after the Lease's renew
+deadline. Every relevant change enqueues the GPUDrivers it concerns, so the coordinator reacts
+within a second. It returns when `stop` is set (releasing the Lease) or leadership is lost.
+Clients and clocks are parameters, so tests run it in a thread against the test API server.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.pods import asks_for_gpus, pod_node, watched_part
 from gpuctl.common import names, timestamps
 from gpuctl.common.gpu_claims import DRA_GROUP
-from gpuctl.common.names import DRIVER_LABEL, KMM_GROUP, KMM_VERSION
+from gpuctl.common.names import DRIVER_LABEL, KMM_GROUP, KMM_IMAGES_CONFIG_PLURAL, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from gpuctl.common.targeting import node_kernel
 
@@ -98,10 +98,11 @@ class _Caches:
         modules: Informer,
         *,
         pods: Informer,
+        images_configs: Informer,
         leading_since: float,
     ) -> None:
         self._drivers, self._nodes, self._claims = drivers, nodes, claims
-        self._modules, self._pods = modules, pods
+        self._modules, self._pods, self._images_configs = modules, pods, images_configs
         self._leading_since = leading_since
 
     def observing_since(self) -> float:
@@ -114,6 +115,9 @@ class _Caches:
 
     def module(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._modules.get(f"{namespace}/{name}")
+
+    def module_images(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._images_configs.get(f"{namespace}/{name}")
 
     def drivers(self) -> list[dict[str, Any]]:
         return self._drivers.snapshot()
@@ -271,6 +275,10 @@ class Coordinator:
     def _on_claim(self, _kind: str, _obj: dict[str, Any]) -> None:
         self._rollout_changed()  # the rollout's checks read claims; the reconciler does not
 
+    @staticmethod
+    def _on_images_config(_kind: str, _obj: dict[str, Any]) -> None:
+        """Nothing to do at once: a step that waits on KMM reads it when it times out."""
+
     def _on_pod(self, _kind: str, obj: dict[str, Any]) -> None:
         # A GPU pod started, finished or went: a drain may be over, a node blocked or free.
         # Other pods' churn concerns nobody here.
@@ -343,6 +351,12 @@ class Coordinator:
             self._on_module,
             self._discovery.kmm_installed,
         )
+        # KMM's record of which images exist: the rollout names it when KMM does not load.
+        images_configs = self._informer(
+            Resource(KMM_GROUP, KMM_VERSION, KMM_IMAGES_CONFIG_PLURAL, self._config.namespace),
+            self._on_images_config,
+            self._discovery.kmm_installed,
+        )
         nodes = self._informer(Resource("", "v1", "nodes"), self._on_node)
         nodes.keep = watched_node_part
         nodes.label_selector = self._config.node_selector
@@ -368,7 +382,13 @@ class Coordinator:
             host=self._config.identity,
         )
         caches = _Caches(
-            self._drivers, nodes, claims, modules, pods=pods, leading_since=self._monotonic()
+            self._drivers,
+            nodes,
+            claims,
+            modules,
+            pods=pods,
+            images_configs=images_configs,
+            leading_since=self._monotonic(),
         )
         reconciler = Reconciler(
             self._kube,
@@ -392,7 +412,7 @@ class Coordinator:
             metrics=self._rollout_metrics,
             observing_since=caches.observing_since,
         )
-        self._caches_to_sync = (nodes, claims, modules, self._drivers, pods)
+        self._caches_to_sync = (nodes, claims, modules, self._drivers, pods, images_configs)
         for informer in self._caches_to_sync:
             self._start(f"watch-{informer.resource.plural}", informer.run)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.common import names
-from gpuctl.common.names import KMM_GROUP
+from gpuctl.common.names import KMM_GROUP, KMM_IMAGES_CONFIG_PLURAL
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 
 READ = ["get", "list", "watch"]
@@ -64,8 +64,8 @@ CLUSTER_RULES: list[dict[str, Any]] = [
     },
 ]
 
-# In the coordinator's namespace: the KMM Modules it writes (PUT, never PATCH), its
-# leader-election Lease, and its own Pod's gRPC serving label
+# In the coordinator's namespace: the KMM Modules it writes (PUT, never PATCH) and their
+# ModuleImagesConfigs (read), its leader-election Lease, and its own Pod's gRPC serving label
 # (coordinator/live_nodes/serving_label.py, a merge patch).
 NAMESPACE_RULES: list[dict[str, Any]] = [
     {
@@ -73,6 +73,9 @@ NAMESPACE_RULES: list[dict[str, Any]] = [
         "resources": [KMM_PLURAL],
         "verbs": [*READ, "create", "update", "delete"],
     },
+    # KMM's record of which of a Module's images exist, from the watch cache only: a load that
+    # does not come names a missing image.
+    {"apiGroups": [KMM_GROUP], "resources": [KMM_IMAGES_CONFIG_PLURAL], "verbs": LIST_WATCH},
     {
         "apiGroups": ["coordination.k8s.io"],
         "resources": ["leases"],

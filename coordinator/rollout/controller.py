@@ -69,6 +69,7 @@ from coordinator.rollout.facts import (
     RolloutInput,
     node_facts,
 )
+from coordinator.rollout.kmm_activity import image_state, kmm_activity, module_worker_pods
 from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.node_step import EVICT_RETRY_SECONDS
 from coordinator.rollout.pods import eviction, gpu_pods
@@ -127,6 +128,10 @@ class RolloutView(Protocol):
 
     def pods_on(self, node: str) -> list[dict[str, Any]] | None:
         """The node's Pods as the Pod watch has them; None when it cannot be trusted now."""
+        ...
+
+    def module_images(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """KMM's ModuleImagesConfig of Module `namespace/name` (None: none, or KMM too old)."""
         ...
 
 
@@ -363,6 +368,16 @@ class RolloutController:
             self._events.record(driver, WARNING, "InvalidRollout", why)
             self._write_status(driver, status)
 
+    def _kmm_activity(
+        self, node: str, module: str, image: str, images_config: Mapping[str, Any] | None
+    ) -> str:
+        """What KMM's worker Pods on `node` and its ModuleImagesConfig show, in words."""
+        pods = self._view.pods_on(node)
+        if pods is None:
+            return ""  # the Pod watch cannot be trusted now: nothing to tell
+        workers = module_worker_pods(pods, self._config.namespace, module)
+        return kmm_activity(workers, image=image, state_of_image=image_state(images_config, image))
+
     def _gather(
         self,
         driver: Mapping[str, Any],
@@ -382,8 +397,12 @@ class RolloutController:
         target_image = _target_images(spec)
         considered = _considered(name, all_nodes, wanted)
         pods_of = self._pods_of(considered)
+        images_config = self._view.module_images(namespace, module)
         for node in considered:
             called = node_name(node)
+            activity = ""
+            if names.parse_phase(node_labels(node).get(names.STATE_LABEL)) is Phase.LOADING:
+                activity = self._kmm_activity(called, module, target_image(node), images_config)
             facts.append(
                 node_facts(
                     node,
@@ -393,6 +412,7 @@ class RolloutController:
                     wanted=called in wanted,
                     claims_unknown=claims_unknown,
                     target_image=target_image(node),
+                    kmm_activity=activity,
                 )
             )
         kernel_module = spec.get("kernelModule") or {}

@@ -170,6 +170,9 @@ class NodeFacts:
     claims_unknown: str = ""
     # The image the GPUDriver's kernel mapping gives this node's kernel now ("" for none).
     target_image: str = ""
+    # What KMM's own objects show it doing here (kmm_activity), read for a node in Loading:
+    # a step that times out names it. "" when they show nothing worth telling.
+    kmm_activity: str = ""
 
     # Cached: a 5,000-node pass reads each node's phase dozens of times.
     @cached_property
@@ -225,6 +228,7 @@ def node_facts(
     wanted: bool = True,
     claims_unknown: str = "",
     target_image: str = "",
+    kmm_activity: str = "",
 ) -> NodeFacts:
     meta = node.get("metadata") or {}
     return NodeFacts(
@@ -240,6 +244,7 @@ def node_facts(
         wanted=wanted,
         claims_unknown=claims_unknown,
         target_image=target_image,
+        kmm_activity=kmm_activity,
     )
 
 

@@ -6,7 +6,8 @@ is the Eviction API's body.
 
 The coordinator watches the cluster's Pods and keeps of each only `watched_part`: what that
 rule and the rollout read (name, namespace, node, phase, GPU resources, whether it references
-ResourceClaims). A cluster's Pods are many; kept whole they would be most of its memory.
+ResourceClaims), and of KMM's worker Pods also their state (kmm_activity.worker_pod_part). A
+cluster's Pods are many; kept whole they would be most of its memory.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from coordinator.rollout.facts import GpuPod
+from coordinator.rollout.kmm_activity import is_worker_pod, worker_pod_part
 from gpuctl.common.gpu_pods import (
     GPU_RESOURCE_PREFIX,
     is_gpu_pod,
@@ -70,11 +72,16 @@ def watched_part(pod: Mapping[str, Any]) -> dict[str, Any]:
         kept_spec["resourceClaims"] = [
             {"name": c.get("name", "")} for c in spec["resourceClaims"] if isinstance(c, Mapping)
         ] or [{"name": ""}]
-    return {
+    kept: dict[str, Any] = {
         "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta},
         "spec": kept_spec,
         "status": {"phase": (pod.get("status") or {}).get("phase", "")},
     }
+    if is_worker_pod(pod):  # KMM's worker: what kmm_activity tells of it
+        worker = worker_pod_part(pod)
+        kept["metadata"]["labels"] = worker["metadata"]["labels"]
+        kept["status"] = worker["status"]
+    return kept
 
 
 def pod_node(pod: Mapping[str, Any]) -> str:

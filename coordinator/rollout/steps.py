@@ -403,6 +403,8 @@ def step_loading(inp: RolloutInput, node: NodeFacts) -> StepResult:
     elapsed = step_elapsed(node.since, inp.now, inp.observed_for)
     if elapsed >= timeout:
         reason = f"{late} within {duration_words(timeout)}"
+        if node.kmm_activity:
+            reason += f": {node.kmm_activity}"
         result.actions.append(failed(inp, node, reason, version))
     else:
         result.wake(timeout - elapsed)

@@ -66,6 +66,8 @@ KMM_GROUP = "kmm.sigs.x-k8s.io"
 KMM_VERSION = "v1beta1"
 KMM_MODULE_PLURAL = "modules"
 KMM_MODULES = f"{KMM_MODULE_PLURAL}.{KMM_GROUP}"
+# KMM's record of each Module's images and whether they exist (one per Module, same name).
+KMM_IMAGES_CONFIG_PLURAL = "moduleimagesconfigs"
 
 
 def kmm_version_label(namespace: str, module: str) -> str:

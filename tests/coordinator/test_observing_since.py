@@ -1,7 +1,7 @@
 """Since when the coordinator has watched without a gap (the bound on step timeouts): since it
 began leading, or the last failed list or watch of the Nodes, Modules or GPUDrivers; a
-failing claims or Pod watch does not count (their trouble blocks the checks, or makes the
-rollout list pods, by itself)."""
+failing claims, Pod or ModuleImagesConfig watch does not count (their trouble blocks the
+checks, or makes the rollout list pods, by itself; the images only add words to a reason)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,12 @@ def informer(plural: str) -> Informer:
 
 
 def test_the_last_gap_of_a_cache_the_steps_wait_on_counts() -> None:
-    drivers, nodes, claims, modules, pods = (informer(p) for p in ("d", "n", "c", "m", "p"))
-    caches = _Caches(drivers, nodes, claims, modules, pods=pods, leading_since=100.0)
+    drivers, nodes, claims, modules, pods, images = (
+        informer(p) for p in ("d", "n", "c", "m", "p", "i")
+    )
+    caches = _Caches(
+        drivers, nodes, claims, modules, pods=pods, images_configs=images, leading_since=100.0
+    )
     assert caches.observing_since() == 100.0
     nodes.failed_at = 130.0
     assert caches.observing_since() == 130.0
@@ -26,4 +30,5 @@ def test_the_last_gap_of_a_cache_the_steps_wait_on_counts() -> None:
     assert caches.observing_since() == 140.0
     claims.failed_at = 500.0
     pods.failed_at = 600.0
+    images.failed_at = 700.0
     assert caches.observing_since() == 140.0

@@ -98,6 +98,7 @@ class View:
         self.claims_unknown = ""
         # The Pod watch's view of the node's pods (None: untrusted, the controller lists).
         self.watched_pods: list[dict[str, Any]] | None = None
+        self.images_config: dict[str, Any] | None = None
 
     def drivers(self) -> list[dict[str, Any]]:
         return [copy.deepcopy(self.api.objects[DRIVER_PATH])]
@@ -116,6 +117,9 @@ class View:
 
     def pods_on(self, node: str) -> list[dict[str, Any]] | None:
         return self.watched_pods
+
+    def module_images(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.images_config
 
     def module(self, namespace: str, name: str) -> dict[str, Any] | None:
         spec = self.api.objects[DRIVER_PATH]["spec"]

@@ -480,7 +480,16 @@ def test_loading_timeout_fails() -> None:
     facts = node(phase=Phase.LOADING, since=601, labels=targeted())
     patch = only_patch(step_loading(rollout([facts]), facts).actions)
     assert patch.phase_to is Phase.FAILED
-    assert "did not load" in str(patch.annotations[names.REASON])
+    assert patch.annotations[names.REASON] == f"KMM did not load {TARGET} within 10m"
+
+
+def test_loading_timeout_names_what_kmm_did() -> None:
+    doing = "KMM's load Pod gpuctl-system/kmm-worker-n1-gpu-gpu: container worker CrashLoopBackOff"
+    facts = dataclasses.replace(
+        node(phase=Phase.LOADING, since=601, labels=targeted()), kmm_activity=doing
+    )
+    patch = only_patch(step_loading(rollout([facts]), facts).actions)
+    assert patch.annotations[names.REASON] == f"KMM did not load {TARGET} within 10m: {doing}"
 
 
 # -- Verifying ----------------------------------------------------------------------------
