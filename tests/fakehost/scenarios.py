@@ -169,9 +169,9 @@ def host_bridge_only(root: Path) -> FakeHost:
     return host
 
 
-def arc_b580_in_tree(root: Path) -> FakeHost:
+def arc_b580_in_tree(root: Path, *, kernel_release: str = DEFAULT_RELEASE) -> FakeHost:
     """2. One Arc B580 (e20b) on in-tree xe, behind its switch ports, with its audio."""
-    host = FakeHost(root)
+    host = FakeHost(root, kernel_release=kernel_release)
     _host_bridge(host)
     _battlemage_card(host)
     _in_tree_xe(host)

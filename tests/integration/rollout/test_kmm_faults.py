@@ -1,5 +1,6 @@
 """KMM itself misbehaving under a rollout: its manager SIGKILLed while a worker is loading or
-unloading, a worker Pod deleted mid-run, its webhook down while gpuctl updates the Module.
+unloading, a worker Pod deleted mid-run, its webhook down while gpuctl updates the Module, and
+no image for one node's kernel.
 
 Real KMM (tests/harness/real_kmm.py) under the real coordinator and agents. Each test ends, as
 every rollout test does (RolloutRig.close), asserting that no unload was attempted on a busy
@@ -14,13 +15,18 @@ from typing import Any
 
 import pytest
 
+from gpuctl.common import names
 from tests.harness.waiting import wait_until
-from tests.support.rollout_live.rig import NEW, OLD, RolloutRig
+from tests.support.kmm_matrix import EACH_KMM
+from tests.support.rollout_live.fake_nodes import gpu_node_root
+from tests.support.rollout_live.rig import NEW, OLD, RolloutRig, image_of
 from tests.support.rollout_live.scenario import (
     FAST,
+    TIMEOUTS,
     busy_with_ollama,
     idle_again,
     module_version,
+    old_root,
     start,
     wait_status,
 )
@@ -29,6 +35,7 @@ pytestmark = pytest.mark.integration
 
 WORKER_ACTION = "kmm.node.kubernetes.io/worker-action"
 SLOW_KMM_SECONDS = 2.0  # every worker container starts this late: a window to break KMM in
+OTHER_KERNEL = "6.8.0-61-generic"  # a node that booted a kernel the new build was not made for
 
 
 def worker_pods(rig: RolloutRig, action: str) -> list[dict[str, Any]]:
@@ -56,6 +63,7 @@ def assert_all_at_new(rig: RolloutRig, nodes: list[str]) -> None:
     assert rig.kernels.violations == []
 
 
+@EACH_KMM
 @pytest.mark.parametrize("action", ["Unload", "Load"])
 def test_kmm_killed_while_its_worker_runs_strands_no_node(
     rollout_rig: RolloutRig, action: str
@@ -107,3 +115,52 @@ def test_kmms_webhook_down_holds_the_module_update_and_the_rollout_waits(
     assert [module_version(rig, node) for node in nodes] == [OLD, OLD]
     rig.kmm.webhook.start()
     assert_all_at_new(rig, nodes)
+
+
+def test_no_image_for_one_nodes_kernel_fails_that_node_on_its_old_driver_and_says_so(
+    rollout_rig: RolloutRig,
+) -> None:
+    """The new version maps the node on another kernel to an image tag nobody pushed. KMM's
+    ordered upgrade unloads the old module first (the node is idle: allowed), then finds no
+    image: its pull fails (and is retried), so it writes no config for the node and starts no
+    loader. The node's load step times out, Failed with KMM's own finding in the reason. The
+    other node finishes. (That the node is left without a driver is what a preflight before
+    the unload prevents: the issue "Never strand a node".)"""
+    rig = rollout_rig
+    same = rig.add_node("a", old_root)
+    other = rig.add_node(
+        "b",
+        lambda root: gpu_node_root(root, OLD, kernel_release=OTHER_KERNEL),
+        kernel_release=OTHER_KERNEL,
+    )
+    rig.create_driver(OLD, {**FAST, "timeouts": {**TIMEOUTS, "load": "10s"}})
+    rig.start_coordinator()
+    for node in (same, other):
+        rig.start_agent(node)
+    rig.wait_phases({same: "Done", other: "Done"})
+    rig.wait_kmm_loaded([same, other])
+    rig.kernels.begin()
+    missing = f"{image_of(NEW)}-{OTHER_KERNEL}"
+    only_other = f"^{OTHER_KERNEL.replace('.', '[.]')}$"
+    rig.patch_driver(
+        {
+            "spec": {
+                "kernelModule": {
+                    "version": NEW,
+                    "kernelMappings": [
+                        {"regexp": only_other, "containerImage": missing},
+                        {"regexp": "^.+$", "containerImage": image_of(NEW)},
+                    ],
+                }
+            }
+        }
+    )
+    rig.wait_phases({same: "Done", other: "Failed"}, timeout=120)
+    reason = rig.annotation(other, names.REASON)
+    assert reason.startswith(f"KMM did not load {rig.target()} within 10s: "), reason
+    assert f"KMM has not pulled image {missing}" in reason, reason
+    assert reason.endswith("so it has started no loader there"), reason
+    assert module_version(rig, same) == NEW
+    assert rig.kernels.unloads.count(other) == 1  # KMM's unload of the old, idle module
+    assert [node for node, _ in rig.kernels.loads] == [same]  # and no load after it
+    assert worker_pods(rig, "Load") == []

@@ -45,9 +45,9 @@ def load_module(host: FakeHost, version: str) -> None:
     )
 
 
-def gpu_node_root(root: Path, version: str) -> FakeHost:
-    """One Arc B580 bound to `xe` at `version`; nothing holds it."""
-    host = arc_b580_in_tree(root)
+def gpu_node_root(root: Path, version: str, *, kernel_release: str = DEFAULT_RELEASE) -> FakeHost:
+    """One Arc B580 bound to `xe` at `version`, on `kernel_release`; nothing holds it."""
+    host = arc_b580_in_tree(root, kernel_release=kernel_release)
     load_module(host, version)
     return host
 

@@ -136,19 +136,24 @@ class RolloutRig:
     # -- nodes and their agents -------------------------------------------------------------
 
     def add_node(
-        self, short: str, make_root: Callable[[Path], FakeHost], *, labelled: bool = True
+        self,
+        short: str,
+        make_root: Callable[[Path], FakeHost],
+        *,
+        labelled: bool = True,
+        kernel_release: str = DEFAULT_RELEASE,
     ) -> str:
-        """A Node selected by the test GPUDriver, with its fake root; `labelled`: targeted at
-        OLD (the target label and KMM's version label), as a rollout before left it."""
+        """A Node selected by the test GPUDriver, with its fake root (which runs
+        `kernel_release`, as the Node says); `labelled`: targeted at OLD (the target label and
+        KMM's version label), as a rollout before left it."""
         extra = {DRIVER_TARGET: DRIVER, self.labels.version: self.kmm_version_at(OLD)}
         extra = extra if labelled else {}
-        # The fake roots run tests.fakehost's kernel; the Node reports the same one to KMM.
         name: str = self._make_node(
-            short, labels=node_labels(self.namespace, **extra), kernel_version=DEFAULT_RELEASE
+            short, labels=node_labels(self.namespace, **extra), kernel_version=kernel_release
         ).metadata.name
         host = make_root(self.folder / name / "root")
-        if host.kernel_release != DEFAULT_RELEASE:
-            raise ValueError(f"{name}: its root runs {host.kernel_release}, not {DEFAULT_RELEASE}")
+        if host.kernel_release != kernel_release:
+            raise ValueError(f"{name}: its root runs {host.kernel_release}, not {kernel_release}")
         self.hosts[name] = host
         self.kmm.serve(name, host.root, host.kernel_release)
         for version in (OLD, NEW, None):
