@@ -24,9 +24,9 @@
   present; deleted after the test.
 - ``live`` (per test): the coordinator's live-node server (``LiveNodes``) for the test's
   namespace, on loopback with ``tls``.
-- ``kmm_emulator`` (per test): a running ``tests.harness.kmm_emulator.KmmEmulator`` for the
-  test's namespace (``delay_node``, ``fail_node``, ``loaded``); stopped after the test.
-- ``kmm_build`` (session): KMM's own operator built from source (``tests.harness.kmm_build``).
+- ``kmm_version`` and ``kmm_build`` (per test): KMM's own operator built from source
+  (``tests.harness.kmm_build``), v2.6.0 unless the test is marked
+  ``tests.support.kmm_matrix.EACH_KMM``.
 - ``real_kmm`` (per test): a running ``tests.harness.real_kmm.RealKmm`` for the test's
   namespace: KMM's manager, a kubelet for its Pods on the nodes the test ``serve``s, an image
   catalogue and the kernel-boundary record; stopped after the test.
@@ -59,9 +59,8 @@ from gpuctl.common import names
 from tests.harness.access import KubeCluster
 from tests.harness.cluster import repository_root
 from tests.harness.cordon_taint import CordonTaintMirror
-from tests.harness.kmm_build import KmmBuild, find_kmm
-from tests.harness.kmm_emulator import KmmEmulator
-from tests.harness.kubelet.pod_status import BackOff
+from tests.harness.kmm_build import DEFAULT_VERSION, KmmBuild, find_kmm
+from tests.harness.kubelet.pod_status import TEST_BACKOFF
 from tests.harness.nodes import DEFAULT_KERNEL, create_node
 from tests.harness.real_kmm import RealKmm
 from tests.harness.waiting import wait_until
@@ -134,25 +133,15 @@ def make_node(kube_admin: Any, namespace: str) -> Iterator[MakeNode]:
 
 
 @pytest.fixture
-def kmm_emulator(kube_cluster: KubeCluster, namespace: str) -> Iterator[KmmEmulator]:
-    with kube_cluster.admin_client() as api_client:
-        emulator = KmmEmulator(api_client, namespace)
-        emulator.start()
-        try:
-            yield emulator
-        finally:
-            emulator.stop()
+def kmm_version() -> str:
+    """The KMM version a test runs against: v2.6.0, unless the test is marked
+    ``tests.support.kmm_matrix.EACH_KMM``."""
+    return DEFAULT_VERSION
 
 
-# The kubelet's crash-loop back-off (10 s doubling to 5 min) shortened for tests, so that a node
-# whose loads were refused recovers in seconds once fixed (KMM itself restarts nothing: the
-# worker Pod's restartPolicy does).
-TEST_BACKOFF = BackOff(initial=1.0, cap=4.0)
-
-
-@pytest.fixture(scope="session")
-def kmm_build() -> KmmBuild:
-    return find_kmm(repository_root(), os.environ)
+@pytest.fixture
+def kmm_build(kmm_version: str) -> KmmBuild:
+    return find_kmm(repository_root(), os.environ, kmm_version)
 
 
 @pytest.fixture

@@ -40,6 +40,12 @@ class BackOff:
         return float(min(self.cap, self.initial * (2 ** min(restarts, 30))))
 
 
+# The back-off the integration tests run KMM's Pods with: the kubelet's shape in seconds rather
+# than minutes, so that a node whose loads were refused recovers in seconds once fixed (KMM
+# itself restarts nothing: the worker Pod's restartPolicy does).
+TEST_BACKOFF = BackOff(initial=1.0, cap=4.0)
+
+
 def waiting(reason: str, message: str = "") -> dict[str, Any]:
     return {"waiting": {"reason": reason, **({"message": message} if message else {})}}
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,12 +29,16 @@ from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
 from coordinator.module_guard import UNLABEL_MESSAGE, refusal_message
 from gpuctl.common import names
 from tests.harness.access import KubeCluster
-from tests.harness.kmm_emulator import KmmEmulator
+from tests.harness.kmm_build import KmmBuild
+from tests.harness.kmm_webhook import NAMESPACE_LABEL
+from tests.harness.kubelet.pod_status import TEST_BACKOFF
+from tests.harness.real_kmm import RealKmm
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import Api, gpudriver, node_labels, simple_spec
 from tests.support.coordinator_rbac import bound_coordinator, username
 from tests.support.fixture_types import MakeNode
 from tests.support.gpu_nodes import GpuNodes
+from tests.support.kmm_matrix import EACH_KMM
 from tests.support.module_guard import installed_guard, module_path, refused_delete
 
 pytestmark = pytest.mark.integration
@@ -126,13 +131,6 @@ def assert_untouched(api: Api, loaded: Loaded, gpu_nodes: GpuNodes, since: float
         assert gpu_nodes.kmm.loaded(loaded.module, node) is not None
 
 
-def assert_untouched_by_the_emulator(api: Api, loaded: Loaded, emulator: KmmEmulator) -> None:
-    assert "deletionTimestamp" not in module(api, loaded)["metadata"]
-    assert emulator.unload_attempts() == []
-    for node in loaded.nodes:
-        assert emulator.loaded(loaded.module, node) is not None
-
-
 @contextlib.contextmanager
 def guarded(api: Api, namespace: str, loaded: Loaded, probe: Kube) -> Iterator[None]:
     with installed_guard(
@@ -145,6 +143,7 @@ def guarded(api: Api, namespace: str, loaded: Loaded, probe: Kube) -> Iterator[N
         yield
 
 
+@EACH_KMM
 def test_a_direct_delete_is_refused_and_kmm_unloads_nothing(
     *,
     api: Api,
@@ -236,6 +235,11 @@ def test_the_deliberate_way_out_deletes_and_kmm_unloads_every_node_at_once(
     assert gpu_nodes.unloads_since(since) == set(loaded.nodes)
 
 
+def namespace_labels(api: Api, namespace: str) -> dict[str, str]:
+    found = api.kube.request("GET", path("", "v1", "namespaces", name=namespace))
+    return dict(found["metadata"].get("labels") or {})
+
+
 def namespace_condition(api: Api, namespace: str, kind: str) -> dict[str, Any] | None:
     found = api.kube.request("GET", path("", "v1", "namespaces", name=namespace))
     for condition in (found.get("status") or {}).get("conditions") or []:
@@ -244,33 +248,56 @@ def namespace_condition(api: Api, namespace: str, kind: str) -> dict[str, Any] |
     return None
 
 
+@EACH_KMM
 def test_a_namespace_deletion_cannot_delete_the_module(
     *,
     kube_cluster: KubeCluster,
     api: Api,
     namespace: str,
+    kmm_build: KmmBuild,
     make_node: MakeNode,
     alice: Kube,
+    tmp_path: Path,
 ) -> None:
-    """The namespace controller of the real kube-controller-manager deletes a namespace's
-    content as its own ServiceAccount: refused, so the namespace stays Terminating and
-    says why, and no node unloads."""
+    """KMM's own webhook refuses to delete a namespace that holds a Module; where it is not
+    installed (here: unregistered), the namespace controller of the real
+    kube-controller-manager deletes the namespace's content as its own ServiceAccount, and the
+    guard refuses the Module: the namespace stays Terminating and says why, no node unloads."""
     doomed = api.kube.request(
         "POST", path("", "v1", "namespaces"), body={"metadata": {"generateName": "t-doomed-"}}
     )["metadata"]["name"]
     with (
         kube_cluster.admin_client() as client,
-        KmmEmulator(client, doomed) as emulator,
+        RealKmm(
+            kmm_build,
+            client,
+            kube_cluster.kubeconfig,
+            doomed,
+            tmp_path / "kmm",
+            backoff=TEST_BACKOFF,
+        ) as kmm,
     ):
+        nodes = GpuNodes(kmm, make_node, tmp_path / "hosts")
         loaded = load_module(
             api,
             doomed,
             namespace,
-            lambda short: make_node(short, node_labels(namespace)).metadata.name,
-            emulator.loaded,
+            lambda short: nodes.add(short, node_labels(namespace)),
+            kmm.loaded,
         )
+        since = time.time()
         try:
             with guarded(api, doomed, loaded, alice):
+                wait_until(
+                    f"KMM labels namespace {doomed} as holding a Module",
+                    lambda: namespace_labels(api, doomed).get(NAMESPACE_LABEL) is not None,
+                )
+                with pytest.raises(KubeError) as refused:
+                    api.kube.request("DELETE", path("", "v1", "namespaces", name=doomed))
+                assert "namespace contains one or more Module resources" in str(
+                    refused.value.message
+                )
+                kmm.webhook.stop()  # a cluster without KMM's webhook
                 api.kube.request("DELETE", path("", "v1", "namespaces", name=doomed))
                 condition = wait_until(
                     f"namespace {doomed} says it cannot delete its content",
@@ -281,11 +308,11 @@ def test_a_namespace_deletion_cannot_delete_the_module(
                 assert "deleting Module" in condition["message"], condition
                 phase = api.kube.request("GET", path("", "v1", "namespaces", name=doomed))
                 assert phase["status"]["phase"] == "Terminating"
-                assert_untouched_by_the_emulator(api, loaded, emulator)
+                assert_untouched(api, loaded, nodes, since)
         finally:
-            # Let the namespace go: the nodes leave the Module's reach, then it may go.
-            for node in loaded.nodes:
-                api.unload_as_the_rollout_would(node, loaded.driver, doomed)
+            # Let the namespace go. KMM can no longer unload anything there (no Pod can be
+            # created in a Terminating namespace): the Module is deleted with the guard gone,
+            # and RealKmm's close takes KMM's finalizer off, as an admin would have to.
             with contextlib.suppress(KubeError):
                 api.kube.request("DELETE", module_path(doomed, loaded.module))
-            wait_until("the Module gone", lambda: api.get_module(doomed, loaded.module) is None)
+    wait_until("the Module gone", lambda: api.get_module(doomed, loaded.module) is None)

@@ -39,6 +39,7 @@ from tests.support.cluster_api import (
 )
 from tests.support.coordinator_thread import running_coordinator
 from tests.support.gpu_nodes import GpuNodes
+from tests.support.kmm_matrix import EACH_KMM
 
 pytestmark = pytest.mark.integration
 
@@ -96,6 +97,7 @@ def test_a_config_change_reaches_no_loaded_node_by_itself(
         assert gpu_nodes.unloads_since(since) == set()
 
 
+@EACH_KMM
 def test_mapping_loss_holds_the_update_until_the_node_is_unloaded(
     kube_cluster: KubeCluster,
     namespace: str,

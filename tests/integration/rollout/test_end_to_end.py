@@ -21,6 +21,7 @@ from tests.fakehost.scenarios import B70_PFS, B580
 from tests.harness.cordon_taint import CordonTaintMirror
 from tests.harness.waiting import wait_until
 from tests.support.cluster_api import TEST_LABEL, Api
+from tests.support.kmm_matrix import EACH_KMM
 from tests.support.rollout_live.fake_nodes import (
     VF_COUNT,
     enable_vfs,
@@ -72,6 +73,7 @@ def scrape(rig: RolloutRig) -> dict[str, float]:
     return samples
 
 
+@EACH_KMM
 def test_five_nodes_roll_one_at_a_time_in_order_and_end_verified(
     rollout_rig: RolloutRig, cordon_taints: CordonTaintMirror
 ) -> None:
@@ -191,7 +193,11 @@ def test_a_failed_load_fails_the_node_and_pauses_at_the_budget_until_retried(
     rig.kernels.refuse_loads(broken)
     rig.set_version(NEW)
     rig.wait_phases({first: "Done", broken: "Failed", last: "Pending"}, timeout=60)
-    assert "KMM did not load" in rig.annotation(broken, names.REASON)
+    reason = rig.annotation(broken, names.REASON)
+    assert "KMM did not load" in reason
+    # What KMM did, from its worker Pod: the loader's container exits (the kernel refuses).
+    assert f"KMM's load Pod {rig.namespace}/kmm-worker-{broken}-" in reason, reason
+    assert "exited with code 1" in reason, reason
     assert rig.node(broken)["spec"].get("unschedulable")  # kept cordoned for the admin
     status = wait_status(rig, "says Failed", lambda s: s.get("state") == "Failed")
     assert "failure budget" in status["message"]
@@ -385,6 +391,7 @@ def test_a_holder_module_blocks_listed_in_modules_loading_order_or_not(
     assert rig.kernels.violations == []
 
 
+@EACH_KMM
 def test_nodes_leaving_the_gpudriver_are_unloaded_one_at_a_time_and_a_busy_one_waits(
     rollout_rig: RolloutRig,
 ) -> None:
@@ -450,6 +457,7 @@ def test_a_version_changed_mid_rollout_strands_no_node(rollout_rig: RolloutRig) 
     wait_complete(rig)
 
 
+@EACH_KMM
 def test_deleting_the_gpudriver_unloads_node_by_node_and_waits_for_a_busy_one(
     rollout_rig: RolloutRig,
 ) -> None:

@@ -21,6 +21,7 @@ import pytest
 from gpuctl.common import names
 from tests.fakehost import FakeHost
 from tests.fakehost.scenarios import B580, arc_b580_in_tree
+from tests.support.kmm_matrix import EACH_KMM
 from tests.support.rollout_live.rig import OLD, RolloutRig
 from tests.support.rollout_live.scenario import (
     FAST,
@@ -32,7 +33,7 @@ from tests.support.rollout_live.scenario import (
     wait_status,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, EACH_KMM]
 
 TWO_AT_ONCE: dict[str, Any] = {**FAST, "maxUnavailable": 2}
 IMAGE = "image"  # the same version built again (rig.publish_rebuild)
