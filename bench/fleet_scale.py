@@ -11,24 +11,30 @@ and an agent Pod with a bound token. N simulated agents (bench.agent_swarm, TLS,
 agents make one connection each, which costs the server more memory, docs/benchmarks.md)
 hold one stream each to ONE `gpuctl-coordinator` process (real watches, the GPUNode mirror,
 the rollout; bench.fleet_coordinator counts its API requests).
-The KMM emulator (tests/harness/kmm_emulator.py) runs every worker `--delay` seconds after it
-is created. Every node starts Done at the old version; the GPUDriver then asks for the new
-one with `maxUnavailable: 10%` and `evictGPUPods: true`, and the bench watches the Nodes.
+KMM's own operator (bench.kmm_fleet: its manager built from source, its worker Pods run by
+the test kubelet over a fake host per node) loads and unloads; each worker Pod starts
+`--delay` seconds after it is created (a pull and a container start on a real node). Every
+node starts Done at the old version; the GPUDriver then asks for the new one with
+`maxUnavailable: 10%` and `evictGPUPods: true`, and the bench watches the Nodes. Then the
+coordinators stop and the same KMM takes the same nodes one version further the way KMM's docs
+describe (bench.kmm_floor: the Module changed, version labels flipped in batches of the same
+bound, no checks): the floor.
 
-Printed: total time against the floor (waves x the fastest node's own time, which a
-saturated coordinator inflates; and waves x KMM's two delayed workers per node), the
-node-to-node handoff (a node Done -> the next node in Checking, pairing each start after
-the first wave with the Done that freed its slot) p50/p99, API requests per node by kind,
-the coordinator's peak RSS (VmHWM) and CPU seconds, GPUNode writes, and then, all sessions
-open, reports/s ingested (each agent sends `--reports` changed reports at once; the per-agent
-report limit is lifted, as capacity is the question). The bound (nodes cordoned or in a
+Printed: gpuctl's total time against that floor (and against waves x the fastest node's own
+time, which a saturated coordinator inflates), a node's own time against KMM's own time for
+a node (label -> ready in the floor run), the node-to-node handoff (a node Done -> the next
+node in Checking, pairing each start after the first wave with the Done that freed its slot)
+p50/p99, API requests per node by kind, the coordinator's peak RSS (VmHWM) and CPU seconds,
+GPUNode writes, and then, all sessions open, reports/s ingested (each agent sends `--reports`
+changed reports at once; the per-agent report limit is lifted, as capacity is the question);
+and the kernel boundary's count of unloads on a busy node. The bound (nodes cordoned or in a
 step at most 10 %) is checked on every Node event.
 
 `--shards K` splits the fleet into K node pools (label `bench-pool`), as docs/deploying.md#sharding
 says an admin does past one process's size: a GPUDriver per pool, and K coordinators, each
 with `--node-selector` and `--gpudriver-selector` for its pool, its own Lease and its own
 agents. The figures are then the fleet's (requests, writes, CPU summed; handoffs per pool) and
-each coordinator's peak RSS.
+each coordinator's peak RSS; the floor run is made for one pool only.
 """
 
 from __future__ import annotations
@@ -47,19 +53,26 @@ from bench.agent_swarm import STREAMS_PER_CONNECTION
 from bench.fleet_observe import RolloutWatch, handoffs, wait_for
 from bench.fleet_shards import Shard, cpu_seconds, metric, start_shards, step_totals, summed
 from bench.fleet_world import (
+    FLOOR,
+    FLOOR_VERSION,
     NAMESPACE,
     NEW,
     NEW_VERSION,
+    OLD_VERSION,
     SELECTOR,
     World,
+    image_of,
     loaded_at_old,
     running_gpu_pods,
+    spec,
     start_world,
 )
+from bench.kmm_fleet import KmmFleet
+from bench.kmm_floor import floor_upgrade
 from bench.timing import Timings
+from coordinator.drivers.module_spec import module_name
 from coordinator.kube.client import MERGE_PATCH, path
 from gpuctl.common import names
-from tests.harness.kmm_emulator import KmmEmulator
 
 
 def roll_out(world: World, shards: list[Shard], nodes: int, delay: float) -> dict[str, Any]:
@@ -75,7 +88,8 @@ def roll_out(world: World, shards: list[Shard], nodes: int, delay: float) -> dic
         kube.request(
             "PATCH",
             path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, name=shard.driver),
-            body={"spec": {"kernelModule": {"version": NEW_VERSION}}},
+            # The new version and its image, as an admin's upgrade changes both.
+            body={"spec": {"kernelModule": spec(NEW_VERSION)["kernelModule"]}},
             content_type=MERGE_PATCH,
         )
 
@@ -143,29 +157,68 @@ def ingest(shards: list[Shard], nodes: int, reports: int) -> float:
     return nodes * reports / (time.perf_counter() - started)
 
 
+def floor(world: World, shards: list[Shard]) -> dict[str, Any]:
+    """The coordinators stopped, the same upgrade by KMM's docs on the same nodes and KMM."""
+    for shard in shards:
+        shard.swarm.stop()
+        shard.coordinator.stop()
+    (shard,) = shards
+    run = floor_upgrade(
+        world.kube,
+        namespace=NAMESPACE,
+        module=module_name(shard.driver),
+        nodes=[node for node, _ in shard.agents],
+        selector=SELECTOR,
+        batch=shard.bound,
+        version=FLOOR,
+        image=image_of(FLOOR_VERSION),
+    )
+    return {
+        "floor_kmm_seconds": run.seconds,
+        "floor_kmm_batches": run.batches,
+        "kmm_node": run.per_node,
+    }
+
+
 def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     figures: dict[str, Any] = {
         "nodes": args.nodes,
         "shards": args.shards,
         "streams_per_connection": args.streams_per_connection,
+        "delay": args.delay,
     }
     world = start_world(args, root, figures)
     try:
-        emulator = KmmEmulator(world.cluster.admin_client(), NAMESPACE)
-        emulator.start()
-        world.cleanup.append(emulator.stop)
+        fleet = KmmFleet(world.cluster.admin_client(), world.cluster.kubeconfig, NAMESPACE, root)
+        fleet.__enter__()
+        world.cleanup.append(lambda: fleet.__exit__(None, None, None))
+        for version in (OLD_VERSION, NEW_VERSION, FLOOR_VERSION):
+            fleet.publish(image_of(version), version)
+        for node, _ in world.agents:
+            fleet.host(node)
+        started = time.perf_counter()
         loaded_at_old(world, args.nodes, args.shards)
+        figures["first_load_seconds"] = time.perf_counter() - started
+        print(
+            f"KMM loaded the old version on {args.nodes} nodes in "
+            f"{figures['first_load_seconds']:.0f} s",
+            flush=True,
+        )
         shards = start_shards(world, args, root)
         for node, _ in world.agents:
-            emulator.delay_node(node, args.delay)
+            fleet.kmm.delay_node(node, args.delay)
         print("fleet Done at the old version; rolling out the new one", flush=True)
         figures.update(roll_out(world, shards, args.nodes, args.delay))
         figures["reports_per_second"] = ingest(shards, args.nodes, args.reports)
         figures["cpu_seconds_total"] = cpu_seconds(shards)
         figures["peak_rss_kb"] = [s.coordinator.memory_kb("VmHWM") for s in shards]
         figures["rss_kb"] = [s.coordinator.memory_kb("VmRSS") for s in shards]
-        figures["violations"] = len(emulator.unloads_while_busy())
         figures["handshake_retries"] = sum(s.swarm.handshake_retries for s in shards)
+        if args.shards == 1:
+            print("gpuctl done; the same upgrade the way KMM's docs describe", flush=True)
+            figures.update(floor(world, shards))
+        figures["violations"] = len(fleet.kmm.unloads_while_busy())
+        figures["kubelet_errors"] = len(fleet.kmm.kubelet.errors)
     finally:
         world.close()
     return figures
@@ -185,6 +238,19 @@ def describe(f: dict[str, Any]) -> str:
         else f"{f['shards']} coordinators, one per pool of ~{f['nodes'] // f['shards']} nodes"
     )
     each = "" if f["shards"] == 1 else " each"
+    floor_lines = []
+    if "floor_kmm_seconds" in f:
+        kmm_node: Timings = f["kmm_node"]
+        ratio = f["total_seconds"] / f["floor_kmm_seconds"]
+        floor_lines = [
+            f"  the same upgrade the way KMM's docs describe (no coordinator; version labels in "
+            f"{f['floor_kmm_batches']} batches of {f['bound']}, no checks): "
+            f"{f['floor_kmm_seconds']:.1f} s; gpuctl / that floor: {ratio:.3f} "
+            f"({(ratio - 1) * 100:+.1f} %)",
+            f"  a node: gpuctl median {f['median_node_seconds']:.2f} s (checks, cordon, drain, "
+            f"KMM, verification); KMM's own (label -> ready) median {kmm_node.median:.2f} s, "
+            f"p99 {kmm_node.percentile(99):.2f} s",
+        ]
     return "\n".join(
         [
             f"{f['nodes']} kwok nodes, maxUnavailable 10% ({f['bound']}), {who}, "
@@ -194,6 +260,7 @@ def describe(f: dict[str, Any]) -> str:
             f"{f['fastest_node_seconds']:.2f} s; median node {f['median_node_seconds']:.2f} s; "
             f"waves x KMM's two delayed workers alone {f['floor_delay_seconds']:.0f} s); "
             f"over the floor {over * 100:.1f} %",
+            *floor_lines,
             f"  handoff (a node Done -> the next node Checking): p50 "
             f"{handoff.median * 1e3:.0f} ms, p99 {handoff.percentile(99) * 1e3:.0f} ms over "
             f"{len(handoff.seconds)}",
@@ -212,7 +279,8 @@ def describe(f: dict[str, Any]) -> str:
             f"  reports ingested: {f['reports_per_second']:,.0f}/s (all sessions open); "
             f"simulated agents' handshakes tried again: {f['handshake_retries']}",
             f"  GPU pods Running afterwards: {f['pods_running_after']}; unloads while busy: "
-            f"{f['violations']}",
+            f"{f['violations']}; KMM's first load of the fleet {f['first_load_seconds']:.0f} s; "
+            f"kubelet errors {f['kubelet_errors']}",
         ]
     )
 
@@ -220,7 +288,9 @@ def describe(f: dict[str, Any]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--nodes", type=int, default=500)
-    parser.add_argument("--delay", type=float, default=5.0, help="KMM worker delay (s)")
+    parser.add_argument(
+        "--delay", type=float, default=5.0, help="seconds before each KMM worker Pod starts"
+    )
     parser.add_argument("--reports", type=int, default=2, help="changed reports per agent")
     parser.add_argument(
         "--streams-per-connection",
@@ -247,6 +317,8 @@ def main() -> int:
     print(describe(figures))
     if args.json:
         serial = {**figures, "handoff": list(figures["handoff"].seconds)}
+        if "kmm_node" in figures:
+            serial["kmm_node"] = list(figures["kmm_node"].seconds)
         args.json.write_text(json.dumps(serial, indent=1))
         memory = root / "shard-0" / "api-counts.memory.txt"  # with GPUCTL_BENCH_TRACEMALLOC
         if memory.exists():

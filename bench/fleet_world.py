@@ -4,7 +4,7 @@ A real control plane (tests/harness) with kube-scheduler, the Deployment/Replica
 controllers and kwok holds N kwok Nodes in K pools (label `bench-pool`, K contiguous runs of
 names), each with one GPU and a Running GPU pod, an agent Pod with a bound token, and the
 GPUDriver of its pool ("gpu" when the fleet is one pool) with the Module the coordinator would
-write, KMM's labels saying the old version is loaded.
+write, which KMM's own operator (bench.kmm_fleet) has loaded on every node at the old version.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 
 from bench.agent_swarm import agent_token
 from bench.fleet_observe import wait_for
+from bench.kmm_fleet import KERNEL
 from coordinator.drivers.module_spec import desired_module, kmm_version, module_name
 from coordinator.kube.client import MERGE_PATCH, Kube, path
 from coordinator.rollout.controller import kmm_labels
@@ -44,6 +45,7 @@ POOL_LABEL = "bench-pool"
 AGENT_SA = "gpuctl-agent"
 OLD_VERSION = "v6.17.13.62_260409.8"
 NEW_VERSION = "v7.1.4.6_260728.7"  # the backport tag bench.agent_swarm's reports carry
+FLOOR_VERSION = "v7.1.5.2_260815.3"  # where bench.kmm_floor's script takes the fleet next
 # kwok renews each Lease every LEASE/4 s: at 5,000 nodes 33 writes/s, like kubelets with a
 # 10 min status period and far below a real cluster's 10 s renewals; nothing here needs
 # NotReady, so the node monitor's grace period is longer than any run.
@@ -65,6 +67,10 @@ def driver_of(pool: int, shards: int) -> str:
     return DRIVER if shards == 1 else f"{DRIVER}-{pool_name(pool)}"
 
 
+def image_of(version: str) -> str:
+    return f"registry.example.com/xe:{version}"
+
+
 def spec(version: str, pool: int | None = None) -> dict[str, Any]:
     """The GPUDriver spec, for the whole fleet or (`pool`) for one pool's nodes."""
     selector = {"bench": "fleet"}
@@ -74,7 +80,7 @@ def spec(version: str, pool: int | None = None) -> dict[str, Any]:
         "nodeSelector": selector,
         "kernelModule": {
             "version": version,
-            "kernelMappings": [{"regexp": "^.+$", "containerImage": "registry.example.com/xe:1"}],
+            "kernelMappings": [{"regexp": "^.+$", "containerImage": image_of(version)}],
         },
         "rollout": {
             "maxUnavailable": "10%",
@@ -86,6 +92,7 @@ def spec(version: str, pool: int | None = None) -> dict[str, Any]:
 
 
 OLD, NEW = kmm_version(spec(OLD_VERSION)), kmm_version(spec(NEW_VERSION))
+FLOOR = kmm_version(spec(FLOOR_VERSION))
 
 
 # -- the fleet ----------------------------------------------------------------------------
@@ -119,7 +126,7 @@ def create_fleet(cluster: KubeCluster, count: int, shards: int) -> list[tuple[st
             body={"metadata": {"name": node, "labels": node_labels}},
         )
         status = {
-            **node_status("6.8.0-45-generic", now),
+            **node_status(KERNEL, now),
             "capacity": resources,
             "allocatable": resources,
         }
@@ -226,8 +233,8 @@ def start_world(args: argparse.Namespace, root: Path, figures: dict[str, Any]) -
 
 def loaded_at_old(world: World, nodes: int, shards: int) -> None:
     """The fleet as a finished rollout left it: each pool's GPUDriver, the Module the
-    coordinator would write, and KMM's labels saying the old version is loaded, before the
-    coordinators start."""
+    coordinator would write, and KMM's worker having loaded it at the old version on every
+    node (its ready labels say so), before the coordinators start."""
     kube = world.kube
     ready: list[str] = []
     for pool in range(shards):
@@ -255,6 +262,6 @@ def loaded_at_old(world: World, nodes: int, shards: int) -> None:
     wait_for(
         "KMM reports the old version everywhere",
         lambda: sum(count_nodes(kube, f"{SELECTOR},{label}={OLD}") for label in ready) >= nodes,
-        nodes * 0.2 + 300,
+        nodes * 2 + 300,
         poll=3,
     )

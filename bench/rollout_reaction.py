@@ -3,10 +3,12 @@
     .venv/bin/python -m bench.rollout_reaction [--nodes 200] [--baseline-nodes 20] [--poll 1.0]
 
 A real control plane (tests/harness: etcd + kube-apiserver) holds the Nodes, a GPUDriver and
-its KMM Module; the test-side KMM emulator loads instantly; agents answer instantly (an
-in-process stand-in for the gRPC streams, so the figure is the coordinator's own delay, not
-an agent's inspection). Nodes start labelled and loaded at an old version; the GPUDriver and
-its Module then ask for a new one, and the engine rolls every node, one at a time.
+its KMM Module; KMM's own operator loads and unloads (bench.kmm_fleet: its worker Pods over a
+fake host per node, as fast as this machine runs them); agents answer instantly with what KMM
+reports loaded (an in-process stand-in for the gRPC streams, so the figure is the
+coordinator's own delay, not an agent's inspection). Nodes start labelled and loaded at an old
+version; the GPUDriver and its Module then ask for a new one, and the engine rolls every node,
+one at a time.
 
 Measured, per node: the delay between the write that marks one node Done and the write that
 sets the next node's version label (that next node's check, cordon, drain and preparation
@@ -39,6 +41,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from bench.kmm_fleet import KERNEL, KmmFleet
 from bench.timing import Timings, ratio_line
 from coordinator.drivers.module_spec import desired_module, kmm_version
 from coordinator.kube.client import JSON, MERGE_PATCH, Kube, KubeApi, path
@@ -52,12 +55,13 @@ from gpuctl.common import names, timestamps
 from gpuctl.common.names import KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from tests.harness.cluster import repository_root, start_cluster
-from tests.harness.kmm_emulator import KmmEmulator
 from tests.harness.nodes import create_node
+from tests.harness.real_kmm import RealKmm
 
 NAMESPACE = "gpuctl-bench"
 OLD_VERSION, NEW_VERSION = "v6.17.13.62_260409.8", "v7.1.4.6_260728.7"
 PF = "0000:03:00.0"
+IMAGE = "registry.example.com/xe:1"  # one image: the versions differ in the Module only
 ROLLOUT = {
     "holdAfterFirstNode": False,
     "timeouts": {"check": "60s", "drain": "60s", "prepare": "60s", "load": "60s", "verify": "60s"},
@@ -69,7 +73,7 @@ def spec_at(driver: str, version: str) -> dict[str, Any]:
         "nodeSelector": {"bench": driver},
         "kernelModule": {
             "version": version,
-            "kernelMappings": [{"regexp": "^.+$", "containerImage": "registry.example.com/xe:1"}],
+            "kernelMappings": [{"regexp": "^.+$", "containerImage": IMAGE}],
         },
         "rollout": ROLLOUT,
     }
@@ -144,15 +148,15 @@ class CountingKube:
 
 
 class InstantAgents:
-    """Agents answering at once with what the emulator has loaded on their node."""
+    """Agents answering at once with what KMM reports loaded on their node."""
 
-    def __init__(self, emulator: KmmEmulator, module: str) -> None:
-        self._emulator = emulator
+    def __init__(self, kmm: RealKmm, module: str) -> None:
+        self._kmm = kmm
         self._module = module
 
     def _report(self, node: str) -> report_pb.NodeReport:
         report = report_pb.NodeReport(node_name=node)
-        loaded = self._emulator.loaded(self._module, node)
+        loaded = self._kmm.loaded(self._module, node)
         report.devices.add(pci_address=PF, driver="xe" if loaded else "")
         if loaded:
             report.module.state = report_pb.Module.LIVE
@@ -229,6 +233,9 @@ class WatchedView:
     def pods_on(self, node: str) -> list[dict[str, Any]] | None:
         return None  # no Pod watch here: the engine lists each node's pods
 
+    def module_images(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None  # read only when a load times out, which no bench node does
+
 
 class RelistingView:
     """The polling way: every read is a fresh LIST."""
@@ -269,16 +276,22 @@ class RelistingView:
     def pods_on(self, node: str) -> list[dict[str, Any]] | None:
         return None  # the engine lists each node's pods afresh
 
+    def module_images(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None  # read only when a load times out, which no bench node does
 
-def set_up(kube: Kube, driver: str, nodes: int, now: datetime.datetime, admin: Any) -> list[str]:
-    """`nodes` Nodes labelled and loaded at OLD, a GPUDriver and its Module asking for OLD."""
+
+def set_up(
+    kube: Kube, driver: str, nodes: int, *, now: datetime.datetime, admin: Any, fleet: KmmFleet
+) -> list[str]:
+    """`nodes` Nodes labelled at OLD (KMM loads it), a GPUDriver and its Module asking for OLD."""
     labels = kmm_labels(NAMESPACE, f"{driver}-gpu")
     names_ = []
     for index in range(nodes):
         name = f"{driver}-{index:04}"
         node_labels = {"kubernetes.io/arch": "amd64", "bench": driver}
         node_labels.update({names.TARGET_LABEL: driver, labels.version: OLD})
-        create_node(admin, name, node_labels, now)
+        create_node(admin, name, node_labels, now, kernel_version=KERNEL)
+        fleet.host(name)
         names_.append(name)
     spec = spec_at(driver, OLD_VERSION)
     created = kube.request(
@@ -339,14 +352,14 @@ def run(
     *,
     kube: Kube,
     admin: Any,
-    emulator: KmmEmulator,
+    fleet: KmmFleet,
     driver: str,
     nodes: int,
     poll: float | None,
     now: datetime.datetime,
 ) -> tuple[Timings, float, float]:
     """One rollout; (reaction delays, API requests per node, seconds for the whole rollout)."""
-    names_ = set_up(kube, driver, nodes, now, admin)
+    names_ = set_up(kube, driver, nodes, now=now, admin=admin, fleet=fleet)
     selector = f"bench={driver}"
     module = f"{driver}-gpu"
     labels = kmm_labels(NAMESPACE, module)
@@ -360,7 +373,7 @@ def run(
     stop = threading.Event()
     view: WatchedView | RelistingView
     controller: RolloutController
-    agents = InstantAgents(emulator, module)
+    agents = InstantAgents(fleet.kmm, module)
     if poll is None:
         holder: list[RolloutController] = []
         view = WatchedView(counting, lambda _k, _o: holder[0].changed() if holder else None)
@@ -430,11 +443,12 @@ def main() -> int:
             kube.request(
                 "POST", path("", "v1", "namespaces"), body={"metadata": {"name": NAMESPACE}}
             )
-            with KmmEmulator(cluster.admin_client(), NAMESPACE) as emulator:
+            with KmmFleet(cluster.admin_client(), cluster.kubeconfig, NAMESPACE, root) as fleet:
+                fleet.publish(IMAGE, NEW_VERSION)
                 subject, subject_requests, subject_seconds = run(
                     kube=kube,
                     admin=admin,
-                    emulator=emulator,
+                    fleet=fleet,
                     driver="watched",
                     nodes=args.nodes,
                     poll=None,
@@ -443,7 +457,7 @@ def main() -> int:
                 baseline, baseline_requests, baseline_seconds = run(
                     kube=kube,
                     admin=admin,
-                    emulator=emulator,
+                    fleet=fleet,
                     driver="polled",
                     nodes=args.baseline_nodes,
                     poll=args.poll,
@@ -452,7 +466,7 @@ def main() -> int:
         baseline = Timings(f"relist every {args.poll:g}s", baseline.seconds)
         subject = Timings("watch-driven engine", subject.seconds)
         polls_per_node = baseline.median / args.poll
-        print(f"rollout of {args.nodes} nodes, KMM and agents instant, one machine:")
+        print(f"rollout of {args.nodes} nodes, KMM's own operator, agents instant, one machine:")
         print(
             f"  {subject.label}: median {subject.median * 1e3:.0f} ms, "
             f"p99 {subject.percentile(99) * 1e3:.0f} ms between one node Done and the next "

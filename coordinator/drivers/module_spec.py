@@ -5,19 +5,19 @@ namespace, owned by the GPUDriver. The loader container, `pullSecret` → `image
 `moduleName` first in the container-level and every per-mapping `inTreeModulesToRemove`, and
 build pods placed by the user's node selector are the Intel GPU operator's mapping
 (../shared/seeds/). Where gpuctl deliberately differs, so that KMM acts on a node only after
-gpuctl decided, for that node, that it may (rule ids of the KMM rules notes, as in
-tests/harness/kmm_emulator.py):
+gpuctl decided, for that node, that it may (the KMM source each rule is in is named; the README's
+trigger table shows each against KMM's own operator):
 
 - `selector` is `{gpuctl.dev/driver-target: <gpudriver>}` (TARGET_LABEL), a Node label only
   the rollout writes: a node leaving the user's selector would otherwise be unloaded at once
-  (M1/M5, module_reconciler.go), so gpuctl evaluates that selector itself
+  (module_reconciler.go), so gpuctl evaluates that selector itself
   (gpuctl.common.targeting).
 - `version` is always set, to `kmm_version(spec)`: a digest of everything KMM puts in a node's
-  config (N2/M6, nmc_reconciler.go), so any config change is a new version that reaches a
-  node only when the rollout moves that node's version label (V1), and the version never
-  toggles between empty and set (KMM's webhook refuses that, H1).
+  config (nmc_reconciler.go), so any config change is a new version that reaches a
+  node only when the rollout moves that node's version label, and the version never
+  toggles between empty and set (KMM's webhook refuses that).
 - `tolerations` start with `{operator: Exists}` (unless `tolerateAllTaints: false`), so no
-  taint makes KMM drop a node from its targets and unload it (M2).
+  taint makes KMM drop a node from its targets and unload it (internal/node/node.go).
 
 No I/O here, so every rule is unit-tested with plain data.
 """
@@ -37,7 +37,7 @@ from gpuctl.common.targeting import node_selector
 MODULE_API_VERSION = f"{names.KMM_GROUP}/{names.KMM_VERSION}"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "gpuctl-coordinator"
-# With it, no NoSchedule/NoExecute taint takes a node out of KMM's targets (M2).
+# With it, no NoSchedule/NoExecute taint takes a node out of KMM's targets.
 TOLERATE_EVERY_TAINT = {"operator": "Exists"}
 # Cordoning a node makes the node-lifecycle controller taint it
 # `node.kubernetes.io/unschedulable:NoSchedule`, and KMM stops targeting a node with a taint
@@ -118,7 +118,7 @@ def _mapping(mapping: Mapping[str, Any], module: str) -> dict[str, Any]:
 
 
 def _loader_config(kernel_module: Mapping[str, Any]) -> dict[str, Any]:
-    """The loader container's config: everything KMM puts in a node's config (N2/M6), so the
+    """The loader container's config: everything KMM puts in a node's config, so the
     container spec without `version` and without the builds' `selector` (where builds run)."""
     module = kernel_module.get("moduleName") or model.DEFAULT_MODULE_NAME
     modprobe: dict[str, Any] = {"moduleName": module, "dirName": KMM_DEFAULT_DIR_NAME}

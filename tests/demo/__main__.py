@@ -26,7 +26,7 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="hack/demo",
-        description="the whole gpuctl system on this machine: a control plane, KMM (emulated), "
+        description="the whole gpuctl system on this machine: a control plane, KMM's own operator, "
         "the coordinator and four GPU nodes' agents; rolls a GPUDriver to a new version",
     )
     parser.add_argument(

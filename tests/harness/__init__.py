@@ -5,5 +5,5 @@ etcd, kube-apiserver and kube-controller-manager, built from the upstream Go mod
 Management is KMM itself, built from its source by ``hack/kmm/ensure`` (``kmm_build.py``): its
 manager (``kmm_operator.py``) and webhook server (``kmm_webhook.py``), and a kubelet for its
 Pods over each simulated node's fake host root (``kubelet/``), put together in
-``real_kmm.py``. The older test-side emulator (``kmm_emulator.py``) still serves the benchmarks.
+``real_kmm.py``. The tests, the demo and the benchmarks all run it.
 """

@@ -1,9 +1,8 @@
 """A background thread that watches one kind of object and calls ``wake`` on every event.
 
 It reads the raw watch stream (events are not parsed: the caller re-lists what it needs), so
-it is cheap and never falls behind. ``stop`` shuts the open HTTP stream down (``OpenWatch``,
-which the emulator's Node cache holds its stream with too), so the thread ends at once rather
-than at the next event or server timeout.
+it is cheap and never falls behind. ``stop`` shuts the open HTTP stream down (``OpenWatch``),
+so the thread ends at once rather than at the next event or server timeout.
 """
 
 from __future__ import annotations

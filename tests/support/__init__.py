@@ -10,8 +10,8 @@
 - ``cluster_agents``: agents' Pods and bound tokens, and a running LiveNodes, on that cluster.
 - ``coordinator_thread``: the coordinator in a thread of the test process, on that cluster.
 - ``fixture_types``: the types of the integration fixtures' callables (``MakeNode``).
-- ``rollout_live``: the rollout rig (coordinator process, agents, KMM emulator, fake nodes).
+- ``rollout_live``: the rollout rig (coordinator process, agents, real KMM, fake nodes).
 
 Fixtures stay in the ``conftest.py`` files; what they build comes from here, so no test
-imports a conftest. The control plane and the KMM emulator are in ``tests/harness``.
+imports a conftest. The control plane and KMM beside it are in ``tests/harness``.
 """

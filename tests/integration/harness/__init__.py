@@ -1,1 +1,1 @@
-"""Integration tests of the test harness itself: the local control plane and the KMM emulator."""
+"""Integration tests of the test harness itself: the local control plane and KMM beside it."""

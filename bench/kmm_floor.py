@@ -1,0 +1,122 @@
+"""The floor a gpuctl rollout is measured against: the same upgrade done the way KMM's docs say.
+
+KMM's "ordered upgrade" (docs: `kmm.node.kubernetes.io/version-module.<namespace>.<module>`):
+change the Module's `version` and its kernel mappings' image, then move each node's version
+label to the new version; KMM unloads the old module and loads the new one there. A script
+that does it in batches of maxUnavailable - label a batch, wait until KMM says every node of
+it is ready at the new version, label the next - with no checks at all, no cordon, no drain,
+is the least time the same KMM can take on the same nodes. `floor_upgrade` is that script; it
+runs with no coordinator running (the Module is the script's while it runs).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from functools import partial
+
+from bench.fleet_observe import wait_for
+from bench.timing import Timings
+from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
+from coordinator.rollout.controller import kmm_labels
+from gpuctl.common.names import KMM_GROUP, KMM_VERSION
+from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
+
+
+@dataclass(frozen=True)
+class FloorRun:
+    seconds: float  # the first label written -> the last node ready
+    per_node: Timings  # a node's label written -> KMM's ready label at the version
+    batches: int
+
+
+class ReadyWatch:
+    """When each node got KMM's `version.ready` label at `version`."""
+
+    def __init__(self, kube: Kube, selector: str, label: str, version: str) -> None:
+        self._kube, self._selector, self._label, self._version = kube, selector, label, version
+        self.ready: dict[str, float] = {}
+        self._stop = threading.Event()
+        listed = kube.request("GET", path("", "v1", "nodes"), query={"labelSelector": selector})
+        self._resource_version = str(listed["metadata"]["resourceVersion"])
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            query = {"labelSelector": self._selector, "resourceVersion": self._resource_version}
+            try:
+                for event in self._kube.watch(path("", "v1", "nodes"), query, 60):
+                    node = event.get("object") or {}
+                    meta = node.get("metadata") or {}
+                    if (meta.get("labels") or {}).get(self._label) == self._version:
+                        self.ready.setdefault(meta["name"], time.perf_counter())
+                    self._resource_version = meta.get("resourceVersion", self._resource_version)
+                    if self._stop.is_set():
+                        return
+            except KubeError:
+                time.sleep(0.5)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _all_ready(watch: ReadyWatch, members: list[str]) -> bool:
+    return all(node in watch.ready for node in members)
+
+
+def floor_upgrade(
+    kube: Kube,
+    *,
+    namespace: str,
+    module: str,
+    nodes: list[str],
+    selector: str,
+    batch: int,
+    version: str,
+    image: str,
+) -> FloorRun:
+    """The Module to `version` with `image`, then the nodes' version labels, `batch` at a time."""
+    labels = kmm_labels(namespace, module)
+    kube.request(
+        "PATCH",
+        path(KMM_GROUP, KMM_VERSION, KMM_PLURAL, namespace=namespace, name=module),
+        body={
+            "spec": {
+                "moduleLoader": {
+                    "container": {
+                        "version": version,
+                        "kernelMappings": [{"regexp": "^.+$", "containerImage": image}],
+                    }
+                }
+            }
+        },
+        content_type=MERGE_PATCH,
+    )
+    watch = ReadyWatch(kube, selector, labels.version_ready, version)
+    labelled: dict[str, float] = {}
+    begin = time.perf_counter()
+    ordered = sorted(nodes)
+    batches = [ordered[i : i + batch] for i in range(0, len(ordered), batch)]
+    try:
+        for members in batches:
+            for node in members:
+                labelled[node] = time.perf_counter()
+                kube.request(
+                    "PATCH",
+                    path("", "v1", "nodes", name=node),
+                    body={"metadata": {"labels": {labels.version: version}}},
+                    content_type=MERGE_PATCH,
+                )
+            wait_for(
+                f"KMM ready at {version} on {members[0]}..{members[-1]}",
+                partial(_all_ready, watch, members),
+                3600,
+                poll=0.05,
+            )
+    finally:
+        watch.stop()
+    seconds = max(watch.ready[n] for n in ordered) - begin
+    per_node = Timings("label -> ready", tuple(watch.ready[n] - labelled[n] for n in ordered))
+    return FloorRun(seconds, per_node, len(batches))
