@@ -412,8 +412,10 @@ class Coordinator:
             metrics=self._rollout_metrics,
             observing_since=caches.observing_since,
         )
-        self._caches_to_sync = (nodes, claims, modules, self._drivers, pods, images_configs)
-        for informer in self._caches_to_sync:
+        self._caches_to_sync = (nodes, claims, modules, self._drivers, pods)
+        # The images are not waited for: they only add words to a reason, and a KMM that
+        # does not serve them must not keep the coordinator from being ready.
+        for informer in (*self._caches_to_sync, images_configs):
             self._start(f"watch-{informer.resource.plural}", informer.run)
 
         def start_work_once_synced() -> None:
