@@ -118,26 +118,50 @@ class Coordinator:
 # -- watching the rollout -------------------------------------------------------------------
 
 
+class NodeEvents:
+    """Calls `apply` with each Node matching `selector` that is added or changed from now on,
+    in a thread of its own, until `stop`; a failed watch is resumed where it was."""
+
+    def __init__(self, kube: Kube, selector: str, apply: Callable[[dict[str, Any]], None]) -> None:
+        self._kube, self._selector, self._apply = kube, selector, apply
+        self._stop = threading.Event()
+        listed = kube.request("GET", path("", "v1", "nodes"), query={"labelSelector": selector})
+        self._version = str(listed["metadata"]["resourceVersion"])
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            query = {"labelSelector": self._selector, "resourceVersion": self._version}
+            try:
+                for event in self._kube.watch(path("", "v1", "nodes"), query, 60):
+                    obj = event.get("object") or {}
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        self._apply(obj)
+                        self._version = obj["metadata"]["resourceVersion"]
+                    if self._stop.is_set():
+                        return
+            except KubeError:
+                time.sleep(0.5)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
 class RolloutWatch:
     """Follows the fleet's Nodes: when each started (a step about `version`) and was Done at it,
     and the most nodes unavailable at once (cordoned, or in a step about NEW)."""
 
     def __init__(self, kube: Kube, selector: str, version: str) -> None:
-        self._kube = kube
-        self._selector = selector
         self._target = version
         self.started: dict[str, float] = {}
         self.done: dict[str, float] = {}
         self.unavailable: set[str] = set()
         self.most_unavailable = 0
         self.events = 0
-        self._stop = threading.Event()
-        listed = kube.request("GET", path("", "v1", "nodes"), query={"labelSelector": selector})
-        self._version = str(listed["metadata"]["resourceVersion"])
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self._events = NodeEvents(kube, selector, self._apply)
 
     def _apply(self, node: dict[str, Any]) -> None:
+        self.events += 1
         name = node["metadata"]["name"]
         labels = node["metadata"].get("labels") or {}
         about = (node["metadata"].get("annotations") or {}).get(names.STATE_VERSION)
@@ -156,23 +180,8 @@ class RolloutWatch:
             self.unavailable.discard(name)
         self.most_unavailable = max(self.most_unavailable, len(self.unavailable))
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            query = {"labelSelector": self._selector, "resourceVersion": self._version}
-            try:
-                for event in self._kube.watch(path("", "v1", "nodes"), query, 60):
-                    obj = event.get("object") or {}
-                    if event.get("type") in ("ADDED", "MODIFIED"):
-                        self.events += 1
-                        self._apply(obj)
-                        self._version = obj["metadata"]["resourceVersion"]
-                    if self._stop.is_set():
-                        return
-            except KubeError:
-                time.sleep(0.5)
-
     def stop(self) -> None:
-        self._stop.set()
+        self._events.stop()
 
 
 def handoffs(watch: RolloutWatch, bound: int, nodes: set[str] | None = None) -> Timings:

@@ -11,14 +11,14 @@ runs with no coordinator running (the Module is the script's while it runs).
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
-from bench.fleet_observe import wait_for
+from bench.fleet_observe import NodeEvents, wait_for
 from bench.timing import Timings
-from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
+from coordinator.kube.client import MERGE_PATCH, Kube, path
 from coordinator.rollout.controller import kmm_labels
 from gpuctl.common.names import KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
@@ -35,31 +35,17 @@ class ReadyWatch:
     """When each node got KMM's `version.ready` label at `version`."""
 
     def __init__(self, kube: Kube, selector: str, label: str, version: str) -> None:
-        self._kube, self._selector, self._label, self._version = kube, selector, label, version
+        self._label, self._version = label, version
         self.ready: dict[str, float] = {}
-        self._stop = threading.Event()
-        listed = kube.request("GET", path("", "v1", "nodes"), query={"labelSelector": selector})
-        self._resource_version = str(listed["metadata"]["resourceVersion"])
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self._events = NodeEvents(kube, selector, self._apply)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            query = {"labelSelector": self._selector, "resourceVersion": self._resource_version}
-            try:
-                for event in self._kube.watch(path("", "v1", "nodes"), query, 60):
-                    node = event.get("object") or {}
-                    meta = node.get("metadata") or {}
-                    if (meta.get("labels") or {}).get(self._label) == self._version:
-                        self.ready.setdefault(meta["name"], time.perf_counter())
-                    self._resource_version = meta.get("resourceVersion", self._resource_version)
-                    if self._stop.is_set():
-                        return
-            except KubeError:
-                time.sleep(0.5)
+    def _apply(self, node: dict[str, Any]) -> None:
+        meta = node.get("metadata") or {}
+        if (meta.get("labels") or {}).get(self._label) == self._version:
+            self.ready.setdefault(meta["name"], time.perf_counter())
 
     def stop(self) -> None:
-        self._stop.set()
+        self._events.stop()
 
 
 def _all_ready(watch: ReadyWatch, members: list[str]) -> bool:
