@@ -117,7 +117,7 @@ def test_kmms_webhook_down_holds_the_module_update_and_the_rollout_waits(
     assert_all_at_new(rig, nodes)
 
 
-def test_no_image_for_one_nodes_kernel_fails_that_node_on_its_old_driver_and_says_so(
+def test_no_image_for_one_nodes_kernel_fails_that_node_naming_the_image(
     rollout_rig: RolloutRig,
 ) -> None:
     """The new version maps the node on another kernel to an image tag nobody pushed. KMM's
