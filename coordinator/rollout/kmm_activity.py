@@ -46,10 +46,8 @@ def _container_part(container: Mapping[str, Any]) -> dict[str, Any]:
         state = container.get(key) or {}
         kept = {}
         for kind, detail in state.items():
-            fields = ("reason", "message", "exitCode")
-            kept[kind] = {
-                f: detail[f] for f in fields if isinstance(detail, Mapping) and f in detail
-            }
+            if isinstance(detail, Mapping):
+                kept[kind] = {f: detail[f] for f in STATE_FIELDS if f in detail}
         if kept:
             part[key] = kept
     return part
@@ -65,11 +63,7 @@ def worker_pod_part(pod: Mapping[str, Any]) -> dict[str, Any]:
         if status.get(key):
             kept_status[key] = [_container_part(c) for c in status[key]]
     return {
-        "metadata": {
-            "labels": {
-                k: labels[k] for k in (WORKER_ACTION_LABEL, MODULE_NAME_LABEL) if k in labels
-            }
-        },
+        "metadata": {"labels": {k: labels[k] for k in KEPT_LABELS if k in labels}},
         "status": kept_status,
     }
 
