@@ -26,33 +26,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator.admission_policy import (
+    DOCS,
+    allow_reason_audit,
+    allowed_by_annotation,
+    cel_string,
+    policy_and_binding,
+    templated_message,
+)
 from gpuctl.common import names
-
-API_VERSION = "admissionregistration.k8s.io/v1"
-# The chart keeps the guard on `helm uninstall`, so Modules left behind stay guarded.
-HELM_KEEP = {"helm.sh/resource-policy": "keep"}
-DOCS = "docs/uninstall.md"
-
-
-def service_account_username(namespace: str, service_account: str) -> str:
-    """The username the API server gives a ServiceAccount's tokens."""
-    return f"system:serviceaccount:{namespace}:{service_account}"
-
-
-def _cel_string(text: str) -> str:
-    """`text` as a CEL string literal, single-quoted (the chart's Helm expressions inside it
-    use double quotes)."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _allowed(annotation_holder: str) -> str:
-    """CEL: `<holder>` carries the allow-delete annotation with a non-empty reason."""
-    key = _cel_string(names.ALLOW_DELETE_ANNOTATION)
-    return (
-        f"has({annotation_holder}.metadata.annotations) && "
-        f"{key} in {annotation_holder}.metadata.annotations && "
-        f"{annotation_holder}.metadata.annotations[{key}] != ''"
-    )
 
 
 def refusal_message(module: str, driver: str) -> str:
@@ -68,13 +50,12 @@ def refusal_message(module: str, driver: str) -> str:
 
 def _refusal_expression() -> str:
     """CEL building refusal_message from the Module being deleted."""
-    template = refusal_message("\0MODULE\0", "\0DRIVER\0")
-    module = "oldObject.metadata.name"
-    driver = f"oldObject.metadata.labels[{_cel_string(names.DRIVER_LABEL)}]"
-    before, rest = template.split("\0MODULE\0")
-    middle, after = rest.split("\0DRIVER\0")
-    return " + ".join(
-        [_cel_string(before), module, _cel_string(middle), driver, _cel_string(after)]
+    return templated_message(
+        refusal_message("\0MODULE\0", "\0DRIVER\0"),
+        {
+            "MODULE": "oldObject.metadata.name",
+            "DRIVER": f"oldObject.metadata.labels[{cel_string(names.DRIVER_LABEL)}]",
+        },
     )
 
 
@@ -93,74 +74,53 @@ def guard_objects(
 ) -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy and its binding, both called `name`, guarding the gpuctl
     Modules in `namespace`, with `coordinator_username` the one caller always allowed."""
-    coordinator = _cel_string(coordinator_username)
-    metadata: dict[str, Any] = {"name": name}
-    if labels:
-        metadata["labels"] = dict(labels)
-    if annotations:
-        metadata["annotations"] = dict(annotations)
-    policy = {
-        "apiVersion": API_VERSION,
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": metadata,
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                # Matched against the old and the new object: a DELETE has only the old one.
-                "objectSelector": {
-                    "matchExpressions": [{"key": names.DRIVER_LABEL, "operator": "Exists"}]
-                },
-                "resourceRules": [
-                    {
-                        "apiGroups": [names.KMM_GROUP],
-                        "apiVersions": ["*"],
-                        "operations": ["DELETE", "UPDATE"],
-                        "resources": [names.KMM_MODULE_PLURAL],
-                    }
-                ],
+    coordinator = cel_string(coordinator_username)
+    spec = {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            # Matched against the old and the new object: a DELETE has only the old one.
+            "objectSelector": {
+                "matchExpressions": [{"key": names.DRIVER_LABEL, "operator": "Exists"}]
             },
-            "variables": [
+            "resourceRules": [
                 {
-                    "name": "byCoordinator",
-                    "expression": f"request.userInfo.username == {coordinator}",
-                }
-            ],
-            "validations": [
-                {
-                    "expression": (
-                        "request.operation != 'DELETE' || variables.byCoordinator || "
-                        f"({_allowed('oldObject')})"
-                    ),
-                    "messageExpression": _refusal_expression(),
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": (
-                        "request.operation != 'UPDATE' || variables.byCoordinator || "
-                        f"(has(object.metadata.labels) && "
-                        f"{_cel_string(names.DRIVER_LABEL)} in object.metadata.labels)"
-                    ),
-                    "message": UNLABEL_MESSAGE,
-                    "reason": "Forbidden",
-                },
-            ],
-            "auditAnnotations": [
-                {
-                    "key": names.ALLOW_DELETE_AUDIT_KEY,
-                    "valueExpression": (
-                        f"request.operation == 'DELETE' && !variables.byCoordinator && "
-                        f"({_allowed('oldObject')}) ? string(oldObject.metadata.annotations"
-                        f"[{_cel_string(names.ALLOW_DELETE_ANNOTATION)}]) : ''"
-                    ),
+                    "apiGroups": [names.KMM_GROUP],
+                    "apiVersions": ["*"],
+                    "operations": ["DELETE", "UPDATE"],
+                    "resources": [names.KMM_MODULE_PLURAL],
                 }
             ],
         },
+        "variables": [
+            {
+                "name": "byCoordinator",
+                "expression": f"request.userInfo.username == {coordinator}",
+            }
+        ],
+        "validations": [
+            {
+                "expression": (
+                    "request.operation != 'DELETE' || variables.byCoordinator || "
+                    f"({allowed_by_annotation('oldObject')})"
+                ),
+                "messageExpression": _refusal_expression(),
+                "reason": "Forbidden",
+            },
+            {
+                "expression": (
+                    "request.operation != 'UPDATE' || variables.byCoordinator || "
+                    f"(has(object.metadata.labels) && "
+                    f"{cel_string(names.DRIVER_LABEL)} in object.metadata.labels)"
+                ),
+                "message": UNLABEL_MESSAGE,
+                "reason": "Forbidden",
+            },
+        ],
+        "auditAnnotations": [
+            allow_reason_audit(
+                "request.operation == 'DELETE' && !variables.byCoordinator", "oldObject"
+            )
+        ],
     }
-    binding = {
-        "apiVersion": API_VERSION,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": dict(metadata),
-        "spec": {"policyName": name, "validationActions": ["Deny"]},
-    }
-    return [policy, binding]
+    return policy_and_binding(name, spec, labels, annotations)

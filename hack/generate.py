@@ -8,7 +8,8 @@ What is generated, each by a module of hack/generators/:
 - the chart's CRDs from coordinator/drivers/model.py and
   coordinator/live_nodes/gpunode_crd.py                                           crds.py
 - the chart's coordinator RBAC template from coordinator/rbac.py                   rbac.py
-- the chart's Module delete guard from coordinator/module_guard.py                 module_guard.py
+- the chart's admission guards (Module, NodeModulesConfig delete) from
+  coordinator/module_guard.py and nmc_guard.py                        admission_guards.py
 - the flag tables in README.md and docs/ from the three programs' argparse help    flag_docs.py
 
 The test suite runs `--check` (tests/generators/test_generate.py), so a change to a source without
@@ -30,9 +31,9 @@ if str(REPO) not in sys.path:  # run as a script: hack/ is sys.path[0], the repo
 from hack.generators import (  # noqa: E402
     Generator,
     GeneratorError,
+    admission_guards,
     crds,
     flag_docs,
-    module_guard,
     proto,
     rbac,
 )
@@ -41,7 +42,7 @@ GENERATORS: tuple[Generator, ...] = (
     proto.GENERATOR,
     crds.GENERATOR,
     rbac.GENERATOR,
-    module_guard.GENERATOR,
+    admission_guards.GENERATOR,
     flag_docs.GENERATOR,
 )
 FIX = "run: .venv/bin/python hack/generate.py (then review and commit the result)"

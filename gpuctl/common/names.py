@@ -68,6 +68,8 @@ KMM_MODULE_PLURAL = "modules"
 KMM_MODULES = f"{KMM_MODULE_PLURAL}.{KMM_GROUP}"
 # KMM's record of each Module's images and whether they exist (one per Module, same name).
 KMM_IMAGES_CONFIG_PLURAL = "moduleimagesconfigs"
+# KMM's per-node record (cluster-scoped, named after the node): what to load, what is loaded.
+KMM_NODE_CONFIG_PLURAL = "nodemodulesconfigs"
 
 
 def kmm_version_label(namespace: str, module: str) -> str:

@@ -30,9 +30,9 @@ BASE_KINDS = [
     "Service",  # gRPC and metrics
     "ServiceAccount",
     "ServiceAccount",
-    # The Module delete guard (coordinator/module_guard.py, docs/uninstall.md).
-    "ValidatingAdmissionPolicy",
-    "ValidatingAdmissionPolicyBinding",
+    # The Module and NodeModulesConfig delete guards (coordinator/module_guard.py,
+    # coordinator/nmc_guard.py, docs/uninstall.md).
+    *["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 2,
 ]
 
 

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.module_guard import (
-    HELM_KEEP,
-    guard_objects,
-    refusal_message,
-    service_account_username,
-)
+from coordinator.admission_policy import HELM_KEEP, service_account_username
+from coordinator.module_guard import guard_objects, refusal_message
 from gpuctl.common import names
-from hack.generators.module_guard import GUARD_PATH, text
+from hack.generators.admission_guards import MODULE_GUARD_PATH, module_guard_text
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -65,8 +61,8 @@ def test_service_account_usernames() -> None:
 
 
 def test_the_chart_template_lets_the_charts_coordinator_service_account_through() -> None:
-    template = text()
-    assert (REPO / GUARD_PATH).read_text() == template
+    template = module_guard_text()
+    assert (REPO / MODULE_GUARD_PATH).read_text() == template
     service_account = (REPO / "charts/gpuctl/templates/coordinator-serviceaccount.yaml").read_text()
     assert 'name: {{ include "gpuctl.fullname" . }}-coordinator' in service_account
     assert '$coordinator := printf "%s-coordinator" (include "gpuctl.fullname" .)' in template

@@ -94,12 +94,18 @@ class Release:
         """The name of the chart's Module delete guard (policy and binding)."""
         return f"{self.fullname}-module-delete-guard"
 
-    def remove_module_guard(self) -> None:
-        """docs/uninstall.md step 3: `helm uninstall` keeps the Module delete guard
-        (helm.sh/resource-policy: keep); the admin deletes it once no gpuctl Module is left."""
-        for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
-            with contextlib.suppress(KubeError):
-                self.kube.request("DELETE", path(*ADMISSION, plural, name=self.module_guard))
+    @property
+    def nmc_guard(self) -> str:
+        """The name of the chart's NodeModulesConfig delete guard (policy and binding)."""
+        return f"{self.fullname}-nmc-delete-guard"
+
+    def remove_guards(self) -> None:
+        """docs/uninstall.md step 3: `helm uninstall` keeps the admission guards
+        (helm.sh/resource-policy: keep); the admin deletes them once no gpuctl Module is left."""
+        for name in (self.module_guard, self.nmc_guard):
+            for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
+                with contextlib.suppress(KubeError):
+                    self.kube.request("DELETE", path(*ADMISSION, plural, name=name))
 
     def manifest(self) -> list[dict[str, Any]]:
         return objects(self.helm.run("get", "manifest", self.name, "--namespace", self.namespace))
@@ -151,7 +157,7 @@ def chart_release(
         yield release
     finally:
         release.uninstall()
-        release.remove_module_guard()
+        release.remove_guards()
 
 
 @contextlib.contextmanager
