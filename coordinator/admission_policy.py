@@ -3,8 +3,8 @@
 Each guard (coordinator/module_guard.py, coordinator/nmc_guard.py) is a ValidatingAdmissionPolicy
 and its binding (admissionregistration.k8s.io/v1): built into the API server, no webhook server
 to keep up, and enforced even when the coordinator is down. They share how a CEL string is
-quoted, how the deliberate way out (`gpuctl.dev/allow-delete: <reason>` on the object) reads,
-and the pair's shape. Pure data; no I/O.
+quoted, how the deliberate way out (`gpuctl.dev/allow-delete: <reason>`, or `allow-edit`, on the
+object) reads, and the pair's shape. Pure data; no I/O.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ def cel_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def allowed_by_annotation(holder: str) -> str:
-    """CEL: `<holder>` carries the allow-delete annotation with a non-empty reason."""
-    key = cel_string(names.ALLOW_DELETE_ANNOTATION)
+def allowed_by_annotation(holder: str, annotation: str = names.ALLOW_DELETE_ANNOTATION) -> str:
+    """CEL: `<holder>` carries `annotation` (the way out) with a non-empty reason."""
+    key = cel_string(annotation)
     return (
         f"has({holder}.metadata.annotations) && "
         f"{key} in {holder}.metadata.annotations && "
@@ -40,14 +40,19 @@ def allowed_by_annotation(holder: str) -> str:
     )
 
 
-def allow_reason_audit(condition: str, holder: str) -> dict[str, str]:
-    """An audit annotation recording the allow-delete reason when `condition` (CEL) holds."""
-    key = cel_string(names.ALLOW_DELETE_ANNOTATION)
+def allow_reason_audit(
+    condition: str,
+    holder: str,
+    annotation: str = names.ALLOW_DELETE_ANNOTATION,
+    audit_key: str = names.ALLOW_DELETE_AUDIT_KEY,
+) -> dict[str, str]:
+    """An audit annotation `audit_key` recording the reason in `annotation` when `condition`
+    (CEL) holds and the way out was taken."""
     return {
-        "key": names.ALLOW_DELETE_AUDIT_KEY,
+        "key": audit_key,
         "valueExpression": (
-            f"{condition} && ({allowed_by_annotation(holder)}) ? "
-            f"string({holder}.metadata.annotations[{key}]) : ''"
+            f"{condition} && ({allowed_by_annotation(holder, annotation)}) ? "
+            f"string({holder}.metadata.annotations[{cel_string(annotation)}]) : ''"
         ),
     }
 

@@ -1,4 +1,4 @@
-"""The Module delete guard: only the coordinator may delete (or unlabel) a gpuctl KMM Module.
+"""The Module guard: only the coordinator may delete, unlabel or re-spec a gpuctl KMM Module.
 
 KMM starts unloading a Module on every node as soon as the Module is marked for deletion
 (module_reconciler.go: Reconcile → finalizeModule removes it from every NodeModulesConfig, and
@@ -12,7 +12,13 @@ webhook server) and its binding deny
   `gpuctl.dev/allow-delete: <reason>` (names.ALLOW_DELETE_ANNOTATION, the deliberate way out
   when the coordinator is gone for good; the reason goes to the audit log);
 - UPDATE that takes `gpuctl.dev/gpudriver` off such a Module (it would then escape the guard),
-  unless the caller is the coordinator.
+  unless the caller is the coordinator;
+- UPDATE that changes such a Module's spec (image, pull policy, parameters,
+  `inTreeModulesToRemove`, selector, tolerations, ...: KMM reloads every node at that version
+  on any of them, and the coordinator's revert would be a second fleet-wide reload), unless the
+  caller is the coordinator or the Module already carries `gpuctl.dev/allow-edit: <reason>`
+  (names.ALLOW_EDIT_ANNOTATION, audited like the delete's). Metadata-only updates (KMM's
+  finalizer, an admin's annotation, the way-out annotations themselves) go through.
 
 That covers `kubectl delete module`, a namespace deletion (the namespace controller deletes
 its content), and the garbage collector after a GPUDriver's finalizer was removed by hand.
@@ -58,6 +64,14 @@ def _refusal_expression() -> str:
         },
     )
 
+
+SPEC_MESSAGE = (
+    "only the gpuctl coordinator may change a gpuctl Module's spec: on any change KMM reloads "
+    "the driver on every node at that version, busy or not, and the coordinator would write "
+    "its own spec back (a second reload). Change the GPUDriver instead: gpuctl rolls it node "
+    "by node, each after its checks. If the gpuctl coordinator is gone for good, annotate the "
+    f"Module {names.ALLOW_EDIT_ANNOTATION}=<reason> first (see {DOCS})"
+)
 
 UNLABEL_MESSAGE = (
     f"only the gpuctl coordinator may remove {names.DRIVER_LABEL} from a gpuctl Module "
@@ -116,11 +130,27 @@ def guard_objects(
                 "message": UNLABEL_MESSAGE,
                 "reason": "Forbidden",
             },
+            {
+                "expression": (
+                    "request.operation != 'UPDATE' || variables.byCoordinator || "
+                    "object.spec == oldObject.spec || "
+                    f"({allowed_by_annotation('oldObject', names.ALLOW_EDIT_ANNOTATION)})"
+                ),
+                "message": SPEC_MESSAGE,
+                "reason": "Forbidden",
+            },
         ],
         "auditAnnotations": [
             allow_reason_audit(
                 "request.operation == 'DELETE' && !variables.byCoordinator", "oldObject"
-            )
+            ),
+            allow_reason_audit(
+                "request.operation == 'UPDATE' && !variables.byCoordinator && "
+                "object.spec != oldObject.spec",
+                "oldObject",
+                names.ALLOW_EDIT_ANNOTATION,
+                names.ALLOW_EDIT_AUDIT_KEY,
+            ),
         ],
     }
     return policy_and_binding(name, spec, labels, annotations)

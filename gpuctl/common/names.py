@@ -56,6 +56,11 @@ FINALIZER = f"{GROUP}/unload-guard"
 ALLOW_DELETE_ANNOTATION = f"{GROUP}/allow-delete"
 # The audit annotation key (under the policy's name) that records that reason.
 ALLOW_DELETE_AUDIT_KEY = "allow-delete-reason"
+# Likewise for a change to a gpuctl Module's spec by anyone but the coordinator (KMM reloads
+# every node at that version on it): refused unless the Module already carries this, with the
+# reason; the coordinator still writes its own spec back once it runs.
+ALLOW_EDIT_ANNOTATION = f"{GROUP}/allow-edit"
+ALLOW_EDIT_AUDIT_KEY = "allow-edit-reason"
 # On the coordinator Pod that serves gRPC; the chart's Service selects it.
 SERVING_LABEL = f"{GROUP}/grpc-serving"
 # The audience of the agents' projected service-account tokens.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from coordinator.admission_policy import HELM_KEEP, service_account_username
-from coordinator.module_guard import guard_objects, refusal_message
+from coordinator.module_guard import SPEC_MESSAGE, guard_objects, refusal_message
 from gpuctl.common import names
 from hack.generators.admission_guards import MODULE_GUARD_PATH, module_guard_text
 
@@ -70,3 +70,23 @@ def test_the_chart_template_lets_the_charts_coordinator_service_account_through(
     assert "kubernetes.io/metadata.name: '{{ .Release.Namespace }}'" in template
     assert template.count(f"{next(iter(HELM_KEEP))}: keep") == 2
     assert template.count('{{- include "gpuctl.labels" . | nindent 4 }}') == 2
+
+
+def test_a_spec_change_is_the_coordinators_unless_the_module_allows_an_edit() -> None:
+    policy, _ = guard_objects("g", "ns", "system:serviceaccount:ns:c")
+    spec_rule = next(
+        v
+        for v in policy["spec"]["validations"]
+        if "object.spec == oldObject.spec" in v["expression"]
+    )
+    assert spec_rule["expression"].startswith(
+        "request.operation != 'UPDATE' || variables.byCoordinator || "
+    )
+    assert (
+        f"'{names.ALLOW_EDIT_ANNOTATION}' in oldObject.metadata.annotations"
+        in (spec_rule["expression"])
+    )
+    assert spec_rule["message"] == SPEC_MESSAGE
+    assert f"{names.ALLOW_EDIT_ANNOTATION}=<reason>" in SPEC_MESSAGE
+    keys = [audit["key"] for audit in policy["spec"]["auditAnnotations"]]
+    assert keys == [names.ALLOW_DELETE_AUDIT_KEY, names.ALLOW_EDIT_AUDIT_KEY]

@@ -6,8 +6,10 @@ worker unloads the nodes' fake hosts), so the chart's
 ValidatingAdmissionPolicy (coordinator/module_guard.py, installed here with the test's names)
 refuses the DELETE itself. Shown here: a cluster admin's `kubectl delete module` (and a delete
 of the whole collection) is refused with the way out in the message and KMM unloads nothing; so
-is taking the Module's gpudriver label off; a namespace deletion cannot delete the Module (the
-namespace stays Terminating with the namespace controller's condition, no node unloads); the
+is taking the Module's gpudriver label off, and so is any change to its spec (KMM would reload
+every node at that version; `gpuctl.dev/allow-edit` is that way out); a namespace deletion
+cannot delete the Module (the namespace stays Terminating with the namespace controller's
+condition, no node unloads); the
 coordinator's ServiceAccount may delete; and the deliberate way out (the allow-delete
 annotation) works, with its documented consequence: every node is unloaded at once.
 """
@@ -15,6 +17,7 @@ annotation) works, with its documented consequence: every node is unloaded at on
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,7 +29,7 @@ import pytest
 
 from coordinator.drivers.module_spec import desired_module, module_name
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
-from coordinator.module_guard import UNLABEL_MESSAGE, refusal_message
+from coordinator.module_guard import SPEC_MESSAGE, UNLABEL_MESSAGE, refusal_message
 from gpuctl.common import names
 from tests.harness.access import KubeCluster
 from tests.harness.kmm_build import KmmBuild
@@ -181,6 +184,85 @@ def test_a_direct_delete_is_refused_and_kmm_unloads_nothing(
             content_type=MERGE_PATCH,
         )
         assert_untouched(api, loaded, gpu_nodes, since)
+
+
+def _container(spec: dict[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any] = spec["moduleLoader"]["container"]
+    return container
+
+
+# What `kubectl edit`, a GitOps tool or another gpuctl build might change: each a reload of
+# every node at the Module's version on KMM.
+SPEC_EDITS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "image": lambda s: _container(s)["kernelMappings"][0].update(
+        containerImage="registry.example.com/xe:evil"
+    ),
+    "pull policy": lambda s: _container(s).update(imagePullPolicy="Always"),
+    "parameters": lambda s: _container(s)["modprobe"].update(parameters=["enable_psr=0"]),
+    "in-tree list": lambda s: _container(s).update(inTreeModulesToRemove=["xe", "i915"]),
+    "selector": lambda s: s.update(selector={"kubernetes.io/os": "linux"}),
+    "tolerations": lambda s: s.update(tolerations=[]),
+}
+
+
+def edited(found: dict[str, Any], edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """`found` with `edit` applied to a copy of its spec, ready to PUT."""
+    body = json.loads(json.dumps(found))
+    edit(body["spec"])
+    return dict(body)
+
+
+def refused_put(kube: Kube, loaded: Loaded, body: dict[str, Any], **query: str) -> str | None:
+    """PUT `body` as `kube`'s user: the refusal's message, or None if it was accepted."""
+    try:
+        kube.request(
+            "PUT", module_path(loaded.namespace, loaded.module), body=body, query=query or None
+        )
+    except KubeError as err:
+        if err.status == 403:
+            return err.message
+        raise
+    return None
+
+
+@EACH_KMM
+def test_a_spec_change_by_anyone_but_the_coordinator_is_refused_and_kmm_reloads_nothing(
+    *,
+    kube_cluster: KubeCluster,
+    api: Api,
+    namespace: str,
+    gpu_nodes: GpuNodes,
+    alice: Kube,
+) -> None:
+    loaded, since = on_real_kmm(api, namespace, gpu_nodes)
+    configs = {node: gpu_nodes.kmm.status_entry(loaded.module, node) for node in loaded.nodes}
+    with (
+        bound_coordinator(api.kube, namespace) as account,
+        guarded(api, namespace, loaded, alice),
+        kube_cluster.service_account_client(namespace, account) as client,
+    ):
+        for what, edit in SPEC_EDITS.items():
+            refused = refused_put(alice, loaded, edited(module(api, loaded), edit))
+            assert refused is not None, f"a cluster admin changed the Module's {what}"
+            assert SPEC_MESSAGE in refused, refused
+        # The coordinator may (its own GPUDriver changes are rolled node by node).
+        coordinator = Kube(client)
+        body = edited(module(api, loaded), SPEC_EDITS["parameters"])
+        assert refused_put(coordinator, loaded, body, dryRun="All") is None
+        # The deliberate way out: the Module says why first (a metadata-only change), then
+        # the edit goes through; an empty reason is no reason.
+        for reason, allowed in (("", False), (REASON, True)):
+            alice.request(
+                "PATCH",
+                module_path(namespace, loaded.module),
+                body={"metadata": {"annotations": {names.ALLOW_EDIT_ANNOTATION: reason}}},
+                content_type=MERGE_PATCH,
+            )
+            body = edited(module(api, loaded), SPEC_EDITS["image"])
+            assert (refused_put(alice, loaded, body, dryRun="All") is None) is allowed
+        assert_untouched(api, loaded, gpu_nodes, since)
+        now = {node: gpu_nodes.kmm.status_entry(loaded.module, node) for node in loaded.nodes}
+        assert now == configs
 
 
 def test_the_coordinators_service_account_may_delete(
