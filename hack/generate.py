@@ -8,8 +8,8 @@ What is generated, each by a module of hack/generators/:
 - the chart's CRDs from coordinator/drivers/model.py and
   coordinator/live_nodes/gpunode_crd.py                                           crds.py
 - the chart's coordinator RBAC template from coordinator/rbac.py                   rbac.py
-- the chart's admission guards (Module, NodeModulesConfig delete) from
-  coordinator/module_guard.py and nmc_guard.py                        admission_guards.py
+- the chart's admission guards (Module, NodeModulesConfig, KMM CRD) from
+  coordinator/{module,nmc,kmm_crd}_guard.py                                      admission_guards.py
 - the flag tables in README.md and docs/ from the three programs' argparse help    flag_docs.py
 
 The test suite runs `--check` (tests/generators/test_generate.py), so a change to a source without

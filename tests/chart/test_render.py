@@ -30,9 +30,9 @@ BASE_KINDS = [
     "Service",  # gRPC and metrics
     "ServiceAccount",
     "ServiceAccount",
-    # The Module and NodeModulesConfig delete guards (coordinator/module_guard.py,
-    # coordinator/nmc_guard.py, docs/uninstall.md).
-    *["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 2,
+    # The Module, NodeModulesConfig and KMM CRD delete guards (coordinator/module_guard.py,
+    # nmc_guard.py, kmm_crd_guard.py; docs/uninstall.md).
+    *["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 3,
 ]
 
 

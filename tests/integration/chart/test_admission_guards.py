@@ -5,6 +5,8 @@ uninstall` keeps them until the admin removes them (docs/uninstall.md).
 
 - Module guard: a cluster admin's DELETE of a gpuctl Module is refused, the chart's
   coordinator ServiceAccount's is not.
+- KMM CRD guard: a cluster admin's DELETE of KMM's Module CRD is refused while the release
+  namespace has a gpuctl Module (a dry run: the CRD is the whole test cluster's).
 - NodeModulesConfig guard: a cluster admin's DELETE of a NodeModulesConfig whose status lists a
   Module of the release namespace is refused, the garbage collector's (the Node was deleted)
   is not, and one with nothing of the namespace loaded is not guarded.
@@ -18,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from coordinator import module_guard, nmc_guard
+from coordinator import kmm_crd_guard, module_guard, nmc_guard
 from coordinator.admission_policy import HELM_KEEP, service_account_username
 from coordinator.drivers.module_spec import desired_module
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError
@@ -28,6 +30,7 @@ from tests.harness.waiting import wait_until
 from tests.support.admission_policies import type_checked
 from tests.support.chart_release import Release, chart_release
 from tests.support.cluster_api import Api, gpudriver, simple_spec
+from tests.support.kmm_crd_guard import refused_crd_delete
 from tests.support.module_guard import module_path, refused_delete
 from tests.support.nmc_guard import nmc_path, refused_nmc_delete
 
@@ -114,6 +117,7 @@ def test_the_chart_installs_both_guards_enforces_them_and_keeps_them_on_uninstal
     coordinator = f"{release.fullname}-coordinator"
     module_objects = rendered_guard(release, release.module_guard)
     nmc_objects = rendered_guard(release, release.nmc_guard)
+    crd_objects = rendered_guard(release, release.crd_guard)
     assert module_objects == module_guard.guard_objects(
         release.module_guard,
         namespace,
@@ -123,8 +127,11 @@ def test_the_chart_installs_both_guards_enforces_them_and_keeps_them_on_uninstal
     assert nmc_objects == nmc_guard.guard_objects(
         release.nmc_guard, namespace, annotations=dict(HELM_KEEP)
     )
-    assert_type_checked(api.kube, release.module_guard)
-    assert_type_checked(api.kube, release.nmc_guard)
+    assert crd_objects == kmm_crd_guard.guard_objects(
+        release.crd_guard, namespace, annotations=dict(HELM_KEEP)
+    )
+    for name in (release.module_guard, release.nmc_guard, release.crd_guard):
+        assert_type_checked(api.kube, name)
 
     driver = api.create_driver(gpudriver(f"{namespace}-chart", namespace, simple_spec(namespace)))
     module = desired_module(driver, namespace)
@@ -148,6 +155,13 @@ def test_the_chart_installs_both_guards_enforces_them_and_keeps_them_on_uninstal
                 timeout_seconds=60,
             )
             assert nmc_guard.refusal_message(loaded, namespace) in refusal.message
+            crd = kmm_crd_guard.GUARDED_CRDS[0]
+            refusal = wait_until(
+                "the chart's guard refuses a cluster admin's delete of KMM's Module CRD",
+                lambda: refused_crd_delete(alice, crd),
+                timeout_seconds=60,
+            )
+            assert kmm_crd_guard.refusal_message(crd, namespace, name) in refusal.message
             assert refused_nmc_delete(alice, unrelated, dry_run=True) is None
             allow_delete(alice, loaded, "")  # an empty reason is no reason
             assert refused_nmc_delete(alice, loaded, dry_run=True) is not None
@@ -161,10 +175,10 @@ def test_the_chart_installs_both_guards_enforces_them_and_keeps_them_on_uninstal
             assert refused_nmc_delete(Kube(client), loaded, dry_run=True) is None
 
         release.uninstall()
-        for obj in module_objects + nmc_objects:
+        for obj in module_objects + nmc_objects + crd_objects:
             assert release.get(obj) is not None, f"helm uninstall removed {obj['kind']}"
         release.remove_guards()
-        gone = module_objects + nmc_objects
+        gone = module_objects + nmc_objects + crd_objects
         wait_until("the guards removed", lambda: all(release.get(obj) is None for obj in gone))
         # The API server drops the policies from its cache soon after: then both can go.
         wait_until(

@@ -10,7 +10,9 @@ is taking the Module's gpudriver label off, and so is any change to its spec (KM
 every node at that version; `gpuctl.dev/allow-edit` is that way out); a namespace deletion
 cannot delete the Module (the namespace stays Terminating with the namespace controller's
 condition, no node unloads); the
-coordinator's ServiceAccount may delete; and the deliberate way out (the allow-delete
+coordinator's ServiceAccount may delete; KMM's Module and NodeModulesConfig CRDs cannot be
+deleted while a gpuctl Module exists (their objects would go past every admission check), and
+can once the coordinator has deleted its Modules; and the deliberate way out (the allow-delete
 annotation) works, with its documented consequence: every node is unloaded at once.
 """
 
@@ -27,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from coordinator import kmm_crd_guard
 from coordinator.drivers.module_spec import desired_module, module_name
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
 from coordinator.module_guard import SPEC_MESSAGE, UNLABEL_MESSAGE, refusal_message
@@ -41,6 +44,7 @@ from tests.support.cluster_api import Api, gpudriver, node_labels, simple_spec
 from tests.support.coordinator_rbac import bound_coordinator, username
 from tests.support.fixture_types import MakeNode
 from tests.support.gpu_nodes import GpuNodes
+from tests.support.kmm_crd_guard import installed_crd_guard, refused_crd_delete
 from tests.support.kmm_matrix import EACH_KMM
 from tests.support.module_guard import installed_guard, module_path, refused_delete
 
@@ -288,6 +292,50 @@ def test_the_coordinators_service_account_may_delete(
         assert refused_delete(Kube(client), namespace, loaded.module) is None
         wait_until("the Module gone", lambda: api.get_module(namespace, loaded.module) is None)
     assert gpu_nodes.unloads_since(since) == set(loaded.nodes)
+
+
+def crd_deletable(kube: Kube, crd: str) -> bool:
+    return refused_crd_delete(kube, crd) is None
+
+
+@EACH_KMM
+def test_kmms_crds_stay_while_a_gpuctl_module_exists(
+    *,
+    kube_cluster: KubeCluster,
+    api: Api,
+    namespace: str,
+    gpu_nodes: GpuNodes,
+    alice: Kube,
+) -> None:
+    loaded, since = on_real_kmm(api, namespace, gpu_nodes)
+    crds = kmm_crd_guard.GUARDED_CRDS
+    with (
+        bound_coordinator(api.kube, namespace) as account,
+        guarded(api, namespace, loaded, alice),
+        installed_crd_guard(api.kube, namespace, probe=alice, probe_crd=crds[0]),
+        kube_cluster.service_account_client(namespace, account) as client,
+    ):
+        for crd in crds:
+            for who in (alice, api.kube):  # a cluster admin; the test's own admin
+                refused = refused_crd_delete(who, crd)
+                assert refused is not None, f"{crd} could be deleted under a gpuctl Module"
+                message = kmm_crd_guard.refusal_message(crd, namespace, loaded.module)
+                assert message in refused.message
+        assert_untouched(api, loaded, gpu_nodes, since)
+        # The documented order: the coordinator unloads the nodes one by one and deletes its
+        # Module; then nothing of gpuctl's is left for KMM's CRDs to take along.
+        for node in loaded.nodes:
+            api.unload_as_the_rollout_would(node, loaded.driver, namespace)
+        for node in loaded.nodes:
+            wait_unloaded(gpu_nodes, loaded, node)
+        assert refused_delete(Kube(client), namespace, loaded.module) is None
+        wait_until("the Module gone", lambda: api.get_module(namespace, loaded.module) is None)
+        for crd in crds:
+            wait_until(
+                f"{crd} may go once no gpuctl Module is left",
+                partial(crd_deletable, alice, crd),
+                timeout_seconds=60,
+            )
 
 
 def test_the_deliberate_way_out_deletes_and_kmm_unloads_every_node_at_once(
