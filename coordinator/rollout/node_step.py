@@ -247,18 +247,6 @@ def failed(
     )
 
 
-# Every annotation of a node's rollout state.
-STATE_ANNOTATIONS = (
-    names.SINCE,
-    names.REASON,
-    names.STATE_VERSION,
-    names.GPUDRIVER,
-    names.CORDONED_BY_GPUCTL,
-    names.SOAK_BASELINE,
-    *names.PASS_DETAIL,
-)
-
-
 def leave(inp: RolloutInput, node: NodeFacts, reason: str, event_reason: str) -> PatchNode:
     """The node leaves the rollout: its state label and annotations go, and our cordon (an
     admin's stays). The end of the removal path (`RolloutRemoved`), and the exit of a node
@@ -267,7 +255,7 @@ def leave(inp: RolloutInput, node: NodeFacts, reason: str, event_reason: str) ->
         node=node.name,
         resource_version=node.resource_version,
         labels={names.STATE_LABEL: None},
-        annotations=dict.fromkeys(STATE_ANNOTATIONS),
+        annotations=dict.fromkeys(names.STATE_ANNOTATIONS),
         unschedulable=False if node.cordoned_by_us else None,
         phase_from=node.phase,
         phase_to=None,

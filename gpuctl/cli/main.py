@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 
-from gpuctl.cli import node_inspect, nodes_command, rollout_command
+from gpuctl.cli import driver_command, node_inspect, nodes_command, rollout_command
 from gpuctl.cli.errors import CommandError
 
 
@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     node_inspect.add_parser(node_commands)
     nodes_command.add_parser(commands)
     rollout_command.add_parser(commands)
+    driver_command.add_parser(commands)
     return parser
 
 

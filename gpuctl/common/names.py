@@ -122,6 +122,16 @@ SOAK_BASELINE = f"{GROUP}/soak-baseline"
 
 # Annotations that describe one node's pass and are dropped once it is done.
 PASS_DETAIL = (PREPARE_CHANGES, BOUND_BEFORE, VFS_BEFORE, SRCVERSION_BEFORE, IMAGE_BEFORE)
+# Every annotation of a node's rollout state, dropped when the node leaves the rollout.
+STATE_ANNOTATIONS = (
+    SINCE,
+    REASON,
+    STATE_VERSION,
+    GPUDRIVER,
+    CORDONED_BY_GPUCTL,
+    SOAK_BASELINE,
+    *PASS_DETAIL,
+)
 
 
 class Phase(StrEnum):
