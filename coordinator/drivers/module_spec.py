@@ -51,8 +51,9 @@ CORDON_TOLERATION = {
 }
 # KMM's default for modprobe.dirName; written explicitly so the stored Module equals ours.
 KMM_DEFAULT_DIR_NAME = "/opt"
-# KMM builds node label names from "<namespace>.<module>"; it refuses longer pairs.
-KMM_MAX_NAMESPACE_PLUS_NAME = 41
+# KMM builds node label names from "<namespace>.<module>"; its webhook refuses longer pairs
+# (v2.6.0: 40 characters, internal/webhook/module.go maxCombinedLength; main de3f8c9: 41).
+KMM_MAX_NAMESPACE_PLUS_NAME = 40
 # Hex digits of the config digest in kmm_version: after a user's version (<= 54 characters,
 # model.VERSION_MAX_LENGTH) + "-" the value stays within a label value's 63 characters.
 VERSION_DIGEST_HEX = 8

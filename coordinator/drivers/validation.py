@@ -9,7 +9,10 @@ anything, and reported as a status error and a Warning Event that name the field
   in tests/integration/drivers/test_kernel_mapping_regexps.py);
 - a `containerImage` without an explicit tag or digest once KMM's template variables
   (`$KERNEL_FULL_VERSION`, `$MOD_NAME`, `${VAR}`) are filled in;
-- KMM's limit of 41 characters on namespace + Module name (its node label names);
+- KMM's limit of 40 characters on namespace + Module name (its node label names; v2.6.0's
+  webhook, main's allows 41), and no dot in the GPUDriver's name: KMM reads the namespace
+  and Module back from its version label `version-module.<namespace>.<module>` by splitting
+  at dots (internal/utils/kmmlabels.go), so a dotted Module name never gets its ordered load;
 - `version` and `parameters` as the CEL rules have them (model.VERSION_PATTERN,
   model.PARAMETER_PATTERN), for a GPUDriver stored before those rules existed: a version that
   is not a label value would break every Node write of the rollout;
@@ -182,6 +185,16 @@ def validate(driver: dict[str, Any], namespace: str) -> list[FieldError]:
         return errors
     errors.extend(_kernel_module_errors(kernel_module))
     name = module_name(driver["metadata"]["name"])
+    if "." in name:
+        errors.append(
+            FieldError(
+                "metadata.name",
+                f"Module name {name!r} has a dot: KMM splits its version label "
+                f"{names.kmm_version_label(namespace, name)!r} at dots and would read another "
+                "namespace and Module from it, so the node never loads (rename the GPUDriver "
+                "without dots)",
+            )
+        )
     length = len(namespace) + len(name)
     if length > KMM_MAX_NAMESPACE_PLUS_NAME:
         errors.append(

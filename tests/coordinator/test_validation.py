@@ -99,17 +99,25 @@ def test_errors_name_the_field() -> None:
     ]
 
 
-def test_namespace_plus_module_name_over_41_characters() -> None:
-    # "gpuctl-system" (13) + "<name>-gpu": a 24-character name makes 41, one more is too long.
-    assert validate(samples.driver(name="a" * 24), "gpuctl-system") == []
-    errors = validate(samples.driver(name="a" * 25), "gpuctl-system")
+def test_namespace_plus_module_name_over_40_characters() -> None:
+    # "gpuctl-system" (13) + "<name>-gpu": a 23-character name makes 40, one more is too long
+    # for KMM v2.6.0's webhook (main's allows 41).
+    assert validate(samples.driver(name="a" * 23), "gpuctl-system") == []
+    errors = validate(samples.driver(name="a" * 24), "gpuctl-system")
     assert errors == [
         FieldError(
             "metadata.name",
-            "namespace 'gpuctl-system' + Module name '" + "a" * 25 + "-gpu' is 42 characters; "
-            "KMM allows at most 41 (shorten the GPUDriver's name)",
+            "namespace 'gpuctl-system' + Module name '" + "a" * 24 + "-gpu' is 41 characters; "
+            "KMM allows at most 40 (shorten the GPUDriver's name)",
         )
     ]
+
+
+def test_a_dot_in_the_name_is_refused_because_kmm_splits_its_version_label_at_dots() -> None:
+    (error,) = validate(samples.driver(name="xe.v2"), "gpuctl-system")
+    assert error.field == "metadata.name"
+    assert "Module name 'xe.v2-gpu' has a dot" in error.message
+    assert "kmm.node.kubernetes.io/version-module.gpuctl-system.xe.v2-gpu" in error.message
 
 
 def test_schema_problems_are_reported_too() -> None:

@@ -181,17 +181,24 @@ def test_coordinator_reports_what_cel_cannot_check(
         assert api.get_module(namespace, f"{name}-gpu") is None
 
 
-def test_coordinator_refuses_names_over_kmm_limit(
+def test_coordinator_refuses_names_over_kmm_limit_or_with_a_dot(
     kube_cluster: KubeCluster, namespace: str, api: Api
 ) -> None:
-    name = (namespace + "-" + "x" * 40)[: 42 - len(namespace) - len("-gpu")]
-    assert len(namespace) + len(name) + len("-gpu") == 42
+    name = (namespace + "-" + "x" * 40)[: 41 - len(namespace) - len("-gpu")]
+    assert len(namespace) + len(name) + len("-gpu") == 41
     api.create_driver(gpudriver(name, namespace, {**kernel_module(), "nodeSelector": {"x": "1"}}))
+    dotted = f"{namespace}.v2"
+    api.create_driver(gpudriver(dotted, namespace, {**kernel_module(), "nodeSelector": {"x": "2"}}))
     with running_coordinator(kube_cluster, namespace):
         status = wait_status(api, name, lambda s: bool(s.get("errors")), "reports an error")
         assert status["errors"][0].startswith("metadata.name: namespace")
-        assert "KMM allows at most 41" in status["errors"][0]
+        assert "KMM allows at most 40" in status["errors"][0]
         assert api.get_module(namespace, f"{name}-gpu") is None
+        status = wait_status(api, dotted, lambda s: bool(s.get("errors")), "reports an error")
+        assert status["errors"][0].startswith(
+            f"metadata.name: Module name '{dotted}-gpu' has a dot"
+        )
+        assert api.get_module(namespace, f"{dotted}-gpu") is None
         # A shorter name in the same namespace is fine.
         short = f"{namespace}-s"
         api.create_driver(
