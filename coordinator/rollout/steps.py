@@ -379,14 +379,27 @@ def step_preparing(inp: RolloutInput, node: NodeFacts) -> StepResult:
 # -- Loading ------------------------------------------------------------------------------
 
 
+def undone_write_words(version: str) -> str:
+    """Why a node in Loading whose KMM write someone undid goes back to Checking."""
+    if removing(version):
+        undone = f"{names.TARGET_LABEL} or KMM's version label was put back while KMM unloaded"
+    else:
+        undone = f"the KMM write for {version} was taken off while KMM loaded it"
+    return (
+        f"{undone} (not by gpuctl): writing it again is a new KMM action, so the node is "
+        "checked again first (cordon and records kept)"
+    )
+
+
 def step_loading(inp: RolloutInput, node: NodeFacts) -> StepResult:
     """KMM acts on the KMM write: the load (ready labels at the version) or, on the removal
-    path, the unload (its ready label gone). A write undone by someone is made again."""
+    path, the unload (its ready label gone). A write someone undid is a new KMM action when
+    made again: the node goes back to Checking, and the write comes after the checks."""
     result = StepResult()
     version = node.state_version or inp.target_for(node)
     if not written(inp, node, version):
-        labels = kmm_write_labels(inp, node, version)
-        result.actions.append(PatchNode(node.name, node.resource_version, labels=labels))
+        words = undone_write_words(version)
+        result.actions.append(transition(inp, node, Phase.CHECKING, words, version=version))
         return result
     if removing(version):
         done = inp.kmm.ready not in node.labels

@@ -116,6 +116,9 @@ class RealKmm:
     def delay_node(self, node: str, seconds: float) -> None:
         self.kubelet.delay_node(node, seconds)
 
+    def hold_node(self, node: str, held: bool = True) -> None:
+        self.kubelet.hold_node(node, held)
+
     # --- what KMM wrote ------------------------------------------------------------------
 
     def nmc(self, node: str) -> dict[str, Any] | None:

@@ -95,7 +95,8 @@ def test_nodes_outside_the_rollout_are_placed_first() -> None:
 def test_one_node_at_a_time_in_name_order() -> None:
     decision = decide(rollout([pending("c"), pending("a"), pending("b")]))
     assert started(decision) == ["a"]
-    busy = decide(rollout([pending("c"), node("a", phase=Phase.LOADING), pending("b")]))
+    loading = node("a", phase=Phase.LOADING, labels=targeted())
+    busy = decide(rollout([pending("c"), loading, pending("b")]))
     assert started(busy) == []
 
 

@@ -237,11 +237,12 @@ def test_loading_waits_for_kmm_to_drop_its_ready_label_then_verifies() -> None:
     assert "KMM did not unload xe within 10m" in str(patch.annotations[names.REASON])
 
 
-def test_loading_removes_a_target_label_put_back_by_someone() -> None:
+def test_a_target_label_put_back_by_someone_while_unloading_is_removed_only_after_checks() -> None:
     facts = unwanted(phase=Phase.LOADING, version=NONE, labels={TARGET_LABEL: POOL})
     patch = only_patch(step_loading(rollout([facts]), facts).actions)
-    assert patch.labels == {TARGET_LABEL: None, KMM.version: None}
-    assert patch.phase_to is None
+    assert patch.phase_to is Phase.CHECKING
+    assert TARGET_LABEL not in patch.labels
+    assert "was put back while KMM unloaded" in str(patch.annotations[names.REASON])
 
 
 def verifying(**kwargs: Any) -> NodeFacts:

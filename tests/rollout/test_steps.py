@@ -468,12 +468,14 @@ def test_loading_waits_for_kmm_then_verifies() -> None:
     assert only_patch(step_loading(rollout([loaded]), loaded).actions).phase_to is Phase.VERIFYING
 
 
-def test_loading_puts_back_a_removed_target_or_version_label() -> None:
+def test_a_removed_target_or_version_label_in_loading_is_written_again_only_after_checks() -> None:
     for labels in ({}, {KMM.version: TARGET}, {names.TARGET_LABEL: "gpu"}):
         facts = node(phase=Phase.LOADING, labels=labels)
         patch = only_patch(step_loading(rollout([facts]), facts).actions)
-        assert patch.labels == targeted()
-        assert patch.phase_to is None
+        assert patch.phase_to is Phase.CHECKING
+        assert names.TARGET_LABEL not in patch.labels
+        assert KMM.version not in patch.labels
+        assert "checked again first" in str(patch.annotations[names.REASON])
 
 
 def test_loading_timeout_fails() -> None:

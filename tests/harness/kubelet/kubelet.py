@@ -163,6 +163,7 @@ class KmmKubelet:
         self._roots: dict[str, Path] = {}
         self._kernels: dict[str, str] = {}
         self._delays: dict[str, float] = {}
+        self._held: set[str] = set()
         self._runs: dict[str, _Run] = {}
         self._lock = threading.Lock()
         self._wakeup = threading.Event()
@@ -187,6 +188,15 @@ class KmmKubelet:
         """Every container start on ``node`` from now on waits ``seconds`` first."""
         with self._lock:
             self._delays[node] = seconds
+
+    def hold_node(self, node: str, held: bool = True) -> None:
+        """While held, no worker container starts on ``node`` (as an image pull that takes as long
+        as the test says); ``held=False`` lets the waiting ones start."""
+        with self._lock:
+            if held:
+                self._held.add(node)
+            else:
+                self._held.discard(node)
 
     def kernel_calls(self) -> list[record.KernelCall]:
         return record.read(self.record)
@@ -409,8 +419,12 @@ class KmmKubelet:
         conditions = json.loads(response.data).get("status", {}).get("conditions") or []
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
+    def _held_back(self, node: str) -> bool:
+        with self._lock:
+            return node in self._held
+
     def _wait_to_start(self, node: str, run: _Run) -> None:
-        while not self._node_ready(node, run):
+        while self._held_back(node) or not self._node_ready(node, run):
             self._sleep(run, NODE_READY_POLL_SECONDS)
         with self._lock:
             delay = self._delays.get(node, 0.0)

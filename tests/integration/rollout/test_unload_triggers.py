@@ -6,8 +6,9 @@ a node gets a NoSchedule/NoExecute taint the Module does not tolerate or stops b
 (module_reconciler.go), and at every first load, whose loader removes the live `xe` first
 (worker.go). Each test puts a busy node beside idle ones, makes the change, and shows: no
 unload while busy (the nodes' kernel record, checked again when the rig closes), the busy
-node named with why, and the idle nodes converging. Triggers covered elsewhere: a node leaving the
-selector, a version changed mid-rollout and deletion node by node (test_end_to_end.py), a
+node named with why, and the idle nodes converging. A KMM write taken off a node mid-load is
+written again only after the checks. Triggers covered elsewhere: a node leaving the selector,
+a version changed mid-rollout and deletion node by node (test_end_to_end.py), a
 discovery blip during a deletion and mapping loss (tests/integration/drivers/test_targeting.py).
 """
 
@@ -22,7 +23,7 @@ from gpuctl.common import names
 from tests.fakehost import FakeHost
 from tests.fakehost.scenarios import B580, arc_b580_in_tree
 from tests.support.kmm_matrix import EACH_KMM
-from tests.support.rollout_live.rig import OLD, RolloutRig
+from tests.support.rollout_live.rig import NEW, OLD, RolloutRig
 from tests.support.rollout_live.scenario import (
     FAST,
     busy_with_ollama,
@@ -229,6 +230,31 @@ def test_a_busy_node_labelled_at_the_target_by_someone_else_is_checked_not_loade
     assert names.TARGET_LABEL not in rig.node(busy)["metadata"]["labels"]
     assert rig.kmm.spec_entry(rig.module, busy) is None
     assert module_version(rig, busy) == OLD
+    assert_no_unload_while_busy(rig)
+
+
+def test_a_kmm_write_taken_off_mid_load_is_written_again_only_after_the_checks(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    [node] = start(rig, ["a"], FAST)
+    rig.kmm.hold_node(node)  # KMM's workers on the node wait, as for a slow image pull
+    rig.set_version(NEW)
+    rig.wait_phases({node: "Loading"}, timeout=90)
+    # A host daemon opens the device while KMM's worker is held back, and someone takes
+    # gpuctl's target label off the node.
+    busy_with_ollama(rig, node)
+    rig.label_node(node, {names.TARGET_LABEL: None})
+    # Writing it back is a new KMM action (a reload of a busy node): checks first.
+    rig.wait_phases({node: "Blocked"}, timeout=60)
+    wait_named_in_status(rig, node, "pid 4242 (ollama)")
+    assert names.TARGET_LABEL not in rig.node(node)["metadata"]["labels"]
+    # Idle again, KMM's held worker may run; the rollout writes the label again after its
+    # checks, and the node ends at the target.
+    idle_again(rig, node)
+    rig.kmm.hold_node(node, held=False)
+    rig.wait_phases({node: "Done"}, timeout=120)
+    assert module_version(rig, node) == NEW
     assert_no_unload_while_busy(rig)
 
 
