@@ -234,6 +234,8 @@ def failed(
     reason: str,
     version: str,
     annotations: dict[str, str | None] | None = None,
+    *,
+    labels: dict[str, str | None] | None = None,
 ) -> PatchNode:
     """Failed: the node keeps its cordon and records, for the admin to look at and retry."""
     return transition(
@@ -242,6 +244,7 @@ def failed(
         Phase.FAILED,
         reason,
         version=version,
+        labels=labels,
         annotations=annotations,
         event_kind=WARNING,
     )

@@ -379,6 +379,24 @@ def step_preparing(inp: RolloutInput, node: NodeFacts) -> StepResult:
 # -- Loading ------------------------------------------------------------------------------
 
 
+LOAD_WITHDRAWN = (
+    "the KMM write was taken back (nothing of the driver is loaded here; left in place it "
+    "would stay an order to KMM, whose loader removes a live xe at every attempt)"
+)
+
+
+def withdrawn_load(inp: RolloutInput, node: NodeFacts, version: str) -> dict[str, str | None]:
+    """The labels that take back a load that timed out, or none. A failed load would stay a
+    standing order to KMM (its loader restarts for ever, each start a `modprobe -r xe` of
+    whatever is live then: an admin's modprobe, an autoloaded in-tree xe). Taking the write
+    back is safe only while KMM reports nothing of the Module loaded on the node (no ready
+    label): KMM then deletes the loader and unloads nothing. With something loaded, it would
+    be an unload: the write stays."""
+    if removing(version) or inp.kmm.ready in node.labels:
+        return {}
+    return {names.TARGET_LABEL: None, inp.kmm.version: None}
+
+
 def undone_write_words(version: str) -> str:
     """Why a node in Loading whose KMM write someone undid goes back to Checking."""
     if removing(version):
@@ -418,7 +436,10 @@ def step_loading(inp: RolloutInput, node: NodeFacts) -> StepResult:
         reason = f"{late} within {duration_words(timeout)}"
         if node.kmm_activity:
             reason += f": {node.kmm_activity}"
-        result.actions.append(failed(inp, node, reason, version))
+        withdrawn = withdrawn_load(inp, node, version)
+        if withdrawn:
+            reason += f"; {LOAD_WITHDRAWN}"
+        result.actions.append(failed(inp, node, reason, version, labels=withdrawn))
     else:
         result.wake(timeout - elapsed)
     return result

@@ -20,6 +20,7 @@ from coordinator.rollout.facts import INSPECT, PREPARE, RESTORE, GpuPod, NodeFac
 from coordinator.rollout.records import BoundFunction, encode_bound, encode_changes, encode_vfs
 from coordinator.rollout.settings import RolloutSettings, Timeouts
 from coordinator.rollout.steps import (
+    LOAD_WITHDRAWN,
     step_checking,
     step_draining,
     step_loading,
@@ -478,11 +479,27 @@ def test_a_removed_target_or_version_label_in_loading_is_written_again_only_afte
         assert "checked again first" in str(patch.annotations[names.REASON])
 
 
-def test_loading_timeout_fails() -> None:
+def test_loading_timeout_fails_and_takes_back_a_load_that_left_nothing_loaded() -> None:
     facts = node(phase=Phase.LOADING, since=601, labels=targeted())
     patch = only_patch(step_loading(rollout([facts]), facts).actions)
     assert patch.phase_to is Phase.FAILED
+    assert patch.annotations[names.REASON] == (
+        f"KMM did not load {TARGET} within 10m; {LOAD_WITHDRAWN}"
+    )
+    # KMM's loader is left no standing order: the Module no longer selects the node.
+    assert patch.labels[names.TARGET_LABEL] is None
+    assert patch.labels[KMM.version] is None
+
+
+def test_loading_timeout_keeps_the_write_where_kmm_reports_something_loaded() -> None:
+    # KMM's ready label (at another version): taking the write back would be an unload.
+    labels = {**targeted(), KMM.ready: "", KMM.version_ready: OLD}
+    facts = node(phase=Phase.LOADING, since=601, labels=labels)
+    patch = only_patch(step_loading(rollout([facts]), facts).actions)
+    assert patch.phase_to is Phase.FAILED
     assert patch.annotations[names.REASON] == f"KMM did not load {TARGET} within 10m"
+    assert names.TARGET_LABEL not in patch.labels
+    assert KMM.version not in patch.labels
 
 
 def test_loading_timeout_names_what_kmm_did() -> None:
@@ -491,7 +508,9 @@ def test_loading_timeout_names_what_kmm_did() -> None:
         node(phase=Phase.LOADING, since=601, labels=targeted()), kmm_activity=doing
     )
     patch = only_patch(step_loading(rollout([facts]), facts).actions)
-    assert patch.annotations[names.REASON] == f"KMM did not load {TARGET} within 10m: {doing}"
+    assert patch.annotations[names.REASON] == (
+        f"KMM did not load {TARGET} within 10m: {doing}; {LOAD_WITHDRAWN}"
+    )
 
 
 # -- Verifying ----------------------------------------------------------------------------

@@ -199,10 +199,21 @@ def test_a_failed_load_fails_the_node_and_pauses_at_the_budget_until_retried(
     assert f"KMM's load Pod {rig.namespace}/kmm-worker-{broken}-" in reason, reason
     assert "exited with code 1" in reason, reason
     assert rig.node(broken)["spec"].get("unschedulable")  # kept cordoned for the admin
+    # No standing order is left to KMM: the write is taken back (nothing of the driver is
+    # loaded), KMM deletes its crash-looping loader, and no more `modprobe -r xe` runs there.
+    assert "the KMM write was taken back" in reason, reason
+    assert names.TARGET_LABEL not in rig.node(broken)["metadata"]["labels"]
+    wait_until(
+        f"KMM's loader on {broken} deleted",
+        lambda: not rig.worker_pods(node=broken),
+        timeout_seconds=60,
+    )
+    attempts = len(rig.kmm.load_calls(broken))
     status = wait_status(rig, "says Failed", lambda s: s.get("state") == "Failed")
     assert "failure budget" in status["message"]
     time.sleep(2)
     assert rig.phase(last) == "Pending"  # the rollout does not march on
+    assert len(rig.kmm.load_calls(broken)) == attempts
     # `gpuctl rollout retry NODE`: back to Pending, reason cleared.
     rig.kernels.refuse_loads(broken, None)
     rig.kube.request(

@@ -73,6 +73,10 @@ COMPANION_MODULES = ("xe_compat", "drm_gpuvm")
 FIRMWARE = ("bmg_guc_70.bin",)
 
 
+# The label KMM puts on its worker Pods, valued Load or Unload.
+WORKER_ACTION = "kmm.node.kubernetes.io/worker-action"
+
+
 def image_of(version: str | None) -> str:
     """The module image of a user's version (None: the unversioned build)."""
     return f"{IMAGE_REPOSITORY}:{version or UNVERSIONED}"
@@ -401,6 +405,18 @@ class RolloutRig:
             return versions if set(versions.values()) == {target} else None
 
         wait_until(f"KMM reports {nodes} loaded at {target}", check, timeout_seconds=timeout)
+
+    def worker_pods(self, action: str | None = None, node: str | None = None) -> list[Any]:
+        """KMM's worker Pods that exist now: of `action` ("Load", "Unload") or any, on `node`
+        or any."""
+        selector = f"{WORKER_ACTION}={action}" if action else WORKER_ACTION
+        answer = self.kube.request(
+            "GET",
+            path("", "v1", "pods", namespace=self.namespace),
+            query={"labelSelector": selector},
+        )
+        pods = list(answer.get("items") or [])
+        return [p for p in pods if node is None or p["spec"].get("nodeName") == node]
 
     def label_node(self, node: str, labels: dict[str, str | None]) -> None:
         self.kube.request(
