@@ -21,6 +21,10 @@ from gpuctl.common import re2
         (r"^6\.8\Z", r"\Z"),
         (r"^6.*+$", "possessive"),
         (r"^6{1,2}+", "possessive"),
+        (r"[]\Z]", r"\Z"),  # Go refuses its unknown escapes inside a class too
+        (r"[\1]", r"\1"),
+        (r"(?x)6", "flag 'x'"),
+        (r"a{1001}", "repeat count"),
     ],
 )
 def test_what_re2_refuses_is_named(pattern: str, why: str) -> None:
@@ -29,7 +33,7 @@ def test_what_re2_refuses_is_named(pattern: str, why: str) -> None:
 
 @pytest.mark.parametrize(
     "pattern",
-    [r"^.+$", r"\(?=literal", r"[(?=]x", r"[]\Z]", r"^(?P<major>\d+)", r"(?i)^6", r"a\\Z", r"^6\z"],
+    [r"^.+$", r"\(?=literal", r"[(?=]x", r"^(?P<major>\d+)", r"(?i)^6", r"a\\Z", r"^6\z"],
 )
 def test_what_re2_accepts_is_not_refused(pattern: str) -> None:
     assert re2.refusal(pattern) is None
@@ -39,3 +43,29 @@ def test_re2_end_of_text_matches_as_in_go() -> None:
     assert re2.search(r"^6\.8\.0-60-generic\z", "6.8.0-60-generic")
     assert not re2.search(r"^6\.8\z", "6.8.0-60-generic")
     assert re2.to_python(r"[\z]a\z") == r"[\z]a\Z"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        (r"^6\.8{,2}$", "x{0,n}"),
+        (r"[[:digit:]]", "POSIX class"),
+        (r"\pN", "Unicode class"),
+        (r"\Q6.8\E", "quoting"),
+        (r"\x{36}", "hex escape"),
+        (r"(?U)6.*", "ungreedy"),
+        (r"(?<v>6)", "(?P<name>...)"),
+        (r"(?-i)6", "turned off"),
+        (r"[\d-z]", "class range"),
+        (r"[[a]", "nested set"),
+        (r"[a&&b]", "set operation"),
+    ],
+)
+def test_what_go_and_python_read_differently_is_named(pattern: str, why: str) -> None:
+    assert re2.refusal(pattern) is None
+    assert why in (re2.divergence(pattern) or "")
+
+
+def test_go_dollar_is_the_end_of_text_unless_multiline() -> None:
+    assert not re2.search(r"generic$", "6.8.0-60-generic\n")
+    assert re2.search(r"(?m)generic$", "6.8.0-60-generic\nx")

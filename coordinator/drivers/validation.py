@@ -4,9 +4,10 @@ The API server already refuses what OpenAPI and CEL can say (see
 coordinator/drivers/model.py). What is left is checked here, before the coordinator writes
 anything, and reported as a status error and a Warning Event that name the field:
 
-- a `regexp` that does not compile as Go's RE2, which KMM uses (gpuctl.common.re2: what
-  Python's `re` accepts and RE2 does not is refused too; checked against KMM's own webhook
-  in tests/integration/drivers/test_kernel_mapping_regexps.py);
+- a `regexp` that does not compile as Go's RE2, which KMM uses, or that Go and Python read
+  differently (gpuctl.common.re2; checked against KMM's own webhook in
+  tests/integration/drivers/test_kernel_mapping_regexps.py and against Go's regexp in
+  tests/test_re2_against_go.py);
 - a `containerImage` without an explicit tag or digest once KMM's template variables
   (`$KERNEL_FULL_VERSION`, `$MOD_NAME`, `${VAR}`) are filled in;
 - KMM's limit of 40 characters on namespace + Module name (its node label names; v2.6.0's
@@ -103,12 +104,19 @@ def image_problem(image: str) -> str | None:
 
 
 def regexp_problem(pattern: str) -> str | None:
-    """Why a kernel-version regexp would not compile in KMM, or None."""
+    """Why a kernel-version regexp would not compile in KMM, or would match other kernels in
+    KMM (Go's RE2) than in gpuctl; None when both read it alike."""
     refused = re2.refusal(pattern)
     if refused:
         return f"regexp {pattern!r} uses {refused}, which KMM's RE2 refuses"
+    differs = re2.divergence(pattern)
+    if differs:
+        return (
+            f"regexp {pattern!r} uses {differs} (KMM's Go RE2 and gpuctl would match different "
+            "kernels)"
+        )
     try:
-        re.compile(re2.to_python(pattern))
+        re2.compiled(pattern)
     except re.error as err:
         return f"regexp {pattern!r} does not compile: {err}"
     return None

@@ -1,10 +1,15 @@
-"""gpuctl refuses a kernel-mapping regexp exactly when KMM's own webhook does.
+"""gpuctl refuses a kernel-mapping regexp whenever KMM's own webhook does, and also where KMM
+would read it otherwise than gpuctl.
 
 KMM compiles `kernelMappings[].regexp` with Go's RE2 (internal/webhook/module.go); gpuctl
 checks a GPUDriver's before it writes the Module (coordinator/drivers/validation.py), so a
 GPUDriver KMM would refuse is refused with the field named instead of a Module that never
 lands. This runs every pattern through both - KMM's webhook server on the real API server -
-and requires them to agree.
+and requires them to agree; and the patterns Go's RE2 accepts but Python's `re` reads
+otherwise (`x{,n}`, POSIX classes, Unicode classes, ...: gpuctl could think a node is served by a
+mapping KMM does not match, so a Module update is not held and KMM unloads) are accepted by
+KMM and refused by gpuctl, saying why. Every verdict against Go's regexp itself, on a random
+corpus too: tests/test_re2_against_go.py.
 """
 
 from __future__ import annotations
@@ -33,6 +38,15 @@ PATTERNS = [
     r"^6\.8.*+$",  # possessive quantifier (Python 3.11): RE2 refuses
     r"^6\.(?(1)8|9)",  # conditional: neither
     r"^6\.[8",  # unbalanced: neither
+]
+# Go's RE2 accepts each, Python's `re` reads it otherwise (or not at all).
+READ_DIFFERENTLY = [
+    r"^6\.8{,2}$",  # Python: 0-2 repetitions; RE2: the text "{,2}"
+    r"^[[:digit:]]\.8",  # RE2: a digit; Python: one of "[:digt" then "]"
+    r"^\pN\.8",  # RE2: a Unicode number; Python: refused
+    r"^\Q6.8\E",  # RE2: quoted text; Python: refused
+    r"^(?U)6.*",  # RE2: ungreedy; Python: refused
+    r"^(?<major>\d+)",  # RE2 (Go 1.22): a named group; Python 3.11: refused
 ]
 
 
@@ -81,3 +95,13 @@ def test_gpuctl_and_kmms_webhook_agree_on_every_regexp(real_kmm: RealKmm, kube_a
     assert disagreements == {}, "(KMM accepts, gpuctl accepts) differ for these patterns"
     assert verdicts[r"^.+$"] == (True, True)  # the webhook was there and answered
     assert verdicts[r"^6\.8(?=\.0)"] == (False, False)
+
+
+def test_kmm_accepts_what_go_and_python_read_differently_and_gpuctl_refuses_it(
+    real_kmm: RealKmm, kube_admin: Any
+) -> None:
+    for index, pattern in enumerate(READ_DIFFERENTLY):
+        assert kmm_accepts(kube_admin, real_kmm.namespace, f"d{index}", pattern), pattern
+        problem = regexp_problem(pattern)
+        assert problem is not None, pattern
+        assert "KMM's Go RE2 and gpuctl would match different kernels" in problem

@@ -1,0 +1,3 @@
+module gpuctl.dev/tests/go_regexp
+
+go 1.21
