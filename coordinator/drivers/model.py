@@ -416,7 +416,9 @@ class GPUDriverSpec(_Model):
         "cordon, autoscaler, reboot daemons) ever makes KMM unload the driver; gpuctl unloads "
         "node by node. false: the Module tolerates only `tolerations` and the cordon taint, "
         "and KMM unloads the driver by itself from a node that gets any other NoSchedule or "
-        "NoExecute taint.",
+        "NoExecute taint. Narrowing them is rolled node by node: a node carrying a taint the "
+        "new tolerations leave untolerated is unloaded through the checks first, and the "
+        "Module keeps its old tolerations until then.",
     )
     kernel_module: KernelModule | None = Field(
         default=None,

@@ -24,7 +24,6 @@ No I/O here, so every rule is unit-tested with plain data.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections.abc import Mapping
@@ -33,22 +32,11 @@ from typing import Any
 from coordinator.drivers import model
 from gpuctl.common import names
 from gpuctl.common.targeting import node_selector
+from gpuctl.common.tolerations import module_tolerations
 
 MODULE_API_VERSION = f"{names.KMM_GROUP}/{names.KMM_VERSION}"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "gpuctl-coordinator"
-# With it, no NoSchedule/NoExecute taint takes a node out of KMM's targets.
-TOLERATE_EVERY_TAINT = {"operator": "Exists"}
-# Cordoning a node makes the node-lifecycle controller taint it
-# `node.kubernetes.io/unschedulable:NoSchedule`, and KMM stops targeting a node with a taint
-# the Module does not tolerate: it would unload the driver. The rollout cordons nodes (and
-# admins cordon them for other reasons), so with `tolerateAllTaints: false` the Module still
-# tolerates that taint.
-CORDON_TOLERATION = {
-    "key": "node.kubernetes.io/unschedulable",
-    "operator": "Exists",
-    "effect": "NoSchedule",
-}
 # KMM's default for modprobe.dirName; written explicitly so the stored Module equals ours.
 KMM_DEFAULT_DIR_NAME = "/opt"
 # KMM builds node label names from "<namespace>.<module>"; its webhook refuses longer pairs
@@ -172,17 +160,6 @@ def target_selector(driver_name: str) -> dict[str, str]:
     return {names.TARGET_LABEL: driver_name}
 
 
-def module_tolerations(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every taint tolerated, then the user's; or, with `tolerateAllTaints: false`, the
-    user's and the cordon taint's."""
-    user = [dict(t) for t in copy.deepcopy(list(spec.get("tolerations") or []))]
-    if spec.get("tolerateAllTaints", True):
-        return [dict(TOLERATE_EVERY_TAINT), *(t for t in user if t != TOLERATE_EVERY_TAINT)]
-    if CORDON_TOLERATION not in user:
-        user.append(dict(CORDON_TOLERATION))
-    return user
-
-
 def module_spec(
     driver_name: str, spec: Mapping[str, Any], loader_service_account: str | None = None
 ) -> dict[str, Any]:
@@ -241,6 +218,11 @@ def stored_version(module: Mapping[str, Any]) -> str:
     """The `version` a stored Module asks for ("" when it has none)."""
     container = ((module.get("spec") or {}).get("moduleLoader") or {}).get("container") or {}
     return str(container.get("version") or "")
+
+
+def stored_tolerations(module: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A stored Module's tolerations."""
+    return list((module.get("spec") or {}).get("tolerations") or [])
 
 
 def stored_mappings(module: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -5,9 +5,11 @@ answers. KMM must never see the user's selector: a node leaving it would be unlo
 (rules M1/M5, internal/controllers/module_reconciler.go). gpuctl evaluates it here, and the
 rollout moves each wanted node in, and each unwanted one out, through the node checks. A node
 is wanted when it matches the GPUDriver's selector (nodeSelector + arch [+ NFD's gpu-pci
-label]) and one of its kernel mappings matches the node's kernel the way KMM matches it
-(internal/module/kernelmapper.go: `status.nodeInfo.kernelVersion` with one trailing "+"
-dropped; `literal` equal first, then an unanchored `regexp` search, in list order).
+label]), carries no NoSchedule/NoExecute taint the Module's tolerations leave untolerated
+(gpuctl.common.tolerations: KMM does not target such a node), and one of its kernel mappings
+matches the node's kernel the way KMM matches it (internal/module/kernelmapper.go:
+`status.nodeInfo.kernelVersion` with one trailing "+" dropped; `literal` equal first, then an
+unanchored `regexp` search, in list order).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from gpuctl.common import re2
 from gpuctl.common.node_selectors import matches_labels, node_labels, node_name
+from gpuctl.common.tolerations import module_tolerations, node_taints, untolerated
 
 ARCH_LABEL = "kubernetes.io/arch"
 ARCH_VALUE = "amd64"
@@ -63,6 +66,8 @@ def wants_node(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
         return False
     if not matches_labels(node_selector(spec), node_labels(node)):
         return False
+    if untolerated(node_taints(node), module_tolerations(spec)):
+        return False
     return mapping_for(node_kernel(node), kernel_module.get("kernelMappings") or []) is not None
 
 
@@ -75,10 +80,13 @@ def wanted_nodes(spec: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) ->
         return frozenset()
     selector = node_selector(spec)
     mappings = kernel_module.get("kernelMappings") or []
+    tolerations = module_tolerations(spec)
     served: dict[str, bool] = {}
     wanted = []
     for node in nodes:
         if not matches_labels(selector, node_labels(node)):
+            continue
+        if untolerated(node_taints(node), tolerations):
             continue
         kernel = node_kernel(node)
         if kernel not in served:

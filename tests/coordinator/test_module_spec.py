@@ -11,6 +11,7 @@ import pytest
 
 from coordinator.drivers import model
 from coordinator.drivers import module_spec as ms
+from gpuctl.common.tolerations import CORDON_TOLERATION
 from tests.support import samples
 
 D = "gpu-policy"
@@ -85,13 +86,13 @@ def test_every_taint_is_tolerated_then_the_users_tolerations() -> None:
 def test_without_tolerate_all_taints_the_users_and_the_cordon_toleration() -> None:
     spec = {**samples.full_spec(), "tolerateAllTaints": False}
     module = ms.module_spec(D, spec)
-    assert module["tolerations"] == [*spec["tolerations"], ms.CORDON_TOLERATION]
+    assert module["tolerations"] == [*spec["tolerations"], CORDON_TOLERATION]
     module["tolerations"][0]["key"] = "changed"
     assert spec["tolerations"][0]["key"] == "gpu"
-    spec["tolerations"] = [dict(ms.CORDON_TOLERATION)]
-    assert ms.module_spec(D, spec)["tolerations"] == [ms.CORDON_TOLERATION]
+    spec["tolerations"] = [dict(CORDON_TOLERATION)]
+    assert ms.module_spec(D, spec)["tolerations"] == [CORDON_TOLERATION]
     del spec["tolerations"]
-    assert ms.module_spec(D, spec)["tolerations"] == [ms.CORDON_TOLERATION]
+    assert ms.module_spec(D, spec)["tolerations"] == [CORDON_TOLERATION]
 
 
 def test_every_kernel_module_field_maps() -> None:

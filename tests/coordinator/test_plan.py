@@ -9,6 +9,7 @@ from coordinator.drivers.module_spec import desired_module, ready_label, version
 from coordinator.drivers.plan import Action, PlanInput, plan
 from coordinator.drivers.validation import FieldError
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
+from gpuctl.common.tolerations import CORDON_TAINT_KEY
 from tests.support import samples
 
 MOD = "gpu-policy-gpu"
@@ -146,6 +147,27 @@ def test_mapping_loss_holds_the_update_until_those_nodes_are_unloaded() -> None:
     # The rollout unloaded them (TARGET_LABEL gone): the update goes through.
     unloaded = [gpu_node(f"n{i}", {}) for i in (1, 2)]
     assert plan(inputs(driver, old, nodes=nodes(*unloaded))).actions == (Action.UPDATE,)
+
+
+def test_narrowed_tolerations_hold_the_update_until_the_tainted_nodes_are_unloaded() -> None:
+    """KMM stops targeting a node with a NoSchedule/NoExecute taint the Module does not
+    tolerate, and unloads it at once: narrowing the tolerations is a per-node change."""
+    narrowed = {**samples.minimal_spec(), "tolerateAllTaints": False}
+    driver, old = live(narrowed), stored(live(samples.minimal_spec()))
+    tainted = gpu_node("n1", TARGETED)
+    tainted["spec"] = {"taints": [{"key": "example.com/maint", "effect": "NoExecute"}]}
+    cordoned = gpu_node("n2", TARGETED)
+    cordoned["spec"] = {"taints": [{"key": CORDON_TAINT_KEY, "effect": "NoSchedule"}]}
+    decided = plan(inputs(driver, old, nodes=nodes(tainted, cordoned)))
+    assert decided.actions == ()
+    assert [p.message for p in decided.problems] == [
+        "holding the Module update: nodes n1 carry a taint the new tolerations do not "
+        "tolerate (KMM would stop targeting them and unload them at once); they are unloaded "
+        "node by node first"
+    ]
+    # The rollout unloaded it (TARGET_LABEL gone): the update goes through.
+    tainted["metadata"]["labels"].pop(TARGET_LABEL)
+    assert plan(inputs(driver, old, nodes=nodes(tainted, cordoned))).actions == (Action.UPDATE,)
 
 
 def test_a_targeted_node_neither_mapping_serves_does_not_hold_the_update() -> None:

@@ -22,6 +22,7 @@ import pytest
 from gpuctl.common import names
 from tests.fakehost import FakeHost
 from tests.fakehost.scenarios import B580, arc_b580_in_tree
+from tests.harness.waiting import wait_until
 from tests.support.kmm_matrix import EACH_KMM
 from tests.support.rollout_live.rig import NEW, OLD, RolloutRig
 from tests.support.rollout_live.scenario import (
@@ -255,6 +256,47 @@ def test_a_kmm_write_taken_off_mid_load_is_written_again_only_after_the_checks(
     rig.kmm.hold_node(node, held=False)
     rig.wait_phases({node: "Done"}, timeout=120)
     assert module_version(rig, node) == NEW
+    assert_no_unload_while_busy(rig)
+
+
+def module_tolerations_now(rig: RolloutRig) -> list[dict[str, Any]]:
+    module = rig.kube.request(
+        "GET",
+        f"/apis/{names.KMM_GROUP}/{names.KMM_VERSION}/namespaces/{rig.namespace}/"
+        f"{names.KMM_MODULE_PLURAL}/{rig.module}",
+    )
+    return list(module["spec"].get("tolerations") or [])
+
+
+def test_narrowed_tolerations_unload_a_tainted_node_only_through_the_checks(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    tainted, other = start(rig, ["a", "b"], TWO_AT_ONCE)
+    maintenance = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
+    rig.kube.request(
+        "PATCH",
+        f"/api/v1/nodes/{tainted}",
+        body={"spec": {"taints": [maintenance]}},
+        content_type="application/merge-patch+json",
+    )
+    busy_with_ollama(rig, tainted)
+    # KMM would stop targeting the tainted node, and unload it at once, if the Module stopped
+    # tolerating its taint: the Module keeps its tolerations, the node takes the removal path.
+    rig.patch_driver({"spec": {"tolerateAllTaints": False}})
+    rig.wait_phases({tainted: "Blocked"}, timeout=60, version=names.REMOVAL_VERSION)
+    wait_named_in_status(rig, tainted, "pid 4242 (ollama)")
+    assert {"operator": "Exists"} in module_tolerations_now(rig)
+    assert tainted not in rig.kernels.unloads
+    idle_again(rig, tainted)
+    rig.wait_phases({tainted: ""}, timeout=90, version=names.REMOVAL_VERSION)
+    wait_until(
+        "the Module's tolerations narrowed once the tainted node is unloaded",
+        lambda: {"operator": "Exists"} not in module_tolerations_now(rig),
+        timeout_seconds=60,
+    )
+    assert rig.phase(other) == "Done"
+    assert other not in rig.kernels.unloads
     assert_no_unload_while_busy(rig)
 
 

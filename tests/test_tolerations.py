@@ -1,0 +1,74 @@
+"""Which taints keep KMM from a node (gpuctl.common.tolerations), as Kubernetes'
+Toleration.ToleratesTaint and KMM's IsNodeSchedulable decide it; and a node with such a taint
+is not one a GPUDriver wants (gpuctl.common.targeting)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuctl.common.targeting import wanted_nodes, wants_node
+from gpuctl.common.tolerations import (
+    CORDON_TOLERATION,
+    module_tolerations,
+    taint_words,
+    tolerates,
+    untolerated,
+)
+from tests.support import samples
+
+MAINT = {"key": "example.com/maint", "value": "true", "effect": "NoExecute"}
+
+
+@pytest.mark.parametrize(
+    ("toleration", "taint", "expected"),
+    [
+        ({"operator": "Exists"}, MAINT, True),
+        ({"key": "example.com/maint", "operator": "Exists"}, MAINT, True),
+        ({"key": "example.com/maint", "value": "true"}, MAINT, True),  # Equal by default
+        ({"key": "example.com/maint", "operator": "Equal", "value": "no"}, MAINT, False),
+        ({"key": "example.com/maint", "operator": "Exists", "effect": "NoSchedule"}, MAINT, False),
+        ({"key": "other", "operator": "Exists"}, MAINT, False),
+        ({"value": "true"}, MAINT, True),  # no key, Equal: the value alone
+        ({"key": "example.com/maint", "operator": "Lt", "value": "true"}, MAINT, False),
+    ],
+)
+def test_tolerates_as_kubernetes_does(
+    toleration: dict[str, Any], taint: dict[str, Any], expected: bool
+) -> None:
+    assert tolerates(toleration, taint) is expected
+
+
+def test_only_no_schedule_and_no_execute_taints_keep_kmm_away() -> None:
+    prefer = {"key": "x", "effect": "PreferNoSchedule"}
+    assert untolerated([prefer, MAINT], []) == [MAINT]
+    assert untolerated([MAINT], [{"operator": "Exists"}]) == []
+    assert taint_words(MAINT) == "example.com/maint=true:NoExecute"
+
+
+def test_the_module_tolerates_every_taint_unless_narrowed_and_always_the_cordon() -> None:
+    assert module_tolerations({}) == [{"operator": "Exists"}]
+    narrowed = module_tolerations({"tolerateAllTaints": False})
+    assert narrowed == [CORDON_TOLERATION]
+
+
+def tainted_node(*taints: dict[str, Any]) -> dict[str, Any]:
+    node = samples.node("n1", {"kubernetes.io/arch": "amd64"}, kernel="6.8.0-60-generic")
+    node["spec"] = {"taints": list(taints)}
+    return node
+
+
+def test_a_node_with_a_taint_the_module_leaves_untolerated_is_not_wanted() -> None:
+    spec = samples.minimal_spec()
+    spec.pop("nodeSelector", None)
+    node = tainted_node(MAINT)
+    assert wants_node(spec, node)
+    assert wanted_nodes(spec, [node]) == {"n1"}
+    narrowed = {**spec, "tolerateAllTaints": False}
+    assert not wants_node(narrowed, node)
+    assert wanted_nodes(narrowed, [node]) == frozenset()
+    cordoned = tainted_node({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+    assert wants_node(narrowed, cordoned)
+    tolerated = {**narrowed, "tolerations": [{"key": "example.com/maint", "operator": "Exists"}]}
+    assert wants_node(tolerated, node)
