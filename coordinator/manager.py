@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from coordinator.drivers.kmm_check import KmmSupportCheck
 from coordinator.drivers.node_facts import watched_node_part
 from coordinator.drivers.reconciler import Reconciler, ReconcilerConfig
 from coordinator.health import Heartbeat, Liveness, Verdict
@@ -397,6 +398,7 @@ class Coordinator:
         reconciler = Reconciler(
             self._kube,
             discovery=self._discovery,
+            kmm_support=KmmSupportCheck(self._kube),
             view=caches,
             events=events,
             config=ReconcilerConfig(self._config.namespace, self._config.loader_service_account),

@@ -56,6 +56,14 @@ CLUSTER_RULES: list[dict[str, Any]] = [
         "resources": [f"{names.GPUNODE_PLURAL}/status"],
         "verbs": ["patch"],
     },
+    # Which KMM is installed: the reconciler reads KMM's NodeModulesConfig CRD (its status
+    # schema tells KMM before v2.4.0 apart, coordinator/drivers/kmm_support.py).
+    {
+        "apiGroups": ["apiextensions.k8s.io"],
+        "resources": ["customresourcedefinitions"],
+        "resourceNames": [f"{names.KMM_NODE_CONFIG_PLURAL}.{names.KMM_GROUP}"],
+        "verbs": ["get"],
+    },
     {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
     {
         "apiGroups": ["authorization.k8s.io"],

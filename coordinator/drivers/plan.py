@@ -71,6 +71,9 @@ class PlanInput:
     nodes_error: str = ""
     invalid: Sequence[FieldError] = ()
     conflict_with: str | None = None
+    # Why the installed KMM is not one gpuctl writes a Module for ("" when it is:
+    # coordinator/drivers/kmm_support.py).
+    kmm_unsupported: str = ""
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,11 @@ def _refusal(inp: PlanInput) -> Plan | None:
         return Plan(
             problems=(Problem("KMMNotInstalled", KMM_NOT_INSTALLED),),
             events=(EventNote(WARNING, "KMMNotInstalled", KMM_NOT_INSTALLED),),
+        )
+    if inp.kmm_unsupported:
+        return Plan(
+            problems=(Problem("KMMUnsupported", inp.kmm_unsupported),),
+            events=(EventNote(WARNING, "KMMUnsupported", inp.kmm_unsupported),),
         )
     if inp.invalid:
         return Plan(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from coordinator.drivers.conflicts import conflicting_driver
+from coordinator.drivers.kmm_check import KmmSupportCheck
 from coordinator.drivers.known_issues import KnownIssue, known_issues, new_warnings
 from coordinator.drivers.module_spec import (
     desired_module,
@@ -96,6 +97,7 @@ class Reconciler:
         kube: KubeApi,
         *,
         discovery: Discovery,
+        kmm_support: KmmSupportCheck,
         view: ClusterView,
         events: EventRecorder,
         config: ReconcilerConfig,
@@ -103,6 +105,7 @@ class Reconciler:
     ) -> None:
         self._kube = kube
         self._discovery = discovery
+        self._kmm_support = kmm_support
         self._view = view
         self._events = events
         self._config = config
@@ -168,6 +171,7 @@ class Reconciler:
                 module=module,
                 desired=desired_module(driver, namespace, self._config.loader_service_account),
                 kmm_installed=kmm_installed,
+                kmm_unsupported=(self._kmm_support.problem() or "") if kmm_installed else "",
                 nodes=labels.facts(self._view.nodes()),
                 invalid=validate(driver, namespace),
                 conflict_with=conflicting_driver(driver, self._view.drivers()),

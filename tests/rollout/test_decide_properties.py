@@ -10,8 +10,11 @@ and a cluster whose obstacles all go away converges: every node Done at the targ
 uncordoned (unless an admin cordoned it) — after the admin retries the nodes that Failed (with
 a reason) while an obstacle was there, as `gpuctl rollout retry` does.
 
-Examples per test: the `ci` profile (default) keeps the suite quick; HYPOTHESIS_PROFILE=long
-runs many more (`.venv/bin/python -m pytest tests/rollout/test_decide_properties.py`).
+Examples per test: the `ci` profile (default) keeps the suite quick and deterministic (the same
+examples every run: a random one found in CI would be a flaky test, not a finding);
+HYPOTHESIS_PROFILE=long runs many more, randomly
+(`.venv/bin/python -m pytest tests/rollout/test_decide_properties.py`). What a long run finds
+is kept below as an explicit example.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +34,11 @@ from tests.rollout.simulated_world import SimNode, SimWorld, world
 from tests.support.rollout_samples import TARGET
 
 settings.register_profile(
-    "ci", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    "ci",
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile(
     "long", max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -155,6 +163,25 @@ max_unavailables = st.one_of(st.integers(1, 3), st.sampled_from(["25%", "50%", "
     schedule=events,
 )
 def test_invariants_hold_and_the_cluster_converges_once_idle(
+    starts: list[NodeStart], max_unavail: int | str, schedule: list[tuple[int, str, int]]
+) -> None:
+    invariants_hold_and_the_cluster_converges(starts, max_unavail, schedule)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="the gap between the check and KMM (issue 'Twelve ways a busy node can still lose "
+    "its driver', item 8): a device opened after the agent's prepare answer and before the KMM "
+    "write is written over; found by a random run on 2026-12-02",
+)
+def test_a_device_opened_between_the_prepare_answer_and_the_kmm_write() -> None:
+    idle_unknown = NodeStart("", agent_up=False, ready=False)
+    starts = [idle_unknown, idle_unknown, NodeStart("pod", agent_up=True, ready=True)]
+    invariants_hold_and_the_cluster_converges(starts, 3, [(7, "open_fd", 2)])
+
+
+def invariants_hold_and_the_cluster_converges(
     starts: list[NodeStart], max_unavail: int | str, schedule: list[tuple[int, str, int]]
 ) -> None:
     sim = make_world(starts, max_unavail)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator.drivers.kmm_check import CRD_PATH, KmmSupportCheck
 from coordinator.drivers.reconciler import Reconciler, ReconcilerConfig
 from coordinator.kube.discovery import Discovery
 from coordinator.kube.events import EventRecorder
@@ -43,9 +44,12 @@ def reconciler(
     api: MemoryApi, kmm: bool = True, view: MemoryClusterView | None = None
 ) -> Reconciler:
     groups = {"kmm.sigs.x-k8s.io": ["v1beta1"]} if kmm else {}
+    if kmm and CRD_PATH not in api.objects:
+        api.store(CRD_PATH, samples.kmm_node_config_crd())
     return Reconciler(
         api,
         discovery=Discovery(lambda: groups),
+        kmm_support=KmmSupportCheck(api),
         view=view if view is not None else MemoryClusterView(api),
         events=EventRecorder(api, "default", "test", lambda: NOW),
         config=ReconcilerConfig(samples.NAMESPACE),

@@ -158,3 +158,17 @@ def module(
     if deleting_since:
         obj["metadata"]["deletionTimestamp"] = deleting_since
     return obj
+
+
+def kmm_node_config_crd(*, boot_id: bool = True) -> dict[str, Any]:
+    """KMM's NodeModulesConfig CRD, reduced to what tells its versions apart: from v2.4.0 its
+    status entries have a `bootId` (coordinator/drivers/kmm_support.py)."""
+    fields: dict[str, Any] = {"name": {"type": "string"}, "namespace": {"type": "string"}}
+    if boot_id:
+        fields["bootId"] = {"type": "string"}
+    status = {"properties": {"modules": {"items": {"properties": fields}, "type": "array"}}}
+    schema = {"openAPIV3Schema": {"properties": {"status": status}, "type": "object"}}
+    return {
+        "metadata": {"name": "nodemodulesconfigs.kmm.sigs.x-k8s.io"},
+        "spec": {"versions": [{"name": "v1beta1", "served": True, "schema": schema}]},
+    }
