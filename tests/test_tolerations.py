@@ -12,7 +12,6 @@ from gpuctl.common.targeting import wanted_nodes, wants_node
 from gpuctl.common.tolerations import (
     CORDON_TOLERATION,
     module_tolerations,
-    taint_words,
     tolerates,
     untolerated,
 )
@@ -44,7 +43,6 @@ def test_only_no_schedule_and_no_execute_taints_keep_kmm_away() -> None:
     prefer = {"key": "x", "effect": "PreferNoSchedule"}
     assert untolerated([prefer, MAINT], []) == [MAINT]
     assert untolerated([MAINT], [{"operator": "Exists"}]) == []
-    assert taint_words(MAINT) == "example.com/maint=true:NoExecute"
 
 
 def test_the_module_tolerates_every_taint_unless_narrowed_and_always_the_cordon() -> None:

@@ -67,9 +67,3 @@ def untolerated(
         if taint.get("effect") in BLOCKING_EFFECTS
         and not any(tolerates(t, taint) for t in tolerations)
     ]
-
-
-def taint_words(taint: Mapping[str, Any]) -> str:
-    """A taint as kubectl writes it: key[=value]:Effect."""
-    value = taint.get("value")
-    return f"{taint.get('key', '')}{'=' + str(value) if value else ''}:{taint.get('effect', '')}"
