@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.drivers.module_spec import desired_module, module_name
+from coordinator.drivers.module_spec import desired_module, module_name, ready_label
 from coordinator.kube.client import MERGE_PATCH, Kube, path
 from gpuctl.cli.main import main
 from gpuctl.common import names, timestamps
@@ -81,7 +81,15 @@ def load_driver(
         wait_until(
             f"{name} loaded on {each}", partial(gpu_nodes.kmm.loaded, module_name(name), each)
         )
+        # KMM labels the node ready a moment after its status says loaded: the test compares
+        # nodes' labels before and after, so it starts from the labels KMM settles on.
+        ready = ready_label(namespace, module_name(name))
+        wait_until(f"KMM's ready label on {each}", partial(has_label, api, each, ready))
     return nodes
+
+
+def has_label(api: Api, node_name: str, label: str) -> bool:
+    return label in (node(api, node_name)["metadata"].get("labels") or {})
 
 
 def cordon(api: Api, node_name: str, *, by_gpuctl: bool) -> None:
