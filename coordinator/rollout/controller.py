@@ -80,6 +80,12 @@ from coordinator.rollout.prometheus_gate import (
     gate_result,
 )
 from coordinator.rollout.records import decode_changes
+from coordinator.rollout.refused import (
+    finishes_loaded,
+    finishing_settings,
+    mid_step,
+    refused_status,
+)
 from coordinator.rollout.rollout_status import resumed_version
 from coordinator.rollout.settings import RolloutSettings, SettingsError, rollout_settings
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
@@ -269,6 +275,8 @@ class RolloutController:
         self._pods: dict[str, tuple[float, tuple[GpuPod, ...] | None]] = {}
         self._evicted_at: dict[str, float] = {}
         self._gate_answers: dict[tuple[str, str, str], tuple[float, GateResult]] = {}
+        # Each GPUDriver's last readable settings: a refused pass finishes its steps by them.
+        self._readable_settings: dict[str, RolloutSettings] = {}
         self._pool = ThreadPoolExecutor(
             max(1, config.parallel_nodes), thread_name_prefix="rollout-node"
         )
@@ -325,16 +333,18 @@ class RolloutController:
         # the nodes still targeted are unloaded, one checked node at a time.
         target = kmm_version(spec) if spec.get("kernelModule") and not deleting else None
         rival = None if deleting else conflicting_driver(driver, self._view.drivers())
+        refusal = ""
         if rival is not None:
-            # Its nodes are the older GPUDriver's to roll; touching them would fight it.
-            why = f"no rollout: GPUDriver {rival} already loads the driver on these nodes"
-            self._refuse(driver, target, previous, why)
-            return None
+            # Its nodes are the older GPUDriver's to roll; starting one would fight it.
+            refusal = f"no rollout: GPUDriver {rival} already loads the driver on these nodes"
         try:
             settings = rollout_settings(spec)
         except SettingsError as err:
-            self._refuse(driver, target, previous, str(err))
-            return None
+            last = self._readable_settings.get(name)
+            return self._finish_refused(driver, target, previous, refusal or str(err), last)
+        self._readable_settings[name] = settings
+        if refusal:
+            return self._finish_refused(driver, target, previous, refusal, settings)
         inp = self._gather(driver, spec, target, settings, previous)
         decision = decide(inp)
         requeue = self._execute(driver, inp, decision)
@@ -358,15 +368,32 @@ class RolloutController:
             return requeue
         return decision.requeue_after
 
-    def _refuse(
-        self, driver: dict[str, Any], target: str | None, previous: Mapping[str, Any], why: str
-    ) -> None:
-        """Paused with why, about `target`: nothing of another version's status is kept."""
-        version = target or names.REMOVAL_VERSION
-        status = {"targetVersion": version, "state": "Paused", "message": why}
+    def _finish_refused(
+        self,
+        driver: dict[str, Any],
+        target: str | None,
+        previous: Mapping[str, Any],
+        why: str,
+        settings: RolloutSettings | None,
+    ) -> float | None:
+        """A refused rollout (refused.py): Paused with why, about `target` (nothing of another
+        version's status is kept); the nodes already in a step finish it at the version the
+        Module asks for, and nothing starts."""
+        name = str(driver["metadata"]["name"])
+        module = self._view.module(self._config.namespace, module_name(name))
+        asked = str(_module_container(module).get("version") or "") or None
+        spec = driver.get("spec") or {}
+        inp = self._gather(
+            driver, spec, asked, finishing_settings(settings), previous, finishing=True
+        )
+        decision = decide(inp) if inp.nodes else Decision()
+        requeue = self._execute(driver, inp, decision)
+        status = refused_status(target, why, inp.nodes)
         if status != previous:
-            self._events.record(driver, WARNING, "InvalidRollout", why)
+            if not str(previous.get("message", "")).startswith(why):
+                self._events.record(driver, WARNING, "InvalidRollout", why)
             self._write_status(driver, status)
+        return requeue if requeue is not None else decision.requeue_after
 
     def _kmm_activity(
         self, node: str, module: str, image: str, images_config: Mapping[str, Any] | None
@@ -385,12 +412,20 @@ class RolloutController:
         target: str | None,
         settings: RolloutSettings,
         previous: Mapping[str, Any],
+        *,
+        finishing: bool = False,
     ) -> RolloutInput:
+        """The pass's facts; `finishing` (a refused rollout): only the nodes mid-step, each
+        wanted as its step says (refused.py)."""
         name = str(driver["metadata"]["name"])
         module = module_name(name)
         namespace = self._config.namespace
         all_nodes = self.overlay.apply(self._view.nodes())
-        wanted = wanted_nodes(spec, all_nodes) if target else frozenset()
+        if finishing:
+            all_nodes = [n for n in all_nodes if mid_step(n, name)]
+            wanted = frozenset(node_name(n) for n in all_nodes if finishes_loaded(n))
+        else:
+            wanted = wanted_nodes(spec, all_nodes) if target else frozenset()
         claims = claims_on_nodes(self._view.claims(), all_nodes)
         claims_unknown = self._view.claims_trouble()
         facts = []

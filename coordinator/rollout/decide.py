@@ -14,6 +14,7 @@ Per pass, over those nodes (in name order):
    Done/Failed/Blocked, a Skipped node whose opt-out was removed, a node labelled at the
    target without names.TARGET_LABEL, which KMM does not load, a node to unload). A node
    no longer wanted on which nothing was loaded for this GPUDriver just leaves the rollout.
+   A node in a step of another GPUDriver's rollout is left to it (refused.py).
 2. A node in a step about another version than its own (the target changed, or the node
    became wanted or unwanted mid-step) goes back to Checking at its version, keeping its
    cordon and records: it is never stranded half way, and takes the new version through
@@ -75,6 +76,7 @@ from coordinator.rollout.node_step import (
 )
 from coordinator.rollout.placement import placement
 from coordinator.rollout.prometheus_gate import GATE_RECHECK_SECONDS
+from coordinator.rollout.refused import anothers_step
 from coordinator.rollout.rollout_status import (
     GATE_HOLD,
     ROLLED_BACK,
@@ -304,6 +306,8 @@ def decide(inp: RolloutInput) -> Decision:
     versions: dict[str, str] = {}
     targets: dict[str, str] = {}
     for name, node in nodes.items():
+        if anothers_step(node, inp.driver_name):
+            continue  # that GPUDriver finishes its step first (refused.py)
         place = placement(inp, node)
         if place is None and node.phase is None and removing(inp.target_for(node)):
             continue  # neither wanted nor loaded for this GPUDriver: not in its rollout

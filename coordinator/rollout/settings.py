@@ -22,6 +22,7 @@ from coordinator.rollout.windows import DAYS, MAX_DURATION, Window
 
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|ms|s|m|h)")
 ROLLBACK = "Rollback"
+PAUSE = "Pause"
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -63,7 +64,7 @@ class RolloutSettings:
     disable_idle_vfs: bool = False
     verify_by: str = "backportTag"
     failure_budget: int = 1
-    on_node_failure: str = "Pause"
+    on_node_failure: str = PAUSE
     maintenance_windows: tuple[Window, ...] = ()
     prometheus_gate: PrometheusGate | None = None
     soak_seconds: float = 0.0

@@ -376,6 +376,98 @@ def test_a_conflicting_newer_gpudriver_never_touches_the_nodes() -> None:
     assert "GPUDriver older already loads the driver" in status["message"]
 
 
+def with_rival(api: MemoryApi, clock: ManualClock, agents: Agents) -> RolloutController:
+    """A controller that also sees an older GPUDriver whose selector overlaps this one's."""
+    older = samples.driver("older", samples.minimal_spec(), created="2026-01-01T00:00:00Z")
+    older["spec"]["nodeSelector"] = {"gpu": "yes"}
+
+    class BothDrivers(View):
+        def drivers(self) -> list[dict[str, Any]]:
+            return [copy.deepcopy(api.objects[DRIVER_PATH]), copy.deepcopy(older)]
+
+    return RolloutController(
+        api,
+        BothDrivers(api),
+        agents=agents,
+        events=EventRecorder(api, "default", "test", lambda: "2026-11-29T12:00:00Z"),
+        config=RolloutConfig(NS),
+        wall_clock=clock.wall,
+        monotonic=clock,
+    )
+
+
+def pass_until(
+    api: MemoryApi, controller: RolloutController, clock: ManualClock, agents: Agents, end: str
+) -> list[str]:
+    """Passes (KMM loading the node once it is labelled at the target) until the node is in
+    phase `end`; the phases seen, each new one once."""
+    seen: list[str] = []
+    for _ in range(20):
+        controller.sync(DRIVER)
+        if phase(api) == "Loading":
+            api.objects[NODE_PATH]["metadata"]["labels"][LABELS.version_ready] = target(api)
+            agents.loaded = NEW
+        if not seen or seen[-1] != phase(api):
+            seen.append(phase(api))
+        if phase(api) == end:
+            return seen
+        clock.advance(1.5)
+    raise AssertionError(f"never {end}: {seen}")
+
+
+def test_a_node_mid_step_finishes_it_when_its_gpudriver_turns_into_a_conflict() -> None:
+    agents = Agents()
+    api, controller, clock = world(agents=agents)
+    pass_until(api, controller, clock, agents, "Draining")
+    assert api.objects[NODE_PATH]["spec"]["unschedulable"] is True
+    refused = with_rival(api, clock, agents)
+    seen = pass_until(api, refused, clock, agents, "Done")
+    assert seen == ["Preparing", "Loading", "Verifying", "Done"]
+    node = api.objects[NODE_PATH]
+    assert node["metadata"]["labels"][LABELS.version] == target(api)
+    assert not node["spec"].get("unschedulable")  # finished: uncordoned, not stranded
+    refused.sync(DRIVER)
+    status = api.objects[DRIVER_PATH]["status"]["rollout"]
+    assert status["state"] == "Paused"
+    assert (
+        status["message"] == "no rollout: GPUDriver older already loads the driver on these nodes"
+    )
+    events = [o for p, o in api.objects.items() if "/events/" in p]
+    assert [e["reason"] for e in events].count("InvalidRollout") == 1
+
+
+def test_a_refused_rollout_names_the_nodes_it_finishes_and_starts_none() -> None:
+    agents = Agents()
+    api, controller, clock = world(agents=agents)
+    pass_until(api, controller, clock, agents, "Checking")
+    refused = with_rival(api, clock, agents)
+    refused.sync(DRIVER)
+    status = api.objects[DRIVER_PATH]["status"]["rollout"]
+    assert status["message"] == (
+        "no rollout: GPUDriver older already loads the driver on these nodes; finishing the "
+        "step already begun on n1 (Checking); no other node starts"
+    )
+    api2, _controller2, clock2 = world(agents=agents)
+    pending = with_rival(api2, clock2, agents)
+    for _ in range(5):
+        pending.sync(DRIVER)
+        clock2.advance(1.5)
+    assert phase(api2) == ""  # never started
+    assert ("PATCH", NODE_PATH) not in api2.writes
+
+
+def test_an_unreadable_rollout_spec_finishes_the_step_by_the_last_readable_settings() -> None:
+    agents = Agents()
+    api, controller, clock = world(agents=agents)
+    pass_until(api, controller, clock, agents, "Draining")
+    api.objects[DRIVER_PATH]["spec"]["rollout"]["timeouts"] = {"check": "soon"}
+    seen = pass_until(api, controller, clock, agents, "Done")
+    assert seen[-1] == "Done"
+    status = api.objects[DRIVER_PATH]["status"]["rollout"]
+    assert status["state"] == "Paused"
+    assert status["message"].startswith("spec.rollout.timeouts.check")
+
+
 def run_removal(
     api: MemoryApi, controller: RolloutController, clock: ManualClock, agents: Agents
 ) -> list[str]:

@@ -34,34 +34,12 @@ from tests.support.coordinator_rbac import (
     username,
 )
 from tests.support.rollout_live.rig import NEW, OLD, RolloutRig, stop_process
-from tests.support.rollout_live.scenario import FAST, start, wait_status
+from tests.support.rollout_live.scenario import FAST, gpu_pod, start, wait_status
 
 pytestmark = pytest.mark.integration
 
 EVENTS_NAMESPACE = "default"
 SERVING_POD = "coordinator-0"
-
-
-def gpu_pod(rig: RolloutRig, node: str) -> str:
-    """A pod bound to `node` requesting gpu.intel.com/xe (no kubelet: it stays Pending)."""
-    rig.kube.request(
-        "POST",
-        path("", "v1", "pods", namespace=rig.namespace),
-        body={
-            "metadata": {"name": "inference"},
-            "spec": {
-                "nodeName": node,
-                "containers": [
-                    {
-                        "name": "worker",
-                        "image": "registry.example.com/inference:1",
-                        "resources": {"limits": {"gpu.intel.com/xe": "1"}},
-                    }
-                ],
-            },
-        },
-    )
-    return "inference"
 
 
 def complete_at(target: str) -> Callable[[dict[str, Any]], bool]:

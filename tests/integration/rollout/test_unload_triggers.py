@@ -28,6 +28,7 @@ from tests.support.rollout_live.rig import NEW, OLD, RolloutRig
 from tests.support.rollout_live.scenario import (
     FAST,
     busy_with_ollama,
+    gpu_pod,
     idle_again,
     module_version,
     old_root,
@@ -99,32 +100,6 @@ def test_a_pod_requesting_a_gpu_keeps_its_node_from_an_image_change(
     wait_named_in_status(rig, busy, f"GPU pods {rig.namespace}/{pod}")
     assert busy not in rig.kernels.unloads
     assert_no_unload_while_busy(rig)
-
-
-def gpu_pod(rig: RolloutRig, node: str) -> str:
-    """A pod bound to `node` that requests gpu.intel.com/xe (no kubelet runs it: it stays
-    Pending, which is not finished, so it counts)."""
-    name = "inference"
-    rig.kube.request(
-        "POST",
-        f"/api/v1/namespaces/{rig.namespace}/pods",
-        body={
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": rig.namespace},
-            "spec": {
-                "nodeName": node,
-                "containers": [
-                    {
-                        "name": "worker",
-                        "image": "registry.example.com/inference:1",
-                        "resources": {"limits": {"gpu.intel.com/xe": "1"}},
-                    }
-                ],
-            },
-        },
-    )
-    return name
 
 
 def taint(rig: RolloutRig, node: str, taints: list[dict[str, str]]) -> None:

@@ -2,7 +2,8 @@
 
 `start` brings nodes targeted and loaded at OLD, with real agents and the coordinator, to Done;
 `busy_with_ollama` makes a process hold a node's render node (an unload now would fail or
-hurt), `idle_again` lets go; `assert_left` checks the driver and the rollout are off a node.
+hurt), `idle_again` lets go; `gpu_pod` puts a pod asking for a GPU on a node; `assert_left`
+checks the driver and the rollout are off a node.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from coordinator.kube.client import path
 from gpuctl.common import names
 from tests.fakehost import FakeHost
 from tests.fakehost.scenarios import B580
@@ -19,6 +21,7 @@ from tests.support.rollout_live.rig import OLD, RolloutRig
 
 TIMEOUTS = {"check": "20s", "drain": "20s", "prepare": "20s", "load": "20s", "verify": "20s"}
 FAST: dict[str, Any] = {"holdAfterFirstNode": False, "timeouts": TIMEOUTS}
+GPU_POD = "inference"
 
 
 def old_root(path: Any) -> FakeHost:
@@ -79,6 +82,29 @@ def busy_with_ollama(rig: RolloutRig, node: str) -> None:
     host.add_process(4242, "ollama")
     host.add_drm_fd(4242, 5, "renderD128", pdev=B580, client_id=7)
     host.write("sys/module/xe/refcnt", "1\n")
+
+
+def gpu_pod(rig: RolloutRig, node: str) -> str:
+    """A pod bound to `node` requesting gpu.intel.com/xe (no kubelet runs it: it stays
+    Pending, which is not finished, so the drain waits on it); its name."""
+    rig.kube.request(
+        "POST",
+        path("", "v1", "pods", namespace=rig.namespace),
+        body={
+            "metadata": {"name": GPU_POD},
+            "spec": {
+                "nodeName": node,
+                "containers": [
+                    {
+                        "name": "worker",
+                        "image": "registry.example.com/inference:1",
+                        "resources": {"limits": {"gpu.intel.com/xe": "1"}},
+                    }
+                ],
+            },
+        },
+    )
+    return GPU_POD
 
 
 def idle_again(rig: RolloutRig, node: str) -> None:
