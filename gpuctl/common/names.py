@@ -61,6 +61,11 @@ ALLOW_DELETE_AUDIT_KEY = "allow-delete-reason"
 # reason; the coordinator still writes its own spec back once it runs.
 ALLOW_EDIT_ANNOTATION = f"{GROUP}/allow-edit"
 ALLOW_EDIT_AUDIT_KEY = "allow-edit-reason"
+# Likewise, on a Node, for moving it out of a shard's pool (docs/deploying.md#sharding) while
+# that shard's rollout is mid-step on it or its GPUDriver has it loaded (coordinator/
+# pool_guard.py): no release could then finish the step, nor unload it through its checks.
+ALLOW_POOL_MOVE_ANNOTATION = f"{GROUP}/allow-pool-move"
+ALLOW_POOL_MOVE_AUDIT_KEY = "allow-pool-move-reason"
 # On the coordinator Pod that serves gRPC; the chart's Service selects it.
 SERVING_LABEL = f"{GROUP}/grpc-serving"
 # The audience of the agents' projected service-account tokens.

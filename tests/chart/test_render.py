@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agent.__main__ import build_parser as build_agent_parser
+from coordinator import pool_guard
 from coordinator.main import parse_args
 from tests.support.helm import Helm, HelmError, find, kinds
 
@@ -182,6 +183,15 @@ def check_shard(rendered: Rendered) -> None:
     assert node_terms(rendered) == [linux_and(label) for label in NFD_LABELS]
     # The coordinator itself may run anywhere.
     assert "nodeSelector" not in pod_spec(rendered, "Deployment")
+    # The pool move guard (coordinator/pool_guard.py), for the pool's labels: a shard's only.
+    guards = [o for o in rendered if o["metadata"]["name"].endswith("-pool-move-guard")]
+    assert [o["kind"] for o in guards] == [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ]
+    pool = pool_guard.pool_literal({"zone": "z1", "gpuctl.dev/pool": "a"})
+    expected = pool_guard.guard_objects(guards[0]["metadata"]["name"], pool)
+    assert [o["spec"] for o in guards] == [o["spec"] for o in expected]
 
 
 def check_images(rendered: Rendered) -> None:

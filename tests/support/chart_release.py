@@ -104,10 +104,15 @@ class Release:
         """The name of the chart's KMM CRD delete guard (policy and binding)."""
         return f"{self.fullname}-kmm-crd-delete-guard"
 
+    @property
+    def pool_guard(self) -> str:
+        """The name of a shard's pool move guard (policy and binding)."""
+        return f"{self.fullname}-pool-move-guard"
+
     def remove_guards(self) -> None:
         """docs/uninstall.md step 3: `helm uninstall` keeps the admission guards
         (helm.sh/resource-policy: keep); the admin deletes them once no gpuctl Module is left."""
-        for name in (self.module_guard, self.nmc_guard, self.crd_guard):
+        for name in (self.module_guard, self.nmc_guard, self.crd_guard, self.pool_guard):
             for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
                 with contextlib.suppress(KubeError):
                     self.kube.request("DELETE", path(*ADMISSION, plural, name=name))

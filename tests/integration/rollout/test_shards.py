@@ -10,8 +10,20 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.rollout_live.rig import NEW, OLD, RolloutRig
-from tests.support.rollout_live.scenario import FAST, module_version, old_root, wait_status
+from coordinator import pool_guard
+from gpuctl.common import names
+from tests.harness.waiting import wait_until
+from tests.support.cluster_api import TEST_LABEL
+from tests.support.pool_guard import installed_pool_guard, refused_move
+from tests.support.rollout_live.rig import DRIVER, NEW, OLD, RolloutRig
+from tests.support.rollout_live.scenario import (
+    FAST,
+    TIMEOUTS,
+    gpu_pod,
+    module_version,
+    old_root,
+    wait_status,
+)
 
 pytestmark = pytest.mark.integration
 POOL = "gpuctl.dev/pool"
@@ -52,3 +64,61 @@ def test_a_shard_rolls_its_pool_and_leaves_another_pools_node_alone(
     assert rig.kernels.violations == []
     log = (rig.folder / "coordinator.log").read_text(errors="replace")
     assert f"node {theirs} does not match this coordinator's --node-selector" in log
+
+
+def test_a_node_does_not_leave_its_pool_while_the_shard_has_a_stake_in_it(
+    rollout_rig: RolloutRig,
+) -> None:
+    """Item 12 of the issue "Twelve ways a busy node can still lose its driver", for shards:
+    moved out of its pool mid-step, a node stayed cordoned and prepared (its release no longer
+    sees it, the other pool's refuses another GPUDriver's node); moved while loaded, nobody
+    could unload it through its checks, and deleting its GPUDriver waited for ever. The chart's
+    pool move guard (coordinator/pool_guard.py) refuses both moves, naming the way: out of the
+    GPUDriver first (unloaded after its checks), then relabelled."""
+    rig = rollout_rig
+    pool = {POOL: rig.namespace}
+    away: dict[str, str | None] = {POOL: f"{rig.namespace}-other"}
+    (node,) = [rig.add_node("p1", old_root)]
+    rig.label_node(node, {POOL: rig.namespace})
+    rig.create_driver(OLD, {**FAST, "timeouts": {**TIMEOUTS, "drain": "600s"}})
+    rig.start_coordinator(f"--node-selector={POOL}={rig.namespace}")
+    rig.start_agent(node)
+    rig.wait_phases({node: "Done"})
+    rig.wait_kmm_loaded([node])
+    rig.kernels.begin()
+    with installed_pool_guard(rig.kube, rig.namespace, pool, probe_node=node, away=away):
+        loaded = refused_move(rig.kube, node, away)
+        assert loaded is not None
+        assert loaded.message.endswith(
+            pool_guard.refusal_message(node, f"loaded by GPUDriver {DRIVER}")
+        )
+        # Another label, or the pool's own label kept: not a move, not refused.
+        assert refused_move(rig.kube, node, {"team": "ml"}) is None
+        pod = gpu_pod(rig, node)
+        rig.set_version(NEW)
+        rig.wait_phases({node: "Draining"})
+        mid_step = refused_move(rig.kube, node, away)
+        assert mid_step is not None
+        assert pool_guard.refusal_message(node, "mid-step (Draining) in its rollout") in (
+            mid_step.message
+        )
+        # The deliberate way out, in a dry run: the annotation with a reason lets it through.
+        reason = {names.ALLOW_POOL_MOVE_ANNOTATION: "host retired, driver gone with it"}
+        assert refused_move(rig.kube, node, away, annotations=reason, dry_run=True) is None
+        # The way in the docs: out of the GPUDriver, unloaded after its checks, then moved.
+        rig.label_node(node, {TEST_LABEL: f"{rig.namespace}-elsewhere"})
+        rig.kube.request(
+            "DELETE",
+            f"/api/v1/namespaces/{rig.namespace}/pods/{pod}",
+            query={"gracePeriodSeconds": "0"},
+        )
+        wait_until(
+            f"{node} leaves the rollout, unloaded",
+            lambda: (
+                rig.state(node) == " "
+                and names.TARGET_LABEL not in rig.node(node)["metadata"]["labels"]
+            ),
+            timeout_seconds=90,
+        )
+        assert refused_move(rig.kube, node, away) is None
+    assert rig.kernels.violations == []
