@@ -180,6 +180,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="how often the rollout asks a Blocked node's agent whether its blocker went "
         "away (default: %(default)g)",
     )
+    parser.add_argument(
+        "--kmm-worker-hold",
+        action="store_true",
+        help="hold KMM's worker off a node whose devices were opened after the rollout's "
+        "check (listed in an annotation of --namespace, which the chart's worker hold guard "
+        "reads; docs/rollout.md#opened-after-the-check). Without the guard it does nothing",
+    )
     add_metrics_arguments(parser)
     add_agent_arguments(parser)
     return parser
@@ -254,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         driver_selector=args.gpudriver_selector,
         node_selector=args.node_selector,
         rollout_blocked_recheck_seconds=args.rollout_blocked_recheck,
+        kmm_worker_hold=args.kmm_worker_hold,
     )
     try:
         client = api_client(args.kubeconfig)

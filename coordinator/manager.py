@@ -79,6 +79,8 @@ class CoordinatorConfig:
     node_selector: str | None = None
     # How often the rollout asks a Blocked node's agent whether its blocker went away.
     rollout_blocked_recheck_seconds: float = 30.0
+    # Hold KMM's worker off a node opened after the check (the chart's guard enforces it).
+    kmm_worker_hold: bool = False
 
 
 class LeaderScoped(Protocol):
@@ -412,6 +414,7 @@ class Coordinator:
             config=RolloutConfig(
                 self._config.namespace,
                 blocked_recheck_seconds=self._config.rollout_blocked_recheck_seconds,
+                hold_workers=self._config.kmm_worker_hold,
             ),
             wall_clock=self._rollout_clock,
             monotonic=self._monotonic,

@@ -15,6 +15,8 @@ from gpuctl.common.names import KMM_GROUP, KMM_IMAGES_CONFIG_PLURAL
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 
 READ = ["get", "list", "watch"]
+# The coordinator's own namespace (the generator puts the chart's for the placeholder).
+OWN_NAMESPACE = "__OWN_NAMESPACE__"
 LIST_WATCH = ["list", "watch"]
 
 # Each grant is what a call site makes, and nothing more; tests/integration/test_rbac_audit.py
@@ -64,6 +66,17 @@ CLUSTER_RULES: list[dict[str, Any]] = [
         "resourceNames": [f"{names.KMM_NODE_CONFIG_PLURAL}.{names.KMM_GROUP}"],
         "verbs": ["get"],
     },
+    # The worker holds are an annotation of the coordinator's own namespace, read and merge-
+    # patched (coordinator/rollout/worker_hold.py).
+    {
+        "apiGroups": [""],
+        "resources": ["namespaces"],
+        "resourceNames": [OWN_NAMESPACE],
+        "verbs": ["get", "patch"],
+    },
+    # A node whose KMM worker hold was let go (coordinator/rollout/worker_hold.py): the rollout
+    # touches its NodeModulesConfig so that KMM makes its refused worker again at once.
+    {"apiGroups": [KMM_GROUP], "resources": [names.KMM_NODE_CONFIG_PLURAL], "verbs": ["patch"]},
     {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
     {
         "apiGroups": ["authorization.k8s.io"],
@@ -89,7 +102,9 @@ NAMESPACE_RULES: list[dict[str, Any]] = [
         "resources": ["leases"],
         "verbs": ["get", "create", "update"],
     },
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},
+    # Its own Pod's serving label (patch); KMM's worker Pods on a node the rollout holds KMM's
+    # worker off (delete: coordinator/rollout/worker_hold.py).
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch", "delete"]},
 ]
 
 # With --tls-secret (the chart's coordinator.grpc.tls.mode=selfSigned), in its namespace: the

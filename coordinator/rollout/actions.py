@@ -72,4 +72,36 @@ class RestoreRevision:
     event: EventNote
 
 
-Action = PatchNode | RequestReport | SendPrepare | SendRestore | EvictPods
+@dataclass(frozen=True)
+class DeleteWorkerPods:
+    """Delete KMM's worker Pods of the GPUDriver's Module on `node` that have not succeeded
+    (a held node's, worker_hold.py)."""
+
+    node: str
+
+
+@dataclass(frozen=True)
+class HoldWorkers:
+    """Put `node` in the worker hold list (held) or take it out (worker_hold.py)."""
+
+    node: str
+    held: bool
+
+
+@dataclass(frozen=True)
+class NudgeKmm:
+    """Touch KMM's NodeModulesConfig of `node` so that KMM reconciles it now."""
+
+    node: str
+
+
+Action = (
+    PatchNode
+    | RequestReport
+    | SendPrepare
+    | SendRestore
+    | EvictPods
+    | DeleteWorkerPods
+    | HoldWorkers
+    | NudgeKmm
+)

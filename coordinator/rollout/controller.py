@@ -50,7 +50,10 @@ from coordinator.kube.events import EventRecorder
 from coordinator.kube.workqueue import WorkQueue, run_worker
 from coordinator.rollout.actions import (
     Action,
+    DeleteWorkerPods,
     EvictPods,
+    HoldWorkers,
+    NudgeKmm,
     PatchNode,
     RequestReport,
     RestoreRevision,
@@ -88,8 +91,9 @@ from coordinator.rollout.refused import (
 )
 from coordinator.rollout.rollout_status import resumed_version
 from coordinator.rollout.settings import RolloutSettings, SettingsError, rollout_settings
+from coordinator.worker_hold_guard import held_in, hold_list
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
-from gpuctl.common import names, revisions
+from gpuctl.common import names, revisions, timestamps
 from gpuctl.common.gpu_claims import claims_on_nodes
 from gpuctl.common.names import Phase
 from gpuctl.common.node_selectors import node_labels, node_name
@@ -151,6 +155,9 @@ class RolloutConfig:
     restore_timeout_seconds: float = 60.0
     # How many nodes' actions of one pass are carried out at once.
     parallel_nodes: int = 16
+    # Hold KMM's worker off a node whose devices were opened after the check (worker_hold.py):
+    # only where the chart's worker hold guard enforces it.
+    hold_workers: bool = False
 
 
 def _resource_version(obj: Mapping[str, Any]) -> int:
@@ -448,6 +455,7 @@ class RolloutController:
                     claims_unknown=claims_unknown,
                     target_image=target_image(node),
                     kmm_activity=activity,
+                    unfinished_workers=self._unfinished_workers(node, module),
                 )
             )
         kernel_module = spec.get("kernelModule") or {}
@@ -482,6 +490,25 @@ class RolloutController:
             kernel_module=dict(kernel_module),
             rollback=revisions.read_rollback(driver),
             gate=self._gate(name, settings, facts),
+        )
+
+    def _unfinished_workers(self, node: Mapping[str, Any], module: str) -> tuple[str, ...]:
+        """KMM's worker Pods of the Module on a node whose KMM worker is held or was let go
+        (worker_hold.py) that have not succeeded nor are being deleted; () for other nodes,
+        and while the Pod watch cannot be trusted."""
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        if not {names.KMM_WORKER_HELD, names.KMM_WORKER_RELEASED} & set(annotations):
+            return ()
+        pods = self._view.pods_on(node_name(node))
+        if pods is None:
+            return ()
+        return tuple(
+            sorted(
+                str(pod["metadata"]["name"])
+                for pod in module_worker_pods(pods, self._config.namespace, module)
+                if (pod.get("status") or {}).get("phase") != "Succeeded"
+                and not pod["metadata"].get("deletionTimestamp")
+            )
         )
 
     def _gate(
@@ -624,6 +651,12 @@ class RolloutController:
             self._send(action.node, RESTORE, action.attempt, inp, action)
         elif isinstance(action, EvictPods):
             self._evict(action)
+        elif isinstance(action, HoldWorkers):
+            return self._hold_workers(action)
+        elif isinstance(action, DeleteWorkerPods):
+            self._delete_workers(inp, action)
+        elif isinstance(action, NudgeKmm):
+            self._nudge_kmm(action)
         return None
 
     def _patch(
@@ -755,6 +788,87 @@ class RolloutController:
                 elif not err.not_found:
                     log.warning("eviction failed", extra={"pod": str(pod), "error": str(err)})
         self._pods.pop(action.node, None)
+
+    def _delete_workers(self, inp: RolloutInput, action: DeleteWorkerPods) -> None:
+        """Deletes KMM's worker Pods of the Module on a held node (worker_hold.py); one
+        already gone is fine. Nothing without --kmm-worker-hold: KMM would only make them
+        again."""
+        if not self._config.hold_workers:
+            return
+        module = module_name(inp.driver_name)
+        by_name = {n.name: n for n in inp.nodes}
+        for pod in by_name[action.node].unfinished_workers if action.node in by_name else ():
+            pod_path = path("", "v1", "pods", namespace=self._config.namespace, name=pod)
+            try:
+                self._kube.request("DELETE", pod_path)
+                log.info(
+                    "deleted KMM's worker Pod on a held node",
+                    extra={"node": action.node, "pod": pod, "module": module},
+                )
+            except KubeError as err:
+                if not err.not_found:
+                    log.warning(
+                        "could not delete KMM's worker Pod", extra={"pod": pod, "error": str(err)}
+                    )
+
+    def _hold_workers(self, action: HoldWorkers) -> float | None:
+        """Adds the node to the worker holds on the coordinator's namespace, or takes it out
+        (names.KMM_WORKER_HOLDS; a merge patch conditioned on the namespace's
+        resourceVersion: two passes holding two nodes never lose one). A retry soon when the
+        write failed or raced."""
+        if not self._config.hold_workers:
+            if action.held:
+                log.warning(
+                    "without --kmm-worker-hold, KMM's worker is not held off the node",
+                    extra={"node": action.node},
+                )
+            return None
+        namespace_path = path("", "v1", "namespaces", name=self._config.namespace)
+        try:
+            namespace = self._kube.request("GET", namespace_path)
+            meta = namespace.get("metadata") or {}
+            held = held_in((meta.get("annotations") or {}).get(names.KMM_WORKER_HOLDS))
+            wanted = held | {action.node} if action.held else held - {action.node}
+            if wanted == held:
+                return None
+            self._kube.request(
+                "PATCH",
+                namespace_path,
+                body={
+                    "metadata": {
+                        "resourceVersion": meta.get("resourceVersion"),
+                        "annotations": {names.KMM_WORKER_HOLDS: hold_list(wanted) or None},
+                    }
+                },
+                content_type=MERGE_PATCH,
+            )
+        except KubeError as err:
+            if err.conflict:
+                return CONFLICT_RETRY_SECONDS
+            log.warning("could not write the worker holds", extra={"error": str(err)})
+            return API_ERROR_RETRY_SECONDS
+        log.info(
+            "KMM's worker held off the node" if action.held else "worker hold let go",
+            extra={"node": action.node},
+        )
+        return None
+
+    def _nudge_kmm(self, action: NudgeKmm) -> None:
+        """Touches KMM's NodeModulesConfig of the node: KMM reconciles it at once."""
+        config = path(
+            names.KMM_GROUP, names.KMM_VERSION, names.KMM_NODE_CONFIG_PLURAL, name=action.node
+        )
+        now = timestamps.format_seconds(self._wall())
+        try:
+            self._kube.request(
+                "PATCH",
+                config,
+                body={"metadata": {"annotations": {names.KMM_NUDGED_AT: now}}},
+                content_type=MERGE_PATCH,
+            )
+        except KubeError as err:
+            if not err.not_found:
+                log.warning("could not nudge KMM", extra={"node": action.node, "error": str(err)})
 
     def _roll_back(self, driver: Mapping[str, Any], rollback: RestoreRevision) -> float | None:
         """spec.kernelModule back to the recorded revision, with the rollback record, if the

@@ -31,7 +31,9 @@ Per pass, over those nodes (in name order):
    such nodes are unloaded). They start in the order of gpuctl.common.rollout_order (the one
    `gpuctl rollout plan` shows): nodes unavailable already (an admin's cordon) first, as
    they take no new slot, then by name.
-4. Blocked nodes are asked now and then whether their blocker went away.
+4. Blocked nodes are asked now and then whether their blocker went away. One whose devices
+   were opened after the check has KMM's worker held off it (worker_hold.py); a write that
+   drops that hold (its next KMM write, or the node leaving) lets it go just before.
 5. With onNodeFailure: Rollback, a node Failed at the target after its KMM write (its load
    or verification failed) rolls the GPUDriver back to the previous revision in
    status.revisions (RestoreRevision: spec.kernelModule as recorded, and the rollback record
@@ -95,6 +97,7 @@ from coordinator.rollout.windows import (
     window_status,
     window_words,
 )
+from coordinator.rollout.worker_hold import cleanup, let_go_first
 from gpuctl.common import names, timestamps
 from gpuctl.common import revisions as rev
 from gpuctl.common.names import IN_PROGRESS, Phase
@@ -300,6 +303,27 @@ def _after(node: NodeFacts, write: PatchNode | None) -> tuple[Phase | None, str]
 
 def decide(inp: RolloutInput) -> Decision:
     """Everything to do for one GPUDriver's rollout now."""
+    decision = _decide(inp)
+    decision.actions = _holds_let_go_first(inp, decision.actions)
+    return decision
+
+
+def _holds_let_go_first(inp: RolloutInput, actions: Sequence[Action]) -> list[Action]:
+    """A write that drops a node's worker hold (its KMM write, or the node leaving) comes
+    right after the hold is let go (worker_hold.py), in the same node's share."""
+    nodes = {n.name: n for n in inp.nodes}
+    out: list[Action] = []
+    for action in actions:
+        if isinstance(action, PatchNode) and action.node in nodes:
+            drops = names.KMM_WORKER_HELD in action.annotations and (
+                action.annotations[names.KMM_WORKER_HELD] is None
+            )
+            out += let_go_first(nodes[action.node], drops)
+        out.append(action)
+    return out
+
+
+def _decide(inp: RolloutInput) -> Decision:
     decision = Decision()
     nodes = {n.name: n for n in sorted(inp.nodes, key=lambda n: n.name)}
     phases: dict[str, Phase] = {}
@@ -319,6 +343,8 @@ def decide(inp: RolloutInput) -> Decision:
         phases[name], versions[name], targets[name] = phase, version, inp.target_for(node)
         if place is None and node.phase in STEPS:
             decision.take(STEPS[node.phase](inp, node))
+        if place is None and node.phase is Phase.BLOCKED:
+            decision.take(cleanup(node))  # a held node's KMM worker Pods
     if not phases and not inp.target_version:
         return decision
     counts = RolloutCounts.of(phases, versions, targets)

@@ -173,6 +173,9 @@ class NodeFacts:
     # What KMM's own objects show it doing here (kmm_activity), read for a node in Loading:
     # a step that times out names it. "" when they show nothing worth telling.
     kmm_activity: str = ""
+    # KMM's worker Pods of the Module on the node that have not succeeded (nor are being
+    # deleted); read for a node whose KMM worker is held or was let go (worker_hold.py).
+    unfinished_workers: tuple[str, ...] = ()
 
     # Cached: a 5,000-node pass reads each node's phase dozens of times.
     @cached_property
@@ -229,6 +232,7 @@ def node_facts(
     claims_unknown: str = "",
     target_image: str = "",
     kmm_activity: str = "",
+    unfinished_workers: tuple[str, ...] = (),
 ) -> NodeFacts:
     meta = node.get("metadata") or {}
     return NodeFacts(
@@ -245,6 +249,7 @@ def node_facts(
         claims_unknown=claims_unknown,
         target_image=target_image,
         kmm_activity=kmm_activity,
+        unfinished_workers=unfinished_workers,
     )
 
 

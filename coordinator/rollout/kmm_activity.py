@@ -23,7 +23,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-WORKER_ACTION_LABEL = "kmm.node.kubernetes.io/worker-action"
+from gpuctl.common import names
+
+WORKER_ACTION_LABEL = names.KMM_WORKER_ACTION_LABEL
 MODULE_NAME_LABEL = "kmm.node.kubernetes.io/module.name"
 IMAGE_DOES_NOT_EXIST = "DoesNotExist"
 IMAGE_EXISTS = "Exists"

@@ -59,6 +59,11 @@ def _gpu_resources(container: Mapping[str, Any]) -> dict[str, Any]:
     return kept
 
 
+# A Pod being deleted (a KMM worker Pod the rollout deleted, held by KMM's finalizer) is not
+# deleted again.
+KEPT_METADATA = ("name", "namespace", "resourceVersion", "deletionTimestamp")
+
+
 def watched_part(pod: Mapping[str, Any]) -> dict[str, Any]:
     """What the rollout keeps of a watched Pod: is_gpu_pod answers the same on it."""
     meta = pod.get("metadata") or {}
@@ -73,7 +78,7 @@ def watched_part(pod: Mapping[str, Any]) -> dict[str, Any]:
             {"name": c.get("name", "")} for c in spec["resourceClaims"] if isinstance(c, Mapping)
         ] or [{"name": ""}]
     kept: dict[str, Any] = {
-        "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta},
+        "metadata": {k: meta[k] for k in KEPT_METADATA if k in meta},
         "spec": kept_spec,
         "status": {"phase": (pod.get("status") or {}).get("phase", "")},
     }

@@ -72,6 +72,13 @@ from coordinator.rollout.records import (
     reconstructed_changes,
 )
 from coordinator.rollout.verify import step_verifying
+from coordinator.rollout.worker_hold import (
+    ask_again,
+    hold,
+    nudge_while_released,
+    opened_since_the_check,
+    released_write,
+)
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase
@@ -219,6 +226,7 @@ def kmm_write(inp: RolloutInput, node: NodeFacts, changes: str | None, reason: s
         annotations[names.PREPARE_CHANGES] = changes
     if not removing(version):
         annotations[names.DRIVER_IMAGE] = node.target_image or None
+    annotations.update(released_write(node))  # a hold let go just before (worker_hold.py)
     return transition(
         inp,
         node,
@@ -412,7 +420,9 @@ def undone_write_words(version: str) -> str:
 def step_loading(inp: RolloutInput, node: NodeFacts) -> StepResult:
     """KMM acts on the KMM write: the load (ready labels at the version) or, on the removal
     path, the unload (its ready label gone). A write someone undid is a new KMM action when
-    made again: the node goes back to Checking, and the write comes after the checks."""
+    made again: the node goes back to Checking, and the write comes after the checks. Until
+    KMM acts, the agent is asked again now and then: devices opened since the check hold KMM's
+    worker off the node (worker_hold.py)."""
     result = StepResult()
     version = node.state_version or inp.target_for(node)
     if not written(inp, node, version):
@@ -430,6 +440,10 @@ def step_loading(inp: RolloutInput, node: NodeFacts) -> StepResult:
     if done:
         result.actions.append(transition(inp, node, Phase.VERIFYING, words, version=version))
         return result
+    holders = opened_since_the_check(inp, node, version)
+    if holders:
+        result.actions += hold(inp, node, version, holders)
+        return result
     timeout = inp.settings.timeouts.load
     elapsed = step_elapsed(node.since, inp.now, inp.observed_for)
     if elapsed >= timeout:
@@ -440,8 +454,10 @@ def step_loading(inp: RolloutInput, node: NodeFacts) -> StepResult:
         if withdrawn:
             reason += f"; {LOAD_WITHDRAWN}"
         result.actions.append(failed(inp, node, reason, version, labels=withdrawn))
-    else:
-        result.wake(timeout - elapsed)
+        return result
+    result.wake(timeout - elapsed)
+    nudge_while_released(result, node, epoch(inp.now))
+    ask_again(result, node, epoch(inp.now))
     return result
 
 

@@ -72,6 +72,9 @@ SERVING_LABEL = f"{GROUP}/grpc-serving"
 AGENT_AUDIENCE = f"{GROUP}/agent"
 
 # KMM's API, as gpuctl uses it.
+# The label KMM puts on its worker Pods (Load or Unload): the chart's worker hold guard
+# (coordinator/worker_hold_guard.py) and the rollout (coordinator/rollout/kmm_activity.py).
+KMM_WORKER_ACTION_LABEL = "kmm.node.kubernetes.io/worker-action"
 KMM_GROUP = "kmm.sigs.x-k8s.io"
 KMM_VERSION = "v1beta1"
 KMM_MODULE_PLURAL = "modules"
@@ -114,6 +117,21 @@ SRCVERSION_BEFORE = f"{GROUP}/srcversion-before"
 DRIVER_IMAGE = f"{GROUP}/driver-image"
 IMAGE_BEFORE = f"{GROUP}/driver-image-before"
 
+# On a Blocked node whose devices were opened after the check, before KMM's worker ran (the
+# version of its KMM write): KMM's worker is held off the node (coordinator/rollout/
+# worker_hold.py): the node is listed in names.KMM_WORKER_HOLDS, which the chart's worker hold
+# guard reads.
+# Dropped by the node's next KMM write (which lets the hold go first) or when it leaves.
+KMM_WORKER_HELD = f"{GROUP}/kmm-worker-held"
+# On a node whose KMM write let such a hold go: while KMM has made no worker for it, KMM is
+# nudged now and then (its retries of the refused Pod may be backing off for minutes).
+KMM_WORKER_RELEASED = f"{GROUP}/kmm-worker-released"
+# On the coordinator's namespace: the nodes KMM's worker is held off, space-separated (the
+# chart's worker hold guard, coordinator/worker_hold_guard.py, reads it as namespaceObject).
+KMM_WORKER_HOLDS = f"{GROUP}/kmm-worker-holds"
+# On KMM's NodeModulesConfig: when gpuctl last nudged KMM to reconcile it (any change does).
+KMM_NUDGED_AT = f"{GROUP}/nudged-at"
+
 # On the GPUDriver: `gpuctl rollout resume` sets it to the target version to release the hold.
 RESUMED_VERSION = f"{GROUP}/rollout-resumed-version"
 # On the GPUDriver: the coordinator's record of a rollback (onNodeFailure: Rollback), JSON
@@ -126,7 +144,14 @@ ROLLBACK = f"{GROUP}/rollout-rollback"
 SOAK_BASELINE = f"{GROUP}/soak-baseline"
 
 # Annotations that describe one node's pass and are dropped once it is done.
-PASS_DETAIL = (PREPARE_CHANGES, BOUND_BEFORE, VFS_BEFORE, SRCVERSION_BEFORE, IMAGE_BEFORE)
+PASS_DETAIL = (
+    PREPARE_CHANGES,
+    BOUND_BEFORE,
+    VFS_BEFORE,
+    SRCVERSION_BEFORE,
+    IMAGE_BEFORE,
+    KMM_WORKER_RELEASED,
+)
 # Every annotation of a node's rollout state, dropped when the node leaves the rollout.
 STATE_ANNOTATIONS = (
     SINCE,
@@ -135,6 +160,7 @@ STATE_ANNOTATIONS = (
     GPUDRIVER,
     CORDONED_BY_GPUCTL,
     SOAK_BASELINE,
+    KMM_WORKER_HELD,
     *PASS_DETAIL,
 )
 

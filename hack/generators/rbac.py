@@ -17,6 +17,7 @@ from coordinator.rbac import (
     EDIT_RULES,
     EVENTS_RULES,
     NAMESPACE_RULES,
+    OWN_NAMESPACE,
     RETRY_RULES,
     SELF_SIGNED_TLS_RULES,
     TLS_CONFIGMAP_NAME,
@@ -63,7 +64,7 @@ def coordinator_text() -> str:
     events = f"{name}-events"
     release, events_ns = "{{ .Release.Namespace }}", "{{ .Values.coordinator.eventsNamespace }}"
     parts = [
-        _role("ClusterRole", name, None, CLUSTER_RULES),
+        _role("ClusterRole", name, None, CLUSTER_RULES).replace(OWN_NAMESPACE, release),
         _binding("ClusterRoleBinding", "ClusterRole", name, None),
         _role("Role", name, release, NAMESPACE_RULES),
         _binding("RoleBinding", "Role", name, release),

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agent.__main__ import build_parser as build_agent_parser
-from coordinator import pool_guard
+from coordinator import pool_guard, worker_hold_guard
 from coordinator.main import parse_args
 from tests.support.helm import Helm, HelmError, find, kinds
 
@@ -32,8 +32,9 @@ BASE_KINDS = [
     "ServiceAccount",
     "ServiceAccount",
     # The Module, NodeModulesConfig and KMM CRD delete guards (coordinator/module_guard.py,
-    # nmc_guard.py, kmm_crd_guard.py; docs/uninstall.md).
-    *["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 3,
+    # nmc_guard.py, kmm_crd_guard.py; docs/uninstall.md) and the worker hold guard
+    # (worker_hold_guard.py).
+    *["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 4,
 ]
 
 
@@ -87,6 +88,12 @@ def check_defaults(rendered: Rendered) -> None:
     assert not any(a.startswith("--node-selector") for a in args_of(rendered, "Deployment"))
     assert "nodeSelector" not in pod_spec(rendered, "DaemonSet")
     assert "--allow-node-changes" not in args_of(rendered, "DaemonSet")
+    # The coordinator holds KMM's worker off a node opened after its check, and the chart's
+    # guard (coordinator/worker_hold_guard.py, for the release namespace) enforces it.
+    assert "--kmm-worker-hold" in args_of(rendered, "Deployment")
+    hold = [o for o in rendered if o["metadata"]["name"] == "gpuctl-kmm-worker-hold"]
+    expected = worker_hold_guard.guard_objects("gpuctl-kmm-worker-hold", "gpuctl-system")
+    assert [o["spec"] for o in hold] == [o["spec"] for o in expected]
     # selfSigned: the coordinator makes its own Secret; nothing rendered holds a key.
     assert "PRIVATE KEY" not in json.dumps(rendered)
     assert "--tls-secret=gpuctl-coordinator-tls" in args_of(rendered, "Deployment")

@@ -225,7 +225,7 @@ def loading(**kwargs: Any) -> NodeFacts:
 def test_loading_waits_for_kmm_to_drop_its_ready_label_then_verifies() -> None:
     waiting = loading()
     step = step_loading(rollout([waiting]), waiting)
-    assert step.actions == []
+    assert step.actions == [RequestReport(waiting.name, waiting.attempt)]  # until KMM acts
     assert step.wake_in is not None
     gone = unwanted(phase=Phase.LOADING, version=NONE)
     patch = only_patch(step_loading(rollout([gone]), gone).actions)

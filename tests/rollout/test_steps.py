@@ -7,8 +7,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import pytest
-
 from coordinator.rollout.actions import (
     EvictPods,
     PatchNode,
@@ -27,6 +25,7 @@ from coordinator.rollout.steps import (
     step_preparing,
 )
 from coordinator.rollout.verify import step_verifying
+from coordinator.rollout.worker_hold import LOADING_CHECK_SECONDS
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from tests.support.rollout_samples import (
@@ -463,8 +462,9 @@ def test_functions_unbound_by_an_unload_are_no_change_to_restore() -> None:
 def test_loading_waits_for_kmm_then_verifies() -> None:
     waiting = node(phase=Phase.LOADING, labels=targeted())
     step = step_loading(rollout([waiting]), waiting)
-    assert step.actions == []
-    assert step.wake_in is not None
+    # Until KMM acts, the agent is asked again: something may open the devices meanwhile.
+    assert step.actions == [RequestReport(waiting.name, waiting.attempt)]
+    assert step.wake_in == LOADING_CHECK_SECONDS
     loaded = node(phase=Phase.LOADING, labels=loaded_labels())
     assert only_patch(step_loading(rollout([loaded]), loaded).actions).phase_to is Phase.VERIFYING
 
@@ -758,8 +758,7 @@ def test_a_step_timeout_counts_no_more_than_the_coordinator_watched() -> None:
     loading = node(phase=Phase.LOADING, since=601, labels=targeted())
     just_back = dataclasses.replace(rollout([loading]), observed_for=5.0)
     step = step_loading(just_back, loading)
-    assert step.actions == []
-    assert step.wake_in == pytest.approx(595.0)
+    assert not [a for a in step.actions if isinstance(a, PatchNode)]  # not failed yet
     watched_long_enough = dataclasses.replace(rollout([loading]), observed_for=601.0)
     patch = only_patch(step_loading(watched_long_enough, loading).actions)
     assert patch.phase_to is Phase.FAILED

@@ -25,6 +25,7 @@ from coordinator.rbac import (
     CLUSTER_RULES,
     EVENTS_RULES,
     NAMESPACE_RULES,
+    OWN_NAMESPACE,
     SELF_SIGNED_TLS_RULES,
     TLS_CONFIGMAP_NAME,
     TLS_SECRET_NAME,
@@ -65,6 +66,11 @@ def tls_rules(secret: str, configmap: str) -> list[dict[str, Any]]:
     return list(
         json.loads(text.replace(TLS_SECRET_NAME, secret).replace(TLS_CONFIGMAP_NAME, configmap))
     )
+
+
+def cluster_rules(namespace: str) -> list[dict[str, Any]]:
+    """CLUSTER_RULES with the coordinator's own namespace put in, as the chart does."""
+    return list(json.loads(json.dumps(CLUSTER_RULES).replace(OWN_NAMESPACE, namespace)))
 
 
 def declared_grants(*, tls: bool = False) -> set[Grant]:
@@ -182,7 +188,7 @@ def bound_coordinator(
     cluster_name = f"{namespace}-coordinator"
     events_name = f"{namespace}-coordinator-events"
     roles: list[tuple[str, str, str | None, list[dict[str, Any]]]] = [
-        ("ClusterRole", cluster_name, None, CLUSTER_RULES),
+        ("ClusterRole", cluster_name, None, cluster_rules(namespace)),
         ("Role", ACCOUNT, namespace, NAMESPACE_RULES),
         ("Role", events_name, events_namespace, EVENTS_RULES),
     ]

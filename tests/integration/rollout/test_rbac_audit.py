@@ -4,7 +4,8 @@ The coordinator runs as a process under ServiceAccount `coordinator` bound to co
 rules as the chart binds them, through a whole life: it leads, labels its Pod for the gRPC
 Service, reconciles a GPUDriver into a Module, mirrors two agents into GPUNodes, reviews their
 tokens and a NodeService caller's access, rolls a new version node by node, evicts a GPU pod,
-files Events (one repeated), and deletes the Module when the GPUDriver goes. The audit log (every
+holds KMM's worker off a node opened after its check and lets it go, files Events (one
+repeated), and deletes the Module when the GPUDriver goes. The audit log (every
 ServiceAccount request, tests/harness/flags.py) then must show no request refused, no request
 the rules do not allow, and every granted verb used.
 """
@@ -34,7 +35,15 @@ from tests.support.coordinator_rbac import (
     username,
 )
 from tests.support.rollout_live.rig import NEW, OLD, RolloutRig, stop_process
-from tests.support.rollout_live.scenario import FAST, gpu_pod, start, wait_status
+from tests.support.rollout_live.scenario import (
+    FAST,
+    busy_with_ollama,
+    gpu_pod,
+    idle_again,
+    start,
+    wait_status,
+)
+from tests.support.worker_hold import installed_worker_hold_guard
 
 pytestmark = pytest.mark.integration
 
@@ -102,6 +111,24 @@ def test_the_charts_rbac_is_exactly_what_the_coordinator_calls(
             path("", "v1", "pods", namespace=namespace, name=pod),
             body={"gracePeriodSeconds": 0},
         )
+        rig.wait_phases({idle: "Done", busy: "Done"}, timeout=120)
+        # A daemon opens a device after the check, before KMM's worker runs: KMM's worker is
+        # held off the node (the namespace's hold annotation, KMM's Pod deleted), then let go
+        # and KMM nudged once the node is checked idle again.
+        with installed_worker_hold_guard(rig.kube, namespace):
+            rig.kmm.hold_node(idle)
+            rig.set_version(OLD)
+            wait_until(
+                "KMM's unloader made", lambda: rig.worker_pods("Unload", idle), timeout_seconds=60
+            )
+            busy_with_ollama(rig, idle)
+            rig.wait_phases({idle: "Blocked"}, timeout=60)
+            wait_until("the unloader deleted", lambda: called("delete", "pods"), timeout_seconds=60)
+            rig.kmm.hold_node(idle, held=False)
+            idle_again(rig, idle)
+            rig.wait_phases({idle: "Done", busy: "Done"}, timeout=120)
+        assert called("patch", "nodemodulesconfigs")
+        rig.set_version(NEW)
         rig.wait_phases({idle: "Done", busy: "Done"}, timeout=120)
         # Back to OLD and forward to NEW again: the second "all nodes run NEW" is a repeated
         # Event (count 2, a patch).

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from coordinator import worker_hold_guard
 from gpuctl.common import names
 from tests.fakehost import FakeHost
 from tests.fakehost.scenarios import B580, arc_b580_in_tree
@@ -35,6 +36,7 @@ from tests.support.rollout_live.scenario import (
     start,
     wait_status,
 )
+from tests.support.worker_hold import held_nodes, installed_worker_hold_guard, refused_worker_pod
 
 pytestmark = [pytest.mark.integration, EACH_KMM]
 
@@ -232,6 +234,48 @@ def test_a_kmm_write_taken_off_mid_load_is_written_again_only_after_the_checks(
     rig.wait_phases({node: "Done"}, timeout=120)
     assert module_version(rig, node) == NEW
     assert_no_unload_while_busy(rig)
+
+
+def test_a_device_opened_after_the_check_holds_kmms_worker_off_the_node(
+    rollout_rig: RolloutRig,
+) -> None:
+    """The gap between the check and KMM's worker (item 8): the node is checked idle and
+    labelled; KMM makes its unloader, held back as by a slow image pull; then a host daemon
+    opens the device. Left alone, the unloader would retry `modprobe -r` until the daemon's
+    first idle moment (and KMM makes it again if it is only deleted). The rollout's next agent
+    answer holds KMM's worker off the node: Blocked naming the daemon, the node in the hold
+    ConfigMap, the held unloader deleted before it ran, and KMM's new one refused by the
+    chart's worker hold guard even once the image pull would be over. Idle again, the node
+    goes to the target through the checks, the hold let go just before its KMM write."""
+    rig = rollout_rig
+    [node] = start(rig, ["a"], FAST)
+    with installed_worker_hold_guard(rig.kube, rig.namespace):
+        rig.kmm.hold_node(node)  # KMM's workers on the node wait, as for a slow image pull
+        rig.set_version(NEW)
+        rig.wait_phases({node: "Loading"}, timeout=90)
+        wait_until(
+            "KMM's unloader made for the node",
+            lambda: rig.worker_pods("Unload", node),
+            timeout_seconds=60,
+        )
+        busy_with_ollama(rig, node)
+        rig.wait_phases({node: "Blocked"}, timeout=60)
+        wait_named_in_status(rig, node, "opened after the check")
+        wait_named_in_status(rig, node, "pid 4242 (ollama)")
+        assert node in held_nodes(rig.kube, rig.namespace)
+        wait_until(
+            "the held unloader deleted", lambda: not rig.worker_pods(node=node), timeout_seconds=60
+        )
+        refused = refused_worker_pod(rig.kube, rig.namespace, node)
+        assert refused is not None
+        assert worker_hold_guard.refusal_message(node) in refused.message
+        rig.kmm.hold_node(node, held=False)  # the image pull would be over: still nothing runs
+        assert node not in rig.kernels.unloads
+        idle_again(rig, node)
+        rig.wait_phases({node: "Done"}, timeout=120)
+        assert node not in held_nodes(rig.kube, rig.namespace)
+        assert module_version(rig, node) == NEW
+        assert_no_unload_while_busy(rig)
 
 
 def module_tolerations_now(rig: RolloutRig) -> list[dict[str, Any]]:

@@ -257,6 +257,7 @@ class RolloutRig:
             f"--metrics-port={metrics_port or self.metrics_port}",
             "--metrics-address=127.0.0.1",
             "--rollout-blocked-recheck=0.5",
+            "--kmm-worker-hold",
             *extra,
         ]
 
