@@ -85,7 +85,7 @@ def opened_since_the_check(inp: RolloutInput, node: NodeFacts, version: str) -> 
 
 def hold(inp: RolloutInput, node: NodeFacts, version: str, holders: str) -> list[Action]:
     """Blocked with KMM's worker held off the node (cordon, records and labels kept), then
-    the hold and the deletion of KMM's workers there (cleanup repeats both)."""
+    the hold; the Blocked node's cleanup deletes KMM's workers there."""
     reason = (
         f"opened after the check, before KMM acted: {holders}; KMM's worker is held off the "
         "node until it is checked idle again"
@@ -99,7 +99,7 @@ def hold(inp: RolloutInput, node: NodeFacts, version: str, holders: str) -> list
         annotations={names.KMM_WORKER_HELD: version},
         event_kind=WARNING,
     )
-    return [blocked, HoldWorkers(node.name, held=True), DeleteWorkerPods(node.name)]
+    return [blocked, HoldWorkers(node.name, held=True)]
 
 
 def ask_again(result: StepResult, node: NodeFacts, now: float) -> None:

@@ -39,7 +39,7 @@ def test_a_client_on_the_old_module_during_loading_holds_kmms_worker_off() -> No
         node(phase=Phase.LOADING, labels=LOADING_LABELS), report=report(blockers=[OPEN_CLIENT])
     )
     actions = step_loading(rollout([loading]), loading).actions
-    blocked, hold, delete = actions
+    blocked, hold = actions
     assert isinstance(blocked, PatchNode)
     assert blocked.phase_to is Phase.BLOCKED
     assert blocked.annotations[names.KMM_WORKER_HELD] == TARGET
@@ -48,7 +48,7 @@ def test_a_client_on_the_old_module_during_loading_holds_kmms_worker_off() -> No
     assert "pid 4242 (ollama)" in reason
     assert blocked.labels == {names.STATE_LABEL: "Blocked"}  # KMM's order stands
     assert blocked.unschedulable is None  # cordon kept
-    assert (hold, delete) == (HoldWorkers(loading.name, held=True), DeleteWorkerPods(loading.name))
+    assert hold == HoldWorkers(loading.name, held=True)  # the Blocked node's cleanup deletes
 
 
 def test_the_removal_is_held_like_a_load() -> None:
