@@ -109,7 +109,8 @@ class KmmWebhook:
         self.namespace = namespace
         self._operator_namespace = operator_namespace
         self.name = f"kmm-webhook-{namespace}"
-        self._health_port, self._metrics_port = free_loopback_ports(2)
+        # Not the webhook port (nothing listens on it yet, so a second draw could pick it).
+        self._health_port, self._metrics_port = free_loopback_ports(2, besides=(port,))
         self.process: subprocess.Popen[bytes] | None = None
         ca = certs.make_ca(datetime.datetime.now(datetime.UTC), "kmm-webhook-test-ca")
         self._ca_pem = ca.cert_pem

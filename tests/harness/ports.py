@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import socket
+from collections.abc import Collection
 from pathlib import Path
 
 from tests.harness.layout import LOOPBACK, Ports
@@ -40,13 +41,16 @@ def _bindable(port: int) -> bool:
     return True
 
 
-def _kernel_chosen(count: int) -> list[int]:
+def _kernel_chosen(count: int, besides: Collection[int]) -> list[int]:
     """The fallback where no range lies below the ephemeral one: ports bind(0) gives."""
-    sockets = []
+    sockets: list[socket.socket] = []
     try:
-        for _ in range(count):
+        while len(sockets) < count:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.bind((LOOPBACK, 0))
+            if sock.getsockname()[1] in besides:
+                sock.close()
+                continue
             sockets.append(sock)
         return [sock.getsockname()[1] for sock in sockets]
     finally:
@@ -54,16 +58,17 @@ def _kernel_chosen(count: int) -> list[int]:
             sock.close()
 
 
-def free_loopback_ports(count: int) -> list[int]:
+def free_loopback_ports(count: int, *, besides: Collection[int] = ()) -> list[int]:
     """``count`` distinct ports, free on 127.0.0.1 a moment ago, that the kernel does not hand
-    out to other sockets on its own."""
+    out to other sockets on its own, and none of ``besides``: ports chosen earlier that
+    nothing listens on yet (two draws may otherwise pick the same free port)."""
     top = _ephemeral_start()
     if top - LOWEST < count * 100:
-        return _kernel_chosen(count)
+        return _kernel_chosen(count, besides)
     chosen: list[int] = []
     while len(chosen) < count:
         port = _draw.randrange(LOWEST, top)
-        if port not in chosen and _bindable(port):
+        if port not in chosen and port not in besides and _bindable(port):
             chosen.append(port)
     return chosen
 

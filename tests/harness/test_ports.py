@@ -27,3 +27,13 @@ def test_the_range_is_read_from_the_kernel_and_a_broken_file_means_the_default(
     range_file.write_text("garbage")
     assert ports._ephemeral_start(range_file) == ports.DEFAULT_EPHEMERAL_START
     assert ports._ephemeral_start(tmp_path / "missing") == ports.DEFAULT_EPHEMERAL_START
+
+
+def test_ports_chosen_besides_earlier_ones_never_repeat_them() -> None:
+    # Ports drawn earlier that nothing listens on yet are free to a second draw: `besides`
+    # keeps it off them (KMM's webhook port and the webhook server's own metrics port once
+    # came out the same, and the server could not bind).
+    earlier = ports.free_loopback_ports(50)
+    for _ in range(20):
+        assert not set(ports.free_loopback_ports(50, besides=earlier)) & set(earlier)
+    assert not set(ports._kernel_chosen(5, besides=earlier)) & set(earlier)
