@@ -75,5 +75,9 @@ class GpuNodes:
             host.write(kernel.REFUSES_LOADS, reason + "\n")
 
     def live_version(self, node: str) -> str:
-        path = self.hosts[node].real("sys/module/xe/version")
-        return path.read_text().strip() if path.exists() else ""
+        """The loaded xe's version ("" when none is loaded). Read, not checked first: an
+        unload may take the file away between a check and the read."""
+        try:
+            return self.hosts[node].real("sys/module/xe/version").read_text().strip()
+        except FileNotFoundError:
+            return ""
