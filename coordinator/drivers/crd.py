@@ -14,6 +14,7 @@ from typing import Any
 from coordinator.crd_envelope import custom_resource_definition
 from coordinator.drivers import model
 from gpuctl.common import names, revisions
+from gpuctl.rollout.holds import HoldKind, RolloutState
 
 _DROPPED_KEYS = frozenset({"title", "additionalProperties", "$defs"})
 
@@ -132,7 +133,6 @@ ROLLOUT_PHASES = (
     "Failed",
     "Skipped",
 )
-ROLLOUT_STATES = ("Progressing", "Held", "Paused", "Complete", "Failed", "NoNodes")
 
 
 def _rollout_status_schema() -> dict[str, Any]:
@@ -143,7 +143,13 @@ def _rollout_status_schema() -> dict[str, Any]:
         "coordinator/rollout).",
         "properties": {
             "targetVersion": {"type": "string"},
-            "state": {"type": "string", "enum": list(ROLLOUT_STATES)},
+            "state": {"type": "string", "enum": [state.value for state in RolloutState]},
+            "holdKind": {
+                "type": "string",
+                "description": "What keeps new nodes from starting ("
+                + ", ".join(kind.value for kind in HoldKind)
+                + "); absent when nothing does. The message says it in words.",
+            },
             "message": {"type": "string"},
             "total": {**count, "description": "Targeted nodes, skipped ones not counted."},
             "updated": {**count, "description": "Nodes Done at targetVersion."},

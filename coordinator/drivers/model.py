@@ -282,6 +282,12 @@ class PrometheusGate(_Model):
         'ALERTS{alertstate="firing",severity="critical"}.',
     )
     timeout: GoDuration = Field(default="10s", description="How long one query may take.")
+    max_answer_age: GoDuration = Field(
+        default="0s",
+        alias="maxAnswerAge",
+        description="How old an answer a node may start on. 0s (the default): a node starts "
+        "only on an answer asked for that start; a held rollout is asked again every 2s.",
+    )
 
 
 class RolloutGates(_Model):

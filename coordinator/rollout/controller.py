@@ -26,6 +26,7 @@ at once. Without it, a pass of 500 nodes' steps made its ~500 requests one after
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -90,7 +91,12 @@ from coordinator.rollout.refused import (
     refused_status,
 )
 from coordinator.rollout.rollout_status import resumed_version
-from coordinator.rollout.settings import RolloutSettings, SettingsError, rollout_settings
+from coordinator.rollout.settings import (
+    PrometheusGate,
+    RolloutSettings,
+    SettingsError,
+    rollout_settings,
+)
 from coordinator.worker_hold_guard import held_in, hold_list
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common import names, revisions, timestamps
@@ -354,6 +360,11 @@ class RolloutController:
             return self._finish_refused(driver, target, previous, refusal, settings)
         inp = self._gather(driver, spec, target, settings, previous)
         decision = decide(inp)
+        if decision.ask_gate and settings.prometheus_gate is not None:
+            # A node would start on an answer older than the gate allows: ask now, decide again.
+            fresh = self._ask_gate(name, settings.prometheus_gate)
+            inp = dataclasses.replace(inp, gate=fresh)
+            decision = decide(inp)
         requeue = self._execute(driver, inp, decision)
         if decision.rollback is not None and requeue is None:
             # Before the status write: the spec patch carries the resourceVersion read.
@@ -515,16 +526,20 @@ class RolloutController:
         self, driver: str, settings: RolloutSettings, facts: Sequence[NodeFacts]
     ) -> GateResult | None:
         """The Prometheus gate's verdict while some node may still start (an answer is used
-        for GATE_RECHECK_SECONDS); None without a gate or with every node settled."""
+        for GATE_RECHECK_SECONDS: a start needs a younger one, decide.py asks for it); None
+        without a gate or with every node settled."""
         gate = settings.prometheus_gate
         settled = (Phase.DONE, Phase.SKIPPED)
         if gate is None or all(n.phase in settled for n in facts):
             return None
-        now = self._monotonic()
-        key = (driver, gate.url, gate.query)
-        cached = self._gate_answers.get(key)
-        if cached is not None and now - cached[0] < GATE_RECHECK_SECONDS:
+        cached = self._gate_answers.get((driver, gate.url, gate.query))
+        if cached is not None and self._monotonic() - cached[0] < GATE_RECHECK_SECONDS:
             return cached[1]
+        return self._ask_gate(driver, gate)
+
+    def _ask_gate(self, driver: str, gate: PrometheusGate) -> GateResult:
+        """Asks Prometheus now; the verdict is kept for _gate."""
+        asked, asked_at = self._monotonic(), self._wall()
         url = f"{gate.url}/api/v1/query?" + urllib.parse.urlencode({"query": gate.query})
         status: int | None = None
         body, error = b"", ""
@@ -535,10 +550,10 @@ class RolloutController:
             status, body = err.code, err.read(MAX_ANSWER_BYTES)
         except (urllib.error.URLError, OSError, ValueError) as err:
             error = str(getattr(err, "reason", "") or err)
-        result = gate_result(gate.query, status, body, error)
+        result = gate_result(gate.query, status, body, error, asked_at=asked_at)
         if not result.passed:
             log.info("rollout gate holds", extra={"gpudriver": driver, "why": result.words})
-        self._gate_answers[key] = (now, result)
+        self._gate_answers[(driver, gate.url, gate.query)] = (asked, result)
         return result
 
     def _pods_of(self, nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[GpuPod, ...] | None]:

@@ -28,7 +28,7 @@ Per pass, over those nodes (in name order):
    while the rollout is paused, held after its first node, failed (at its failure budget) or
    waiting for the Module; removals only while it is paused or failed (the Module's version
    does not matter to an unload, and the drivers controller may hold a Module update until
-   such nodes are unloaded). They start in the order of gpuctl.common.rollout_order (the one
+   such nodes are unloaded). They start in the order of gpuctl.rollout.order (the one
    `gpuctl rollout plan` shows): nodes unavailable already (an admin's cordon) first, as
    they take no new slot, then by name.
 4. Blocked nodes are asked now and then whether their blocker went away. One whose devices
@@ -43,12 +43,17 @@ Per pass, over those nodes (in name order):
 6. With maintenanceWindows, no node starts (loads and removals alike) while every window is
    closed; nodes in a step finish it. The status says when the next window opens, and a
    pass is due when a window opens or closes.
+7. With gates.prometheus, no node starts (loads and removals alike) unless its query's
+   answer (gathered by the controller: prometheus_gate.py) was an empty result; a gate that
+   cannot be evaluated holds, with why. The rollout is Held meanwhile. A start needs an
+   answer no older than the gate's maxAnswerAge (by default one asked for that start): with
+   an older one the node waits and the decision asks for a fresh answer (`ask_gate`).
 8. With soakSeconds, the node(s) verified first at the target (every one, with soakEachBatch)
    are watched that long before the next node starts (soak.py): one that degrades fails,
    and rolls back under Rollback.
-7. With gates.prometheus, no node starts (loads and removals alike) unless its query's latest
-   answer (gathered by the controller: prometheus_gate.py) was an empty result; a gate that
-   cannot be evaluated holds, with why. The rollout is Held meanwhile.
+
+Every rollout-wide reason to start nothing is a typed Hold (gpuctl.rollout.holds): its kind
+gives the state, its words the message.
 
 The status (rollout_status.py) and the Events about the GPUDriver come out of the same facts.
 """
@@ -79,30 +84,18 @@ from coordinator.rollout.node_step import (
 from coordinator.rollout.placement import placement
 from coordinator.rollout.prometheus_gate import GATE_RECHECK_SECONDS
 from coordinator.rollout.refused import anothers_step
-from coordinator.rollout.rollout_status import (
-    GATE_HOLD,
-    ROLLED_BACK,
-    ROLLING_BACK,
-    SOAKING,
-    RolloutCounts,
-    rollout_status,
-)
+from coordinator.rollout.rollout_status import RolloutCounts, rollout_status
 from coordinator.rollout.settings import SettingsError, max_unavailable
 from coordinator.rollout.soak import soak
 from coordinator.rollout.steps import STEPS
-from coordinator.rollout.windows import (
-    OUTSIDE_WINDOWS,
-    WindowState,
-    window_state,
-    window_status,
-    window_words,
-)
+from coordinator.rollout.windows import WindowState, window_state, window_status, window_words
 from coordinator.rollout.worker_hold import cleanup, let_go_first
 from gpuctl.common import names, timestamps
 from gpuctl.common import revisions as rev
 from gpuctl.common.names import IN_PROGRESS, Phase
-from gpuctl.common.rollout_gates import FAILED, PAUSED, GateFacts, rollout_gate
-from gpuctl.common.rollout_order import is_unavailable, start_order
+from gpuctl.rollout.gates import GateFacts, rollout_gate
+from gpuctl.rollout.holds import Hold, HoldKind, RolloutState
+from gpuctl.rollout.order import is_unavailable, start_order
 
 
 @dataclass
@@ -116,6 +109,9 @@ class Decision:
     revisions: list[dict[str, Any]] | None = None
     # The rollback to make (onNodeFailure: Rollback), if any.
     rollback: RestoreRevision | None = None
+    # A node would start but for the Prometheus gate's answer being older than the gate
+    # allows: ask it afresh and decide again before acting.
+    ask_gate: bool = False
 
     def wake(self, seconds: float | None) -> None:
         if seconds is None:
@@ -179,17 +175,17 @@ def _recheck(inp: RolloutInput, node: NodeFacts, decision: Decision) -> None:
 
 @dataclass(frozen=True)
 class _Gates:
-    """Why no new node may start now, per path ("" when nodes may start); `only`: nodes the
-    load gate lets through (those a rollback takes back)."""
+    """Why no new node may start now, per path (None when nodes may start); `only`: nodes
+    the load gate lets through (those a rollback takes back)."""
 
-    load: str
-    removal: str
+    load: Hold | None
+    removal: Hold | None
     only: frozenset[str] = frozenset()
 
-    def of(self, version: str, node: str = "") -> str:
+    def of(self, version: str, node: str = "") -> Hold | None:
         if removing(version):
             return self.removal
-        return "" if node in self.only else self.load
+        return None if node in self.only else self.load
 
 
 def _rollback_active(inp: RolloutInput) -> bool:
@@ -199,19 +195,32 @@ def _rollback_active(inp: RolloutInput) -> bool:
 
 
 def _rollback_gates(inp: RolloutInput, phases: Mapping[str, Phase]) -> _Gates:
-    """Only the rollback's nodes start; "rolling back" while one of them still moves."""
+    """Only the rollback's nodes start; rolling back while one of them still moves."""
     nodes = frozenset(str(n) for n in inp.rollback.get("nodes") or [])
     moving = any(phases.get(n) in (Phase.PENDING, *IN_PROGRESS) for n in nodes)
-    return _Gates(ROLLING_BACK if moving else ROLLED_BACK, "", nodes)
+    kind = HoldKind.ROLLING_BACK if moving else HoldKind.ROLLED_BACK
+    return _Gates(Hold(kind, _rollback_words(kind, inp.rollback)), None, nodes)
 
 
-def _time_and_health_gate(inp: RolloutInput, window: WindowState | None) -> str:
+def _time_and_health_gate(inp: RolloutInput, window: WindowState | None) -> Hold | None:
     """Why no node (load or removal) may start now for the time or the fleet's health."""
     if window is not None and not window.open:
-        return OUTSIDE_WINDOWS
+        return Hold(HoldKind.OUTSIDE_WINDOWS, window_words(window), window.opens_at)
     if inp.gate is not None and not inp.gate.passed:
-        return f"{GATE_HOLD}: {inp.gate.words}"
-    return ""
+        return Hold(HoldKind.PROMETHEUS_GATE, f"held by the gate: {inp.gate.words}")
+    return None
+
+
+def _gate_answer_fresh(inp: RolloutInput) -> bool:
+    """A start may rest on the Prometheus gate's answer: there is no gate, or its answer is
+    no older than the gate's maxAnswerAge (asked after `now`, in the same pass, counts as
+    age 0)."""
+    gate = inp.settings.prometheus_gate
+    if gate is None:
+        return True
+    if inp.gate is None:
+        return False
+    return (inp.now - inp.gate.asked_at).total_seconds() <= gate.max_answer_age
 
 
 def _gates(
@@ -233,26 +242,34 @@ def _gates(
             total=counts.total,
         )
     )
-    if gate in (FAILED, PAUSED):
+    if gate is not None and gate.kind in (HoldKind.FAILURE_BUDGET, HoldKind.PAUSED):
         return _Gates(gate, gate)
     held = _time_and_health_gate(inp, window)
-    if held:
+    if held is not None and gate is not None:
+        # Held after the first node: loads wait for a person first, whatever the time or
+        # the gate say (the status names what a person must do); removals for the hold.
+        return _Gates(gate, held)
+    if held is not None:
         return _Gates(held, held)
     if not inp.target_version:
-        return _Gates("", "")
+        return _Gates(None, None)
     if not inp.module_ready:
-        return _Gates(inp.module_wait_reason or "waiting for the Module", "")
+        waiting = inp.module_wait_reason or "waiting for the Module"
+        return _Gates(Hold(HoldKind.MODULE_NOT_READY, waiting), None)
     return _load_gates(inp, gate, phases or {}, soaking)
 
 
-def _load_gates(inp: RolloutInput, gate: str, phases: Mapping[str, Phase], soaking: str) -> _Gates:
+def _load_gates(
+    inp: RolloutInput, gate: Hold | None, phases: Mapping[str, Phase], soaking: str
+) -> _Gates:
     """The gates of loads alone, once the Module asks for the target: a soak, a rollback,
     the hold after the first node."""
     if soaking:
-        return _Gates(f"{SOAKING}: {soaking}", "")
+        words = f"soaking before the next node starts: {soaking}"
+        return _Gates(Hold(HoldKind.SOAKING, words), None)
     if _rollback_active(inp):
         return _rollback_gates(inp, phases)
-    return _Gates(gate, "")
+    return _Gates(gate, None)
 
 
 def _done_frees_in_pass(inp: RolloutInput) -> bool:
@@ -351,17 +368,18 @@ def _decide(inp: RolloutInput) -> Decision:
     try:
         bound = max_unavailable(inp.settings.max_unavailable, counts.total + counts.removing)
     except SettingsError as err:
-        decision.status = rollout_status(inp, phases, counts, str(err), "error")
+        refused = Hold(HoldKind.REFUSED, str(err))
+        decision.status = rollout_status(inp, phases, counts, str(err), refused)
         return decision
     window = _window(inp, decision)
     _first_batch_soaks_only(inp, nodes, decision)
     soaking = _soak(inp, nodes, phases, decision)
     gates = _gates(inp, counts, phases, window, soaking)
-    if gates.load.startswith(GATE_HOLD):
+    if gates.load is not None and gates.load.kind is HoldKind.PROMETHEUS_GATE:
         decision.wake(GATE_RECHECK_SECONDS)
     staying = {name: nodes[name] for name in phases}
     held_back = _start_nodes(inp, staying, phases, decision, gates=gates, bound=bound)
-    message = _message(inp, gates, counts, bound, window)
+    message = _message(inp, gates, counts, bound)
     if held_back and not counts.in_progress:
         message += f"; waiting: already unavailable: {held_back}"
     decision.status = rollout_status(inp, phases, counts, message, gates.load)
@@ -434,7 +452,7 @@ def _history(inp: RolloutInput, counts: RolloutCounts, decision: Decision) -> No
         version=inp.target_version,
         kernel_module=inp.kernel_module,
         updated=counts.updated,
-        complete=decision.status["state"] == "Complete",
+        complete=decision.status["state"] == RolloutState.COMPLETE,
         started=decision.status["startedAt"],
         now=timestamps.format_seconds(inp.now),
     )
@@ -537,7 +555,7 @@ def _start_nodes(
         if phase is Phase.DONE and current and node.cordoned_by_us:
             decision.actions.append(_release_cordon(node))
             continue
-        if gates.of(version, name) or phase not in (Phase.PENDING, Phase.BLOCKED):
+        if gates.of(version, name) is not None or phase not in (Phase.PENDING, Phase.BLOCKED):
             continue
         if not node.ready:
             if phase is Phase.PENDING:
@@ -545,6 +563,9 @@ def _start_nodes(
             continue
         if len(unavailable) + (name not in unavailable) > bound:
             held_back = held_back or _unavailable_words(nodes, phases, unavailable)
+            continue
+        if not _gate_answer_fresh(inp):
+            decision.ask_gate = True  # the controller asks afresh and decides again
             continue
         freed_by = "" if name in unavailable else slots.take()
         if freed_by is None:
@@ -587,33 +608,24 @@ def _message(
     gates: _Gates,
     counts: RolloutCounts,
     bound: int,
-    window: WindowState | None,
 ) -> str:
     target = inp.target_version or names.REMOVAL_VERSION
-    gate = gates.load
-
-    if gate == "failed":
-        return (
-            f"{target}: paused: {counts.failed} node(s) failed (failure budget reached); "
-            "`gpuctl rollout retry NODE` after fixing them"
-        )
-    if gate == "paused":
-        return f"{target}: paused by spec.rollout.paused; `gpuctl rollout resume` continues"
-    if gate == OUTSIDE_WINDOWS and window is not None:
-        gate = window_words(window)
+    hold = gates.load
+    if hold is not None and hold.kind in (HoldKind.FAILURE_BUDGET, HoldKind.PAUSED):
+        return f"{target}: {hold.words}"
     if not inp.target_version:
         words = f"unloading the driver from {counts.removing} node(s), at most {bound} at once"
-        return f"{words}; {gate}" if gate else words
-    return _progress_words(target, gate, counts, bound, inp.rollback)
+        return f"{words}; {hold.words}" if hold is not None else words
+    return _progress_words(target, hold, counts, bound, inp.rollback)
 
 
-def _rollback_words(gate: str, rollback: Mapping[str, Any]) -> str:
+def _rollback_words(kind: HoldKind, rollback: Mapping[str, Any]) -> str:
     nodes = ", ".join(str(n) for n in rollback.get("nodes") or [])
     words = (
         f"rolled back from {rollback.get('from')} to revision {rollback.get('revision')} "
         f"({rollback.get('to')}) after a failure: {rollback.get('reason')}"
     )
-    if gate == ROLLING_BACK:
+    if kind is HoldKind.ROLLING_BACK:
         return f"{words}; taking {nodes} back through the same checks"
     return (
         f"paused: {words}; {nodes} verified back; `gpuctl rollout resume` continues at "
@@ -622,21 +634,22 @@ def _rollback_words(gate: str, rollback: Mapping[str, Any]) -> str:
 
 
 def _progress_words(
-    target: str, gate: str, counts: RolloutCounts, bound: int, rollback: Mapping[str, Any]
+    target: str,
+    hold: Hold | None,
+    counts: RolloutCounts,
+    bound: int,
+    rollback: Mapping[str, Any],
 ) -> str:
     removals = f"; unloading the driver from {counts.removing} node(s)" if counts.removing else ""
     if not counts.total and not counts.removing:
         return f"no node is wanted for {target}"
+    rolled_back = (HoldKind.ROLLING_BACK, HoldKind.ROLLED_BACK)
     if counts.total and counts.updated == counts.total and not counts.removing:
-        if gate in (ROLLING_BACK, ROLLED_BACK):
-            return _rollback_words(ROLLED_BACK, rollback)
+        if hold is not None and hold.kind in rolled_back:
+            return _rollback_words(HoldKind.ROLLED_BACK, rollback)
         return f"all {counts.total} nodes run {target}"
-    if gate == "held":
-        words = f"held after the first node of {target}; check it, then `gpuctl rollout resume`"
-    elif gate in (ROLLING_BACK, ROLLED_BACK):
-        words = _rollback_words(gate, rollback)
-    elif gate:
-        words = gate
+    if hold is not None:
+        words = hold.words
     else:
         words = f"{counts.updated}/{counts.total} at {target}, at most {bound} unavailable at once"
         if counts.blocked:
@@ -650,5 +663,5 @@ def _driver_events(inp: RolloutInput, status: Mapping[str, Any]) -> list[EventNo
     state = status.get("state")
     if before.get("state") == state and before.get("targetVersion") == status.get("targetVersion"):
         return []
-    kind = WARNING if state == "Failed" else NORMAL
+    kind = WARNING if state == RolloutState.FAILED else NORMAL
     return [EventNote(kind, f"Rollout{state}", f"{status['targetVersion']}: {status['message']}")]

@@ -5,7 +5,8 @@ The query must return an empty result for the next node to start. Anything else 
 rollout, with why: a non-empty result (the series it returned, first few by their labels),
 and every answer that is not a successful query result (Prometheus down or unreachable, an
 HTTP error, `status: error` such as a bad query, a body that is not the API's JSON): a gate
-that cannot be evaluated is not a passed gate.
+that cannot be evaluated is not a passed gate. Every verdict carries when it was asked: a
+node starts only on an answer young enough (decide.py).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-# How often a held gate is asked again (and for how long an answer is used).
+# How often a held gate is asked again (and for how long an answer is used for the status;
+# a start needs one no older than the gate's maxAnswerAge).
 GATE_RECHECK_SECONDS = 2.0
 # The most of an answer read.
 MAX_ANSWER_BYTES = 1 << 20
@@ -25,10 +28,12 @@ NAMED_SERIES = 3
 
 @dataclass(frozen=True)
 class GateResult:
-    """passed: the query returned an empty result. Otherwise `words` says why it holds."""
+    """passed: the query returned an empty result. Otherwise `words` says why it holds.
+    `asked_at`: when the question was sent (wall clock)."""
 
     passed: bool
     words: str
+    asked_at: datetime
 
 
 def _series_words(item: Mapping[str, Any]) -> str:
@@ -65,18 +70,20 @@ def _series(status: int | None, body: bytes, error: str) -> list[Any]:
     return list(data["result"])
 
 
-def gate_result(query: str, status: int | None, body: bytes, error: str = "") -> GateResult:
-    """The verdict on one answer: `status` is the HTTP status (None when no answer came, and
-    `error` says why), `body` the response body."""
+def gate_result(
+    query: str, status: int | None, body: bytes, error: str = "", *, asked_at: datetime
+) -> GateResult:
+    """The verdict on one answer, asked at `asked_at`: `status` is the HTTP status (None when
+    no answer came, and `error` says why), `body` the response body."""
     try:
         result = _series(status, body, error)
     except _UnevaluatedError as err:
-        return GateResult(False, f"cannot evaluate the Prometheus gate {query!r}: {err}")
+        words = f"cannot evaluate the Prometheus gate {query!r}: {err}"
+        return GateResult(False, words, asked_at)
     if not result:
-        return GateResult(True, "")
+        return GateResult(True, "", asked_at)
     named = [_series_words(item) for item in result[:NAMED_SERIES] if isinstance(item, Mapping)]
     more = len(result) - len(named)
     listed = ", ".join(named) + (f" and {more} more" if more > 0 else "")
-    return GateResult(
-        False, f"the Prometheus gate {query!r} returned {len(result)} series: {listed}"
-    )
+    words = f"the Prometheus gate {query!r} returned {len(result)} series: {listed}"
+    return GateResult(False, words, asked_at)

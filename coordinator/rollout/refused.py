@@ -31,6 +31,7 @@ from coordinator.rollout.facts import NodeFacts
 from coordinator.rollout.settings import PAUSE, RolloutSettings
 from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase
+from gpuctl.rollout.holds import HoldKind, RolloutState
 
 
 def finishing_settings(settings: RolloutSettings | None) -> RolloutSettings:
@@ -85,7 +86,8 @@ def refused_status(target: str | None, why: str, nodes: Sequence[NodeFacts]) -> 
         message += f"; finishing the step already begun on {words}; no other node starts"
     return {
         "targetVersion": target or names.REMOVAL_VERSION,
-        "state": "Paused",
+        "state": RolloutState.PAUSED.value,
+        "holdKind": HoldKind.REFUSED.value,
         "message": message,
     }
 

@@ -6,8 +6,9 @@ nowhere now (only removals are left); a status of another version is never read 
 one's. `counts` has every phase; `total` is the wanted nodes that are not Skipped; `updated`
 the nodes Done at the target; `progress` is "updated/total" for the printer column; `nodes`
 lists at most 50 nodes that are not Done, the worst first (Failed, Blocked, then by how far
-along), those being unloaded included. `state` is Progressing, Held, Paused, Complete,
-Failed, or NoNodes (a target version and no node targeted, none opted out: not Complete).
+along), those being unloaded included. `state` is a gpuctl.rollout.holds.RolloutState:
+Complete once every wanted node is Done at the target, else the state of what holds the
+rollout (`holdKind`, a HoldKind, absent when nothing does).
 """
 
 from __future__ import annotations
@@ -19,17 +20,9 @@ from typing import Any
 from coordinator.rollout.facts import RolloutInput
 from gpuctl.common import names, timestamps
 from gpuctl.common.names import IN_PROGRESS, SEVERITY, Phase
+from gpuctl.rollout.holds import Hold, HoldKind, RolloutState, state_of
 
 MAX_LISTED_NODES = 50
-# The state of a rollout whose GPUDriver targets no node at all.
-NO_NODES = "NoNodes"
-# The load gates of a rollback (decide.py): its nodes still moving back, or all settled.
-ROLLING_BACK = "rolling back"
-ROLLED_BACK = "rolled back"
-# The start of the load gate's words while the Prometheus gate holds.
-GATE_HOLD = "held by the gate"
-# The start of the load gate's words while verified nodes soak.
-SOAKING = "soaking before the next node starts"
 
 
 @dataclass(frozen=True)
@@ -77,25 +70,17 @@ class RolloutCounts:
         )
 
 
-# The state each gate of decide.py gives a rollout that is not Complete.
-_GATE_STATES = {"failed": "Failed", "paused": "Paused", "held": "Held"}
-
-
-def rollout_state(inp: RolloutInput, counts: RolloutCounts, gate: str) -> str:
-    if gate == ROLLED_BACK:
-        return "Paused"  # even with every node back: the failure stays until resumed
-    if gate == ROLLING_BACK:
-        return "Progressing"
+def rollout_state(inp: RolloutInput, counts: RolloutCounts, hold: Hold | None) -> RolloutState:
+    if hold is not None and hold.kind in (HoldKind.ROLLED_BACK, HoldKind.ROLLING_BACK):
+        return state_of(hold)  # Paused even with every node back, until resumed
     done = counts.updated == counts.total and not counts.in_progress and not counts.removing
     if inp.target_version and done:
         # Loaded nowhere because nothing is targeted is not a completed rollout (a selector
         # that matches no node); nodes the admin opted out (Skipped) still complete it.
         if counts.total == 0 and not counts.per_phase[Phase.SKIPPED]:
-            return NO_NODES
-        return "Complete"
-    if gate.startswith(GATE_HOLD):
-        return "Held"
-    return _GATE_STATES.get(gate, "Progressing")
+            return RolloutState.NO_NODES
+        return RolloutState.COMPLETE
+    return state_of(hold)
 
 
 def _listed_nodes(inp: RolloutInput, phases: Mapping[str, Phase]) -> list[dict[str, str]]:
@@ -122,14 +107,15 @@ def rollout_status(
     phases: Mapping[str, Phase],
     counts: RolloutCounts,
     message: str,
-    gate: str = "",
+    hold: Hold | None = None,
 ) -> dict[str, Any]:
     previous = inp.previous_status
     target = inp.target_version or names.REMOVAL_VERSION
     started = previous.get("startedAt") if previous.get("targetVersion") == target else None
-    return {
+    state = rollout_state(inp, counts, hold)
+    status: dict[str, Any] = {
         "targetVersion": target,
-        "state": rollout_state(inp, counts, gate),
+        "state": state.value,
         "message": message,
         "total": counts.total,
         "updated": counts.updated,
@@ -138,6 +124,9 @@ def rollout_status(
         "nodes": _listed_nodes(inp, phases),
         "startedAt": started or timestamps.format_seconds(inp.now),
     }
+    if hold is not None and state is not RolloutState.COMPLETE:
+        status["holdKind"] = hold.kind.value
+    return status
 
 
 def resumed_version(driver: Mapping[str, Any]) -> str:

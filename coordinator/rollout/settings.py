@@ -51,6 +51,8 @@ class PrometheusGate:
     url: str
     query: str
     timeout: float = 10.0
+    # The oldest answer (seconds) a node may start on; 0: one asked for that start.
+    max_answer_age: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,11 @@ def _prometheus_gate(gates: model.RolloutGates | None) -> PrometheusGate | None:
         raise SettingsError(f"spec.rollout.gates.prometheus.timeout: {err}") from None
     if timeout <= 0:
         raise SettingsError("spec.rollout.gates.prometheus.timeout: must be more than 0")
-    return PrometheusGate(gate.url.rstrip("/"), gate.query, timeout)
+    try:
+        max_age = parse_duration(gate.max_answer_age)
+    except SettingsError as err:
+        raise SettingsError(f"spec.rollout.gates.prometheus.maxAnswerAge: {err}") from None
+    return PrometheusGate(gate.url.rstrip("/"), gate.query, timeout, max_age)
 
 
 def _window(index: int, window: model.MaintenanceWindow) -> Window:

@@ -3,9 +3,9 @@
 Pure: the GPUDriver, its KMM Module (None before the first install), and per-node facts in
 (the Node with its labels and kernel, the agent's latest report from the GPUNode, GPU pods,
 allocated GPU ResourceClaims); one row per node KMM would touch out, in the order the
-coordinator starts nodes (gpuctl.common.rollout_order), under a line naming the rollout-wide
+coordinator starts nodes (gpuctl.rollout.order), under a line naming the rollout-wide
 gate that keeps every node from starting (failure budget, paused, held after the first node:
-gpuctl.common.rollout_gates, the coordinator's own rule).
+gpuctl.rollout.gates, the coordinator's own rule).
 
 The action (load, reload, unload, none) and its words come from kmm_touch.py over the shared
 targeting rule. Whether the node may go now answers the questions the coordinator's check and
@@ -34,14 +34,14 @@ from gpuctl.cli.table import format_table
 from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase, parse_phase
 from gpuctl.common.node_selectors import node_labels, node_name
-from gpuctl.common.rollout_gates import GateFacts, gate_words, rollout_gate
-from gpuctl.common.rollout_order import is_unavailable, start_order
 from gpuctl.common.unload_rule import (
     UnloadSettings,
     UnloadVerdict,
     modules_unloaded_with,
     unload_verdict,
 )
+from gpuctl.rollout.gates import GateFacts, rollout_gate
+from gpuctl.rollout.order import is_unavailable, start_order
 
 CLAIMS_UNKNOWN = "allocated GPU ResourceClaims are unknown (unknown is never safe)"
 
@@ -175,7 +175,7 @@ def plan_rollout(inp: PlanInput) -> Plan:
 
 
 def _gate(driver: Mapping[str, Any], target: Target, touched: Iterable[_Touched]) -> str:
-    """The coordinator's rollout-wide gate (gpuctl.common.rollout_gates) on these facts."""
+    """The coordinator's rollout-wide gate (gpuctl.rollout.gates) on these facts."""
     rollout = (driver.get("spec") or {}).get("rollout") or {}
     version = target.version or ""
     failed = updated = total = 0
@@ -198,7 +198,8 @@ def _gate(driver: Mapping[str, Any], target: Target, touched: Iterable[_Touched]
         updated=updated,
         total=total,
     )
-    return gate_words(rollout_gate(facts), facts)
+    hold = rollout_gate(facts)
+    return hold.words if hold is not None else ""
 
 
 def _agent(

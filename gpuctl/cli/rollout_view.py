@@ -1,8 +1,9 @@
 """A GPUDriver's rollout as `gpuctl rollout status` shows it. Pure: objects in, text out.
 
-Reads `status.rollout`, which the coordinator writes: target version, state
-(Progressing, Held, Paused, Complete, Failed, NoNodes: not done), counts per node phase, and
-the nodes that are not done with their phase, reason and since-when.
+Reads `status.rollout`, which the coordinator writes: target version, state (a
+gpuctl.rollout.holds.RolloutState; one this build does not know is shown as written and is
+not done), counts per node phase, and the nodes that are not done
+with their phase, reason and since-when.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any
 from gpuctl.cli.durations import short_age
 from gpuctl.cli.table import format_table
 from gpuctl.common import timestamps
+from gpuctl.rollout.holds import RolloutState, parse_state
 
-COMPLETE, FAILED = "Complete", "Failed"
 # Exit codes of `gpuctl rollout status`.
 EXIT_COMPLETE, EXIT_FAILED, EXIT_NOT_DONE = 0, 1, 3
 
@@ -33,8 +34,10 @@ class NodeProgress:
 class RolloutView:
     driver: str
     target_version: str
+    # As written (shown as is), and as this build reads it (None: unknown to it).
     state: str
     message: str = ""
+    known_state: RolloutState | None = None
     total: int = 0
     updated: int = 0
     counts: Mapping[str, int] = field(default_factory=dict)
@@ -75,6 +78,7 @@ def from_gpudriver(obj: Mapping[str, Any]) -> RolloutView | None:
         target_version=str(rollout["targetVersion"]),
         state=str(rollout.get("state", "")),
         message=str(rollout.get("message", "")),
+        known_state=parse_state(rollout.get("state")),
         total=_int(rollout.get("total")),
         updated=_int(rollout.get("updated")),
         counts=counts,
@@ -144,8 +148,8 @@ def node_changes(before: RolloutView | None, after: RolloutView) -> list[NodePro
 
 def exit_code(view: RolloutView) -> int | None:
     """0 complete, 1 failed, None while the rollout still has work (or waits for the admin)."""
-    if view.state == COMPLETE:
+    if view.known_state is RolloutState.COMPLETE:
         return EXIT_COMPLETE
-    if view.state == FAILED:
+    if view.known_state is RolloutState.FAILED:
         return EXIT_FAILED
     return None

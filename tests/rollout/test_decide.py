@@ -157,7 +157,7 @@ def test_failure_budget_pauses_and_retried_nodes_no_longer_count() -> None:
     assert started(decision) == []
     assert decision.status is not None
     assert decision.status["state"] == "Failed"
-    assert "failure budget" in decision.status["message"]
+    assert "(failureBudget 1)" in decision.status["message"]
     assert started(decide(rollout(nodes, settings=settings(failure_budget=2)))) == ["b"]
     retried = [pending("a"), pending("b")]
     assert started(decide(rollout(retried))) == ["a"]

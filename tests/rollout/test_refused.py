@@ -72,6 +72,7 @@ def test_the_status_is_paused_with_why_and_names_each_node_still_finishing() -> 
     assert status == {
         "targetVersion": "v2",
         "state": "Paused",
+        "holdKind": "Refused",
         "message": "no rollout: conflict; finishing the step already begun on a (Draining), "
         "b (Loading); no other node starts",
     }

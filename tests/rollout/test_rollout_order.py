@@ -8,7 +8,7 @@ from coordinator.rollout.settings import RolloutSettings
 from gpuctl.cli.rollout_plan import NodeFacts as PlanNode
 from gpuctl.cli.rollout_plan import PlanInput, plan_rollout
 from gpuctl.common.names import Phase
-from gpuctl.common.rollout_order import is_unavailable, start_order
+from gpuctl.rollout.order import is_unavailable, start_order
 from tests.support.rollout_samples import node, rollout
 
 

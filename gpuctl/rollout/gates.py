@@ -3,17 +3,14 @@
 Three gates stop new nodes whatever each node's own checks say: too many nodes Failed at
 the target (`rollout.failureBudget`), `rollout.paused`, and the hold after the first node
 (`rollout.holdAfterFirstNode`, released by `gpuctl rollout resume` for that version). The
-coordinator's decision (coordinator/rollout/decide.py) and `gpuctl rollout plan` both ask
-this one function, so the dry run shows the gates the coordinator applies.
+coordinator's decision and `gpuctl rollout plan` both ask this one function.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-FAILED = "failed"
-PAUSED = "paused"
-HELD = "held"
+from gpuctl.rollout.holds import Hold, HoldKind
 
 
 @dataclass(frozen=True)
@@ -28,34 +25,28 @@ class GateFacts:
     total: int  # nodes targeted
 
 
-def rollout_gate(facts: GateFacts) -> str:
-    """FAILED, PAUSED, HELD, or "" when new nodes may start."""
+def rollout_gate(facts: GateFacts) -> Hold | None:
+    """The gate that stops new nodes, with what releases it; None when they may start."""
     if facts.failed >= facts.failure_budget:
-        return FAILED
+        return Hold(
+            HoldKind.FAILURE_BUDGET,
+            f"failed: {facts.failed} node(s) Failed at the target (failureBudget "
+            f"{facts.failure_budget}); fix them, then `gpuctl rollout retry NODE`",
+        )
     if facts.paused:
-        return PAUSED
+        return Hold(
+            HoldKind.PAUSED,
+            "paused (rollout.paused): no node starts until `gpuctl rollout resume`",
+        )
     if (
         facts.target_version
         and facts.hold_after_first_node
         and facts.resumed_version != facts.target_version
         and 1 <= facts.updated < facts.total
     ):
-        return HELD
-    return ""
-
-
-def gate_words(gate: str, facts: GateFacts) -> str:
-    """The gate in an admin's words, with what releases it ("" for no gate)."""
-    if gate == FAILED:
-        return (
-            f"failed: {facts.failed} node(s) Failed at the target (failureBudget "
-            f"{facts.failure_budget}); fix them, then `gpuctl rollout retry NODE`"
-        )
-    if gate == PAUSED:
-        return "paused (rollout.paused): no node starts until `gpuctl rollout resume`"
-    if gate == HELD:
-        return (
+        return Hold(
+            HoldKind.AFTER_FIRST_NODE,
             f"held after the first node of {facts.target_version}: check it, then "
-            "`gpuctl rollout resume`"
+            "`gpuctl rollout resume`",
         )
-    return ""
+    return None

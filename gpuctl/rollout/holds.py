@@ -1,0 +1,88 @@
+"""Why a rollout waits, as a kind programs read and words people read.
+
+The coordinator's decision names one Hold per rollout (what keeps every node from starting:
+the failure budget, a pause, the Prometheus gate, ...) and writes its kind beside its words in
+status.rollout (`hold`); the rollout's state follows from the kind alone (state_of). Status,
+Events, metrics and the CLI compare kinds, never words: words change with the facts they
+quote, kinds only with a release.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+
+
+class RolloutState(enum.StrEnum):
+    """status.rollout.state."""
+
+    PROGRESSING = "Progressing"
+    HELD = "Held"
+    PAUSED = "Paused"
+    COMPLETE = "Complete"
+    FAILED = "Failed"
+    # A target version and no node targeted, none opted out: loaded nowhere is not Complete.
+    NO_NODES = "NoNodes"
+
+
+class HoldKind(enum.StrEnum):
+    """What keeps new nodes of a rollout from starting (nodes in a step finish it)."""
+
+    # Too many nodes Failed at the target (rollout.failureBudget).
+    FAILURE_BUDGET = "FailureBudget"
+    # rollout.paused.
+    PAUSED = "Paused"
+    # rollout.holdAfterFirstNode, until `gpuctl rollout resume` releases the target.
+    AFTER_FIRST_NODE = "AfterFirstNode"
+    # Every maintenance window is closed.
+    OUTSIDE_WINDOWS = "OutsideWindows"
+    # The Prometheus gate's query returned series, or could not be evaluated.
+    PROMETHEUS_GATE = "PrometheusGate"
+    # The Module does not ask KMM for the target yet (or is missing, or being deleted).
+    MODULE_NOT_READY = "ModuleNotReady"
+    # Nodes verified at the target are watched before the next one starts.
+    SOAKING = "Soaking"
+    # A rollback's nodes are taken back; then the rollback pauses the rollout.
+    ROLLING_BACK = "RollingBack"
+    ROLLED_BACK = "RolledBack"
+    # The rollout cannot be read (spec.rollout invalid) or conflicts with another GPUDriver:
+    # nothing starts, nodes mid-step finish it.
+    REFUSED = "Refused"
+
+
+# The state of a rollout that is not Complete, by what holds it (Progressing for the rest).
+_STATES = {
+    HoldKind.FAILURE_BUDGET: RolloutState.FAILED,
+    HoldKind.PAUSED: RolloutState.PAUSED,
+    HoldKind.AFTER_FIRST_NODE: RolloutState.HELD,
+    HoldKind.PROMETHEUS_GATE: RolloutState.HELD,
+    # Even with every node back: the failure stays until `gpuctl rollout resume`.
+    HoldKind.ROLLED_BACK: RolloutState.PAUSED,
+    HoldKind.REFUSED: RolloutState.PAUSED,
+}
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One reason no new node starts: `kind` for programs, `words` for people, `until` when
+    it lifts by itself (a window opens, a soak ends; None: it does not, or not known)."""
+
+    kind: HoldKind
+    words: str
+    until: datetime | None = None
+
+
+def state_of(hold: Hold | None) -> RolloutState:
+    """The state of a rollout that is not Complete, held by `hold` (None: nothing holds)."""
+    if hold is None:
+        return RolloutState.PROGRESSING
+    return _STATES.get(hold.kind, RolloutState.PROGRESSING)
+
+
+def parse_state(text: object) -> RolloutState | None:
+    """status.rollout.state as written; None for a value this build does not know."""
+    try:
+        return RolloutState(str(text))
+    except ValueError:
+        return None
