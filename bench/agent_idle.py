@@ -37,9 +37,9 @@ from google.protobuf import duration_pb2
 
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import agent_service_pb2_grpc as api_grpc
-from tests.fakehost.scenarios import two_pro_b70_with_vfs
-from tests.harness.certs import make_ca, make_serving_cert
-from tests.harness.ports import free_loopback_ports
+from testbed.fakehost.scenarios import two_pro_b70_with_vfs
+from testbed.harness.certs import make_ca, make_serving_cert
+from testbed.harness.ports import free_loopback_ports
 
 TOKEN = "bench-token"  # noqa: S105 - the in-bench server's only token
 NODE = "bench-node"

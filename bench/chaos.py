@@ -3,9 +3,9 @@ violations (must be 0) and time to recover.
 
     nice -n 10 .venv/bin/python -m bench.chaos --kills 100 [--nodes 24] [--each 5] [--seed N]
 
-A control plane of its own (tests/harness), real KMM (its manager and webhook server, and a
+A control plane of its own (testbed/harness), real KMM (its manager and webhook server, and a
 kubelet for its Pods), real `gpuctl-agent` processes on fake node roots and two
-`gpuctl-coordinator` replicas; the run and its checks are tests/support/chaos/run.py (the
+`gpuctl-coordinator` replicas; the run and its checks are testbed/chaos/run.py (the
 short run in CI is tests/integration/chaos/test_chaos.py).
 `--kills` SIGKILLs of the coordinator: every fifth kills every replica, the others the
 leader (the standby takes the Lease over under load); `--each` of every other fault kind,
@@ -23,9 +23,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.harness.cluster import repository_root, start_cluster
-from tests.support.chaos.run import ChaosPlan, ChaosReport, run_chaos
-from tests.support.chaos.world import chaos_world
+from testbed.chaos.run import ChaosPlan, ChaosReport, run_chaos
+from testbed.chaos.world import chaos_world
+from testbed.harness.cluster import repository_root, start_cluster
 
 
 def plan(kills: int, each: int, nodes: int, seed: int) -> ChaosPlan:

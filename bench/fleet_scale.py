@@ -3,8 +3,8 @@
     .venv/bin/python -m bench.fleet_scale [--nodes 500] [--delay 5] [--reports 2]
         [--streams-per-connection 100] [--shards 1]
 
-A real control plane (tests/harness) with kube-scheduler, the Deployment/ReplicaSet
-controllers and kwok (tests/harness/node_lifecycle.py) holds N kwok Nodes, each with one GPU
+A real control plane (testbed/harness) with kube-scheduler, the Deployment/ReplicaSet
+controllers and kwok (testbed/harness/node_lifecycle.py) holds N kwok Nodes, each with one GPU
 (`gpu.intel.com/xe`) and a Running GPU pod of one Deployment placed there by the scheduler,
 and an agent Pod with a bound token. N simulated agents (bench.agent_swarm, TLS, processes of
 500, 100 streams per HTTP/2 connection unless `--streams-per-connection` says otherwise: real

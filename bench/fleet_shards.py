@@ -30,8 +30,8 @@ from bench.fleet_world import (
     pool_of,
 )
 from gpuctl.common import names
-from tests.harness import certs
-from tests.harness.ports import free_loopback_ports
+from testbed.harness import certs
+from testbed.harness.ports import free_loopback_ports
 
 UNLIMITED_REPORTS_PER_MINUTE = 1_000_000
 LENIENT_LEASE = ("--lease-duration=120", "--renew-deadline=90", "--retry-period=5")

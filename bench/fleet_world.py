@@ -1,6 +1,6 @@
 """The simulated fleet bench.fleet_scale rolls out: a control plane, kwok nodes, their pools.
 
-A real control plane (tests/harness) with kube-scheduler, the Deployment/ReplicaSet
+A real control plane (testbed/harness) with kube-scheduler, the Deployment/ReplicaSet
 controllers and kwok holds N kwok Nodes in K pools (label `bench-pool`, K contiguous runs of
 names), each with one GPU and a Running GPU pod, an agent Pod with a bound token, and the
 GPUDriver of its pool ("gpu" when the fleet is one pool) with the Module the coordinator would
@@ -30,13 +30,13 @@ from coordinator.rollout.controller import kmm_labels
 from gpuctl.common import names
 from gpuctl.common.names import KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
-from tests.harness.access import KubeCluster
-from tests.harness.binaries import find_binaries
-from tests.harness.cluster import repository_root, start_cluster
-from tests.harness.kwok import find_kwok
-from tests.harness.node_lifecycle import start_node_lifecycle
-from tests.harness.nodes import node_status
-from tests.support.kwok_nodes import GPU_RESOURCE, gpu_deployment
+from testbed.harness.access import KubeCluster
+from testbed.harness.binaries import find_binaries
+from testbed.harness.cluster import repository_root, start_cluster
+from testbed.harness.kwok import find_kwok
+from testbed.harness.node_lifecycle import start_node_lifecycle
+from testbed.harness.nodes import node_status
+from testbed.kwok_nodes import GPU_RESOURCE, gpu_deployment
 
 NAMESPACE = "fleet"
 DRIVER = "gpu"

@@ -1,8 +1,8 @@
 """KMM's own operator for a bench's namespace, and a fake Arc B580 host under each node it serves.
 
-The benches run the KMM the tests run (tests/harness/real_kmm.py, built from source by
+The benches run the KMM the tests run (testbed/harness/real_kmm.py, built from source by
 `hack/kmm/ensure`, `$GPUCTL_KMM` naming a build): its manager creates the pull and worker Pods,
-and the kubelet of tests/harness/kubelet runs KMM's `worker` binary against each node's fake
+and the kubelet of testbed/harness/kubelet runs KMM's `worker` binary against each node's fake
 host root, so a bench's load and unload cost what KMM's own Pods cost. `host` makes a node's
 root (one Arc B580 on the in-tree xe: a first load replaces it) and serves it; `publish`
 puts an image holding xe at a version in the catalogue, for the hosts' kernel.
@@ -14,12 +14,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tests.fakehost import DEFAULT_RELEASE
-from tests.fakehost.scenarios import arc_b580_in_tree
-from tests.harness.cluster import repository_root
-from tests.harness.kmm_build import find_kmm
-from tests.harness.real_kmm import RealKmm
-from tests.support.rollout_live.fake_nodes import srcversion_of
+from testbed.fakehost import DEFAULT_RELEASE
+from testbed.fakehost.scenarios import arc_b580_in_tree
+from testbed.harness.cluster import repository_root
+from testbed.harness.kmm_build import find_kmm
+from testbed.harness.real_kmm import RealKmm
+from testbed.rollout_live.fake_nodes import srcversion_of
 
 KERNEL = DEFAULT_RELEASE  # every fake host's kernel, and so every bench Node's
 

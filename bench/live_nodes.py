@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.live_nodes [--agents 2000] [--reports 10] [--inspections 200]
         [--streams-per-connection 100]
 
-A real control plane (tests/harness: etcd + kube-apiserver) holds N Nodes, a Pod of the agent
+A real control plane (testbed/harness: etcd + kube-apiserver) holds N Nodes, a Pod of the agent
 ServiceAccount on each, and a TokenRequest token bound to each Pod. Then, for each server in
 its own process (bench.live_nodes_server), N simulated agents (bench.agent_swarm) connect over
 TLS (from processes of 500; 100 streams share an HTTP/2 connection, or
@@ -51,10 +51,10 @@ from coordinator.kube.client import Kube, path
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as node_grpc
 from gpuctl.common import names
-from tests.harness import certs
-from tests.harness.access import KubeCluster
-from tests.harness.cluster import repository_root, start_cluster
-from tests.harness.ports import free_loopback_ports
+from testbed.harness import certs
+from testbed.harness.access import KubeCluster
+from testbed.harness.cluster import repository_root, start_cluster
+from testbed.harness.ports import free_loopback_ports
 
 NAMESPACE = "bench-live"
 RBAC = "rbac.authorization.k8s.io"

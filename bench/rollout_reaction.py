@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.rollout_reaction [--nodes 200] [--baseline-nodes 20] [--poll 1.0]
 
-A real control plane (tests/harness: etcd + kube-apiserver) holds the Nodes, a GPUDriver and
+A real control plane (testbed/harness: etcd + kube-apiserver) holds the Nodes, a GPUDriver and
 its KMM Module; KMM's own operator loads and unloads (bench.kmm_fleet: its worker Pods over a
 fake host per node, as fast as this machine runs them); agents answer instantly with what KMM
 reports loaded (an in-process stand-in for the gRPC streams, so the figure is the
@@ -54,9 +54,9 @@ from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names, timestamps
 from gpuctl.common.names import KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
-from tests.harness.cluster import repository_root, start_cluster
-from tests.harness.nodes import create_node
-from tests.harness.real_kmm import RealKmm
+from testbed.harness.cluster import repository_root, start_cluster
+from testbed.harness.nodes import create_node
+from testbed.harness.real_kmm import RealKmm
 
 NAMESPACE = "gpuctl-bench"
 OLD_VERSION, NEW_VERSION = "v6.17.13.62_260409.8", "v7.1.4.6_260728.7"

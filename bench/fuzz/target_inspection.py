@@ -17,7 +17,7 @@ import atheris
 
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from tests.fakehost.scenarios import B580, open_render_clients
+from testbed.fakehost.scenarios import B580, open_render_clients
 
 NOW = datetime.datetime(2026, 11, 29, tzinfo=datetime.UTC)
 _scratch = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None

@@ -5,7 +5,7 @@ never another exception, and never more memory than the module size limit (libFu
 from __future__ import annotations
 
 from agent.modinfo import ModinfoError, read_modinfo
-from tests.fakehost.elf import module_image
+from testbed.fakehost.elf import module_image
 
 _SUFFIXES = (".ko", ".ko.zst", ".ko.xz", ".ko.gz")
 

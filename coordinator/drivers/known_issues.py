@@ -1,8 +1,8 @@
 """The reference's known issues as GPUDriver warnings, naming the nodes (pure).
 
-The Intel GPU operator's documentation (../shared/seeds/) lists known issues a user otherwise
-meets as a silent failure; gpuctl says them in `status.warnings`, the `KnownIssues` condition
-and a Warning Event:
+The Intel GPU operator's documentation (intel/gpu-base-operator, OOTDRIVER.md) lists known
+issues a user otherwise meets as a silent failure; gpuctl says them in `status.warnings`, the
+`KnownIssues` condition and a Warning Event:
 
 - `FirmwarePathOnContainerd`: "containerd: KMM's worker image is using USER 201 to set
   firmware load path. Even if the container is running with securityContext: privileged:

@@ -5,7 +5,8 @@ charts/gpuctl/crds/gpudrivers.gpuctl.dev.yaml, so the schema the API server enfo
 the Python model the coordinator parses never drift. The CEL rules (`x-kubernetes-validations`)
 are attached here too, beside the fields they check, so the API server rejects a bad object
 with a clear message and no webhook is needed. Field names, meanings and defaults follow the
-Intel GPU operator's `ClusterPolicy.spec.kernelModule` (see ../shared/seeds/).
+Intel GPU operator's `ClusterPolicy.spec.kernelModule` (intel/gpu-base-operator: its
+OOTDRIVER.md and pull request #79, which added it).
 """
 
 from __future__ import annotations

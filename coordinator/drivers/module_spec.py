@@ -4,14 +4,14 @@ One `modules.kmm.sigs.x-k8s.io/v1beta1` Module named `<gpudriver>-gpu` in the co
 namespace, owned by the GPUDriver. The loader container, `pullSecret` → `imageRepoSecret`,
 `moduleName` first in the container-level and every per-mapping `inTreeModulesToRemove`, and
 build pods placed by the user's node selector are the Intel GPU operator's mapping
-(../shared/seeds/). Where gpuctl deliberately differs, so that KMM acts on a node only after
-gpuctl decided, for that node, that it may (the KMM source each rule is in is named; the README's
-trigger table shows each against KMM's own operator):
+(intel/gpu-base-operator pull request #79). Where gpuctl deliberately differs, so that KMM acts
+on a node only after gpuctl decided, for that node, that it may (the KMM source each rule is in
+is named; the README's trigger table shows each against KMM's own operator):
 
 - `selector` is `{gpuctl.dev/driver-target: <gpudriver>}` (TARGET_LABEL), a Node label only
-  the rollout writes: a node leaving the user's selector would otherwise be unloaded at once
-  (module_reconciler.go), so gpuctl evaluates that selector itself
-  (gpuctl.common.targeting).
+  gpuctl writes (the rollout; the drivers reconciler on nodes an older Module loaded): a node
+  leaving the user's selector would otherwise be unloaded at once (module_reconciler.go), so
+  gpuctl evaluates that selector itself (gpuctl.common.targeting).
 - `version` is always set, to `kmm_version(spec)`: a digest of everything KMM puts in a node's
   config (nmc_reconciler.go), so any config change is a new version that reaches a
   node only when the rollout moves that node's version label, and the version never

@@ -1,7 +1,8 @@
 """What a GPUDriver's Nodes say about its Module, read from their labels (pure).
 
-The Module selects the Nodes carrying TARGET_LABEL=<gpudriver>, which only the rollout writes
-(coordinator/rollout); KMM marks the Nodes where it loaded the Module with its ready label,
+The Module selects the Nodes carrying TARGET_LABEL=<gpudriver>, which the rollout writes
+(coordinator/rollout) and, migrating a Module an older gpuctl wrote, this reconciler (`to_target`);
+KMM marks the Nodes where it loaded the Module with its ready label,
 and the rollout writes KMM's version label on the Nodes it lets load a version. From those
 labels the reconcile plan learns:
 

@@ -1,19 +1,20 @@
 """What KMM would do to one node for a GPUDriver's pending change, and why, in words (pure).
 
 gpuctl owns per-node targeting: the KMM Module selects exactly the nodes carrying
-`gpuctl.dev/driver-target=<gpudriver>` (names.TARGET_LABEL), a label only the rollout writes
-(with KMM's version label, after the node's checks) and removes (in the unload write). The
+`gpuctl.dev/driver-target=<gpudriver>` (names.TARGET_LABEL), a label the rollout writes
+(with KMM's version label, after the node's checks) and removes (in the unload write); the
+drivers reconciler writes it only onto nodes a Module of an older gpuctl loaded already. The
 user's selector and kernel mappings only say which nodes are *wanted*
 (gpuctl.common.targeting, the rule the coordinator uses). So the nodes KMM would touch are the
 wanted ones and the ones carrying the label, each with one action:
 
 - load    wanted, not carrying the label: the first install on the node (or carrying it
           without KMM's version label: nothing of the Module is loaded there). If `xe` is live
-          there, in-tree or not, KMM's loader first removes it (`inTreeModulesToRemove`,
-          kmm_rules.md W1): that is an unload.
+          there, in-tree or not, KMM's loader first removes it (`inTreeModulesToRemove`, KMM's
+          worker): that is an unload.
 - reload  carrying the label, with KMM's version label at another version than the Module's:
           a version or configuration change, which KMM carries out as an unload, then a load
-          (kmm_rules.md V1, N2).
+          (KMM's NodeModulesConfig reconciler: the old config's unload before the new load).
 - unload  carrying the label but not wanted: the GPUDriver is being deleted, its kernelModule
           was removed, the node left the selector (which label), or no kernel mapping serves
           its kernel.

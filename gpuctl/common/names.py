@@ -43,8 +43,10 @@ class FreshReason(StrEnum):
 # On the KMM Module: which GPUDriver it belongs to.
 DRIVER_LABEL = f"{GROUP}/gpudriver"
 # On a Node, value = the GPUDriver's name: the KMM Module selects exactly the nodes carrying it,
-# and only the rollout writes it (set in the load step, removed in the unload step), so KMM
-# loads or unloads a node only after gpuctl decided, for that node, that it may.
+# and only gpuctl writes it: the rollout (set in the load step, removed in the unload step),
+# and the drivers reconciler while it migrates a Module an older gpuctl wrote (onto the nodes
+# that Module loaded already, so KMM keeps them). KMM loads or unloads a node only after
+# gpuctl decided, for that node, that it may.
 TARGET_LABEL = f"{GROUP}/driver-target"
 # On the GPUDriver: held until no node's driver would be unloaded while in use.
 FINALIZER = f"{GROUP}/unload-guard"

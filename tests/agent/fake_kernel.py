@@ -15,7 +15,7 @@ import errno
 import os
 
 from agent.sysfs_write import DRIVERS_PROBE, PCI_DEVICES, PCI_DRIVERS
-from tests.fakehost import FakeHost
+from testbed.fakehost import FakeHost
 
 
 def kernel_error(code: int, relative: str) -> OSError:

@@ -10,8 +10,8 @@ import pytest
 from agent.fdscan import OS_SYSCALLS, ProcSyscalls
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from tests.fakehost import FIXED_NOW, FakeHost, scenarios
-from tests.fakehost.scenarios import B580
+from testbed.fakehost import FIXED_NOW, FakeHost, scenarios
+from testbed.fakehost.scenarios import B580
 
 Reason = pb.Blocker.Reason
 DEVICE_DIR = f"sys/bus/pci/devices/{B580}"

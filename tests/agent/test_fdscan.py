@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.fdscan import OS_SYSCALLS, ProcSyscalls, find_fd_holders
-from tests.fakehost import FakeHost
+from testbed.fakehost import FakeHost
 
 
 @pytest.fixture

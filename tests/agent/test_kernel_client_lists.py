@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from tests.fakehost import DEBUGFS_STYLES, FakeHost, scenarios
-from tests.fakehost.scenarios import B580
+from testbed.fakehost import DEBUGFS_STYLES, FakeHost, scenarios
+from testbed.fakehost.scenarios import B580
 
 Reason = pb.Blocker.Reason
 

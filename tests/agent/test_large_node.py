@@ -13,8 +13,8 @@ import pytest
 from agent.fdscan import find_fd_holders
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from tests.fakehost import FIXED_NOW, FakeHost, HostFilesWithoutDebugfs
-from tests.fakehost import scenarios as s
+from testbed.fakehost import FIXED_NOW, FakeHost, HostFilesWithoutDebugfs
+from testbed.fakehost import scenarios as s
 
 SHM = Path("/dev/shm")
 

@@ -12,7 +12,7 @@ import pytest
 
 from agent.hostroot import HostRootError, validate_host_root
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from tests.fakehost import scenarios
+from testbed.fakehost import scenarios
 
 REPO = Path(__file__).resolve().parents[2]
 

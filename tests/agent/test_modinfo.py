@@ -10,7 +10,7 @@ import pytest
 import zstandard
 
 from agent.modinfo import ModinfoError, read_modinfo
-from tests.fakehost.elf import module_image
+from testbed.fakehost.elf import module_image
 
 MODINFO = {"name": "xe", "intree": "Y", "srcversion": "ABC123", "alias": ["pci:a", "pci:b"]}
 EXPECTED = {"name": ["xe"], "intree": ["Y"], "srcversion": ["ABC123"], "alias": ["pci:a", "pci:b"]}

@@ -8,7 +8,7 @@ from pathlib import Path
 from agent.prepare_plan import PreparePlan, plan_preparation
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from tests.fakehost.scenarios import (
+from testbed.fakehost.scenarios import (
     B70_PFS,
     B580,
     arc_a770_on_i915,

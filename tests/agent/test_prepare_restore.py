@@ -14,15 +14,15 @@ from agent.restore import restore_node
 from agent.sysfs_write import DRIVERS_PROBE, HostSysfsWriter, bind_path, numvfs_path, unbind_path
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from tests.agent.fake_kernel import FakeKernel
-from tests.fakehost import FakeHost
-from tests.fakehost.scenarios import (
+from testbed.fakehost import FakeHost
+from testbed.fakehost.scenarios import (
     B70_PFS,
     B580,
     arc_b580_in_tree,
     dkms_out_of_tree,
     two_pro_b70_with_vfs,
 )
+from tests.agent.fake_kernel import FakeKernel
 
 PF0, PF1 = B70_PFS
 

@@ -9,8 +9,8 @@ import pytest
 
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from tests.fakehost import FIXED_NOW, scenarios
-from tests.fakehost.scenarios import (
+from testbed.fakehost import FIXED_NOW, scenarios
+from testbed.fakehost.scenarios import (
     B70_PFS,
     B580,
     BACKPORT_SRCVERSION,

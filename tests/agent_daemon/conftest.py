@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
+from testbed.fakehost import FakeHost
+from testbed.fakehost.scenarios import B580, arc_b580_in_tree
 from tests.agent_daemon.fake_coordinator import FakeCoordinator, MakeCoordinator
 from tests.agent_daemon.harness import NODE, TOKEN, Pki, make_pki
-from tests.fakehost import FakeHost
-from tests.fakehost.scenarios import B580, arc_b580_in_tree
 
 
 def sriov_capable_b580(root: Path) -> FakeHost:

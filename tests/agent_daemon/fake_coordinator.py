@@ -19,8 +19,8 @@ import grpc
 
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import agent_service_pb2_grpc as api_grpc
-from tests.harness.certs import KeyPair
-from tests.harness.waiting import wait_until
+from testbed.harness.certs import KeyPair
+from testbed.harness.waiting import wait_until
 
 WAIT_SECONDS = 20.0
 

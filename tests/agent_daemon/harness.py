@@ -29,7 +29,7 @@ from agent.inspect import inspect_node
 from agent.sysfs_write import SysfsWriter
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.common.grpc_client import ClientTransport
-from tests.harness.certs import KeyPair, make_ca, make_serving_cert
+from testbed.harness.certs import KeyPair, make_ca, make_serving_cert
 
 NODE = "gpu-node-1"
 TOKEN = "token-of-gpu-node-1"  # noqa: S105 - a test token

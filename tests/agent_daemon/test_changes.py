@@ -6,7 +6,7 @@ from pathlib import Path
 
 from agent.daemon.changes import ReportRate, report_changed
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from tests.fakehost.scenarios import open_render_clients
+from testbed.fakehost.scenarios import open_render_clients
 
 
 def test_only_observed_at_is_ignored(tmp_path: Path) -> None:

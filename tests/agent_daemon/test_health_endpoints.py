@@ -11,11 +11,11 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 
 from gpuctl.common.grpc_client import ClientTransport
+from testbed.fakehost import FakeHost
+from testbed.harness.ports import free_loopback_ports
+from testbed.harness.waiting import wait_until
 from tests.agent_daemon.fake_coordinator import MakeCoordinator
 from tests.agent_daemon.harness import agent_config, running_agent, welcome
-from tests.fakehost import FakeHost
-from tests.harness.ports import free_loopback_ports
-from tests.harness.waiting import wait_until
 
 
 def get(port: int, path: str) -> tuple[int, dict[str, object]]:

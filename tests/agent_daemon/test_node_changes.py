@@ -21,11 +21,11 @@ from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.common.grpc_client import ClientTransport
+from testbed.fakehost import FakeHost
+from testbed.fakehost.scenarios import B70_PFS, two_pro_b70_with_vfs
 from tests.agent.fake_kernel import FakeKernel
 from tests.agent_daemon.fake_coordinator import FakeCoordinator, MakeCoordinator
 from tests.agent_daemon.harness import NODE, agent_config, running_agent, welcome
-from tests.fakehost import FakeHost
-from tests.fakehost.scenarios import B70_PFS, two_pro_b70_with_vfs
 
 
 def prepare_request(request_id: str, module: str = "xe") -> api.CoordinatorMessage:

@@ -9,11 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from testbed.fakehost import FakeHost
+from testbed.harness.ports import free_loopback_ports
+from testbed.harness.waiting import wait_until
 from tests.agent_daemon.fake_coordinator import MakeCoordinator
 from tests.agent_daemon.harness import NODE, TOKEN, Pki, welcome
-from tests.fakehost import FakeHost
-from tests.harness.ports import free_loopback_ports
-from tests.harness.waiting import wait_until
 
 AGENT = Path(sys.executable).with_name("gpuctl-agent")
 

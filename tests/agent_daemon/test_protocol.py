@@ -7,10 +7,10 @@ from pathlib import Path
 
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.common.grpc_client import ClientTransport
+from testbed.fakehost import FakeHost
+from testbed.fakehost.scenarios import B580
 from tests.agent_daemon.fake_coordinator import MakeCoordinator
 from tests.agent_daemon.harness import agent_config, running_agent, welcome
-from tests.fakehost import FakeHost
-from tests.fakehost.scenarios import B580
 
 
 def plaintext(target: str) -> ClientTransport:

@@ -10,6 +10,8 @@ import grpc
 from agent.daemon.uevents import UEvent
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.common.grpc_client import ClientTransport
+from testbed.fakehost import FakeHost
+from testbed.fakehost.scenarios import B580
 from tests.agent_daemon.fake_coordinator import MakeCoordinator
 from tests.agent_daemon.harness import (
     AGENT_VERSION,
@@ -22,8 +24,6 @@ from tests.agent_daemon.harness import (
     welcome,
 )
 from tests.agent_daemon.pipe_source import PipeSource
-from tests.fakehost import FakeHost
-from tests.fakehost.scenarios import B580
 
 CONNECTED = api.ReportUpdate.CONNECTED
 RESCAN = api.ReportUpdate.RESCAN

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.fakehost import scenarios
+from testbed.fakehost import scenarios
 
 GPUCTL = str(Path(sys.executable).parent / "gpuctl")
 

@@ -20,7 +20,7 @@ from coordinator.live_nodes.server import AgentServer, ServerConfig
 from coordinator.manager import Coordinator, CoordinatorConfig
 from coordinator.metrics_http import HealthChecks, serve_metrics, stop_metrics
 from coordinator.rollout.metrics import RolloutMetrics
-from tests.harness.waiting import wait_until
+from testbed.harness.waiting import wait_until
 from tests.support.clock import ManualClock
 from tests.support.memory_api import MemoryApi
 

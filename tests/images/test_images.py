@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from tests.fakehost import scenarios
+from testbed.fakehost import scenarios
 from tests.images.locked import REPO, normalize, pins
 
 pytestmark = [pytest.mark.images, pytest.mark.timeout(3600)]

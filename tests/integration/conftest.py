@@ -1,6 +1,6 @@
-"""Fixtures for tests against a real Kubernetes control plane (``tests/harness``).
+"""Fixtures for tests against a real Kubernetes control plane (``testbed/harness``).
 
-- ``kube_cluster`` (session): a ``tests.harness.access.KubeCluster`` for one etcd +
+- ``kube_cluster`` (session): a ``testbed.harness.access.KubeCluster`` for one etcd +
   kube-apiserver + kube-controller-manager on loopback, with KMM's Module CRD and the
   project's CRDs served. It has ``kubeconfig`` (admin kubeconfig path), ``server``,
   ``ca_cert`` (CA path), and makes ``kubernetes.client.ApiClient`` objects:
@@ -15,27 +15,27 @@
 - ``make_node`` (per test): ``make_node(name, labels=None, kernel_version=...) -> V1Node``
   creates a Ready Node named ``<namespace>-<name>``; deleted after the test. Nodes are
   cluster-wide, so use this rather than fixed names.
-- ``api`` (per test): a ``tests.support.cluster_api.Api`` (plain-dict admin access for the
+- ``api`` (per test): a ``testbed.cluster_api.Api`` (plain-dict admin access for the
   coordinator and CLI tests); the test's GPUDrivers are removed afterwards.
 - ``reader_token`` (per test): a token of a ServiceAccount allowed to get/list gpunodes.
 - ``tls`` (per module): a CA and serving certificate for a coordinator's gRPC server
-  (``tests.support.cluster_agents.ServingTls``).
+  (``testbed.cluster_agents.ServingTls``).
 - ``agents`` (per test): ``AgentPods``, Pods bound to the test's Nodes whose tokens the agents
   present; deleted after the test.
 - ``live`` (per test): the coordinator's live-node server (``LiveNodes``) for the test's
   namespace, on loopback with ``tls``.
 - ``kmm_version`` and ``kmm_build`` (per test): KMM's own operator built from source
-  (``tests.harness.kmm_build``), v2.6.0 unless the test is marked
+  (``testbed.harness.kmm_build``), v2.6.0 unless the test is marked
   ``tests.support.kmm_matrix.EACH_KMM``.
-- ``real_kmm`` (per test): a running ``tests.harness.real_kmm.RealKmm`` for the test's
+- ``real_kmm`` (per test): a running ``testbed.harness.real_kmm.RealKmm`` for the test's
   namespace: KMM's manager, a kubelet for its Pods on the nodes the test ``serve``s, an image
   catalogue and the kernel-boundary record; stopped after the test.
 - ``gpu_nodes`` (per test): ``tests.support.gpu_nodes.GpuNodes`` on ``real_kmm``: Nodes whose
   fake GPU hosts KMM's worker loads and unloads, the drivers tests' images pushed for them.
-- ``rollout_rig`` (per test, opt-in): a ``tests.support.rollout_live.rig.RolloutRig`` for rollout
+- ``rollout_rig`` (per test, opt-in): a ``testbed.rollout_live.rig.RolloutRig`` for rollout
   tests: the coordinator as a real process (TLS gRPC, metrics), agents, real KMM (``real_kmm``)
   whose worker changes the nodes' fake roots, and the test's GPUDriver; torn down after.
-- ``cordon_taints`` (per test, opt-in): a running ``tests.harness.cordon_taint.CordonTaintMirror``
+- ``cordon_taints`` (per test, opt-in): a running ``testbed.harness.cordon_taint.CordonTaintMirror``
   that taints cordoned Nodes ``node.kubernetes.io/unschedulable:NoSchedule`` as a real
   cluster's node-lifecycle controller does (KMM then un-targets them unless tolerated).
 
@@ -56,25 +56,25 @@ from kubernetes import client as k8s
 from coordinator.kube.client import Kube
 from coordinator.live_nodes.live import LiveNodes
 from gpuctl.common import names
-from tests.harness.access import KubeCluster
-from tests.harness.cluster import repository_root
-from tests.harness.cordon_taint import CordonTaintMirror
-from tests.harness.kmm_build import DEFAULT_VERSION, KmmBuild, find_kmm
-from tests.harness.kubelet.pod_status import TEST_BACKOFF
-from tests.harness.nodes import DEFAULT_KERNEL, create_node
-from tests.harness.real_kmm import RealKmm
-from tests.harness.waiting import wait_until
-from tests.support.cluster_agents import (
+from testbed.cluster_agents import (
     AgentPods,
     ServingTls,
     running_live_nodes,
     serving_tls,
 )
-from tests.support.cluster_api import Api, remove_test_drivers
-from tests.support.fixture_types import MakeNode
+from testbed.cluster_api import Api, remove_test_drivers
+from testbed.fixture_types import MakeNode
+from testbed.harness.access import KubeCluster
+from testbed.harness.cluster import repository_root
+from testbed.harness.cordon_taint import CordonTaintMirror
+from testbed.harness.kmm_build import DEFAULT_VERSION, KmmBuild, find_kmm
+from testbed.harness.kubelet.pod_status import TEST_BACKOFF
+from testbed.harness.nodes import DEFAULT_KERNEL, create_node
+from testbed.harness.real_kmm import RealKmm
+from testbed.harness.waiting import wait_until
+from testbed.rollout_live.rig import RolloutRig
 from tests.support.gpu_nodes import GpuNodes
 from tests.support.own_cluster import own_cluster
-from tests.support.rollout_live.rig import RolloutRig
 
 
 def _utc_now() -> datetime.datetime:

@@ -18,7 +18,7 @@ from coordinator.live_nodes.gpunode_status import (
 from coordinator.live_nodes.node_record import NodeRecord, Session
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common.names import FreshReason
-from tests.support.agent_client import OPEN_CLIENTS, sample_report
+from testbed.agent_client import OPEN_CLIENTS, sample_report
 
 RECEIVED = datetime(2026, 11, 29, 23, 1, 2, 345678, tzinfo=UTC)
 WRITTEN = datetime(2026, 11, 29, 23, 2, tzinfo=UTC)

@@ -11,7 +11,7 @@ from coordinator.live_nodes.limits import (
     check_report_update,
 )
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
-from tests.support.agent_client import OPEN_CLIENTS, sample_report
+from testbed.agent_client import OPEN_CLIENTS, sample_report
 
 
 def _update(**changes: object) -> agent_pb.ReportUpdate:

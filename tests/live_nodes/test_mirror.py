@@ -7,7 +7,7 @@ import itertools
 from coordinator.kube.client import KubeError
 from coordinator.live_nodes.mirror import GPUNodeMirror
 from coordinator.live_nodes.registry import Registry
-from tests.support.agent_client import OPEN_CLIENTS, sample_report
+from testbed.agent_client import OPEN_CLIENTS, sample_report
 from tests.support.clock import ManualClock
 from tests.support.memory_api import MemoryApi
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from coordinator.live_nodes.freshness import is_fresh, staleness
 from coordinator.live_nodes.node_record import Session
 from coordinator.live_nodes.registry import Registry
-from tests.support.agent_client import OPEN_CLIENTS, sample_report
+from testbed.agent_client import OPEN_CLIENTS, sample_report
 from tests.support.clock import ManualClock
 
 BOUND = 30.0

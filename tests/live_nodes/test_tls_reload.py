@@ -17,8 +17,8 @@ from coordinator.live_nodes.agent_service import AgentServiceConfig
 from coordinator.live_nodes.registry import Registry
 from coordinator.live_nodes.server import AgentServer, ServerConfig, TlsFiles
 from coordinator.live_nodes.tls_reload import ReloadingCertificate
-from tests.harness import certs
-from tests.support.agent_client import AgentClient
+from testbed.agent_client import AgentClient
+from testbed.harness import certs
 from tests.support.clock import ManualClock
 from tests.support.memory_api import MemoryApi
 

@@ -1,6 +1,6 @@
 """What KMM is doing on a node, told from its worker Pods and ModuleImagesConfig (plain data).
 
-The Pods are shaped as a kubelet writes them (tests/harness/kubelet/pod_status.py writes the
+The Pods are shaped as a kubelet writes them (testbed/harness/kubelet/pod_status.py writes the
 same shapes for KMM's real Pods in the integration tests).
 """
 

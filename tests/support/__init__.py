@@ -13,5 +13,5 @@
 - ``rollout_live``: the rollout rig (coordinator process, agents, real KMM, fake nodes).
 
 Fixtures stay in the ``conftest.py`` files; what they build comes from here, so no test
-imports a conftest. The control plane and KMM beside it are in ``tests/harness``.
+imports a conftest. The control plane and KMM beside it are in ``testbed/harness``.
 """

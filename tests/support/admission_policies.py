@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from coordinator.kube.client import Kube, KubeError, path
-from tests.harness.waiting import wait_until
+from testbed.harness.waiting import wait_until
 
 ADMISSION = ("admissionregistration.k8s.io", "v1")
 POLICIES = "validatingadmissionpolicies"

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from coordinator.kube.client import Kube, KubeError, path
-from tests.harness.access import KubeCluster
+from testbed.harness.access import KubeCluster
 from tests.support.helm import CHART, REPO, Helm, objects
 
 # Where each kind the chart renders is served: (plural, namespaced).

@@ -15,8 +15,8 @@ from typing import Any
 from coordinator.kube.client import Kube
 from coordinator.kube.discovery import Discover
 from coordinator.manager import Coordinator, CoordinatorConfig, LeaderScoped
-from tests.harness.access import KubeCluster
-from tests.support.cluster_api import TEST_LABEL
+from testbed.cluster_api import TEST_LABEL
+from testbed.harness.access import KubeCluster
 
 
 @contextlib.contextmanager

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from tests.fakehost import FakeHost
-from tests.fakehost.scenarios import arc_b580_in_tree
-from tests.harness.kubelet import kernel
-from tests.harness.real_kmm import RealKmm
-from tests.support.fixture_types import MakeNode
+from testbed.fakehost import FakeHost
+from testbed.fakehost.scenarios import arc_b580_in_tree
+from testbed.fixture_types import MakeNode
+from testbed.harness.kubelet import kernel
+from testbed.harness.real_kmm import RealKmm
 
-# The images the drivers tests name (tests/support/cluster_api.py simple_spec and others).
+# The images the drivers tests name (testbed/cluster_api.py simple_spec and others).
 TEST_IMAGES = (
     "registry.example.com/xe:1",
     "registry.example.com/xe:1.0",

@@ -10,6 +10,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness.kmm_build import DEFAULT_VERSION, MAIN_VERSION
+from testbed.harness.kmm_build import DEFAULT_VERSION, MAIN_VERSION
 
 EACH_KMM = pytest.mark.parametrize("kmm_version", [DEFAULT_VERSION, MAIN_VERSION])

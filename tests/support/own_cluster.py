@@ -3,7 +3,7 @@
 The session's shared cluster (tests/integration/conftest.py) and the suites that need one of
 their own — to restart or pause its parts (chaos, the claims API going away) or to run
 node-lifecycle controllers over kwok nodes — all start it here: a temporary root, every CRD
-installed (tests/harness/cluster.py), the processes stopped at exit even if the fixture's
+installed (testbed/harness/cluster.py), the processes stopped at exit even if the fixture's
 teardown never runs, and the root removed.
 """
 
@@ -18,9 +18,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.harness.access import KubeCluster
-from tests.harness.cluster import repository_root, start_cluster
-from tests.harness.control_plane import ControlPlane
+from testbed.harness.access import KubeCluster
+from testbed.harness.cluster import repository_root, start_cluster
+from testbed.harness.control_plane import ControlPlane
 
 
 @contextlib.contextmanager

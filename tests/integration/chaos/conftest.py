@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from tests.harness.access import KubeCluster
-from tests.harness.control_plane import ControlPlane
-from tests.harness.waiting import wait_until
+from testbed.harness.access import KubeCluster
+from testbed.harness.control_plane import ControlPlane
+from testbed.harness.waiting import wait_until
 from tests.support.own_cluster import own_cluster
 
 

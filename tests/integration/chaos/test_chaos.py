@@ -1,5 +1,5 @@
 """The short chaos run in CI: 20 nodes (busy and idle), two coordinator replicas, a few faults
-of each kind on a seeded schedule, and no invariant broken (tests/support/chaos/run.py says
+of each kind on a seeded schedule, and no invariant broken (testbed/chaos/run.py says
 what is checked). The long run is `python -m bench.chaos`.
 """
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.access import KubeCluster
-from tests.harness.control_plane import ControlPlane
-from tests.support.chaos.run import KINDS, ChaosPlan, run_chaos
-from tests.support.chaos.world import chaos_world
+from testbed.chaos.run import KINDS, ChaosPlan, run_chaos
+from testbed.chaos.world import chaos_world
+from testbed.harness.access import KubeCluster
+from testbed.harness.control_plane import ControlPlane
 
 pytestmark = pytest.mark.integration
 

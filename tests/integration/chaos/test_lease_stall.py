@@ -14,9 +14,9 @@ import pytest
 
 from coordinator.kube.client import path
 from coordinator.kube.fence import NotLeadingError
-from tests.harness.access import KubeCluster
-from tests.harness.control_plane import ControlPlane
-from tests.harness.waiting import wait_until
+from testbed.harness.access import KubeCluster
+from testbed.harness.control_plane import ControlPlane
+from testbed.harness.waiting import wait_until
 from tests.support.coordinator_thread import running_coordinator
 
 pytestmark = pytest.mark.integration

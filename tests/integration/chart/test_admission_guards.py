@@ -25,11 +25,11 @@ from coordinator.admission_policy import HELM_KEEP, service_account_username
 from coordinator.drivers.module_spec import desired_module
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError
 from gpuctl.common import names
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
+from testbed.cluster_api import Api, gpudriver, simple_spec
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
 from tests.support.admission_policies import type_checked
 from tests.support.chart_release import Release, chart_release
-from tests.support.cluster_api import Api, gpudriver, simple_spec
 from tests.support.kmm_crd_guard import refused_crd_delete
 from tests.support.module_guard import module_path, refused_delete
 from tests.support.nmc_guard import nmc_path, refused_nmc_delete

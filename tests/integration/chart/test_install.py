@@ -20,11 +20,11 @@ import pytest
 from coordinator.drivers.module_spec import module_name
 from coordinator.kube.client import Kube, KubeError, path
 from gpuctl.common.names import SERVING_LABEL
-from tests.harness.access import KubeCluster
-from tests.harness.ports import free_loopback_ports
-from tests.harness.waiting import wait_until
+from testbed.cluster_api import TEST_LABEL, Api, gpudriver, simple_spec
+from testbed.harness.access import KubeCluster
+from testbed.harness.ports import free_loopback_ports
+from testbed.harness.waiting import wait_until
 from tests.support.chart_release import Release, chart_release, token_kubeconfig
-from tests.support.cluster_api import TEST_LABEL, Api, gpudriver, simple_spec
 
 pytestmark = pytest.mark.integration
 
@@ -88,7 +88,7 @@ def test_the_coordinator_runs_under_the_charts_rbac_and_flags(
 ) -> None:
     release.install()
     deployment = release.deployment()
-    # The test cluster runs no ReplicaSet controller (tests/harness/flags.py): the test makes
+    # The test cluster runs no ReplicaSet controller (testbed/harness/flags.py): the test makes
     # the Pod it would, from the Deployment's template, and the coordinator plays it.
     template = deployment["spec"]["template"]
     pod = api.kube.request(

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from coordinator.kube.client import Kube, KubeError
-from tests.harness.access import KubeCluster
-from tests.harness.crds import install_crds
+from testbed.harness.access import KubeCluster
+from testbed.harness.crds import install_crds
 from tests.support.chart_release import Release, chart_release, object_path, scc_crd
 
 pytestmark = pytest.mark.integration

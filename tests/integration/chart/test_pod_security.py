@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from coordinator.kube.client import MERGE_PATCH, Kube, path
-from tests.harness.access import KubeCluster
+from testbed.harness.access import KubeCluster
 from tests.support.chart_release import Release, chart_release
 from tests.support.helm import HelmError
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from coordinator.kube.client import Kube
-from tests.harness.access import KubeCluster
-from tests.harness.crds import install_crds
+from testbed.harness.access import KubeCluster
+from testbed.harness.crds import install_crds
 from tests.support.chart_release import (
     Release,
     another_namespace,

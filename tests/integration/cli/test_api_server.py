@@ -20,8 +20,8 @@ from google.protobuf import json_format
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.common import names
-from tests.harness.access import KubeCluster
-from tests.support.cluster_api import TEST_LABEL, Api, gpudriver, node_labels, simple_spec
+from testbed.cluster_api import TEST_LABEL, Api, gpudriver, node_labels, simple_spec
+from testbed.harness.access import KubeCluster
 
 pytestmark = pytest.mark.integration
 

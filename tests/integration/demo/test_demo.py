@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.cluster import repository_root
-from tests.harness.waiting import wait_until
+from testbed.harness.cluster import repository_root
+from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

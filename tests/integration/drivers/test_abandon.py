@@ -25,11 +25,11 @@ from coordinator.drivers.module_spec import desired_module, module_name, ready_l
 from coordinator.kube.client import MERGE_PATCH, Kube, path
 from gpuctl.cli.main import main
 from gpuctl.common import names, timestamps
-from tests.fakehost.scenarios import B580
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
-from tests.support.cluster_api import Api, gpudriver, node_labels, simple_spec
-from tests.support.coordinator_rbac import username
+from testbed.cluster_api import Api, gpudriver, node_labels, simple_spec
+from testbed.coordinator_rbac import username
+from testbed.fakehost.scenarios import B580
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
 from tests.support.gpu_nodes import GpuNodes
 from tests.support.module_guard import installed_guard, module_path
 

@@ -15,9 +15,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gpuctl.common.timestamps import format_microseconds
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
-from tests.support.cluster_api import (
+from testbed.cluster_api import (
     Api,
     SwitchableKmm,
     gpudriver,
@@ -25,6 +23,8 @@ from tests.support.cluster_api import (
     simple_spec,
     wait_status,
 )
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
 from tests.support.coordinator_thread import running_coordinator
 from tests.support.gpu_nodes import GpuNodes
 

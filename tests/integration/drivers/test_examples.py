@@ -19,8 +19,8 @@ import yaml
 from coordinator.drivers import model
 from coordinator.drivers.module_spec import module_name
 from coordinator.kube.client import path
-from tests.harness.access import KubeCluster
-from tests.support.cluster_api import TEST_LABEL, Api, wait_status
+from testbed.cluster_api import TEST_LABEL, Api, wait_status
+from testbed.harness.access import KubeCluster
 from tests.support.coordinator_thread import running_coordinator
 
 pytestmark = pytest.mark.integration

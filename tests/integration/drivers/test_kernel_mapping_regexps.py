@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client as k8s
 
 from coordinator.drivers.validation import regexp_problem
-from tests.harness.real_kmm import KMM_GROUP, KMM_VERSION, RealKmm
+from testbed.harness.real_kmm import KMM_GROUP, KMM_VERSION, RealKmm
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,9 @@ import pytest
 
 from coordinator.drivers.kmm_check import CRD_PATH
 from coordinator.kube.client import Kube, path
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
-from tests.support.cluster_api import Api, gpudriver, simple_spec, status_of
+from testbed.cluster_api import Api, gpudriver, simple_spec, status_of
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
 from tests.support.coordinator_thread import running_coordinator
 from tests.support.own_cluster import own_cluster
 

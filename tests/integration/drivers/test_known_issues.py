@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from coordinator.kube.client import MERGE_PATCH, path
-from tests.harness.access import KubeCluster
-from tests.support.cluster_api import Api, gpudriver, node_labels, simple_spec, wait_status
+from testbed.cluster_api import Api, gpudriver, node_labels, simple_spec, wait_status
+from testbed.fixture_types import MakeNode
+from testbed.harness.access import KubeCluster
 from tests.support.coordinator_thread import running_coordinator
-from tests.support.fixture_types import MakeNode
 
 pytestmark = pytest.mark.integration
 

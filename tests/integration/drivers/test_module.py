@@ -1,7 +1,7 @@
 """The coordinator against the real API server: the KMM Module it writes, and status.
 
 A GPUDriver becomes a Module that KMM's real CRD accepts, with every field mapped; KMM (its
-own operator, tests/harness/real_kmm.py) loads it on the nodes carrying TARGET_LABEL and
+own operator, testbed/harness/real_kmm.py) loads it on the nodes carrying TARGET_LABEL and
 `kmmStatus` follows; removing `kernelModule` or the GPUDriver keeps the Module until no node
 carries the label, then removes it. Scenarios of the reference operator's controller tests.
 The rollout (coordinator/rollout) writes and removes TARGET_LABEL; here the test plays its
@@ -17,15 +17,15 @@ import pytest
 
 from coordinator.drivers.module_spec import desired_module, kmm_version
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
-from tests.support.cluster_api import (
+from testbed.cluster_api import (
     Api,
     gpudriver,
     node_labels,
     simple_spec,
     wait_status,
 )
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
 from tests.support.coordinator_thread import running_coordinator
 from tests.support.gpu_nodes import GpuNodes
 

@@ -34,15 +34,15 @@ from coordinator.drivers.module_spec import desired_module, module_name
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
 from coordinator.module_guard import SPEC_MESSAGE, UNLABEL_MESSAGE, refusal_message
 from gpuctl.common import names
-from tests.harness.access import KubeCluster
-from tests.harness.kmm_build import KmmBuild
-from tests.harness.kmm_webhook import NAMESPACE_LABEL
-from tests.harness.kubelet.pod_status import TEST_BACKOFF
-from tests.harness.real_kmm import RealKmm
-from tests.harness.waiting import wait_until
-from tests.support.cluster_api import Api, gpudriver, node_labels, simple_spec
-from tests.support.coordinator_rbac import bound_coordinator, username
-from tests.support.fixture_types import MakeNode
+from testbed.cluster_api import Api, gpudriver, node_labels, simple_spec
+from testbed.coordinator_rbac import bound_coordinator, username
+from testbed.fixture_types import MakeNode
+from testbed.harness.access import KubeCluster
+from testbed.harness.kmm_build import KmmBuild
+from testbed.harness.kmm_webhook import NAMESPACE_LABEL
+from testbed.harness.kubelet.pod_status import TEST_BACKOFF
+from testbed.harness.real_kmm import RealKmm
+from testbed.harness.waiting import wait_until
 from tests.support.gpu_nodes import GpuNodes
 from tests.support.kmm_crd_guard import installed_crd_guard, refused_crd_delete
 from tests.support.kmm_matrix import EACH_KMM

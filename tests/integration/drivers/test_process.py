@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 
 from coordinator.kube.client import path
-from tests.harness.access import KubeCluster
-from tests.harness.ports import free_loopback_ports
-from tests.harness.waiting import wait_until
-from tests.support.cluster_api import (
+from testbed.cluster_api import (
     TEST_LABEL,
     Api,
     gpudriver,
     simple_spec,
     wait_status,
 )
+from testbed.harness.access import KubeCluster
+from testbed.harness.ports import free_loopback_ports
+from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -11,9 +11,7 @@ import pytest
 from coordinator.drivers.module_spec import desired_module, kmm_version, version_label
 from coordinator.kube.client import path
 from gpuctl.common.names import TARGET_LABEL
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
-from tests.support.cluster_api import (
+from testbed.cluster_api import (
     TEST_LABEL,
     Api,
     gpudriver,
@@ -21,7 +19,9 @@ from tests.support.cluster_api import (
     simple_spec,
     wait_status,
 )
-from tests.support.coordinator_rbac import bound_coordinator
+from testbed.coordinator_rbac import bound_coordinator
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
 from tests.support.coordinator_thread import running_coordinator
 from tests.support.gpu_nodes import GpuNodes
 

@@ -1,5 +1,5 @@
 """KMM acts on a node only after gpuctl decided it may, against the real API server and KMM's
-own operator (tests/harness/real_kmm.py): the Module selects TARGET_LABEL, so no change of
+own operator (testbed/harness/real_kmm.py): the Module selects TARGET_LABEL, so no change of
 the GPUDriver reaches a loaded node by itself.
 
 - A config change (a new image) is a new Module version: KMM leaves each loaded node as it is
@@ -26,9 +26,7 @@ import pytest
 
 from coordinator.drivers.module_spec import desired_module, version_label
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
-from tests.support.cluster_api import (
+from testbed.cluster_api import (
     TEST_LABEL,
     Api,
     SwitchableKmm,
@@ -37,6 +35,8 @@ from tests.support.cluster_api import (
     simple_spec,
     wait_status,
 )
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
 from tests.support.coordinator_thread import running_coordinator
 from tests.support.gpu_nodes import GpuNodes
 from tests.support.kmm_matrix import EACH_KMM

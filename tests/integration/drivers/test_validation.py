@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from coordinator.kube.client import KubeError
-from tests.harness.access import KubeCluster
-from tests.support.cluster_api import (
+from testbed.cluster_api import (
     Api,
     gpudriver,
     wait_status,
 )
+from testbed.harness.access import KubeCluster
 from tests.support.coordinator_thread import running_coordinator
 
 pytestmark = pytest.mark.integration

@@ -15,8 +15,8 @@ import pytest
 
 from coordinator.kube.client import Kube
 from coordinator.kube.watches import Informer, Resource
-from tests.harness.waiting import wait_until
-from tests.support.cluster_api import TEST_LABEL, Api, gpudriver
+from testbed.cluster_api import TEST_LABEL, Api, gpudriver
+from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

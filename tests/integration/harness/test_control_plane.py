@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
-from tests.support.fixture_types import MakeNode
+from testbed.fixture_types import MakeNode
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """KMM's own operator in the loop: its Module → NodeModulesConfig → worker Pod → modprobe chain
 runs end to end on a simulated node, and the kernel-boundary oracle sees what it does.
 
-These are tests of the harness (tests/harness/real_kmm.py, tests/harness/kubelet/), not of
+These are tests of the harness (testbed/harness/real_kmm.py, testbed/harness/kubelet/), not of
 gpuctl: a hand-written KMM Module, no coordinator. They show that what the rollout tests
 build on is real - KMM's manager creates the Pods, KMM's worker binary runs kmod's
 commands, the kernel refuses a busy unload - and that the oracle fails when it should.
@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from tests.fakehost import FakeHost
-from tests.fakehost.scenarios import arc_b580_in_tree
-from tests.harness.cluster import repository_root
-from tests.harness.kmm_build import DEFAULT_VERSION, MAIN_VERSION, find_kmm
-from tests.harness.kubelet import kernel
-from tests.harness.kubelet.pod_status import BackOff
-from tests.harness.real_kmm import KMM_GROUP, KMM_VERSION, RealKmm
-from tests.harness.waiting import wait_until
-from tests.support.fixture_types import MakeNode
+from testbed.fakehost import FakeHost
+from testbed.fakehost.scenarios import arc_b580_in_tree
+from testbed.fixture_types import MakeNode
+from testbed.harness.cluster import repository_root
+from testbed.harness.kmm_build import DEFAULT_VERSION, MAIN_VERSION, find_kmm
+from testbed.harness.kubelet import kernel
+from testbed.harness.kubelet.pod_status import BackOff
+from testbed.harness.real_kmm import KMM_GROUP, KMM_VERSION, RealKmm
+from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -4,8 +4,8 @@ node-lifecycle, taint-eviction, disruption, ReplicaSet and Deployment controller
 ``kube_cluster`` is overridden for this package (package scope: it stops when the package's
 tests end) so every shared fixture (``namespace``, ``make_node``, ``real_kmm``,
 ``rollout_rig``, ...) works here unchanged against it. ``node_lifecycle`` is the running
-``tests.harness.node_lifecycle.NodeLifecycle``. Every Node here is kwok's: created Ready,
-renewed by kwok's Leases, taken NotReady by ``stop_heartbeat`` (tests/support/kwok_nodes.py).
+``testbed.harness.node_lifecycle.NodeLifecycle``. Every Node here is kwok's: created Ready,
+renewed by kwok's Leases, taken NotReady by ``stop_heartbeat`` (testbed/kwok_nodes.py).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.harness.access import KubeCluster
-from tests.harness.binaries import find_binaries
-from tests.harness.cluster import repository_root
-from tests.harness.kwok import find_kwok
-from tests.harness.node_lifecycle import NodeLifecycle, start_node_lifecycle
+from testbed.harness.access import KubeCluster
+from testbed.harness.binaries import find_binaries
+from testbed.harness.cluster import repository_root
+from testbed.harness.kwok import find_kwok
+from testbed.harness.node_lifecycle import NodeLifecycle, start_node_lifecycle
 from tests.support.own_cluster import own_cluster
 
 

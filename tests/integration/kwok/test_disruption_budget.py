@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from coordinator.rollout.node_step import EVICT_RETRY_SECONDS
-from tests.harness.waiting import wait_until
-from tests.support.cluster_api import TEST_LABEL
-from tests.support.kwok_nodes import (
+from testbed.cluster_api import TEST_LABEL
+from testbed.harness.waiting import wait_until
+from testbed.kwok_nodes import (
     budget_status,
     disruption_budget,
     give_gpus,
@@ -30,8 +30,8 @@ from tests.support.kwok_nodes import (
     set_min_available,
     workload_pods,
 )
-from tests.support.rollout_live.rig import NEW, RolloutRig
-from tests.support.rollout_live.scenario import FAST, TIMEOUTS, module_version, start, wait_complete
+from testbed.rollout_live.rig import NEW, RolloutRig
+from testbed.rollout_live.scenario import FAST, TIMEOUTS, module_version, start, wait_complete
 
 pytestmark = pytest.mark.integration
 

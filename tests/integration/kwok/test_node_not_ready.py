@@ -19,18 +19,18 @@ from typing import Any
 import pytest
 
 from gpuctl.common import names
-from tests.harness.waiting import wait_until
-from tests.support.cluster_api import TEST_LABEL
-from tests.support.kwok_nodes import (
+from testbed.cluster_api import TEST_LABEL
+from testbed.harness.waiting import wait_until
+from testbed.kwok_nodes import (
     UNREACHABLE_TAINT,
     ready_status,
     resume_heartbeat,
     stop_heartbeat,
     taint_keys,
 )
-from tests.support.rollout_live.node_watch import NodeWatch, unavailable_within
-from tests.support.rollout_live.rig import NEW, OLD, RolloutRig
-from tests.support.rollout_live.scenario import FAST, module_version, start, wait_status
+from testbed.rollout_live.node_watch import NodeWatch, unavailable_within
+from testbed.rollout_live.rig import NEW, OLD, RolloutRig
+from testbed.rollout_live.scenario import FAST, module_version, start, wait_status
 
 pytestmark = pytest.mark.integration
 

@@ -20,16 +20,16 @@ from coordinator.live_nodes.live import LiveNodes
 from coordinator.live_nodes.metrics import LiveNodesCollector
 from coordinator.live_nodes.node_record import NodeRecord
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
-from tests.support.agent_client import AgentClient, sample_report
-from tests.support.cluster_agents import (
+from testbed.agent_client import AgentClient, sample_report
+from testbed.cluster_agents import (
     AgentPods,
     ServingTls,
     connect,
     delete_gpunode,
     running_live_nodes,
 )
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

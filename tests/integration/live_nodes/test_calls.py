@@ -16,8 +16,8 @@ import pytest
 from coordinator.kube.client import Kube
 from coordinator.live_nodes.live import LiveNodes
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
-from tests.support.agent_client import sample_report
-from tests.support.cluster_agents import (
+from testbed.agent_client import sample_report
+from testbed.cluster_agents import (
     AgentPods,
     ServingTls,
     connect,

@@ -21,13 +21,8 @@ from typing import Any
 import pytest
 
 from coordinator.kube.client import Kube
-from tests.fakehost import FakeHost
-from tests.fakehost.scenarios import B580, BACKPORT_TAG, kmm_out_of_tree
-from tests.harness.access import KubeCluster
-from tests.harness.ports import free_loopback_ports
-from tests.harness.waiting import wait_until
-from tests.support.agent_process import start_agent_process
-from tests.support.cluster_agents import (
+from testbed.agent_process import start_agent_process
+from testbed.cluster_agents import (
     AgentPods,
     ServingTls,
     agent_username,
@@ -35,7 +30,12 @@ from tests.support.cluster_agents import (
     get_gpunode,
     serving_tls,
 )
-from tests.support.cluster_api import TEST_LABEL
+from testbed.cluster_api import TEST_LABEL
+from testbed.fakehost import FakeHost
+from testbed.fakehost.scenarios import B580, BACKPORT_TAG, kmm_out_of_tree
+from testbed.harness.access import KubeCluster
+from testbed.harness.ports import free_loopback_ports
+from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

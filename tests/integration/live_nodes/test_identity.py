@@ -14,15 +14,15 @@ import pytest
 
 from coordinator.live_nodes.live import LiveNodes
 from coordinator.live_nodes.node_record import NodeRecord, Session
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
-from tests.support.agent_client import sample_report
-from tests.support.cluster_agents import (
+from testbed.agent_client import sample_report
+from testbed.cluster_agents import (
     AgentPods,
     ServingTls,
     connect,
     resigned_token,
 )
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -17,10 +17,8 @@ import pytest
 from coordinator.kube.client import Kube
 from coordinator.live_nodes.live import LiveNodes
 from coordinator.manager import Coordinator
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
-from tests.support.agent_client import sample_report
-from tests.support.cluster_agents import (
+from testbed.agent_client import sample_report
+from testbed.cluster_agents import (
     AgentPods,
     ServingTls,
     connect,
@@ -28,6 +26,8 @@ from tests.support.cluster_agents import (
     make_live_nodes,
     serving_tls,
 )
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
 from tests.support.coordinator_thread import running_coordinator
 
 pytestmark = pytest.mark.integration

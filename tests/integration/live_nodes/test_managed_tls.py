@@ -30,15 +30,15 @@ from coordinator.live_nodes.live import LiveNodes, LiveNodesConfig
 from coordinator.live_nodes.managed_tls import ManagedTlsConfig, service_names
 from coordinator.live_nodes.self_signed import Pem, issue_serving
 from coordinator.live_nodes.server import ServerConfig
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
-from tests.support.coordinator_rbac import (
+from testbed.coordinator_rbac import (
     audited_calls,
     bound_coordinator,
     declared_grants,
     grant_of,
     username,
 )
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

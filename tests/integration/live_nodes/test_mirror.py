@@ -13,15 +13,15 @@ import pytest
 
 from coordinator.kube.client import MERGE_PATCH, Kube, path
 from coordinator.live_nodes.live import LiveNodes
-from tests.harness.waiting import wait_until
-from tests.support.agent_client import OPEN_CLIENTS, sample_report
-from tests.support.cluster_agents import (
+from testbed.agent_client import OPEN_CLIENTS, sample_report
+from testbed.cluster_agents import (
     AgentPods,
     ServingTls,
     connect,
     delete_gpunode,
     get_gpunode,
 )
+from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 REQUESTED_AT = "2026-11-29T23:00:00Z"

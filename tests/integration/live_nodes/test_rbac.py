@@ -19,10 +19,8 @@ from coordinator.live_nodes.serving_label import ServingLabel
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as node_grpc
 from gpuctl.common.names import SERVING_LABEL
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
-from tests.support.agent_client import sample_report
-from tests.support.cluster_agents import (
+from testbed.agent_client import sample_report
+from testbed.cluster_agents import (
     AgentPods,
     ServingTls,
     connect,
@@ -31,7 +29,9 @@ from tests.support.cluster_agents import (
     running_live_nodes,
     serving_tls,
 )
-from tests.support.coordinator_rbac import bound_coordinator
+from testbed.coordinator_rbac import bound_coordinator
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

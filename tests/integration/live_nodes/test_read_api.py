@@ -19,16 +19,16 @@ from coordinator.kube.client import Kube
 from coordinator.live_nodes.live import LiveNodes
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as node_grpc
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
-from tests.support.agent_client import OPEN_CLIENTS, sample_report
-from tests.support.cluster_agents import (
+from testbed.agent_client import OPEN_CLIENTS, sample_report
+from testbed.cluster_agents import (
     AgentPods,
     ServingTls,
     connect,
     delete_gpunode,
     running_live_nodes,
 )
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

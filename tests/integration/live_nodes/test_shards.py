@@ -18,10 +18,8 @@ import pytest
 
 from coordinator.kube.client import MERGE_PATCH, Kube, path
 from coordinator.live_nodes.live import LiveNodes
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
-from tests.support.agent_client import AgentClient, sample_report
-from tests.support.cluster_agents import (
+from testbed.agent_client import AgentClient, sample_report
+from testbed.cluster_agents import (
     AgentPods,
     ServingTls,
     connect,
@@ -29,6 +27,8 @@ from tests.support.cluster_agents import (
     get_gpunode,
     running_live_nodes,
 )
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 POOL = "gpuctl.dev/pool"

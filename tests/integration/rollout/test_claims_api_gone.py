@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from tests.harness.access import KubeCluster
-from tests.harness.control_plane import ControlPlane
-from tests.harness.waiting import wait_until
-from tests.support.cluster_api import Api
+from testbed.cluster_api import Api
+from testbed.harness.access import KubeCluster
+from testbed.harness.control_plane import ControlPlane
+from testbed.harness.waiting import wait_until
+from testbed.rollout_live.rig import OLD, RolloutRig
+from testbed.rollout_live.scenario import FAST, start
 from tests.support.own_cluster import own_cluster
-from tests.support.rollout_live.rig import OLD, RolloutRig
-from tests.support.rollout_live.scenario import FAST, start
 
 pytestmark = pytest.mark.integration
 

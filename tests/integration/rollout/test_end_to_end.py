@@ -17,20 +17,19 @@ import urllib.request
 import pytest
 
 from gpuctl.common import names
-from tests.fakehost.scenarios import B70_PFS, B580
-from tests.harness.cordon_taint import CordonTaintMirror
-from tests.harness.waiting import wait_until
-from tests.support.cluster_api import TEST_LABEL, Api
-from tests.support.kmm_matrix import EACH_KMM
-from tests.support.rollout_live.fake_nodes import (
+from testbed.cluster_api import TEST_LABEL, Api
+from testbed.fakehost.scenarios import B70_PFS, B580
+from testbed.harness.cordon_taint import CordonTaintMirror
+from testbed.harness.waiting import wait_until
+from testbed.rollout_live.fake_nodes import (
     VF_COUNT,
     enable_vfs,
     enable_vm_vfs,
     vf_node_root_before_vfs,
 )
-from tests.support.rollout_live.node_watch import NodeWatch, unavailable_within
-from tests.support.rollout_live.rig import NEW, OLD, RolloutRig
-from tests.support.rollout_live.scenario import (
+from testbed.rollout_live.node_watch import NodeWatch, unavailable_within
+from testbed.rollout_live.rig import NEW, OLD, RolloutRig
+from testbed.rollout_live.scenario import (
     FAST,
     TIMEOUTS,
     assert_left,
@@ -42,6 +41,7 @@ from tests.support.rollout_live.scenario import (
     wait_complete,
     wait_status,
 )
+from tests.support.kmm_matrix import EACH_KMM
 
 pytestmark = pytest.mark.integration
 

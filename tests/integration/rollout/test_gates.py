@@ -1,5 +1,5 @@
 """The Prometheus gate end to end: the coordinator (a real process) asks a real Prometheus
-server (Debian's, tests/harness/prometheus.py), which scrapes an endpoint the test serves and
+server (Debian's, testbed/harness/prometheus.py), which scrapes an endpoint the test serves and
 fires an alert from a rule file; real agents, the real API server and real KMM. A
 query that cannot be evaluated holds the rollout and says why; a firing alert holds it;
 clearing the alert releases it; a node starts only on an answer asked for that start.
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from gpuctl.common import names
-from tests.harness.prometheus import FIRING_QUERY, MetricsEndpoint, query, running_prometheus
-from tests.harness.waiting import wait_until
-from tests.support.rollout_live.rig import NEW, RolloutRig
-from tests.support.rollout_live.scenario import FAST, module_version, start, wait_status
+from testbed.harness.prometheus import FIRING_QUERY, MetricsEndpoint, query, running_prometheus
+from testbed.harness.waiting import wait_until
+from testbed.rollout_live.rig import NEW, RolloutRig
+from testbed.rollout_live.scenario import FAST, module_version, start, wait_status
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,7 @@
 unloading, a worker Pod deleted mid-run, its webhook down while gpuctl updates the Module, and
 no image for one node's kernel.
 
-Real KMM (tests/harness/real_kmm.py) under the real coordinator and agents. Each test ends, as
+Real KMM (testbed/harness/real_kmm.py) under the real coordinator and agents. Each test ends, as
 every rollout test does (RolloutRig.close), asserting that no unload was attempted on a busy
 node; each shows every node ending Done and verified at the target, or held with a reason
 that names what KMM did.
@@ -15,11 +15,10 @@ import json
 import pytest
 
 from gpuctl.common import names
-from tests.harness.waiting import wait_until
-from tests.support.kmm_matrix import EACH_KMM
-from tests.support.rollout_live.fake_nodes import gpu_node_root
-from tests.support.rollout_live.rig import NEW, OLD, RolloutRig, image_of
-from tests.support.rollout_live.scenario import (
+from testbed.harness.waiting import wait_until
+from testbed.rollout_live.fake_nodes import gpu_node_root
+from testbed.rollout_live.rig import NEW, OLD, RolloutRig, image_of
+from testbed.rollout_live.scenario import (
     FAST,
     TIMEOUTS,
     busy_with_ollama,
@@ -29,6 +28,7 @@ from tests.support.rollout_live.scenario import (
     start,
     wait_status,
 )
+from tests.support.kmm_matrix import EACH_KMM
 
 pytestmark = pytest.mark.integration
 

@@ -19,12 +19,12 @@ import pytest
 from coordinator.kube.client import MERGE_PATCH, Kube, path
 from coordinator.nmc_guard import refusal_message
 from gpuctl.common import names
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
+from testbed.rollout_live.rig import RolloutRig
+from testbed.rollout_live.scenario import FAST, busy_with_ollama, start
 from tests.support.kmm_matrix import EACH_KMM
 from tests.support.nmc_guard import installed_nmc_guard, nmc_path, refused_nmc_delete
-from tests.support.rollout_live.rig import RolloutRig
-from tests.support.rollout_live.scenario import FAST, busy_with_ollama, start
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ Service, reconciles a GPUDriver into a Module, mirrors two agents into GPUNodes,
 tokens and a NodeService caller's access, rolls a new version node by node, evicts a GPU pod,
 holds KMM's worker off a node opened after its check and lets it go, files Events (one
 repeated), and deletes the Module when the GPUDriver goes. The audit log (every
-ServiceAccount request, tests/harness/flags.py) then must show no request refused, no request
+ServiceAccount request, testbed/harness/flags.py) then must show no request refused, no request
 the rules do not allow, and every granted verb used.
 """
 
@@ -22,9 +22,7 @@ import pytest
 from coordinator.kube.client import path
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as node_grpc
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
-from tests.support.coordinator_rbac import (
+from testbed.coordinator_rbac import (
     Call,
     Grant,
     audited_calls,
@@ -34,8 +32,10 @@ from tests.support.coordinator_rbac import (
     token_kubeconfig,
     username,
 )
-from tests.support.rollout_live.rig import NEW, OLD, RolloutRig, stop_process
-from tests.support.rollout_live.scenario import (
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
+from testbed.rollout_live.rig import NEW, OLD, RolloutRig, stop_process
+from testbed.rollout_live.scenario import (
     FAST,
     busy_with_ollama,
     gpu_pod,

@@ -17,10 +17,9 @@ import pytest
 
 from coordinator.kube.client import MERGE_PATCH, KubeError, path
 from gpuctl.common import names
-from tests.support.cluster_api import TEST_LABEL, gpudriver
-from tests.support.kmm_matrix import EACH_KMM
-from tests.support.rollout_live.rig import NEW, OLD, RolloutRig, kernel_mappings
-from tests.support.rollout_live.scenario import (
+from testbed.cluster_api import TEST_LABEL, gpudriver
+from testbed.rollout_live.rig import NEW, OLD, RolloutRig, kernel_mappings
+from testbed.rollout_live.scenario import (
     FAST,
     TIMEOUTS,
     gpu_pod,
@@ -28,6 +27,7 @@ from tests.support.rollout_live.scenario import (
     start,
     wait_status,
 )
+from tests.support.kmm_matrix import EACH_KMM
 
 pytestmark = [pytest.mark.integration, EACH_KMM]
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from gpuctl.common import names
-from tests.harness.waiting import wait_until
-from tests.support.cluster_api import Api
-from tests.support.rollout_live.rig import BIN, NEW, OLD, RolloutRig, image_of, kernel_mappings
-from tests.support.rollout_live.scenario import (
+from testbed.cluster_api import Api
+from testbed.harness.waiting import wait_until
+from testbed.rollout_live.rig import BIN, NEW, OLD, RolloutRig, image_of, kernel_mappings
+from testbed.rollout_live.scenario import (
     FAST,
     TIMEOUTS,
     module_version,

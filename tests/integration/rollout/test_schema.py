@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from coordinator.kube.client import KubeError
-from tests.support.cluster_api import Api, gpudriver, simple_spec
+from testbed.cluster_api import Api, gpudriver, simple_spec
 
 pytestmark = pytest.mark.integration
 

@@ -12,11 +12,10 @@ import pytest
 
 from coordinator import pool_guard
 from gpuctl.common import names
-from tests.harness.waiting import wait_until
-from tests.support.cluster_api import TEST_LABEL
-from tests.support.pool_guard import installed_pool_guard, refused_move
-from tests.support.rollout_live.rig import DRIVER, NEW, OLD, RolloutRig
-from tests.support.rollout_live.scenario import (
+from testbed.cluster_api import TEST_LABEL
+from testbed.harness.waiting import wait_until
+from testbed.rollout_live.rig import DRIVER, NEW, OLD, RolloutRig
+from testbed.rollout_live.scenario import (
     FAST,
     TIMEOUTS,
     gpu_pod,
@@ -24,6 +23,7 @@ from tests.support.rollout_live.scenario import (
     old_root,
     wait_status,
 )
+from tests.support.pool_guard import installed_pool_guard, refused_move
 
 pytestmark = pytest.mark.integration
 POOL = "gpuctl.dev/pool"

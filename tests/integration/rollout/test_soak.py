@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from gpuctl.common import names
-from tests.support.rollout_live.rig import NEW, OLD, RolloutRig
-from tests.support.rollout_live.scenario import FAST, module_version, start, wait_status
+from testbed.rollout_live.rig import NEW, OLD, RolloutRig
+from testbed.rollout_live.scenario import FAST, module_version, start, wait_status
 
 pytestmark = pytest.mark.integration
 

@@ -18,12 +18,11 @@ from coordinator.drivers.status import unloading
 from coordinator.kube.client import Kube
 from coordinator.module_guard import refusal_message
 from gpuctl.common import names
-from tests.harness.access import KubeCluster
-from tests.harness.waiting import wait_until
-from tests.support.coordinator_rbac import bound_coordinator, token_kubeconfig, username
-from tests.support.module_guard import installed_guard, refused_delete
-from tests.support.rollout_live.rig import DRIVER, RolloutRig
-from tests.support.rollout_live.scenario import (
+from testbed.coordinator_rbac import bound_coordinator, token_kubeconfig, username
+from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
+from testbed.rollout_live.rig import DRIVER, RolloutRig
+from testbed.rollout_live.scenario import (
     FAST,
     assert_left,
     busy_with_ollama,
@@ -31,6 +30,7 @@ from tests.support.rollout_live.scenario import (
     start,
     wait_status,
 )
+from tests.support.module_guard import installed_guard, refused_delete
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """Every change KMM would act on goes through the node checks: the unload triggers, end to end.
 
 KMM unloads `xe` not only when a version label changes (KMM's own operator runs here,
-tests/harness/real_kmm.py): on any change of a node's module config (nmc_reconciler.go), when
+testbed/harness/real_kmm.py): on any change of a node's module config (nmc_reconciler.go), when
 a node gets a NoSchedule/NoExecute taint the Module does not tolerate or stops being selected
 (module_reconciler.go), and at every first load, whose loader removes the live `xe` first
 (worker.go). Each test puts a busy node beside idle ones, makes the change, and shows: no
@@ -21,12 +21,11 @@ import pytest
 
 from coordinator import worker_hold_guard
 from gpuctl.common import names
-from tests.fakehost import FakeHost
-from tests.fakehost.scenarios import B580, arc_b580_in_tree
-from tests.harness.waiting import wait_until
-from tests.support.kmm_matrix import EACH_KMM
-from tests.support.rollout_live.rig import NEW, OLD, RolloutRig
-from tests.support.rollout_live.scenario import (
+from testbed.fakehost import FakeHost
+from testbed.fakehost.scenarios import B580, arc_b580_in_tree
+from testbed.harness.waiting import wait_until
+from testbed.rollout_live.rig import NEW, OLD, RolloutRig
+from testbed.rollout_live.scenario import (
     FAST,
     busy_with_ollama,
     gpu_pod,
@@ -36,6 +35,7 @@ from tests.support.rollout_live.scenario import (
     start,
     wait_status,
 )
+from tests.support.kmm_matrix import EACH_KMM
 from tests.support.worker_hold import held_nodes, installed_worker_hold_guard, refused_worker_pod
 
 pytestmark = [pytest.mark.integration, EACH_KMM]

@@ -1,5 +1,5 @@
 """Maintenance windows end to end: the coordinator (in a thread, its rollout on a clock the
-test moves: tests/support/rollout_live/clocked_coordinator.py), real agents over gRPC and TLS
+test moves: testbed/rollout_live/clocked_coordinator.py), real agents over gRPC and TLS
 on fake host roots, the real API server, real KMM and the real `gpuctl` command. A
 window closes while a node is loading: that node finishes, no other starts, the status and
 `gpuctl rollout status` say when the next window opens, and the rest go once it does.
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.rollout_live.clocked_coordinator import ShiftedClock, clocked_coordinator
-from tests.support.rollout_live.rig import BIN, NEW, OLD, RolloutRig
-from tests.support.rollout_live.scenario import module_version, old_root, wait_status
+from testbed.rollout_live.clocked_coordinator import ShiftedClock, clocked_coordinator
+from testbed.rollout_live.rig import BIN, NEW, OLD, RolloutRig
+from testbed.rollout_live.scenario import module_version, old_root, wait_status
 
 pytestmark = pytest.mark.integration
 

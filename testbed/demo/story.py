@@ -1,0 +1,232 @@
+"""The demo's story: four GPU nodes at one xe version, a rollout to the next, one node busy.
+
+Nodes (fake host roots with real sysfs/proc layouts, testbed/fakehost):
+- gpu-node-1 and gpu-node-4: one Arc B580 each, idle;
+- gpu-node-2: one Arc B580 whose render node `ollama` (pid 4242) holds open;
+- gpu-node-3: two Pro B70, whose 4 SR-IOV VFs each (on `xe`, idle) are enabled once KMM has
+  loaded the PF driver; the GPUDriver lets the rollout disable idle VFs for the unload and
+  re-enable them after (`disableIdleVFs`).
+Nodes 1, 2 and 4 run the real `gpuctl-agent run`. Node 3 runs the rollout rig's protocol
+agent (the same inspection over the same gRPC stream): a fake root cannot make VFs vanish when
+`sriov_numvfs` is written, so that agent applies the kernel's effect itself.
+
+The GPUDriver moves from OLD to NEW; `gpuctl rollout status --watch` runs beside it. The
+rollout holds after its first node (the default) until `gpuctl rollout resume`; node 2 is
+Blocked naming pid 4242 while the others are updated; then the demo closes the fd and node 2
+is updated too. KMM's worker takes `load_seconds` per node so the steps can be seen. Every
+wait is for an exact state (phase about the new version), with generous timeouts, so a loaded
+machine is slow, not wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+from gpuctl.common import names
+from testbed.cluster_agents import get_gpunode
+from testbed.demo.narrator import Narrator
+from testbed.demo.system import System
+from testbed.fakehost.scenarios import B70_PFS
+from testbed.harness.waiting import wait_until
+from testbed.rollout_live.fake_nodes import VF_COUNT, enable_vfs, vf_node_root_before_vfs
+from testbed.rollout_live.rig import NEW, OLD, image_of
+from testbed.rollout_live.scenario import (
+    busy_with_ollama,
+    idle_again,
+    module_version,
+    old_root,
+    wait_status,
+)
+
+BIN = Path(sys.executable).parent
+STEP_TIMEOUT = "60s"
+ROLLOUT = {
+    "holdAfterFirstNode": True,  # the default: the admin checks the first node, then resumes
+    "disableIdleVFs": True,
+    "timeouts": dict.fromkeys(("check", "drain", "prepare", "load", "verify"), STEP_TIMEOUT),
+}
+WAIT_SECONDS = 300.0
+WATCH_SECONDS = 600
+
+
+def gpuctl(system: System, *args: str) -> str:
+    """`gpuctl ARGS` as a user runs it (the admin kubeconfig); its output."""
+    done = subprocess.run(
+        [str(BIN / "gpuctl"), *args],
+        env={**os.environ, "KUBECONFIG": str(system.kubeconfig)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return done.stdout + done.stderr
+
+
+def show(system: System, narrator: Narrator, *args: str) -> None:
+    narrator.typed(" ".join(("gpuctl", *args)))
+    narrator.note(gpuctl(system, *args))
+
+
+class Watch:
+    """`gpuctl rollout status --watch` in the background, its lines narrated as they come."""
+
+    def __init__(self, system: System, narrator: Narrator) -> None:
+        self._process = subprocess.Popen(
+            [str(BIN / "gpuctl"), "rollout", "status", "--watch", f"--timeout={WATCH_SECONDS}"],
+            env={**os.environ, "KUBECONFIG": str(system.kubeconfig)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # Ctrl-C reaches the demo, which stops it in order
+        )
+        self._narrator = narrator
+        self.lines: list[str] = []
+        stdout: IO[str] | None = self._process.stdout
+        assert stdout is not None
+        self._thread = threading.Thread(target=self._relay, args=(stdout,), daemon=True)
+        self._thread.start()
+
+    def _relay(self, stdout: IO[str]) -> None:
+        for line in stdout:
+            self.lines.append(line.rstrip("\n"))
+            self._narrator.stream_line(line.rstrip("\n"))
+
+    def shows(self, text: str) -> bool:
+        return any(text in line for line in self.lines)
+
+    def ended(self) -> bool:
+        return self._process.poll() is not None
+
+    def wait(self) -> int:
+        code = self._process.wait(timeout=WATCH_SECONDS + 60)
+        self._thread.join(timeout=10)
+        return code
+
+    def stop(self) -> None:
+        if self._process.poll() is None:
+            self._process.terminate()
+            self._process.wait(timeout=20)
+        self._thread.join(timeout=10)
+
+
+def tell(
+    system: System, narrator: Narrator, *, busy_seconds: float, pause: float, load_seconds: float
+) -> None:
+    rig = system.rig
+    for node in ("gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"):
+        rig.kmm.delay_node(node, load_seconds)
+    narrator.step("four GPU nodes, each with a fake host root (real sysfs/proc layouts)")
+    idle_1 = rig.add_node("gpu-node-1", old_root)
+    busy = rig.add_node("gpu-node-2", old_root)
+    vfs = rig.add_node("gpu-node-3", lambda root: vf_node_root_before_vfs(root, OLD))
+    idle_4 = rig.add_node("gpu-node-4", old_root)
+    narrator.note(f"{idle_1}, {idle_4}: an Arc B580 each, xe {OLD}")
+    narrator.note(f"{busy}: an Arc B580, xe {OLD} (soon busy)")
+    narrator.note(f"{vfs}: two Pro B70 with 4 SR-IOV VFs each on xe, xe {OLD}")
+
+    narrator.step(f"GPUDriver {names.GPUDRIVER_PLURAL}/gpu at {OLD}, and the coordinator")
+    rig.create_driver(OLD, ROLLOUT)
+    rig.start_coordinator()
+    narrator.note("gpuctl-coordinator runs as its ServiceAccount, gRPC with TLS for the agents")
+
+    narrator.step("one agent per node: gpuctl-agent run, reading its node's host root")
+    for node in (idle_1, busy, idle_4):
+        rig.start_agent(node, "--allow-node-changes")
+    rig.start_protocol_agent(vfs)
+    narrator.note("--allow-node-changes: the GPUDriver lets the rollout disable idle VFs")
+    narrator.note(f"{vfs}: the rig's protocol agent, which can disable VFs on a fake root")
+    nodes = [idle_1, busy, vfs, idle_4]
+    rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=WAIT_SECONDS)
+    rig.wait_kmm_loaded(nodes, timeout=WAIT_SECONDS)
+    narrator.note("KMM's worker loaded xe on each node (its NodeModulesConfigs say so)")
+    for pf in B70_PFS:
+        enable_vfs(rig.hosts[vfs], pf, VF_COUNT)
+    narrator.note(f"{vfs}: SR-IOV enabled once its PF driver is up, 4 VFs per B70")
+    wait_until(
+        "every node's GPUNode",
+        lambda: all(get_gpunode(rig.kube, node) for node in nodes),
+        WAIT_SECONDS,
+    )
+    show(system, narrator, "nodes")
+    time.sleep(pause)
+
+    narrator.step(f"ollama (pid 4242) opens {busy}'s render node /dev/dri/renderD128")
+    busy_with_ollama(rig, busy)
+    wait_until(
+        f"{busy}'s agent reports pid 4242",
+        lambda: "4242" in json.dumps(get_gpunode(rig.kube, busy)),
+        WAIT_SECONDS,
+    )
+    show(system, narrator, "node", "inspect", busy)
+    time.sleep(pause)
+
+    narrator.step(f"upgrade: the GPUDriver's kernelModule.version {OLD} -> {NEW}, and its image")
+    narrator.note(f"(kubectl patch gpudriver gpu: version {NEW}, containerImage {image_of(NEW)})")
+    rig.set_version(NEW)
+    target = rig.target()
+    wait_status(rig, f"targets {target}", lambda s: s.get("targetVersion") == target)
+    narrator.typed("gpuctl rollout status --watch    # in the background, as it goes")
+    watch = Watch(system, narrator)
+    try:
+        rig.wait_phases({idle_1: "Done"}, timeout=WAIT_SECONDS)
+        wait_until("the watch shows the hold", lambda: watch.shows("held"), WAIT_SECONDS)
+        narrator.step(f"{idle_1} runs {NEW}; the rollout holds after its first node")
+        time.sleep(pause)
+        show(system, narrator, "rollout", "resume")
+        others = [vfs, idle_4]
+        wanted = {**dict.fromkeys(others, "Done"), busy: "Blocked"}
+        wait_until(
+            f"phases {wanted} (or the watch ends)",
+            lambda: (
+                watch.ended() or all(rig.state(n) == f"{p} {target}" for n, p in wanted.items())
+            ),
+            WAIT_SECONDS,
+        )
+        if watch.ended():
+            raise RuntimeError(f"gpuctl rollout status --watch ended early: {watch.wait()}")
+        narrator.step(f"{busy} is Blocked and left alone; the idle nodes went on")
+        narrator.note(f"its reason: {rig.annotation(busy, names.REASON)}")
+        show(system, narrator, "nodes")
+        narrator.step(
+            f"in {busy_seconds:g}s ollama closes the render node (the demo closes the fd)"
+        )
+        time.sleep(busy_seconds)
+        narrator.note(f"pid 4242 is gone from {busy}; the coordinator rechecks it")
+        idle_again(rig, busy)
+        code = watch.wait()
+    finally:
+        watch.stop()
+    if code != 0:
+        raise RuntimeError(f"gpuctl rollout status --watch exited {code}")
+    _check_updated(system, nodes)
+    wait_until(
+        f"{vfs}'s agent reports its VFs enabled again",
+        lambda: '"numVfs": 4' in json.dumps(get_gpunode(rig.kube, vfs)),
+        WAIT_SECONDS,
+    )
+    # The GPUNode mirrors the agents' reports, which may trail the rollout's own fresh reads by a
+    # rescan: `gpuctl nodes` is shown once every node's mirrored report has the new module.
+    wait_until(
+        f"every GPUNode reports xe {NEW}",
+        lambda: all(f"xeb_{NEW}" in json.dumps(get_gpunode(rig.kube, n)) for n in nodes),
+        WAIT_SECONDS,
+    )
+    narrator.step(f"the rollout completed: every node runs xe {NEW}")
+    show(system, narrator, "nodes")
+    narrator.note(
+        "KMM never unloaded xe from a busy node (every node's modprobe records each unload)"
+    )
+
+
+def _check_updated(system: System, nodes: list[str]) -> None:
+    wrong = {n: module_version(system.rig, n) for n in nodes}
+    wrong = {n: v for n, v in wrong.items() if v != NEW}
+    if wrong:
+        raise RuntimeError(f"nodes not at {NEW} after the rollout: {wrong}")

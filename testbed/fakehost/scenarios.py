@@ -1,0 +1,508 @@
+"""One builder per node layout in ../shared/fixtures.md (1-14), plus a large synthetic node.
+
+fixtures.md is not in the repository: it lives in ../shared/ beside it. Each function builds a
+fake host root under `root` and returns its FakeHost (so a test can add to it, or call
+`files()`/`proc_syscalls()` for injected faults). `SCENARIOS` maps the fixtures.md number to
+its builder. The constants name the facts tests assert on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from testbed.fakehost import DEFAULT_RELEASE, FakeHost
+
+HOST_BRIDGE = "0000:00:00.0"
+B580 = "0000:03:00.0"
+B580_AUDIO = "0000:04:00.0"
+B580_SWITCH_PORTS = ("0000:01:00.0", "0000:02:01.0", "0000:02:02.0")
+ROOT_PORT = "0000:00:01.0"
+B70_PFS = ("0000:03:00.0", "0000:83:00.0")
+IGPU = "0000:00:02.0"
+
+IN_TREE_SRCVERSION = "8A1C2F3E4D5B6A7980C1D2E"
+BACKPORT_SRCVERSION = "F00DFACE0123456789ABCDE"
+BACKPORT_TAG = "xeb_v6.17.13.62_260409.8"
+BACKPORT_VERSION = (
+    f"backported from  (65d3cdda6) using backports {BACKPORT_TAG} for {DEFAULT_RELEASE} Kernel "
+)
+IN_TREE_XE_FILE = f"/lib/modules/{DEFAULT_RELEASE}/kernel/drivers/gpu/drm/xe/xe.ko.zst"
+DKMS_XE_FILE = f"/lib/modules/{DEFAULT_RELEASE}/updates/dkms/xe.ko.zst"
+
+
+# -- building blocks ----------------------------------------------------------------------
+
+
+def _host_bridge(host: FakeHost) -> None:
+    host.add_pci_function(HOST_BRIDGE, device=0x0D57, class_code=0x060000)
+
+
+def _battlemage_card(
+    host: FakeHost,
+    address: str = B580,
+    *,
+    device: int = 0xE20B,
+    driver: str | None = "xe",
+    drm: tuple[str, ...] = ("card0", "renderD128"),
+    numa_node: int = 0,
+) -> None:
+    """A discrete card as the kernel shows it: root port, the card's two-level PCIe switch
+    (Intel 0x0604 ports), the GPU and its HD audio function (0x0403)."""
+    bus = int(address[5:7], 16)
+    prefix = address[:5]
+    root_port = f"0000:00:{bus - 2:02x}.0" if bus > 2 else ROOT_PORT
+    upstream, downstream, audio_port = (
+        f"{prefix}{bus - 2:02x}:00.0",
+        f"{prefix}{bus - 1:02x}:01.0",
+        f"{prefix}{bus - 1:02x}:02.0",
+    )
+    host.add_pci_function(root_port, device=0xA70D, class_code=0x060400, driver="pcieport")
+    host.add_pci_function(
+        upstream, device=0xE2FF, class_code=0x060400, parent=root_port, driver="pcieport"
+    )
+    for port in (downstream, audio_port):
+        host.add_pci_function(
+            port, device=0xE2F0, class_code=0x060400, parent=upstream, driver="pcieport"
+        )
+    host.add_pci_function(
+        address,
+        device=device,
+        class_code=0x030000,
+        subsystem_vendor=0x8086,
+        subsystem_device=0x1100,
+        parent=downstream,
+        driver=driver,
+        numa_node=numa_node,
+        boot_vga=False,
+        drm=drm if driver in ("xe", "i915") else (),
+    )
+    host.add_pci_function(
+        f"{prefix}{bus + 1:02x}:00.0",
+        device=0xE2F7,
+        class_code=0x040300,
+        parent=audio_port,
+        driver="snd_hda_intel",
+        numa_node=numa_node,
+    )
+
+
+def _in_tree_xe(
+    host: FakeHost,
+    *,
+    refcnt: int = 0,
+    holders: tuple[str, ...] = (),
+    initstate: str = "live",
+    parameters: dict[str, str] | None = None,
+) -> None:
+    host.add_module(
+        "xe",
+        initstate=initstate,
+        refcnt=refcnt,
+        holders=holders,
+        srcversion=IN_TREE_SRCVERSION,
+        parameters={"force_probe": "", "max_vfs": "4294967295", **(parameters or {})},
+    )
+    host.add_module_file(
+        "kernel/drivers/gpu/drm/xe/xe.ko",
+        {
+            "license": "GPL and additional rights",
+            "intree": "Y",
+            "name": "xe",
+            "srcversion": IN_TREE_SRCVERSION,
+            "vermagic": f"{host.kernel_release} SMP preempt mod_unload modversions",
+            "alias": ["pci:v00008086d0000E20Bsv*sd*bc03sc*i*", "pci:v00008086d0000E223sv*sd*bc*"],
+        },
+        compression="zst",
+    )
+
+
+def _backport_xe(host: FakeHost, *, file_on_host: bool, refcnt: int = 1) -> None:
+    """The out-of-tree backport: taint OE, backport version, held by xe_compat. With
+    `file_on_host` it is a DKMS install under updates/dkms; without, KMM loaded it from its
+    container. The kernel's own xe.ko (another srcversion) is on the host either way."""
+    host.add_module(
+        "xe",
+        refcnt=refcnt,
+        holders=("xe_compat",),
+        srcversion=BACKPORT_SRCVERSION,
+        version=BACKPORT_VERSION,
+        taint="OE",
+        parameters={"force_probe": "", "max_vfs": "4294967295"},
+    )
+    host.add_module("xe_compat", refcnt=0, taint="OE", version=BACKPORT_VERSION)
+    host.add_module_file(
+        "kernel/drivers/gpu/drm/xe/xe.ko",
+        {"intree": "Y", "name": "xe", "srcversion": IN_TREE_SRCVERSION},
+        compression="zst",
+    )
+    if file_on_host:
+        host.add_module_file(
+            "updates/dkms/xe.ko",
+            {
+                "version": BACKPORT_VERSION,
+                "name": "xe",
+                "srcversion": BACKPORT_SRCVERSION,
+                "depends": "xe_compat,drm_gpuvm",
+            },
+            compression="zst",
+        )
+
+
+# -- ../shared/fixtures.md scenarios ------------------------------------------------------
+
+
+def host_bridge_only(root: Path) -> FakeHost:
+    """1. A cloud VM: an Intel host bridge (no driver, numa -1) and virtio devices, no xe."""
+    host = FakeHost(root)
+    _host_bridge(host)
+    for index, (device, class_code) in enumerate(
+        ((0x1045, 0xFFFF00), (0x1042, 0x018000), (0x1041, 0x020000)), start=1
+    ):
+        host.add_pci_function(
+            f"0000:00:{index:02x}.0",
+            vendor=0x1AF4,
+            device=device,
+            class_code=class_code,
+            driver="virtio-pci",
+        )
+    return host
+
+
+def arc_b580_in_tree(root: Path, *, kernel_release: str = DEFAULT_RELEASE) -> FakeHost:
+    """2. One Arc B580 (e20b) on in-tree xe, behind its switch ports, with its audio."""
+    host = FakeHost(root, kernel_release=kernel_release)
+    _host_bridge(host)
+    _battlemage_card(host)
+    _in_tree_xe(host)
+    return host
+
+
+def two_pro_b70_with_vfs(root: Path, *, vf_driver: str = "xe") -> FakeHost:
+    """3. Two Pro B70 (e223) with 4 VFs each, VFs bound to `vf_driver` (xe, vfio-pci or
+    xe-vfio-pci); xe-bound VFs get their own DRM nodes."""
+    host = FakeHost(root)
+    _host_bridge(host)
+    for index, pf in enumerate(B70_PFS):
+        card = index * 5
+        _battlemage_card(
+            host, pf, device=0xE223, drm=(f"card{card}", f"renderD{128 + card}"), numa_node=index
+        )
+        host.remove(f"{host.device_dir(pf)}/sriov_totalvfs")
+        for name, value in (
+            ("sriov_totalvfs", "12"),
+            ("sriov_numvfs", "0"),
+            ("sriov_drivers_autoprobe", "1"),
+            ("sriov_vf_device", "e223"),
+        ):
+            host.set_attribute(pf, name, value + "\n")
+        host.add_vfs(pf, 4, driver=vf_driver, first_drm_minor=card + 1)
+    _in_tree_xe(host, parameters={"max_vfs": "12"})
+    if vf_driver != "xe":
+        # A VM holds each passed-through VF open through /dev/vfio.
+        host.add_module(vf_driver.replace("-", "_"), refcnt=8)
+    return host
+
+
+def arc_a770_on_i915(root: Path) -> FakeHost:
+    """4. Arc A770 (56a0) bound to i915 and held by Xorg; xe loaded with nothing bound."""
+    host = FakeHost(root)
+    _host_bridge(host)
+    _battlemage_card(host, device=0x56A0, driver="i915")
+    host.add_module("i915", refcnt=1, holders=())
+    _in_tree_xe(host)
+    host.add_process(1500, "Xorg")
+    host.add_drm_fd(1500, 9, "card0", pdev=B580, client_id=7, driver="i915")
+    return host
+
+
+def dkms_out_of_tree(root: Path) -> FakeHost:
+    """5. Out-of-tree xe from DKMS (updates/dkms), taint OE, held by xe_compat."""
+    host = FakeHost(root)
+    _host_bridge(host)
+    _battlemage_card(host)
+    _backport_xe(host, file_on_host=True)
+    return host
+
+
+def kmm_out_of_tree(root: Path) -> FakeHost:
+    """6. Out-of-tree xe loaded by KMM from its container: no matching file on the host."""
+    host = FakeHost(root)
+    _host_bridge(host)
+    _battlemage_card(host)
+    _backport_xe(host, file_on_host=False)
+    return host
+
+
+# Kernel taint bits (the kernel's tainted-kernels documentation): W (9) a warning occurred,
+# O (12) an out-of-tree module was loaded, E (13) an unsigned module was loaded.
+TAINT_WARN = 1 << 9
+TAINT_OOT_MODULE = 1 << 12
+TAINT_UNSIGNED_MODULE = 1 << 13
+
+
+def kmm_healthy(root: Path) -> FakeHost:
+    """A B580 on KMM's out-of-tree xe, the kernel tainted only by loading it (O, E)."""
+    host = kmm_out_of_tree(root)
+    host.write("proc/sys/kernel/tainted", f"{TAINT_OOT_MODULE | TAINT_UNSIGNED_MODULE}\n")
+    return host
+
+
+def kmm_degraded(root: Path) -> FakeHost:
+    """The same node after the driver misbehaved: the kernel logged a warning (W, as a GPU
+    hang's WARN does) on top of the module's O and E."""
+    host = kmm_healthy(root)
+    tainted = TAINT_OOT_MODULE | TAINT_UNSIGNED_MODULE | TAINT_WARN
+    host.write("proc/sys/kernel/tainted", f"{tainted}\n")
+    return host
+
+
+def open_render_clients(root: Path) -> FakeHost:
+    """7. Open render fds: ollama and its forked child share client 42; python3 has client
+    43 through two dup'd fds."""
+    host = FakeHost(root)
+    _host_bridge(host)
+    _battlemage_card(host)
+    _in_tree_xe(host, refcnt=2)
+    host.add_process(2101, "ollama")
+    host.add_drm_fd(2101, 5, "renderD128", pdev=B580, client_id=42)
+    host.add_process(2102, "ollama")
+    host.add_drm_fd(2102, 5, "renderD128", pdev=B580, client_id=42)
+    host.set_children(2101, [2102])
+    host.add_process(2200, "python3")
+    host.add_drm_fd(2200, 7, "renderD128", pdev=B580, client_id=43)
+    host.add_drm_fd(2200, 8, "renderD128", pdev=B580, client_id=43)
+    host.add_process(2300, "bash", fds={3: "/dev/null", 4: "socket:[88123]"})
+    return host
+
+
+def flex_170_force_probe(root: Path) -> FakeHost:
+    """8. Flex 170 (56c0, class 0x0380 display controller) on xe via force_probe."""
+    host = FakeHost(root)
+    _host_bridge(host)
+    host.add_pci_function(ROOT_PORT, device=0xA70D, class_code=0x060400, driver="pcieport")
+    host.add_pci_function(
+        B580,
+        device=0x56C0,
+        class_code=0x038000,
+        subsystem_device=0x4905,
+        revision=0x08,
+        parent=ROOT_PORT,
+        driver="xe",
+        numa_node=0,
+        sriov_total_vfs=31,
+        drm=("card0", "renderD128"),
+    )
+    _in_tree_xe(host, parameters={"force_probe": "56c0"})
+    return host
+
+
+def lunar_lake_igpu(root: Path) -> FakeHost:
+    """9. Lunar Lake iGPU (64a0) at 00:02.0, the boot display, no SR-IOV files."""
+    host = FakeHost(root)
+    _host_bridge(host)
+    host.add_pci_function(
+        IGPU,
+        device=0x64A0,
+        class_code=0x030000,
+        revision=0x04,
+        driver="xe",
+        boot_vga=True,
+        drm=("card0", "renderD128"),
+    )
+    _in_tree_xe(host)
+    return host
+
+
+def meteor_lake_and_battlemage(root: Path) -> FakeHost:
+    """10. Meteor Lake iGPU (7d55) on i915 plus a Battlemage B580 on xe."""
+    host = FakeHost(root)
+    _host_bridge(host)
+    host.add_pci_function(
+        IGPU,
+        device=0x7D55,
+        class_code=0x030000,
+        driver="i915",
+        boot_vga=True,
+        drm=("card0", "renderD128"),
+    )
+    _battlemage_card(host, drm=("card1", "renderD129"))
+    host.add_module("i915", refcnt=0)
+    _in_tree_xe(host)
+    return host
+
+
+def builtin_xe(root: Path) -> FakeHost:
+    """11. xe built into the kernel: only parameters/ under sys/module/xe."""
+    host = FakeHost(root)
+    _host_bridge(host)
+    _battlemage_card(host)
+    host.add_module("xe", builtin=True, parameters={"force_probe": "", "max_vfs": "0"})
+    return host
+
+
+def passthrough_unbound(root: Path) -> FakeHost:
+    """12. A B580 with no driver and driver_override vfio-pci (set up for passthrough)."""
+    host = FakeHost(root)
+    _host_bridge(host)
+    _battlemage_card(host, driver=None)
+    host.set_attribute(B580, "driver_override", "vfio-pci\n")
+    _in_tree_xe(host)
+    return host
+
+
+def fdinfo_unreadable(root: Path) -> FakeHost:
+    """13. A process holds renderD128 but its fdinfo cannot be read (permission denied)."""
+    host = FakeHost(root)
+    _host_bridge(host)
+    _battlemage_card(host)
+    _in_tree_xe(host, refcnt=1)
+    host.add_process(3100, "gnome-shell")
+    host.add_drm_fd(3100, 4, "renderD128", pdev=B580, client_id=9)
+    host.deny("proc/3100/fdinfo/4")
+    return host
+
+
+def xe_going_held_by_xe_vfio_pci(root: Path) -> FakeHost:
+    """14. xe `initstate` going (an unload in flight) and held by xe_vfio_pci."""
+    host = FakeHost(root)
+    _host_bridge(host)
+    _battlemage_card(host)
+    _in_tree_xe(host, refcnt=1, holders=("xe_vfio_pci",), initstate="going")
+    host.add_module("xe_vfio_pci", refcnt=0)
+    return host
+
+
+SCENARIOS: dict[int, Callable[[Path], FakeHost]] = {
+    1: host_bridge_only,
+    2: arc_b580_in_tree,
+    3: two_pro_b70_with_vfs,
+    4: arc_a770_on_i915,
+    5: dkms_out_of_tree,
+    6: kmm_out_of_tree,
+    7: open_render_clients,
+    8: flex_170_force_probe,
+    9: lunar_lake_igpu,
+    10: meteor_lake_and_battlemage,
+    11: builtin_xe,
+    12: passthrough_unbound,
+    13: fdinfo_unreadable,
+    14: xe_going_held_by_xe_vfio_pci,
+}
+
+
+# -- a large node for benchmarks ----------------------------------------------------------
+
+LARGE_PFS = 8
+LARGE_VFS_PER_PF = 16
+LARGE_OTHER_FUNCTIONS = 60
+LARGE_PROCESSES = 3000
+LARGE_FDS_PER_PROCESS = 40
+LARGE_CLIENTS = 60
+LARGE_DRM_FDS = 200
+LARGE_FIRST_PID = 1000
+# 72 DRM devices: more cards than the 64 below render minor 128, so render nodes start at
+# 256 (minor numbers are unique across cards and render nodes, as the kernel's are).
+LARGE_RENDER_BASE = 256
+
+
+def large_node_pf(index: int) -> str:
+    return f"0000:{0x10 + index * 0x10:02x}:00.0"
+
+
+def large_node_render(index: int) -> str:
+    """The render node of PF `index` of the large node."""
+    return f"renderD{LARGE_RENDER_BASE + index * 17}"
+
+
+def large_node(root: Path, *, debugfs: str | None = "id") -> FakeHost:
+    """8 Pro B70 PFs with 16 active VFs each (even VFs on xe, odd on vfio-pci), 60 other
+    PCI functions, and 3,000 processes x 40 fds of which 200 DRM fds belong to 60 clients
+    (60 owners with 3 dup'd fds each, 10 forked children sharing an owner's id with 2 fds).
+    xe's refcnt is 60 plus its xe_compat holder, so the client scan must run. debugfs is
+    mounted (the kernel's client lists in `debugfs` style) unless `debugfs` is None."""
+    host = FakeHost(root)
+    if debugfs is not None:
+        host.enable_debugfs(debugfs)
+    _host_bridge(host)
+    others = 1
+    for index in range(LARGE_PFS):
+        pf = large_node_pf(index)
+        port = f"0000:00:{index + 1:02x}.0"
+        host.add_pci_function(port, device=0xA70D, class_code=0x060400, driver="pcieport")
+        host.add_pci_function(
+            pf,
+            device=0xE223,
+            class_code=0x030000,
+            parent=port,
+            driver="xe",
+            numa_node=index // 4,
+            boot_vga=False,
+            sriov_total_vfs=LARGE_VFS_PER_PF,
+            drm=(f"card{index * 17}", large_node_render(index)),
+        )
+        others += 1
+        host.add_vfs(
+            pf,
+            LARGE_VFS_PER_PF,
+            driver=["xe" if vf % 2 == 0 else "vfio-pci" for vf in range(LARGE_VFS_PER_PF)],
+            first_drm_minor=index * 17 + 1,
+            render_offset=LARGE_RENDER_BASE,
+        )
+    for number in range(LARGE_OTHER_FUNCTIONS - others):
+        vendor, device, class_code, driver = (
+            (0x15B3, 0x1021, 0x020000, "mlx5_core"),
+            (0x144D, 0xA80A, 0x010802, "nvme"),
+            (0x8086, 0x0B60, 0x010802, "nvme"),
+            (0x8086, 0x1592, 0x020000, "ice"),
+        )[number % 4]
+        host.add_pci_function(
+            f"0000:{0xA0 + number:02x}:00.0",
+            vendor=vendor,
+            device=device,
+            class_code=class_code,
+            driver=driver,
+        )
+    host.add_module(
+        "xe",
+        refcnt=LARGE_CLIENTS + 1,
+        holders=("xe_compat",),
+        srcversion=BACKPORT_SRCVERSION,
+        version=BACKPORT_VERSION,
+        taint="OE",
+    )
+    host.add_module("xe_compat", taint="OE")
+    host.add_module("vfio_pci", refcnt=LARGE_PFS * LARGE_VFS_PER_PF // 2)
+    _large_node_processes(host)
+    return host
+
+
+def _large_node_processes(host: FakeHost) -> None:
+    drm_fds: dict[int, list[tuple[int, int]]] = {}  # pid -> [(client id, PF index)]
+    owners = [LARGE_FIRST_PID + 7 + 41 * k for k in range(LARGE_CLIENTS)]
+    for k, pid in enumerate(owners):
+        drm_fds[pid] = [(100 + k, k % LARGE_PFS)] * 3
+    children = [pid + 1 for pid in owners[:10]]
+    for k, pid in enumerate(children):
+        drm_fds[pid] = [(100 + k, k % LARGE_PFS)] * 2
+    assert sum(len(v) for v in drm_fds.values()) == LARGE_DRM_FDS
+    for pid in range(LARGE_FIRST_PID, LARGE_FIRST_PID + LARGE_PROCESSES):
+        held = drm_fds.get(pid, [])
+        ordinary = LARGE_FDS_PER_PROCESS - 3 - len(held)
+        fds = {
+            3 + n: (
+                f"socket:[{pid * 64 + n}]",
+                f"pipe:[{pid * 64 + n}]",
+                f"/var/log/app/{pid}-{n}.log",
+                "anon_inode:[eventfd]",
+            )[n % 4]
+            for n in range(ordinary)
+        }
+        host.add_process(pid, "worker" if not held else "inference", fds=fds)
+        for offset, (client_id, pf_index) in enumerate(held):
+            node = large_node_render(pf_index)
+            # Every fifth client's kernel does not print drm-pdev: matched by node name.
+            pdev = None if client_id % 5 == 0 else large_node_pf(pf_index)
+            host.add_drm_fd(pid, 3 + ordinary + offset, node, pdev=pdev, client_id=client_id)
+    for child in children:
+        host.set_children(child - 1, [child])

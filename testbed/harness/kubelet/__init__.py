@@ -1,0 +1,21 @@
+"""A kubelet for KMM's own Pods on simulated nodes: the only stand-in left under real KMM.
+
+Real KMM (its manager, built from source by ``hack/kmm/ensure``) schedules two kinds of Pods:
+image pull Pods (does the Module's image exist?) and worker Pods (load or unload a kernel
+module on one node). A test cluster has no kubelet and no kernel for them, so this package
+plays both, and nothing of KMM:
+
+- ``catalogue`` - the registry: a folder per module image; a reference without one is missing.
+- ``kernel`` - what the kernel does to a node's fake host root (testbed/fakehost) when kmod asks:
+  load a module from its file (sysfs entries, functions bound), remove a live one (refused
+  while in use, as ``delete_module`` refuses it).
+- ``modprobe`` - the ``modprobe`` KMM's real ``worker`` binary runs inside the worker Pod: kmod's
+  arguments, exit statuses and words, over ``kernel``; it writes every unload attempt to the
+  node's record (``record``) with whether the node was busy at that moment: the oracle.
+- ``containers`` - runs a Pod's init container (KMM's own copy command, with the image's files)
+  and the worker container (KMM's ``worker`` binary) in a mount namespace whose ``/tmp``,
+  ``/lib/modules``, ``/etc/kmm-worker`` and firmware paths are the Pod's and the node's.
+- ``pod_status`` - the status a kubelet writes (container states, exit codes, restarts and
+  the back-off between them), as pure functions.
+- ``kubelet`` - the loop: watches the namespace's Pods, runs each bound to a node it serves.
+"""

@@ -1,0 +1,79 @@
+"""Free TCP ports on loopback for test servers, chosen below the kernel's ephemeral range.
+
+A port the kernel hands out for "any port" (bind to 0) comes from the ephemeral range
+(``net.ipv4.ip_local_port_range``), as does the local port of every outgoing connection:
+between our release of such a port and the server's bind, any connection on the machine (an
+API client, another test suite) may take it, and the server fails with "address in use".
+Below that range the kernel never hands a port out on its own, so a port found free there
+stays free unless another process picks the same one on purpose: ports are drawn at random
+from it (and checked by binding), which makes that a one-in-thousands coincidence.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+from collections.abc import Collection
+from pathlib import Path
+
+from testbed.harness.layout import LOOPBACK, Ports
+
+LOWEST = 10_000  # below: well-known and registered services' ports
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+DEFAULT_EPHEMERAL_START = 32_768
+
+_draw = random.SystemRandom()
+
+
+def _ephemeral_start(range_file: Path = EPHEMERAL_RANGE) -> int:
+    try:
+        return int(range_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return DEFAULT_EPHEMERAL_START
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def _kernel_chosen(count: int, besides: Collection[int]) -> list[int]:
+    """The fallback where no range lies below the ephemeral one: ports bind(0) gives."""
+    sockets: list[socket.socket] = []
+    try:
+        while len(sockets) < count:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((LOOPBACK, 0))
+            if sock.getsockname()[1] in besides:
+                sock.close()
+                continue
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def free_loopback_ports(count: int, *, besides: Collection[int] = ()) -> list[int]:
+    """``count`` distinct ports, free on 127.0.0.1 a moment ago, that the kernel does not hand
+    out to other sockets on its own, and none of ``besides``: ports chosen earlier that
+    nothing listens on yet (two draws may otherwise pick the same free port)."""
+    top = _ephemeral_start()
+    if top - LOWEST < count * 100:
+        return _kernel_chosen(count, besides)
+    chosen: list[int] = []
+    while len(chosen) < count:
+        port = _draw.randrange(LOWEST, top)
+        if port not in chosen and port not in besides and _bindable(port):
+            chosen.append(port)
+    return chosen
+
+
+def pick_ports() -> Ports:
+    """Ports for a new control plane."""
+    etcd_client, etcd_peer, apiserver, controller_manager = free_loopback_ports(4)
+    return Ports(etcd_client, etcd_peer, apiserver, controller_manager)

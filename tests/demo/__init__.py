@@ -1,5 +1,0 @@
-"""`hack/demo`: the whole system on this machine, narrated (see docs/demo.md).
-
-It reuses the integration tests' parts (tests/harness, tests/support/rollout_live), so the demo
-and the tests run the same control plane, KMM operator, coordinator and agents.
-"""
