@@ -14,7 +14,7 @@ from typing import Any
 from coordinator.crd_envelope import custom_resource_definition
 from coordinator.drivers import model
 from gpuctl.common import names, revisions
-from gpuctl.rollout.holds import HoldKind, RolloutState
+from gpuctl.rollout.holds import BlockKind, HoldKind, RolloutState
 
 _DROPPED_KEYS = frozenset({"title", "additionalProperties", "$defs"})
 
@@ -168,6 +168,12 @@ def _rollout_status_schema() -> dict[str, Any]:
                         "name": {"type": "string"},
                         "phase": {"type": "string", "enum": list(ROLLOUT_PHASES)},
                         "reason": {"type": "string"},
+                        "kind": {
+                            "type": "string",
+                            "description": "A Blocked node's kind of reason (for programs: "
+                            + ", ".join(kind.value for kind in BlockKind)
+                            + ").",
+                        },
                         "since": {"type": "string", "format": "date-time"},
                     },
                 },

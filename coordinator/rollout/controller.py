@@ -379,7 +379,7 @@ class RolloutController:
         for event in decision.events:
             self._events.record(driver, event.kind, event.reason, event.message)
         if self._metrics is not None:
-            blocked = [n.reason for n in inp.nodes if n.phase is Phase.BLOCKED]
+            blocked = [n.reason_kind for n in inp.nodes if n.phase is Phase.BLOCKED]
             counts = decision.status["counts"] if decision.status is not None else {}
             self._metrics.phases(name, counts, blocked)
         if requeue is not None:

@@ -70,15 +70,16 @@ from coordinator.rollout.actions import Action, PatchNode, RequestReport, Restor
 from coordinator.rollout.facts import INSPECT, NodeFacts, RolloutInput
 from coordinator.rollout.history import recorded
 from coordinator.rollout.node_step import (
+    NOT_READY,
     StepResult,
     blocked,
-    claims_unknown_words,
-    drain_words,
+    claims_unknown,
+    drain_block,
     epoch,
     foreign_target,
     removing,
     transition,
-    unfixable_blockers,
+    unfixable_block,
     written,
 )
 from coordinator.rollout.placement import placement
@@ -94,7 +95,7 @@ from gpuctl.common import names, timestamps
 from gpuctl.common import revisions as rev
 from gpuctl.common.names import IN_PROGRESS, Phase
 from gpuctl.rollout.gates import GateFacts, rollout_gate
-from gpuctl.rollout.holds import Hold, HoldKind, RolloutState
+from gpuctl.rollout.holds import Block, Hold, HoldKind, RolloutState
 from gpuctl.rollout.order import is_unavailable, start_order
 
 
@@ -130,7 +131,7 @@ class Decision:
 
 def _unblocked(inp: RolloutInput, node: NodeFacts) -> bool:
     """A Blocked node's latest recheck shows nothing the rollout cannot clear."""
-    if not node.ready or node.claims or node.gpu_pods is None or claims_unknown_words(node):
+    if not node.ready or node.claims or node.gpu_pods is None or claims_unknown(node):
         return False
     if not removing(inp.target_for(node)) and foreign_target(inp, node):
         return False
@@ -139,26 +140,26 @@ def _unblocked(inp: RolloutInput, node: NodeFacts) -> bool:
     call = node.call(INSPECT)
     if call is None or not call.answered or call.report is None:
         return False
-    return not unfixable_blockers(inp, call.report)
+    return unfixable_block(inp, call.report) is None
 
 
-def _blocker_words(inp: RolloutInput, node: NodeFacts) -> str:
-    """What keeps a Blocked node blocked, from this pass's facts ("" when they do not say)."""
+def _blocker(inp: RolloutInput, node: NodeFacts) -> Block | None:
+    """What keeps a Blocked node blocked, from this pass's facts (None when they do not say)."""
     if not node.ready:
-        return "node is NotReady"
-    unknown = claims_unknown_words(node)
-    if unknown:
+        return NOT_READY
+    unknown = claims_unknown(node)
+    if unknown is not None:
         return unknown
-    foreign = "" if removing(inp.target_for(node)) else foreign_target(inp, node)
-    if foreign:
+    foreign = None if removing(inp.target_for(node)) else foreign_target(inp, node)
+    if foreign is not None:
         return foreign
-    waiting = drain_words(node)
-    if waiting:
-        return f"waiting for {waiting}"
+    waiting = drain_block(node)
+    if waiting is not None:
+        return Block(waiting.kind, f"waiting for {waiting.words}")
     call = node.call(INSPECT)
     if call is None or not call.answered or call.report is None:
-        return ""
-    return "; ".join(unfixable_blockers(inp, call.report))
+        return None
+    return unfixable_block(inp, call.report)
 
 
 def _recheck(inp: RolloutInput, node: NodeFacts, decision: Decision) -> None:
@@ -545,10 +546,10 @@ def _start_nodes(
         version = inp.target_for(node)
         current = node.state_version == version
         if phase is Phase.BLOCKED and current and not _unblocked(inp, node):
-            words = _blocker_words(inp, node)
-            if words and words.removeprefix("waiting for ") not in node.reason:
+            block = _blocker(inp, node)
+            if block is not None and block.words.removeprefix("waiting for ") not in node.reason:
                 # Still blocked, by something else now: the status says what.
-                decision.actions.append(blocked(inp, node, words, version))
+                decision.actions.append(blocked(inp, node, block, version))
             else:
                 _recheck(inp, node, decision)
             continue
@@ -559,7 +560,7 @@ def _start_nodes(
             continue
         if not node.ready:
             if phase is Phase.PENDING:
-                decision.actions.append(blocked(inp, node, "node is NotReady", version))
+                decision.actions.append(blocked(inp, node, NOT_READY, version))
             continue
         if len(unavailable) + (name not in unavailable) > bound:
             held_back = held_back or _unavailable_words(nodes, phases, unavailable)

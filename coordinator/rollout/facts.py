@@ -27,6 +27,7 @@ from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase, parse_phase
 from gpuctl.common.unload_rule import UnloadSettings, module_state_name, reason_name
+from gpuctl.rollout.holds import BlockKind, parse_block_kind
 
 INSPECT = "inspect"
 PREPARE = "prepare"
@@ -193,6 +194,11 @@ class NodeFacts:
     @property
     def reason(self) -> str:
         return self.annotations.get(names.REASON, "")
+
+    @property
+    def reason_kind(self) -> BlockKind:
+        """The kind of a Blocked node's reason (UNRECORDED when it has none this build knows)."""
+        return parse_block_kind(self.annotations.get(names.REASON_KIND))
 
     @cached_property
     def attempt(self) -> str:

@@ -3,7 +3,8 @@
 - `gpuctl_rollout_nodes{gpudriver,phase}`: nodes per phase, every phase present;
 - `gpuctl_rollout_step_seconds{phase}`: how long nodes spent in each step (a histogram,
   observed when a node leaves the step);
-- `gpuctl_rollout_blocked_nodes{gpudriver,reason}`: Blocked nodes by kind of reason.
+- `gpuctl_rollout_blocked_nodes{gpudriver,reason}`: Blocked nodes by the kind of their reason
+  (gpuctl.rollout.holds.BlockKind, as the node records it), never by its words.
 """
 
 from __future__ import annotations
@@ -16,30 +17,9 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 from coordinator.rollout.actions import PatchNode
 from coordinator.rollout.node_step import seconds_since
 from gpuctl.common.names import Phase
+from gpuctl.rollout.holds import BlockKind
 
 STEP_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
-
-# Blocked reasons by kind: the first matching words name it (the reasons are the agent's and
-# the rollout's own words, so the kinds stay few enough for a label).
-_BLOCKED_KINDS = (
-    ("NotReady", "node-not-ready"),
-    ("no fresh agent report", "agent-unreachable"),
-    ("GPU pods", "gpu-pods"),
-    ("cannot tell", "unknown-state"),
-    ("ResourceClaim", "gpu-claims"),
-    ("VF", "vfs"),
-    ("holds", "open-clients"),
-    ("process", "open-clients"),
-    ("held by", "module-holders"),
-    ("unknown", "unknown-state"),
-)
-
-
-def blocked_kind(reason: str) -> str:
-    for words, kind in _BLOCKED_KINDS:
-        if words in reason:
-            return kind
-    return "other"
 
 
 class RolloutMetrics:
@@ -71,15 +51,14 @@ class RolloutMetrics:
             return
         self.step_seconds.labels(patch.phase_from.value).observe(seconds_since(since, now))
 
-    def phases(self, driver: str, counts: Mapping[str, int], blocked_reasons: list[str]) -> None:
+    def phases(self, driver: str, counts: Mapping[str, int], blocked: list[BlockKind]) -> None:
         for phase in Phase:
             self.nodes.labels(driver, phase.value).set(counts.get(phase.value, 0))
         kinds: dict[str, int] = {}
-        for reason in blocked_reasons:
-            kind = blocked_kind(reason)
-            kinds[kind] = kinds.get(kind, 0) + 1
-        for kind in self._blocked_seen.get(driver, set()) - set(kinds):
-            self.blocked.labels(driver, kind).set(0)
-        for kind, count in kinds.items():
-            self.blocked.labels(driver, kind).set(count)
+        for kind in blocked:
+            kinds[kind.value] = kinds.get(kind.value, 0) + 1
+        for gone in self._blocked_seen.get(driver, set()) - set(kinds):
+            self.blocked.labels(driver, gone).set(0)
+        for label, count in kinds.items():
+            self.blocked.labels(driver, label).set(count)
         self._blocked_seen[driver] = set(kinds) | self._blocked_seen.get(driver, set())

@@ -10,6 +10,7 @@ TARGET_LABEL) targets the node at the target version; on the removal path
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -19,6 +20,7 @@ from coordinator.rollout.facts import CallState, NodeFacts, ReportFacts, Rollout
 from gpuctl.common import names, timestamps
 from gpuctl.common.names import Phase
 from gpuctl.common.unload_rule import unload_verdict
+from gpuctl.rollout.holds import Block, BlockKind
 
 # Seconds between retries of a failed agent request, and between verification polls.
 CALL_RETRY_SECONDS = 1.0
@@ -89,13 +91,45 @@ def ask_report(result: StepResult, node: NodeFacts) -> None:
     result.actions.append(RequestReport(node.name, node.attempt))
 
 
-def unfixable_blockers(inp: RolloutInput, report: ReportFacts) -> list[str]:
-    """The blockers neither draining nor the allowed preparation can clear, in words.
+NOT_READY = Block(BlockKind.NODE_NOT_READY, "node is NotReady")
+
+# The kind of a Blocked node by its first agent blocker (the Blocker.Reason name); any other
+# (CLIENTS_UNKNOWN, STATE_UNKNOWN, a reason this build does not know) is an unknown state.
+_REPORT_KINDS = {
+    "OPEN_CLIENTS": BlockKind.OPEN_CLIENTS,
+    "ACTIVE_VFS": BlockKind.VFS,
+    "MODULE_HOLDERS": BlockKind.MODULE_HOLDERS,
+    "MODULE_IN_USE": BlockKind.MODULE_IN_USE,
+    "BUILTIN": BlockKind.BUILTIN,
+    "TRANSITIONING": BlockKind.TRANSITIONING,
+}
+
+
+def report_block(reasons: Sequence[str], messages: Sequence[str]) -> Block | None:
+    """The agent's blockers (Blocker.Reason names and their words) as one Block, its kind the
+    first one's; None for none."""
+    if not reasons:
+        return None
+    kind = _REPORT_KINDS.get(reasons[0], BlockKind.UNKNOWN_STATE)
+    return Block(kind, "; ".join(messages))
+
+
+def unfixable_block(inp: RolloutInput, report: ReportFacts) -> Block | None:
+    """The blockers neither draining nor the allowed preparation can clear (None: none).
 
     The shared unload rule (gpuctl.common.unload_rule) decides: VFs preparation may disable
     block nothing; a holder module always blocks (KMM removes the module first).
     """
-    return unload_verdict(report.report, inp.unload_settings).messages()
+    blocking = unload_verdict(report.report, inp.unload_settings).blocking
+    return report_block([b.reason for b in blocking], [b.message for b in blocking])
+
+
+def drain_block(node: NodeFacts) -> Block | None:
+    """What a drain waits for, as a Block (None: nothing)."""
+    words = drain_words(node)
+    if not words:
+        return None
+    return Block(BlockKind.GPU_PODS if node.gpu_pods else BlockKind.GPU_CLAIMS, words)
 
 
 def drain_words(node: NodeFacts) -> str:
@@ -108,21 +142,23 @@ def drain_words(node: NodeFacts) -> str:
     return "; ".join(parts)
 
 
-def claims_unknown_words(node: NodeFacts) -> str:
-    """Why the node may not go on because its claims are unknown ("" when they are known)."""
+def claims_unknown(node: NodeFacts) -> Block | None:
+    """Why the node may not go on because its claims are unknown (None when they are known)."""
     if not node.claims_unknown:
-        return ""
-    return (
-        f"cannot tell whether GPU ResourceClaims are allocated on the node: {node.claims_unknown}"
+        return None
+    return Block(
+        BlockKind.CLAIMS_UNKNOWN,
+        f"cannot tell whether GPU ResourceClaims are allocated on the node: {node.claims_unknown}",
     )
 
 
-def foreign_target(inp: RolloutInput, node: NodeFacts) -> str:
-    """Why a wanted node may not be loaded: another GPUDriver targets it ("" when none)."""
+def foreign_target(inp: RolloutInput, node: NodeFacts) -> Block | None:
+    """Why a wanted node may not be loaded: another GPUDriver targets it (None when none)."""
     other = node.target_label
     if not other or other == inp.driver_name:
-        return ""
-    return f"node is targeted by GPUDriver {other} ({names.TARGET_LABEL}={other})"
+        return None
+    words = f"node is targeted by GPUDriver {other} ({names.TARGET_LABEL}={other})"
+    return Block(BlockKind.FOREIGN_TARGET, words)
 
 
 # -- KMM's labels -------------------------------------------------------------------------
@@ -183,6 +219,9 @@ def transition(
         names.STATE_VERSION: version,
         names.GPUDRIVER: inp.driver_name,
     }
+    if names.REASON_KIND in node.annotations:
+        # Only a Blocked node has a kind (blocked() writes it): any other step drops it.
+        all_annotations[names.REASON_KIND] = None
     if names.SOAK_BASELINE in node.annotations:
         # A soak's baseline belongs to the Done it was recorded with (verify.py writes the
         # next one with its Done): a node moved on never soaks on a stale one.
@@ -204,12 +243,12 @@ def transition(
     )
 
 
-def blocked(inp: RolloutInput, node: NodeFacts, reason: str, version: str) -> PatchNode:
+def blocked(inp: RolloutInput, node: NodeFacts, block: Block, version: str) -> PatchNode:
     """Blocked: released (uncordoned, records dropped) unless the node was already changed:
     preparation changed its devices, or KMM is still acting on a write of this pass."""
     recorded_changes = bool(node.annotations.get(names.PREPARE_CHANGES))
     untouched = not recorded_changes and kmm_settled(inp, node)
-    annotations: dict[str, str | None] = {}
+    annotations: dict[str, str | None] = {names.REASON_KIND: block.kind.value}
     unschedulable = None
     if untouched:
         annotations.update(dict.fromkeys(names.PASS_DETAIL))
@@ -220,7 +259,7 @@ def blocked(inp: RolloutInput, node: NodeFacts, reason: str, version: str) -> Pa
         inp,
         node,
         Phase.BLOCKED,
-        reason,
+        block.words,
         version=version,
         annotations=annotations,
         unschedulable=unschedulable,

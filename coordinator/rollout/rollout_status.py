@@ -5,10 +5,10 @@ the wanted nodes are taken to, or names.REMOVAL_VERSION when the GPUDriver loads
 nowhere now (only removals are left); a status of another version is never read as this
 one's. `counts` has every phase; `total` is the wanted nodes that are not Skipped; `updated`
 the nodes Done at the target; `progress` is "updated/total" for the printer column; `nodes`
-lists at most 50 nodes that are not Done, the worst first (Failed, Blocked, then by how far
-along), those being unloaded included. `state` is a gpuctl.rollout.holds.RolloutState:
-Complete once every wanted node is Done at the target, else the state of what holds the
-rollout (`holdKind`, a HoldKind, absent when nothing does).
+lists at most 50 nodes that are not Done (a Blocked one with its reason's `kind`), the worst
+first (Failed, Blocked, then by how far along), those being unloaded included. `state` is a
+gpuctl.rollout.holds.RolloutState: Complete once every wanted node is Done at the target, else
+the state of what holds the rollout (`holdKind`, a HoldKind, absent when nothing does).
 """
 
 from __future__ import annotations
@@ -98,6 +98,8 @@ def _listed_nodes(inp: RolloutInput, phases: Mapping[str, Phase]) -> list[dict[s
             "reason": node.reason if same else "",
             "since": (node.since or now) if same else now,
         }
+        if same and node.phase is Phase.BLOCKED:
+            entry["kind"] = node.reason_kind.value
         listed.append(entry)
     return listed
 

@@ -42,10 +42,12 @@ from coordinator.rollout.node_step import (
     EVICT_RETRY_SECONDS,
     FRESH_REPORT_SECONDS,
     MODULE_LIVE,
+    NOT_READY,
     StepResult,
     ask_report,
     blocked,
-    claims_unknown_words,
+    claims_unknown,
+    drain_block,
     drain_words,
     due,
     duration_words,
@@ -55,9 +57,10 @@ from coordinator.rollout.node_step import (
     kmm_loaded,
     kmm_write_labels,
     removing,
+    report_block,
     step_elapsed,
     transition,
-    unfixable_blockers,
+    unfixable_block,
     written,
 )
 from coordinator.rollout.records import (
@@ -82,6 +85,7 @@ from coordinator.rollout.worker_hold import (
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase
+from gpuctl.rollout.holds import Block, BlockKind
 
 # -- Checking -----------------------------------------------------------------------------
 
@@ -128,16 +132,16 @@ def _enter_draining(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> 
     )
 
 
-def _cannot_go(inp: RolloutInput, node: NodeFacts) -> str:
-    """What blocks the node whatever the agent says ("" when nothing does)."""
+def _cannot_go(inp: RolloutInput, node: NodeFacts) -> Block | None:
+    """What blocks the node whatever the agent says (None when nothing does)."""
     if not node.ready:
-        return "node is NotReady"
-    unknown = claims_unknown_words(node)
-    if unknown:
+        return NOT_READY
+    unknown = claims_unknown(node)
+    if unknown is not None:
         return unknown
     if not removing(inp.target_for(node)):
         return foreign_target(inp, node)
-    return ""
+    return None
 
 
 def step_checking(inp: RolloutInput, node: NodeFacts) -> StepResult:
@@ -147,7 +151,7 @@ def step_checking(inp: RolloutInput, node: NodeFacts) -> StepResult:
     elapsed = step_elapsed(node.since, inp.now, inp.observed_for)
     now = epoch(inp.now)
     cannot = _cannot_go(inp, node)
-    if cannot:
+    if cannot is not None:
         result.actions.append(blocked(inp, node, cannot, version))
         return result
     call = node.call(INSPECT)
@@ -155,7 +159,8 @@ def step_checking(inp: RolloutInput, node: NodeFacts) -> StepResult:
         if elapsed >= timeout:
             why = call.error if call is not None and call.error else "no answer"
             reason = f"no fresh agent report within {duration_words(timeout)}: {why}"
-            result.actions.append(blocked(inp, node, reason, version))
+            unreachable = Block(BlockKind.AGENT_UNREACHABLE, reason)
+            result.actions.append(blocked(inp, node, unreachable, version))
             return result
         if due(call, now, CALL_RETRY_SECONDS):
             ask_report(result, node)
@@ -164,13 +169,14 @@ def step_checking(inp: RolloutInput, node: NodeFacts) -> StepResult:
     assert call.report is not None
     if node.gpu_pods is None:
         if elapsed >= timeout:
-            result.actions.append(blocked(inp, node, "could not list the node's pods", version))
+            unlisted = Block(BlockKind.PODS_UNKNOWN, "could not list the node's pods")
+            result.actions.append(blocked(inp, node, unlisted, version))
         else:
             result.wake(CALL_RETRY_SECONDS)
         return result
-    unfixable = unfixable_blockers(inp, call.report)
-    if unfixable and not node.gpu_pods and not node.claims:
-        result.actions.append(blocked(inp, node, "; ".join(unfixable), version))
+    unfixable = unfixable_block(inp, call.report)
+    if unfixable is not None and not node.gpu_pods and not node.claims:
+        result.actions.append(blocked(inp, node, unfixable, version))
         return result
     result.actions.append(_enter_draining(inp, node, call.report))
     return result
@@ -188,15 +194,15 @@ def step_draining(inp: RolloutInput, node: NodeFacts) -> StepResult:
         # Recorded before a restart cut the cordon off, or undone by someone: cordon again.
         result.actions.append(PatchNode(node.name, node.resource_version, unschedulable=True))
         return result
-    unknown = claims_unknown_words(node)
-    if unknown:
+    unknown = claims_unknown(node)
+    if unknown is not None:
         result.actions.append(blocked(inp, node, unknown, version))
         return result
     if node.gpu_pods is None:
         result.wake(CALL_RETRY_SECONDS)
         return result
-    waiting = drain_words(node)
-    if not waiting:
+    waiting = drain_block(node)
+    if waiting is None:
         result.actions.append(
             transition(
                 inp, node, Phase.PREPARING, "preparing the node for the unload", version=version
@@ -205,8 +211,8 @@ def step_draining(inp: RolloutInput, node: NodeFacts) -> StepResult:
         return result
     if elapsed >= timeout:
         hint = "" if inp.settings.evict_gpu_pods or not node.gpu_pods else " (evictGPUPods is off)"
-        reason = f"still on the node after {duration_words(timeout)}: {waiting}{hint}"
-        result.actions.append(blocked(inp, node, reason, version))
+        reason = f"still on the node after {duration_words(timeout)}: {waiting.words}{hint}"
+        result.actions.append(blocked(inp, node, Block(waiting.kind, reason), version))
         return result
     if node.gpu_pods and inp.settings.evict_gpu_pods:
         result.actions.append(EvictPods(node.name, node.gpu_pods))
@@ -328,8 +334,10 @@ def _after_prepare(inp: RolloutInput, node: NodeFacts, prepared: PrepareFacts) -
         reason = f"preparation failed half way: {prepared.error}"
         return failed(inp, node, reason, version, annotations)
     if not prepared.ready:
-        words = "; ".join(b.message for b in prepared.blockers) or "not ready"
-        return blocked(inp, node, words, version)
+        block = report_block(
+            [b.reason for b in prepared.blockers], [b.message for b in prepared.blockers]
+        )
+        return blocked(inp, node, block or Block(BlockKind.UNKNOWN_STATE, "not ready"), version)
     done = "prepared"
     if changes:
         done += (
@@ -346,9 +354,9 @@ def _after_inspect(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> P
     (disableIdleVFs is off here, so the rule clears no VF.)
     """
     version = inp.target_for(node)
-    left = unfixable_blockers(inp, report)
-    if left:
-        return blocked(inp, node, "; ".join(left), version)
+    left = unfixable_block(inp, report)
+    if left is not None:
+        return blocked(inp, node, left, version)
     changes = _all_changes(inp, node, report, [])
     reason = f"nothing holds the devices; {_what_kmm_does(inp, node)}"
     return kmm_write(inp, node, changes, reason)
@@ -357,8 +365,8 @@ def _after_inspect(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> P
 def step_preparing(inp: RolloutInput, node: NodeFacts) -> StepResult:
     result = StepResult()
     version = inp.target_for(node)
-    unknown = claims_unknown_words(node)
-    if unknown:
+    unknown = claims_unknown(node)
+    if unknown is not None:
         result.actions.append(blocked(inp, node, unknown, version))
         return result
     if node.gpu_pods is None:

@@ -46,11 +46,12 @@ from coordinator.rollout.node_step import (
     due,
     removing,
     transition,
-    unfixable_blockers,
+    unfixable_block,
 )
 from coordinator.rollout.verify import module_mismatch
 from gpuctl.common import names
 from gpuctl.common.names import Phase
+from gpuctl.rollout.holds import BlockKind
 
 # How often a node in Loading is asked whether something opened its devices since the check.
 LOADING_CHECK_SECONDS = 2.0
@@ -80,7 +81,8 @@ def opened_since_the_check(inp: RolloutInput, node: NodeFacts, version: str) -> 
     report = _report_of_the_checked_module(inp, node, version)
     if report is None:
         return ""
-    return "; ".join(unfixable_blockers(inp, report))
+    block = unfixable_block(inp, report)
+    return block.words if block is not None else ""
 
 
 def hold(inp: RolloutInput, node: NodeFacts, version: str, holders: str) -> list[Action]:
@@ -96,7 +98,10 @@ def hold(inp: RolloutInput, node: NodeFacts, version: str, holders: str) -> list
         Phase.BLOCKED,
         reason,
         version=version,
-        annotations={names.KMM_WORKER_HELD: version},
+        annotations={
+            names.KMM_WORKER_HELD: version,
+            names.REASON_KIND: BlockKind.OPENED_AFTER_CHECK.value,
+        },
         event_kind=WARNING,
     )
     return [blocked, HoldWorkers(node.name, held=True)]

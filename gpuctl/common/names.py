@@ -101,6 +101,9 @@ OPT_OUT_VALUE = "skip"
 
 SINCE = f"{GROUP}/driver-state-since"
 REASON = f"{GROUP}/driver-state-reason"
+# On a Blocked node: the kind of its reason (gpuctl.rollout.holds.BlockKind), which the metrics
+# and programs read; the reason above says it in words.
+REASON_KIND = f"{GROUP}/driver-state-reason-kind"
 # The version the node's phase is about: the Module's KMM version the node is being taken to,
 # or REMOVAL_VERSION on the removal path (the driver is being taken off the node).
 STATE_VERSION = f"{GROUP}/driver-state-version"
@@ -158,6 +161,7 @@ PASS_DETAIL = (
 STATE_ANNOTATIONS = (
     SINCE,
     REASON,
+    REASON_KIND,
     STATE_VERSION,
     GPUDRIVER,
     CORDONED_BY_GPUCTL,

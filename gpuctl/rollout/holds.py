@@ -86,3 +86,49 @@ def parse_state(text: object) -> RolloutState | None:
         return RolloutState(str(text))
     except ValueError:
         return None
+
+
+class BlockKind(enum.StrEnum):
+    """Why one node is Blocked. The node carries it (names.REASON_KIND) beside its reason in
+    words; the metrics count Blocked nodes by it (the values are Prometheus label values)."""
+
+    NODE_NOT_READY = "node-not-ready"
+    # No fresh agent report within the check's timeout.
+    AGENT_UNREACHABLE = "agent-unreachable"
+    # The node's pods could not be listed.
+    PODS_UNKNOWN = "pods-unknown"
+    GPU_PODS = "gpu-pods"
+    GPU_CLAIMS = "gpu-claims"
+    # Whether GPU ResourceClaims are allocated on the node cannot be told.
+    CLAIMS_UNKNOWN = "claims-unknown"
+    # Another GPUDriver targets the node.
+    FOREIGN_TARGET = "foreign-target"
+    # The agent's blockers (gpuctl.api NodeReport Blocker.Reason).
+    OPEN_CLIENTS = "open-clients"
+    VFS = "vfs"
+    MODULE_HOLDERS = "module-holders"
+    MODULE_IN_USE = "module-in-use"
+    BUILTIN = "builtin"
+    TRANSITIONING = "transitioning"
+    # The agent cannot tell what holds the devices, or its report cannot be read.
+    UNKNOWN_STATE = "unknown-state"
+    # Devices opened after the check, before KMM acted: KMM's worker is held off the node.
+    OPENED_AFTER_CHECK = "opened-after-check"
+    # A Blocked node without a kind this build knows (an older coordinator wrote it).
+    UNRECORDED = "unrecorded"
+
+
+@dataclass(frozen=True)
+class Block:
+    """What keeps one node Blocked: `kind` for programs, `words` for people."""
+
+    kind: BlockKind
+    words: str
+
+
+def parse_block_kind(text: object) -> BlockKind:
+    """names.REASON_KIND as written; UNRECORDED for none, or one this build does not know."""
+    try:
+        return BlockKind(str(text))
+    except ValueError:
+        return BlockKind.UNRECORDED

@@ -10,12 +10,13 @@ from prometheus_client import CollectorRegistry
 
 from coordinator.rollout.actions import PatchNode
 from coordinator.rollout.agent_calls import CallTable
-from coordinator.rollout.controller import NodeOverlay, kmm_labels
+from coordinator.rollout.controller import NodeOverlay
 from coordinator.rollout.facts import INSPECT, GpuPod
-from coordinator.rollout.metrics import RolloutMetrics, blocked_kind
+from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.pods import eviction, gpu_pods
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common.names import Phase
+from gpuctl.rollout.holds import BlockKind
 from tests.support.rollout_samples import NOW, ago
 
 
@@ -91,7 +92,7 @@ def test_call_table_records_answers_errors_and_ignores_stale_attempts() -> None:
 def test_metrics_count_phases_steps_and_blocked_kinds() -> None:
     registry = CollectorRegistry()
     metrics = RolloutMetrics(registry)
-    metrics.phases("gpu", {"Done": 3, "Blocked": 1}, ["1 process holds 0000:03:00.0 open: pid 1"])
+    metrics.phases("gpu", {"Done": 3, "Blocked": 1}, [BlockKind.OPEN_CLIENTS])
     assert (
         registry.get_sample_value("gpuctl_rollout_nodes", {"gpudriver": "gpu", "phase": "Done"})
         == 3
@@ -107,26 +108,3 @@ def test_metrics_count_phases_steps_and_blocked_kinds() -> None:
     patch = PatchNode("a", "1", phase_from=Phase.LOADING, phase_to=Phase.VERIFYING)
     metrics.transition(patch, ago(42), NOW)
     assert registry.get_sample_value("gpuctl_rollout_step_seconds_sum", {"phase": "Loading"}) == 42
-
-
-def test_blocked_kinds() -> None:
-    assert blocked_kind("node is NotReady") == "node-not-ready"
-    assert (
-        blocked_kind("no fresh agent report within 60s: agent not connected") == "agent-unreachable"
-    )
-    assert blocked_kind("still on the node after 10m: GPU pods ml/a") == "gpu-pods"
-    assert blocked_kind("0000:03:00.0 has 2 VFs enabled") == "vfs"
-    assert (
-        blocked_kind("cannot tell whether GPU ResourceClaims are allocated on the node: 404")
-        == "unknown-state"
-    )
-    assert blocked_kind("something new") == "other"
-
-
-def test_kmm_label_names() -> None:
-    labels = kmm_labels("gpuctl-system", "gpu-policy-gpu")
-    assert labels.version == "kmm.node.kubernetes.io/version-module.gpuctl-system.gpu-policy-gpu"
-    assert labels.ready == "kmm.node.kubernetes.io/gpuctl-system.gpu-policy-gpu.ready"
-    assert (
-        labels.version_ready == "kmm.node.kubernetes.io/gpuctl-system.gpu-policy-gpu.version.ready"
-    )
