@@ -26,7 +26,7 @@ from bench.fleet_observe import wait_for
 from bench.kmm_fleet import KERNEL
 from coordinator.drivers.module_spec import desired_module, kmm_version, module_name
 from coordinator.kube.client import MERGE_PATCH, Kube, path
-from coordinator.rollout.controller import kmm_labels
+from coordinator.rollout.rollout_input import kmm_labels
 from gpuctl.common import names
 from gpuctl.common.names import KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL

@@ -47,8 +47,10 @@ from coordinator.drivers.module_spec import desired_module, kmm_version
 from coordinator.kube.client import JSON, MERGE_PATCH, Kube, KubeApi, path
 from coordinator.kube.events import EventRecorder
 from coordinator.kube.watches import Informer, Resource
-from coordinator.rollout.controller import RolloutConfig, RolloutController, kmm_labels
+from coordinator.rollout.config import RolloutConfig
+from coordinator.rollout.controller import RolloutController
 from coordinator.rollout.metrics import RolloutMetrics
+from coordinator.rollout.rollout_input import kmm_labels
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names, timestamps

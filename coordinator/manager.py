@@ -33,7 +33,8 @@ from coordinator.kube.leader import LeaderElector, LeaseConfig
 from coordinator.kube.watches import Informer, Resource
 from coordinator.kube.workqueue import WorkQueue, run_worker
 from coordinator.rollout.agent_calls import AgentCalls
-from coordinator.rollout.controller import RolloutConfig, RolloutController
+from coordinator.rollout.config import RolloutConfig
+from coordinator.rollout.controller import RolloutController
 from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.pods import asks_for_gpus, pod_node, watched_part
 from gpuctl.common import names, timestamps

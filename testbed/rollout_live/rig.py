@@ -37,7 +37,7 @@ from typing import Any
 
 from coordinator.drivers.module_spec import kmm_version
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
-from coordinator.rollout.controller import kmm_labels
+from coordinator.rollout.rollout_input import kmm_labels
 from gpuctl.common import names
 from testbed.agent_process import start_agent_process
 from testbed.cluster_agents import (

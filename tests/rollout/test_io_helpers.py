@@ -10,9 +10,9 @@ from prometheus_client import CollectorRegistry
 
 from coordinator.rollout.actions import PatchNode
 from coordinator.rollout.agent_calls import CallTable
-from coordinator.rollout.controller import NodeOverlay
 from coordinator.rollout.facts import INSPECT, GpuPod
 from coordinator.rollout.metrics import RolloutMetrics
+from coordinator.rollout.overlay import NodeOverlay
 from coordinator.rollout.pods import eviction, gpu_pods
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common.names import Phase

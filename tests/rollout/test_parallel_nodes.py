@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from coordinator.kube.client import KubeError
-from coordinator.rollout.controller import CONFLICT_RETRY_SECONDS
+from coordinator.rollout.act import CONFLICT_RETRY_SECONDS
 from gpuctl.common import names
 from tests.rollout.test_controller import NODE_PATH, View, phase, world
 from tests.support.memory_api import MemoryApi
@@ -28,7 +28,7 @@ def two_node_world() -> tuple[MemoryApi, Any]:
     second["metadata"]["name"] = "n2"
     second["metadata"]["uid"] = "uid-n2"
     api.objects[SECOND] = second
-    controller._view = TwoNodes(api)
+    controller.gatherer.view = TwoNodes(api)
     return api, controller
 
 

@@ -86,7 +86,7 @@ def passes_with_a_trusted_empty_watch(
 ) -> list[str]:
     """`count` passes (1.5 s apart, fewer once the node is in phase `until`) while the Pod
     watch says the node has no pods; the node's phase after each."""
-    view = controller._view
+    view = controller.gatherer.view
     assert isinstance(view, View)
     view.watched_pods = []
     seen = []

@@ -11,8 +11,8 @@ import pytest
 
 from coordinator.event_notes import NORMAL, EventNote
 from coordinator.kube.client import KubeError
+from coordinator.rollout.act import CONFLICT_RETRY_SECONDS
 from coordinator.rollout.actions import PatchNode
-from coordinator.rollout.controller import CONFLICT_RETRY_SECONDS
 from coordinator.rollout.decide import Decision, decide
 from coordinator.rollout.settings import RolloutSettings
 from gpuctl.common import names
@@ -78,10 +78,11 @@ DONE = PatchNode("n1", "1", labels={names.STATE_LABEL: "Done"}, phase_to=Phase.D
 
 def test_a_start_follows_the_done_write_it_counts_on_and_a_failed_one_holds_it() -> None:
     api, controller = two_node_world()
+    act = controller.actor.execute
     start = _start(freed_by="n1")
     api.fail[("PATCH", PATHS[0])] = KubeError(409, "Conflict")
     inp = rollout([node("n1"), node("n2")])
-    assert controller._execute({}, inp, Decision(actions=[start, DONE])) == CONFLICT_RETRY_SECONDS
+    assert act({}, inp, Decision(actions=[start, DONE])) == CONFLICT_RETRY_SECONDS
     assert names.STATE_LABEL not in api.objects[SECOND]["metadata"]["labels"]
     order: list[str] = []
     request = api.request
@@ -91,16 +92,17 @@ def test_a_start_follows_the_done_write_it_counts_on_and_a_failed_one_holds_it()
         return request(method, resource_path, **kw)
 
     api.request = recorded  # type: ignore[method-assign]
-    assert controller._execute({}, inp, Decision(actions=[start, DONE])) is None
+    assert act({}, inp, Decision(actions=[start, DONE])) is None
     assert order == list(PATHS)  # the Done first, though the decision listed the start first
     assert api.objects[SECOND]["metadata"]["labels"][names.STATE_LABEL] == "Checking"
 
 
 def test_a_start_into_a_slot_free_before_the_pass_does_not_wait_for_a_done() -> None:
     api, controller = two_node_world()
+    act = controller.actor.execute
     api.fail[("PATCH", PATHS[0])] = KubeError(409, "Conflict")
     inp = rollout([node("n1"), node("n2")])
-    retry = controller._execute({}, inp, Decision(actions=[DONE, _start(freed_by="")]))
+    retry = act({}, inp, Decision(actions=[DONE, _start(freed_by="")]))
     assert retry == CONFLICT_RETRY_SECONDS
     assert api.objects[SECOND]["metadata"]["labels"][names.STATE_LABEL] == "Checking"
 
@@ -109,15 +111,17 @@ def test_another_nodes_failed_write_does_not_hold_the_start_back() -> None:
     """n3's write fails (it is gone: 404); the start counted only on n1's Done, which
     succeeded, so it is made, and the pass asks to be made again soon for n3."""
     api, controller = two_node_world()
+    act = controller.actor.execute
     other = PatchNode("n3", "1", labels={names.STATE_LABEL: "Draining"}, phase_to=Phase.DRAINING)
     inp = rollout([node("n1"), node("n2"), node("n3")])
-    retry = controller._execute({}, inp, Decision(actions=[DONE, other, _start(freed_by="n1")]))
+    retry = act({}, inp, Decision(actions=[DONE, other, _start(freed_by="n1")]))
     assert retry == CONFLICT_RETRY_SECONDS
     assert api.objects[SECOND]["metadata"]["labels"][names.STATE_LABEL] == "Checking"
 
 
 def test_the_start_after_a_done_does_not_wait_for_the_dones_event() -> None:
     api, controller = two_node_world()
+    act = controller.actor.execute
     note = EventNote(NORMAL, "NodeUpgraded", "verified at the target")
     done = dataclasses.replace(DONE, event=note)
     inp = rollout([node("n1"), node("n2")])
@@ -129,5 +133,5 @@ def test_the_start_after_a_done_does_not_wait_for_the_dones_event() -> None:
         return request(method, resource_path, **kw)
 
     api.request = recorded  # type: ignore[method-assign]
-    assert controller._execute({}, inp, Decision(actions=[done, _start(freed_by="n1")])) is None
+    assert act({}, inp, Decision(actions=[done, _start(freed_by="n1")])) is None
     assert order == ["PATCH n1", "PATCH n2", "POST events"]

@@ -1,0 +1,242 @@
+"""The rollout's reads: one pass's facts from the watch caches, fresh pod lists, the agents'
+call table and the Prometheus gate, made into the decision's input by rollout_input.py.
+
+Nodes, claims, Modules and Pods come from the coordinator's watch caches (claims with why
+they cannot be trusted, when they cannot), with our own last node writes laid over them
+(overlay.py). A node about to be handed to KMM (Preparing) has its pods listed afresh
+instead, as has any node while the Pod watch cannot be trusted. The Prometheus gate is asked
+while a node may still start; an answer is kept for GATE_RECHECK_SECONDS for the status, and
+a start asks afresh (`ask_gate`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, Protocol
+
+from coordinator.drivers.module_spec import module_name
+from coordinator.kube.client import KubeApi, KubeError, path
+from coordinator.rollout.agent_calls import CallTable
+from coordinator.rollout.config import RolloutConfig
+from coordinator.rollout.facts import GpuPod, NodeFacts, RolloutInput
+from coordinator.rollout.overlay import NodeOverlay
+from coordinator.rollout.pods import gpu_pods
+from coordinator.rollout.prometheus_gate import (
+    GATE_RECHECK_SECONDS,
+    MAX_ANSWER_BYTES,
+    GateResult,
+    gate_result,
+)
+from coordinator.rollout.refused import finishes_loaded, mid_step
+from coordinator.rollout.rollout_input import (
+    Reads,
+    considered,
+    reads_kmm_workers,
+    rollout_input,
+)
+from coordinator.rollout.settings import PrometheusGate, RolloutSettings
+from gpuctl.common import names
+from gpuctl.common.names import Phase
+from gpuctl.common.node_selectors import node_labels, node_name
+from gpuctl.common.targeting import wanted_nodes
+
+log = logging.getLogger(__name__)
+
+POD_LIST_TTL_SECONDS = 1.0
+# Phases whose step looks at the node's GPU pods, and the one that lists them afresh: its
+# step hands the node to KMM.
+NEEDS_PODS = frozenset({Phase.CHECKING, Phase.DRAINING, Phase.PREPARING, Phase.BLOCKED})
+LISTS_PODS = Phase.PREPARING
+
+
+class RolloutView(Protocol):
+    """The watch caches the rollout reads."""
+
+    def drivers(self) -> list[dict[str, Any]]: ...
+
+    def nodes(self) -> list[dict[str, Any]]: ...
+
+    def claims(self) -> list[dict[str, Any]]: ...
+
+    def claims_trouble(self) -> str:
+        """Why `claims()` cannot be trusted now ("" when it can): the ResourceClaims are not
+        listed yet, not served though discovery says DRA is, or their list or watch failed."""
+        ...
+
+    def claims_served(self) -> bool:
+        """Whether discovery says the API server serves ResourceClaims (DRA) at all."""
+        ...
+
+    def module(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def pods_on(self, node: str) -> list[dict[str, Any]] | None:
+        """The node's Pods as the Pod watch has them; None when it cannot be trusted now."""
+        ...
+
+    def module_images(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """KMM's ModuleImagesConfig of Module `namespace/name` (None: none, or KMM too old)."""
+        ...
+
+
+class RolloutGatherer:
+    """Reads one pass's facts (`gather`) and asks the Prometheus gate (`ask_gate`)."""
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        view: RolloutView,
+        *,
+        config: RolloutConfig,
+        calls: CallTable,
+        overlay: NodeOverlay,
+        pool: ThreadPoolExecutor,
+        wall_clock: Callable[[], datetime],
+        monotonic: Callable[[], float],
+        observing_since: Callable[[], float] | None = None,
+    ) -> None:
+        self.view = view
+        self._kube = kube
+        self._config = config
+        self._calls = calls
+        self._overlay = overlay
+        self._pool = pool
+        self._wall = wall_clock
+        self._monotonic = monotonic
+        # Since when (monotonic) the caches have been watched without a gap (None: always).
+        self._observing_since = observing_since
+        self._pods: dict[str, tuple[float, tuple[GpuPod, ...] | None]] = {}
+        self._gate_answers: dict[tuple[str, str, str], tuple[float, GateResult]] = {}
+
+    def gather(
+        self,
+        driver: Mapping[str, Any],
+        target: str | None,
+        settings: RolloutSettings,
+        previous: Mapping[str, Any],
+        *,
+        finishing: bool = False,
+    ) -> RolloutInput:
+        """The pass's facts; `finishing` (a refused rollout): only the nodes mid-step, each
+        wanted as its step says (refused.py)."""
+        name = str(driver["metadata"]["name"])
+        namespace = self._config.namespace
+        all_nodes = self._overlay.apply(self.view.nodes())
+        if finishing:
+            all_nodes = [n for n in all_nodes if mid_step(n, name)]
+            wanted = frozenset(node_name(n) for n in all_nodes if finishes_loaded(n))
+        else:
+            spec = driver.get("spec") or {}
+            wanted = wanted_nodes(spec, all_nodes) if target else frozenset()
+        nodes = considered(name, all_nodes, wanted)
+        reads = Reads(
+            driver=driver,
+            target=target,
+            settings=settings,
+            previous=previous,
+            namespace=namespace,
+            nodes=nodes,
+            wanted=wanted,
+            claims=self.view.claims(),
+            claims_trouble=self.view.claims_trouble(),
+            module=self.view.module(namespace, module_name(name)),
+            images_config=self.view.module_images(namespace, module_name(name)),
+            now=self._wall(),
+            gpu_pods=self._pods_of(nodes),
+            watched_pods={
+                node_name(n): self.view.pods_on(node_name(n)) for n in nodes if reads_kmm_workers(n)
+            },
+            calls={node_name(n): self._calls.for_node(node_name(n)) for n in nodes},
+            observed_for=(
+                math.inf
+                if self._observing_since is None
+                else max(0.0, self._monotonic() - self._observing_since())
+            ),
+            blocked_recheck_seconds=self._config.blocked_recheck_seconds,
+        )
+        inp = rollout_input(reads)
+        gate = self._gate(name, settings, inp.nodes)
+        return inp if gate is None else dataclasses.replace(inp, gate=gate)
+
+    def forget_pods(self, node: str) -> None:
+        """The node's pods changed by our hand (an eviction): list them afresh next time."""
+        self._pods.pop(node, None)
+
+    def _gate(
+        self, driver: str, settings: RolloutSettings, facts: Sequence[NodeFacts]
+    ) -> GateResult | None:
+        """The Prometheus gate's verdict while some node may still start (an answer is used
+        for GATE_RECHECK_SECONDS: a start needs a younger one, decide.py asks for it); None
+        without a gate or with every node settled."""
+        gate = settings.prometheus_gate
+        settled = (Phase.DONE, Phase.SKIPPED)
+        if gate is None or all(n.phase in settled for n in facts):
+            return None
+        cached = self._gate_answers.get((driver, gate.url, gate.query))
+        if cached is not None and self._monotonic() - cached[0] < GATE_RECHECK_SECONDS:
+            return cached[1]
+        return self.ask_gate(driver, gate)
+
+    def ask_gate(self, driver: str, gate: PrometheusGate) -> GateResult:
+        """Asks Prometheus now; the verdict is kept for _gate."""
+        asked, asked_at = self._monotonic(), self._wall()
+        url = f"{gate.url}/api/v1/query?" + urllib.parse.urlencode({"query": gate.query})
+        status: int | None = None
+        body, error = b"", ""
+        try:
+            with urllib.request.urlopen(url, timeout=gate.timeout) as answer:  # noqa: S310
+                status, body = answer.status, answer.read(MAX_ANSWER_BYTES)
+        except urllib.error.HTTPError as err:
+            status, body = err.code, err.read(MAX_ANSWER_BYTES)
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            error = str(getattr(err, "reason", "") or err)
+        result = gate_result(gate.query, status, body, error, asked_at=asked_at)
+        if not result.passed:
+            log.info("rollout gate holds", extra={"gpudriver": driver, "why": result.words})
+        self._gate_answers[(driver, gate.url, gate.query)] = (asked, result)
+        return result
+
+    def _pods_of(self, nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[GpuPod, ...] | None]:
+        """The GPU pods of the nodes whose step looks at them: from the Pod watch, or listed
+        (in parallel) before a KMM write or while the watch cannot be trusted."""
+        found: dict[str, tuple[GpuPod, ...] | None] = {}
+        to_list = []
+        for node in nodes:
+            name = node_name(node)
+            phase = names.parse_phase(node_labels(node).get(names.STATE_LABEL))
+            if phase not in NEEDS_PODS:
+                continue
+            watched = None if phase is LISTS_PODS else self.view.pods_on(name)
+            if watched is None:
+                to_list.append(name)
+            else:
+                found[name] = gpu_pods(watched, dra_served=self.view.claims_served())
+        found.update(zip(to_list, self._pool.map(self._listed_gpu_pods, to_list), strict=True))
+        return found
+
+    def _listed_gpu_pods(self, node: str) -> tuple[GpuPod, ...] | None:
+        """The node's GPU pods as the API server lists them (at most once a second); None
+        when the list failed."""
+        now = self._monotonic()
+        cached = self._pods.get(node)
+        if cached is not None and now - cached[0] < POD_LIST_TTL_SECONDS:
+            return cached[1]
+        try:
+            answer = self._kube.request(
+                "GET", path("", "v1", "pods"), query={"fieldSelector": f"spec.nodeName={node}"}
+            )
+            listed: tuple[GpuPod, ...] | None = gpu_pods(
+                answer.get("items") or [], dra_served=self.view.claims_served()
+            )
+        except KubeError as err:
+            log.warning("could not list pods", extra={"node": node, "error": str(err)})
+            listed = None
+        self._pods[node] = (now, listed)
+        return listed
