@@ -40,7 +40,7 @@ from coordinator.rollout.actions import (
 )
 from coordinator.rollout.agent_calls import AgentCalls, CallTable
 from coordinator.rollout.config import RolloutConfig
-from coordinator.rollout.decide import Decision
+from coordinator.rollout.decision import Decision
 from coordinator.rollout.facts import INSPECT, PREPARE, RESTORE, NodeFacts, RolloutInput
 from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.node_step import EVICT_RETRY_SECONDS

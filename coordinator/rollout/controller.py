@@ -30,7 +30,8 @@ from coordinator.kube.workqueue import WorkQueue, run_worker
 from coordinator.rollout.act import API_ERROR_RETRY_SECONDS, RolloutActor
 from coordinator.rollout.agent_calls import AgentCalls, CallTable
 from coordinator.rollout.config import RolloutConfig
-from coordinator.rollout.decide import Decision, decide
+from coordinator.rollout.decide import decide
+from coordinator.rollout.decision import Decision
 from coordinator.rollout.gather import RolloutGatherer, RolloutView
 from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.overlay import NodeOverlay

@@ -25,7 +25,8 @@ from coordinator.rollout.actions import (
     SendPrepare,
     SendRestore,
 )
-from coordinator.rollout.decide import Decision, decide
+from coordinator.rollout.decide import decide
+from coordinator.rollout.decision import Decision
 from coordinator.rollout.facts import (
     INSPECT,
     PREPARE,

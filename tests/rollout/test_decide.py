@@ -7,7 +7,8 @@ import dataclasses
 from typing import Any
 
 from coordinator.rollout.actions import PatchNode, RequestReport
-from coordinator.rollout.decide import Decision, decide
+from coordinator.rollout.decide import decide
+from coordinator.rollout.decision import Decision
 from coordinator.rollout.facts import GpuPod, NodeFacts
 from coordinator.rollout.settings import RolloutSettings
 from gpuctl.common import names

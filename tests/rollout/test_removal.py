@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from coordinator.rollout.actions import PatchNode, RequestReport
-from coordinator.rollout.decide import Decision, decide
+from coordinator.rollout.decide import decide
+from coordinator.rollout.decision import Decision
 from coordinator.rollout.facts import NodeFacts
 from coordinator.rollout.settings import RolloutSettings
 from coordinator.rollout.steps import step_checking, step_loading, step_preparing

@@ -13,7 +13,8 @@ from coordinator.event_notes import NORMAL, EventNote
 from coordinator.kube.client import KubeError
 from coordinator.rollout.act import CONFLICT_RETRY_SECONDS
 from coordinator.rollout.actions import PatchNode
-from coordinator.rollout.decide import Decision, decide
+from coordinator.rollout.decide import decide
+from coordinator.rollout.decision import Decision
 from coordinator.rollout.settings import RolloutSettings
 from gpuctl.common import names
 from gpuctl.common.names import Phase

@@ -12,7 +12,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from coordinator.rollout.actions import PatchNode
-from coordinator.rollout.decide import Decision, decide
+from coordinator.rollout.decide import decide
+from coordinator.rollout.decision import Decision
 from coordinator.rollout.settings import RolloutSettings, SettingsError, rollout_settings
 from coordinator.rollout.windows import Window, window_state
 from gpuctl.common.names import Phase
