@@ -14,7 +14,7 @@ from typing import Any
 from coordinator.crd_envelope import custom_resource_definition
 from coordinator.drivers import model
 from gpuctl.common import names, revisions
-from gpuctl.rollout.holds import BlockKind, HoldKind, RolloutState
+from gpuctl.rollout.holds import BlockKind, HoldKind, RolloutState, WaitKind
 
 _DROPPED_KEYS = frozenset({"title", "additionalProperties", "$defs"})
 
@@ -175,6 +175,16 @@ def _rollout_status_schema() -> dict[str, Any]:
                             + ").",
                         },
                         "since": {"type": "string", "format": "date-time"},
+                        "waiting": {
+                            "type": "string",
+                            "description": "Why a node that could start did not, in the last pass.",
+                        },
+                        "waitKind": {
+                            "type": "string",
+                            "description": "The same for programs ("
+                            + ", ".join(kind.value for kind in WaitKind)
+                            + ").",
+                        },
                     },
                 },
             },

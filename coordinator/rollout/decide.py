@@ -164,7 +164,7 @@ def _decide(inp: RolloutInput) -> Decision:
     message = rollout_message(inp, gates, counts, bound)
     if held_back and not counts.in_progress:
         message += f"; waiting: already unavailable: {held_back}"
-    decision.status = rollout_status(inp, phases, counts, message, gates.load)
+    decision.status = rollout_status(inp, phases, counts, message, gates.load, waits=decision.waits)
     if window is not None:
         decision.status["maintenanceWindow"] = window_status(window)
     decision.events.extend(driver_events(inp, decision.status))

@@ -9,6 +9,7 @@ from typing import Any
 from coordinator.event_notes import EventNote
 from coordinator.rollout.actions import Action, RestoreRevision
 from coordinator.rollout.node_step import StepResult
+from gpuctl.rollout.holds import Wait
 
 
 @dataclass
@@ -25,6 +26,8 @@ class Decision:
     # A node would start but for the Prometheus gate's answer being older than the gate
     # allows: ask it afresh and decide again before acting.
     ask_gate: bool = False
+    # Why each Pending or Blocked node that could start did not (starts.why_waiting).
+    waits: dict[str, Wait] = field(default_factory=dict)
 
     def wake(self, seconds: float | None) -> None:
         if seconds is None:

@@ -5,7 +5,8 @@ the wanted nodes are taken to, or names.REMOVAL_VERSION when the GPUDriver loads
 nowhere now (only removals are left); a status of another version is never read as this
 one's. `counts` has every phase; `total` is the wanted nodes that are not Skipped; `updated`
 the nodes Done at the target; `progress` is "updated/total" for the printer column; `nodes`
-lists at most 50 nodes that are not Done (a Blocked one with its reason's `kind`), the worst
+lists at most 50 nodes that are not Done (a Blocked one with its reason's `kind`; one that
+could have started and did not with why, `waiting` and `waitKind`), the worst
 first (Failed, Blocked, then by how far along), those being unloaded included. `state` is a
 gpuctl.rollout.holds.RolloutState: Complete once every wanted node is Done at the target, else
 the state of what holds the rollout (`holdKind`, a HoldKind, absent when nothing does).
@@ -20,7 +21,7 @@ from typing import Any
 from coordinator.rollout.facts import RolloutInput
 from gpuctl.common import names, timestamps
 from gpuctl.common.names import IN_PROGRESS, SEVERITY, Phase
-from gpuctl.rollout.holds import Hold, HoldKind, RolloutState, state_of
+from gpuctl.rollout.holds import Hold, HoldKind, RolloutState, Wait, WaitKind, state_of
 
 MAX_LISTED_NODES = 50
 
@@ -83,7 +84,9 @@ def rollout_state(inp: RolloutInput, counts: RolloutCounts, hold: Hold | None) -
     return state_of(hold)
 
 
-def _listed_nodes(inp: RolloutInput, phases: Mapping[str, Phase]) -> list[dict[str, str]]:
+def _listed_nodes(
+    inp: RolloutInput, phases: Mapping[str, Phase], waits: Mapping[str, Wait]
+) -> list[dict[str, str]]:
     by_name = {n.name: n for n in inp.nodes}
     not_done = [name for name, phase in phases.items() if phase is not Phase.DONE]
     not_done.sort(key=lambda name: (SEVERITY.index(phases[name]), name))
@@ -100,6 +103,11 @@ def _listed_nodes(inp: RolloutInput, phases: Mapping[str, Phase]) -> list[dict[s
         }
         if same and node.phase is Phase.BLOCKED:
             entry["kind"] = node.reason_kind.value
+        wait = waits.get(name)
+        if wait is not None and wait.kind is not WaitKind.BLOCKED:
+            # Why it did not start in this pass (a Blocked node's reason says its own).
+            entry["waiting"] = wait.words
+            entry["waitKind"] = wait.kind.value
         listed.append(entry)
     return listed
 
@@ -110,6 +118,8 @@ def rollout_status(
     counts: RolloutCounts,
     message: str,
     hold: Hold | None = None,
+    *,
+    waits: Mapping[str, Wait] | None = None,
 ) -> dict[str, Any]:
     previous = inp.previous_status
     target = inp.target_version or names.REMOVAL_VERSION
@@ -123,7 +133,7 @@ def rollout_status(
         "updated": counts.updated,
         "progress": f"{counts.updated}/{counts.total}",
         "counts": {phase.value: counts.per_phase[phase] for phase in Phase},
-        "nodes": _listed_nodes(inp, phases),
+        "nodes": _listed_nodes(inp, phases, waits or {}),
         "startedAt": started or timestamps.format_seconds(inp.now),
     }
     if hold is not None and state is not RolloutState.COMPLETE:

@@ -32,7 +32,7 @@ from coordinator.rollout.node_step import (
 )
 from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase
-from gpuctl.rollout.holds import Block
+from gpuctl.rollout.holds import Block, Wait, WaitKind
 from gpuctl.rollout.order import is_unavailable, start_order
 
 
@@ -160,29 +160,22 @@ def start_nodes(
             continue
         phase = phases[name]
         version = inp.target_for(node)
-        current = node.state_version == version
-        if phase is Phase.BLOCKED and current and not _unblocked(inp, node):
-            block = _blocker(inp, node)
-            if block is not None and block.words.removeprefix("waiting for ") not in node.reason:
-                # Still blocked, by something else now: the status says what.
-                decision.actions.append(blocked(inp, node, block, version))
-            else:
-                _recheck(inp, node, decision)
-            continue
-        if phase is Phase.DONE and current and node.cordoned_by_us:
+        if phase is Phase.DONE and node.state_version == version and node.cordoned_by_us:
             decision.actions.append(_release_cordon(node))
             continue
-        if gates.of(version, name) is not None or phase not in (Phase.PENDING, Phase.BLOCKED):
+        if phase not in (Phase.PENDING, Phase.BLOCKED):
             continue
-        if not node.ready:
-            if phase is Phase.PENDING:
+        wait = why_waiting(inp, node, phase, gates, unavailable=unavailable, bound=bound)
+        if wait is not None:
+            decision.waits[name] = wait
+            if wait.kind is WaitKind.BLOCKED:
+                _still_blocked(inp, node, wait, decision)
+            elif wait.kind is WaitKind.NODE_NOT_READY and phase is Phase.PENDING:
                 decision.actions.append(blocked(inp, node, NOT_READY, version))
-            continue
-        if len(unavailable) + (name not in unavailable) > bound:
-            held_back = held_back or _unavailable_words(nodes, phases, unavailable)
-            continue
-        if not gate_answer_fresh(inp):
-            decision.ask_gate = True  # the controller asks afresh and decides again
+            elif wait.kind is WaitKind.MAX_UNAVAILABLE:
+                held_back = held_back or _unavailable_words(nodes, phases, unavailable)
+            elif wait.kind is WaitKind.GATE_NOT_ASKED:
+                decision.ask_gate = True  # the controller asks afresh and decides again
             continue
         freed_by = "" if name in unavailable else slots.take()
         if freed_by is None:
@@ -192,6 +185,45 @@ def start_nodes(
         start = transition(inp, node, Phase.CHECKING, reason, version=version)
         decision.actions.append(dataclasses.replace(start, freed_by=freed_by))
     return held_back
+
+
+def why_waiting(
+    inp: RolloutInput,
+    node: NodeFacts,
+    phase: Phase,
+    gates: Gates,
+    *,
+    unavailable: set[str],
+    bound: int,
+) -> Wait | None:
+    """Why a Pending or Blocked node does not start now (None: it starts). The one answer
+    the pass acts on, the status lists and the metrics count."""
+    version = inp.target_for(node)
+    if phase is Phase.BLOCKED and node.state_version == version and not _unblocked(inp, node):
+        fresh = _blocker(inp, node)
+        words = fresh.words if fresh is not None else node.reason
+        return Wait(WaitKind.BLOCKED, words, block=fresh)
+    hold = gates.of(version, node.name)
+    if hold is not None:
+        return Wait(WaitKind.HELD, hold.words, hold=hold)
+    if not node.ready:
+        return Wait(WaitKind.NODE_NOT_READY, NOT_READY.words, block=NOT_READY)
+    if len(unavailable) + (node.name not in unavailable) > bound:
+        words = f"maxUnavailable ({bound}) nodes are unavailable already"
+        return Wait(WaitKind.MAX_UNAVAILABLE, words)
+    if not gate_answer_fresh(inp):
+        return Wait(WaitKind.GATE_NOT_ASKED, "asking the Prometheus gate before it starts")
+    return None
+
+
+def _still_blocked(inp: RolloutInput, node: NodeFacts, wait: Wait, decision: Decision) -> None:
+    """A Blocked node still blocked: by something else now (the status says what), or by
+    what its reason says already (asked again when due)."""
+    fresh = wait.block
+    if fresh is not None and fresh.words.removeprefix("waiting for ") not in node.reason:
+        decision.actions.append(blocked(inp, node, fresh, inp.target_for(node)))
+    else:
+        _recheck(inp, node, decision)
 
 
 def _unavailable_words(

@@ -202,7 +202,7 @@ def _watch(api: GpuDriverApi, name: str, timeout: float | None, out: TextIO, clo
             for node in node_changes(previous, view):
                 out.write(
                     f"  {node.name}: {node.phase}"
-                    + (f" ({node.reason})" if node.reason else "")
+                    + (f" ({node.why})" if node.why != "-" else "")
                     + "\n"
                 )
             out.flush()

@@ -28,6 +28,14 @@ class NodeProgress:
     phase: str
     reason: str
     since: datetime.datetime | None
+    # Why a node that could have started did not, in the coordinator's last pass ("": none).
+    waiting: str = ""
+
+    @property
+    def why(self) -> str:
+        """Its reason and what it waits for, in words ("-" for neither)."""
+        parts = [self.reason, f"waiting: {self.waiting}" if self.waiting else ""]
+        return "; ".join(part for part in parts if part) or "-"
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,7 @@ def from_gpudriver(obj: Mapping[str, Any]) -> RolloutView | None:
             phase=str(node.get("phase", "")),
             reason=str(node.get("reason", "")),
             since=timestamps.parse_or_none(node.get("since")),
+            waiting=str(node.get("waiting", "")),
         )
         for node in rollout.get("nodes") or []
         if isinstance(node, Mapping)
@@ -132,7 +141,7 @@ def render_status(view: RolloutView, now: datetime.datetime) -> str:
                 node.name,
                 node.phase,
                 short_age(now - node.since) if node.since else "<none>",
-                node.reason or "-",
+                node.why,
             ]
             for node in view.nodes
         ]
@@ -141,9 +150,9 @@ def render_status(view: RolloutView, now: datetime.datetime) -> str:
 
 
 def node_changes(before: RolloutView | None, after: RolloutView) -> list[NodeProgress]:
-    """Nodes whose phase or reason differ from `before` (all of them without `before`)."""
-    seen = {(n.name, n.phase, n.reason) for n in before.nodes} if before else set()
-    return [n for n in after.nodes if (n.name, n.phase, n.reason) not in seen]
+    """Nodes whose phase, reason or wait differ from `before` (all of them without `before`)."""
+    seen = {(n.name, n.phase, n.why) for n in before.nodes} if before else set()
+    return [n for n in after.nodes if (n.name, n.phase, n.why) not in seen]
 
 
 def exit_code(view: RolloutView) -> int | None:

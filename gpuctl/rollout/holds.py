@@ -132,3 +132,28 @@ def parse_block_kind(text: object) -> BlockKind:
         return BlockKind(str(text))
     except ValueError:
         return BlockKind.UNRECORDED
+
+
+class WaitKind(enum.StrEnum):
+    """Why a node the rollout could start (Pending, or Blocked) does not start in a pass."""
+
+    # Its own blocker (Wait.block says which).
+    BLOCKED = "Blocked"
+    # A rollout-wide hold (Wait.hold says which).
+    HELD = "Held"
+    NODE_NOT_READY = "NodeNotReady"
+    # As many nodes as maxUnavailable allows are unavailable already.
+    MAX_UNAVAILABLE = "MaxUnavailable"
+    # The Prometheus gate's answer is older than a start may rest on: it is asked afresh.
+    GATE_NOT_ASKED = "GateNotAsked"
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Why one node does not start now: `kind` for programs, `words` for people; the hold
+    or block behind it where there is one."""
+
+    kind: WaitKind
+    words: str
+    hold: Hold | None = None
+    block: Block | None = None

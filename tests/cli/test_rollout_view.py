@@ -58,6 +58,29 @@ def test_status_lists_progress_counts_and_nodes_not_done() -> None:
     assert lines[5].split() == ["w4", "Draining", "60s", "-"]
 
 
+def test_a_node_that_could_start_and_did_not_says_why() -> None:
+    waiting = {
+        "name": "w6",
+        "phase": "Pending",
+        "reason": "",
+        "since": "2026-11-29T11:59:00Z",
+        "waiting": "maxUnavailable (1) nodes are unavailable already",
+        "waitKind": "MaxUnavailable",
+    }
+    view = from_gpudriver(_driver("Progressing", [waiting]))
+    assert view is not None
+    line = render_status(view, NOW).splitlines()[-1]
+    assert line.split()[:3] == ["w6", "Pending", "60s"]
+    assert line.endswith("waiting: maxUnavailable (1) nodes are unavailable already")
+
+
+def test_an_unknown_state_is_shown_as_written_and_is_not_done() -> None:
+    view = from_gpudriver(_driver("Rebooting", []))
+    assert view is not None
+    assert "to v2: Rebooting," in render_status(view, NOW)
+    assert exit_code(view) is None
+
+
 def test_exit_codes_follow_the_state() -> None:
     for state, code in (("Complete", EXIT_COMPLETE), ("Failed", EXIT_FAILED)):
         view = from_gpudriver(_driver(state, []))
