@@ -210,7 +210,7 @@ def test_a_failed_load_fails_the_node_and_pauses_at_the_budget_until_retried(
     )
     attempts = len(rig.kmm.load_calls(broken))
     status = wait_status(rig, "says Failed", lambda s: s.get("state") == "Failed")
-    assert "failure budget" in status["message"]
+    assert "(failureBudget 1)" in status["message"]
     time.sleep(2)
     assert rig.phase(last) == "Pending"  # the rollout does not march on
     assert len(rig.kmm.load_calls(broken)) == attempts
