@@ -41,7 +41,7 @@ def _rollback_active(inp: RolloutInput) -> bool:
     return bool(to) and to == inp.target_version and inp.resumed_version != to
 
 
-def _rollbackgates(inp: RolloutInput, phases: Mapping[str, Phase]) -> Gates:
+def _rollback_gates(inp: RolloutInput, phases: Mapping[str, Phase]) -> Gates:
     """Only the rollback's nodes start; rolling back while one of them still moves."""
     nodes = frozenset(str(n) for n in inp.rollback.get("nodes") or [])
     moving = any(phases.get(n) in (Phase.PENDING, *IN_PROGRESS) for n in nodes)
@@ -103,10 +103,10 @@ def rollout_holds(
     if not inp.module_ready:
         waiting = inp.module_wait_reason or "waiting for the Module"
         return Gates(Hold(HoldKind.MODULE_NOT_READY, waiting), None)
-    return _loadgates(inp, gate, phases or {}, soaking)
+    return _load_gates(inp, gate, phases or {}, soaking)
 
 
-def _loadgates(
+def _load_gates(
     inp: RolloutInput, gate: Hold | None, phases: Mapping[str, Phase], soaking: str
 ) -> Gates:
     """The gates of loads alone, once the Module asks for the target: a soak, a rollback,
@@ -115,7 +115,7 @@ def _loadgates(
         words = f"soaking before the next node starts: {soaking}"
         return Gates(Hold(HoldKind.SOAKING, words), None)
     if _rollback_active(inp):
-        return _rollbackgates(inp, phases)
+        return _rollback_gates(inp, phases)
     return Gates(gate, None)
 
 
