@@ -3,7 +3,11 @@
 Every child runs in a new session (so a Ctrl-C of the test run does not reach it first and the
 whole group can be signalled at once) with its output in a log file. Children of a test run
 also get Linux's parent-death signal, so they die even when pytest itself is killed; those of
-``hack/cluster up`` must outlive it and do not. Stopping sends SIGTERM to the group, waits,
+``hack/cluster up`` must outlive it and do not. The signal is set by util-linux's ``setpriv``
+exec'ing the command, never by Python code run in the forked child (``preexec_fn``): the test
+process runs gRPC's threads, and a child forked from it that runs Python before its exec can
+die there (seen in CI: gRPC's epoll poller failing in the child, which never ran KMM's webhook
+server). Stopping sends SIGTERM to the group, waits,
 then SIGKILLs what is left. A pid recorded by ``hack/cluster up`` is only signalled while it
 still runs the recorded command line, so ``down`` never kills a reused pid.
 """
@@ -11,7 +15,6 @@ still runs the recorded command line, so ``down`` never kills a reused pid.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -21,13 +24,9 @@ from pathlib import Path
 
 STOP_GRACE_SECONDS = 10.0
 POLL_SECONDS = 0.05
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGKILL it when the parent thread exits."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+# Runs the command with SIGKILL as its parent-death signal (sent when the thread that started
+# it exits).
+DIE_WITH_PARENT = ("setpriv", "--pdeathsig", "KILL", "--")
 
 
 def start_in_own_group(
@@ -42,13 +41,12 @@ def start_in_own_group(
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as log:
         return subprocess.Popen(
-            argv,
+            [*DIE_WITH_PARENT, *argv] if die_with_parent else argv,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env=None if environ is None else dict(environ),
-            preexec_fn=_die_with_parent if die_with_parent else None,  # noqa: PLW1509
         )
 
 

@@ -19,6 +19,7 @@ remove once the test is over.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,11 +92,13 @@ class RealKmm:
         self.webhook.start()
 
     def close(self) -> None:
-        """Stops what ``start`` started (all of it, even after a failed start)."""
-        self.webhook.stop()
-        self.kubelet.stop()
-        self.operator.stop()
-        self._release_finalizers()
+        """Stops what ``start`` started (all of it, even after a failed start, and each part
+        even when stopping another one failed: none is left running into the next test)."""
+        with contextlib.ExitStack() as stack:
+            stack.callback(self._release_finalizers)
+            stack.callback(self.operator.stop)
+            stack.callback(self.kubelet.stop)
+            stack.callback(self.webhook.stop)
 
     def __enter__(self) -> RealKmm:
         try:

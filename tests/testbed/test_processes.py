@@ -36,7 +36,10 @@ def _launch(tmp_path: Path, die_with_parent: bool) -> tuple[subprocess.Popen[str
 
 def test_child_dies_when_the_test_run_is_killed(tmp_path: Path) -> None:
     launcher, child = _launch(tmp_path, die_with_parent=True)
-    assert processes.command_line(child) == ["sleep", "300"]
+    # setpriv sets the parent-death signal, then execs the command in the same process.
+    wait_until(
+        "the child runs its command", lambda: processes.command_line(child) == ["sleep", "300"]
+    )
     with launcher:
         launcher.send_signal(signal.SIGKILL)
     wait_until("the orphaned child is gone", lambda: processes.command_line(child) is None)

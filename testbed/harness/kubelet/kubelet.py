@@ -26,6 +26,7 @@ output is kept under ``folder/pods/<pod>/``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -77,7 +78,9 @@ class _Run:
         self.stop.set()
         with self.lock:
             if self.process is not None and self.process.poll() is None:
-                os.killpg(self.process.pid, 9)
+                # Its thread may reap it between the poll and the kill: then it is gone.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, 9)
 
 
 @dataclass
