@@ -382,13 +382,6 @@ class Coordinator:
         pods = self._informer(Resource("", "v1", "pods"), self._on_pod)
         pods.keep, pods.index_of = watched_part, pod_node
         pods.relist_after_error = True
-        events = EventRecorder(
-            self._kube,
-            self._config.events_namespace,
-            COMPONENT,
-            rfc3339_now,
-            host=self._config.identity,
-        )
         caches = _Caches(
             self._drivers,
             nodes,
@@ -397,6 +390,23 @@ class Coordinator:
             pods=pods,
             images_configs=images_configs,
             leading_since=self._monotonic(),
+        )
+        reconciler, rollout = self._controllers(caches)
+        self._caches_to_sync = (nodes, claims, modules, self._drivers, pods)
+        # The images are not waited for: they only add words to a reason, and a KMM that
+        # does not serve them must not keep the coordinator from being ready.
+        for informer in (*self._caches_to_sync, images_configs):
+            self._start(f"watch-{informer.resource.plural}", informer.run)
+        self._start_work(reconciler, rollout, first=(nodes, self._drivers), then=(claims, modules))
+
+    def _controllers(self, caches: _Caches) -> tuple[Reconciler, RolloutController]:
+        """The GPUDriver reconciler and the rollout, on the leader's caches."""
+        events = EventRecorder(
+            self._kube,
+            self._config.events_namespace,
+            COMPONENT,
+            rfc3339_now,
+            host=self._config.identity,
         )
         reconciler = Reconciler(
             self._kube,
@@ -422,28 +432,35 @@ class Coordinator:
             metrics=self._rollout_metrics,
             observing_since=caches.observing_since,
         )
-        self._caches_to_sync = (nodes, claims, modules, self._drivers, pods)
-        # The images are not waited for: they only add words to a reason, and a KMM that
-        # does not serve them must not keep the coordinator from being ready.
-        for informer in (*self._caches_to_sync, images_configs):
-            self._start(f"watch-{informer.resource.plural}", informer.run)
+        return reconciler, rollout
+
+    def _start_work(
+        self,
+        reconciler: Reconciler,
+        rollout: RolloutController,
+        *,
+        first: tuple[Informer, ...],
+        then: tuple[Informer, ...],
+    ) -> None:
+        """The reconciler once the caches it plans on (`first`: Nodes, GPUDrivers) are
+        filled, the rollout once those it also needs (`then`: claims for its checks, Modules
+        for the version asked for) are; then the leader-scoped parts."""
+
+        def synced(informers: tuple[Informer, ...]) -> bool:
+            for informer in informers:
+                while not informer.wait_synced(0.5):
+                    if self._work_stop.is_set():
+                        return False
+            return True
 
         def start_work_once_synced() -> None:
-            # The reconciler plans on the Node cache (and conflicts on the GPUDrivers'):
-            # reconcile only once those caches are filled. Waiting here, not in _lead, keeps
-            # the Lease renewing meanwhile.
-            for informer in (nodes, self._drivers):
-                while not informer.wait_synced(0.5):
-                    if self._work_stop.is_set():
-                        return
+            # Waiting here, not in _lead, keeps the Lease renewing meanwhile.
+            if not synced(first):
+                return
             self._start("discovery", self._poll_discovery)
             self._start("reconcile", lambda: self._work(reconciler))
-            # The rollout also needs the claims (its checks) and the Modules (is the target
-            # version asked for yet?).
-            for informer in (claims, modules):
-                while not informer.wait_synced(0.5):
-                    if self._work_stop.is_set():
-                        return
+            if not synced(then):
+                return
             self.rollout = rollout
             beat = self._heartbeat("rollout-worker", PASS_WITHIN_SECONDS)
             self._start("rollout", lambda: rollout.run(self._work_stop, beat))
