@@ -206,7 +206,7 @@ class RolloutController:
         requeue = self.actor.execute(driver, inp, decision)
         status = refused_status(target, why, inp.nodes)
         if status != previous:
-            if not str(previous.get("message", "")).startswith(why):
-                self._events.record(driver, WARNING, "InvalidRollout", why)
+            # A repeat of the same refusal bumps the one Event's count (EventRecorder).
+            self._events.record(driver, WARNING, "InvalidRollout", why)
             self.actor.write_status(driver, {"rollout": status})
         return requeue if requeue is not None else decision.requeue_after
