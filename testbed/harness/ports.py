@@ -6,13 +6,18 @@ between our release of such a port and the server's bind, any connection on the 
 API client, another test suite) may take it, and the server fails with "address in use".
 Below that range the kernel never hands a port out on its own, so a port found free there
 stays free unless another process picks the same one on purpose: ports are drawn at random
-from it (and checked by binding), which makes that a one-in-thousands coincidence.
+from it (and checked by binding). Within one process a port is never handed out twice (until
+half the range is used up): a port drawn for a server that is not listening yet binds
+freely, so two draws in one test could otherwise pick it twice (seen in CI: KMM's webhook
+metrics port drawn again for another server of the same test, "bind: address already in
+use"; with ~10 ports per test and ~100 tests a run, such a coincidence is a run in five).
 """
 
 from __future__ import annotations
 
 import random
 import socket
+import threading
 from collections.abc import Collection
 from pathlib import Path
 
@@ -23,6 +28,9 @@ EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 DEFAULT_EPHEMERAL_START = 32_768
 
 _draw = random.SystemRandom()
+# Every port this process has handed out (free_loopback_ports), so none is handed out twice.
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
 
 
 def _ephemeral_start(range_file: Path = EPHEMERAL_RANGE) -> int:
@@ -66,10 +74,15 @@ def free_loopback_ports(count: int, *, besides: Collection[int] = ()) -> list[in
     if top - LOWEST < count * 100:
         return _kernel_chosen(count, besides)
     chosen: list[int] = []
-    while len(chosen) < count:
-        port = _draw.randrange(LOWEST, top)
-        if port not in chosen and port not in besides and _bindable(port):
-            chosen.append(port)
+    with _handed_out_lock:
+        if len(_handed_out) > (top - LOWEST) // 2:
+            _handed_out.clear()  # the oldest servers are long gone; start over
+        while len(chosen) < count:
+            port = _draw.randrange(LOWEST, top)
+            taken = port in chosen or port in besides or port in _handed_out
+            if not taken and _bindable(port):
+                chosen.append(port)
+        _handed_out.update(chosen)
     return chosen
 
 
