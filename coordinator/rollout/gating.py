@@ -52,7 +52,7 @@ def _rollback_gates(inp: RolloutInput, phases: Mapping[str, Phase]) -> Gates:
 def _time_and_health_gate(inp: RolloutInput, window: WindowState | None) -> Hold | None:
     """Why no node (load or removal) may start now for the time or the fleet's health."""
     if window is not None and not window.open:
-        return Hold(HoldKind.OUTSIDE_WINDOWS, window_words(window), window.opens_at)
+        return Hold(HoldKind.OUTSIDE_WINDOWS, window_words(window))
     if inp.gate is not None and not inp.gate.passed:
         return Hold(HoldKind.PROMETHEUS_GATE, f"held by the gate: {inp.gate.words}")
     return None

@@ -2,16 +2,17 @@
 
 The coordinator's decision names one Hold per rollout (what keeps every node from starting:
 the failure budget, a pause, the Prometheus gate, ...) and writes its kind beside its words in
-status.rollout (`hold`); the rollout's state follows from the kind alone (state_of). Status,
-Events, metrics and the CLI compare kinds, never words: words change with the facts they
-quote, kinds only with a release.
+status.rollout (`holdKind`, `message`); the rollout's state follows from the kind alone
+(state_of). A Blocked node carries a Block (its reason's kind and words), and every node that
+could start and did not a Wait (why, for that node). Status, Events, metrics and the CLI
+compare kinds, never words: words change with the facts they quote, kinds only with a
+release.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from datetime import datetime
 
 
 class RolloutState(enum.StrEnum):
@@ -65,12 +66,10 @@ _STATES = {
 
 @dataclass(frozen=True)
 class Hold:
-    """One reason no new node starts: `kind` for programs, `words` for people, `until` when
-    it lifts by itself (a window opens, a soak ends; None: it does not, or not known)."""
+    """One reason no new node starts: `kind` for programs, `words` for people."""
 
     kind: HoldKind
     words: str
-    until: datetime | None = None
 
 
 def state_of(hold: Hold | None) -> RolloutState:
