@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from coordinator.rollout.actions import PatchNode
 from coordinator.rollout.decide import decide
-from coordinator.rollout.facts import BlockerFact
+from coordinator.rollout.facts import BlockerFact, NodeFacts
 from coordinator.rollout.settings import RolloutSettings
 from gpuctl.common import names
 from gpuctl.common.names import Phase
@@ -22,14 +22,14 @@ from tests.support.rollout_samples import (
 )
 
 
-def written_kind(*facts: object, settings: RolloutSettings | None = None) -> str | None:
+def written_kind(*facts: NodeFacts, settings: RolloutSettings | None = None) -> str | None:
     """The kind the pass writes on node "a" (None: no kind, or a write dropping it)."""
-    decision = decide(rollout(list(facts), settings=settings))  # type: ignore[arg-type]
+    decision = decide(rollout(list(facts), settings=settings))
     [patch] = [a for a in decision.actions if isinstance(a, PatchNode) and a.node == "a"]
     return patch.annotations.get(names.REASON_KIND)
 
 
-def checked(*blockers: BlockerFact) -> object:
+def checked(*blockers: BlockerFact) -> NodeFacts:
     return answered(node("a", phase=Phase.CHECKING), report=report(blockers=blockers))
 
 
