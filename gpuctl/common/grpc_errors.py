@@ -79,10 +79,22 @@ _PHRASES = {
 }
 
 
+# What gRPC Python's asyncio client reports when a write fails because the server has just
+# ended the stream: it overwrites the status the server sent (grpc/grpc#36066), so a
+# refusal (a rejected token) can arrive as this instead of its own code and words.
+LOST_STATUS_DETAILS = "Internal error from Core"
+LOST_STATUS_PHRASE = (
+    "the coordinator ended the stream as a message was being sent, and gRPC Python lost its "
+    "reason (grpc/grpc#36066; the coordinator logs it as 'agent stream refused')"
+)
+
+
 def describe_rpc_failure(code: grpc.StatusCode | None, details: str) -> str:
     """`<what went wrong>: <the server's or grpc's own words>`."""
     words = details.strip() or "(no details)"
-    if code is grpc.StatusCode.UNAVAILABLE:
+    if code is grpc.StatusCode.INTERNAL and details.strip() == LOST_STATUS_DETAILS:
+        phrase = LOST_STATUS_PHRASE
+    elif code is grpc.StatusCode.UNAVAILABLE:
         phrase = _unavailable(details)
     elif code is grpc.StatusCode.PERMISSION_DENIED:
         phrase = _permission_denied(details)

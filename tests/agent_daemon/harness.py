@@ -160,3 +160,11 @@ def running_agent(
         logger.removeHandler(logs)
         assert not thread.is_alive(), "the agent did not stop"
         assert not failure, f"the agent crashed: {failure!r}"
+
+
+def rotate_token(token_file: Path, token: str) -> None:
+    """Replace the token as kubelet does, atomically: a reader sees the old token or the new
+    one, never a half-written file."""
+    staged = token_file.with_name(f".{token_file.name}.new")
+    staged.write_text(token + "\n")
+    staged.replace(token_file)

@@ -146,6 +146,13 @@ def test_a_ca_file_must_hold_a_certificate(tmp_path: Path) -> None:
         ),
         (grpc.StatusCode.PERMISSION_DENIED, "not the agent's ServiceAccount", "PERMISSION_DENIED"),
         (grpc.StatusCode.INTERNAL, "", "INTERNAL"),
+        (
+            grpc.StatusCode.INTERNAL,
+            "Internal error from Core",
+            "the coordinator ended the stream as a message was being sent, and gRPC Python lost "
+            "its reason (grpc/grpc#36066; the coordinator logs it as 'agent stream refused')",
+        ),
+        (grpc.StatusCode.INTERNAL, "stream terminated by RST_STREAM", "INTERNAL"),
     ],
 )
 def test_failures_in_words(code: grpc.StatusCode, details: str, phrase: str) -> None:
