@@ -70,9 +70,9 @@ from bench.fleet_world import (
 from bench.kmm_fleet import KmmFleet
 from bench.kmm_floor import floor_upgrade
 from bench.timing import Timings
-from coordinator.drivers.module_spec import module_name
 from coordinator.kube.client import MERGE_PATCH, path
 from gpuctl.common import names
+from gpuctl.gpudriver.module_spec import module_name
 
 
 def roll_out(world: World, shards: list[Shard], nodes: int, delay: float) -> dict[str, Any]:

@@ -24,12 +24,12 @@ from typing import Any
 from bench.agent_swarm import agent_token
 from bench.fleet_observe import wait_for
 from bench.kmm_fleet import KERNEL
-from coordinator.drivers.module_spec import desired_module, kmm_version, module_name
 from coordinator.kube.client import MERGE_PATCH, Kube, path
-from coordinator.rollout.rollout_input import kmm_labels
 from gpuctl.common import names
 from gpuctl.common.names import KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
+from gpuctl.gpudriver.module_spec import desired_module, kmm_version, module_name
+from gpuctl.rollout.rollout_input import kmm_labels
 from testbed.harness.access import KubeCluster
 from testbed.harness.binaries import find_binaries
 from testbed.harness.cluster import repository_root, start_cluster

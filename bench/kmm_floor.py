@@ -19,9 +19,9 @@ from typing import Any
 from bench.fleet_observe import NodeEvents, wait_for
 from bench.timing import Timings
 from coordinator.kube.client import MERGE_PATCH, Kube, path
-from coordinator.rollout.rollout_input import kmm_labels
 from gpuctl.common.names import KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
+from gpuctl.rollout.rollout_input import kmm_labels
 
 
 @dataclass(frozen=True)

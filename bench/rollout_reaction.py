@@ -43,19 +43,19 @@ from prometheus_client import CollectorRegistry
 
 from bench.kmm_fleet import KERNEL, KmmFleet
 from bench.timing import Timings, ratio_line
-from coordinator.drivers.module_spec import desired_module, kmm_version
 from coordinator.kube.client import JSON, MERGE_PATCH, Kube, KubeApi, path
 from coordinator.kube.events import EventRecorder
 from coordinator.kube.watches import Informer, Resource
 from coordinator.rollout.config import RolloutConfig
 from coordinator.rollout.controller import RolloutController
 from coordinator.rollout.metrics import RolloutMetrics
-from coordinator.rollout.rollout_input import kmm_labels
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names, timestamps
 from gpuctl.common.names import KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
+from gpuctl.gpudriver.module_spec import desired_module, kmm_version
+from gpuctl.rollout.rollout_input import kmm_labels
 from testbed.harness.cluster import repository_root, start_cluster
 from testbed.harness.nodes import create_node
 from testbed.harness.real_kmm import RealKmm

@@ -22,7 +22,6 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from coordinator.drivers.kmm_check import KmmSupportCheck
-from coordinator.drivers.node_facts import watched_node_part
 from coordinator.drivers.reconciler import Reconciler, ReconcilerConfig
 from coordinator.health import Heartbeat, Liveness, Verdict
 from coordinator.kube.client import KubeApi
@@ -36,13 +35,14 @@ from coordinator.rollout.agent_calls import AgentCalls
 from coordinator.rollout.config import RolloutConfig
 from coordinator.rollout.controller import RolloutController
 from coordinator.rollout.metrics import RolloutMetrics
-from coordinator.rollout.pods import asks_for_gpus, pod_node, watched_part
 from gpuctl.common import names, timestamps
 from gpuctl.common.gpu_claims import DRA_GROUP
 from gpuctl.common.names import DRIVER_LABEL, KMM_GROUP, KMM_IMAGES_CONFIG_PLURAL, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from gpuctl.common.targeting import node_kernel
 from gpuctl.common.tolerations import CORDON_TAINT_KEY, node_taints
+from gpuctl.gpudriver.node_facts import watched_node_part
+from gpuctl.rollout.pods import asks_for_gpus, pod_node, watched_part
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from coordinator.drivers.module_spec import kmm_version, module_name, version_label
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
 from coordinator.kube.discovery import ServedGroups, api_discovery
 from gpuctl.common import names
+from gpuctl.gpudriver.module_spec import kmm_version, module_name, version_label
 from testbed.harness.access import KubeCluster
 from testbed.harness.waiting import wait_until
 

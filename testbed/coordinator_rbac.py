@@ -2,9 +2,9 @@
 server's audit log says that account did.
 
 `bound_coordinator` creates ServiceAccount `coordinator` in the test namespace with the rules of
-coordinator/rbac.py bound as the chart binds them (the cluster rules everywhere, the namespace
-rules in the namespace, the Events rules in the Events namespace), and removes the cluster-wide
-objects afterwards. `audited_calls` reads the test control plane's audit log
+coordinator/policies/rbac.py bound as the chart binds them (the cluster rules everywhere, the
+namespace rules in the namespace, the Events rules in the Events namespace), and removes the
+cluster-wide objects afterwards. `audited_calls` reads the test control plane's audit log
 (testbed/harness/flags.py records every ServiceAccount's requests) into `Call`s, and `grant_of`
 says which declared grant allowed a call.
 """
@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from coordinator.kube.client import Kube, KubeError, path
-from coordinator.rbac import (
+from coordinator.policies.rbac import (
     CLUSTER_RULES,
     EVENTS_RULES,
     NAMESPACE_RULES,

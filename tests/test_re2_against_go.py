@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.drivers.validation import regexp_problem
 from gpuctl.common import re2
+from gpuctl.gpudriver.validation import regexp_problem
 
 SOURCE = Path(__file__).resolve().parent / "go_regexp"
 KERNELS = [

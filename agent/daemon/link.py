@@ -4,7 +4,7 @@ One `CoordinatorLink.run()` loop: read the token file (again on every attempt: k
 rotates it), dial, send Hello, wait for Welcome, then hold the Session while reading the
 coordinator's messages into the request dispatch and heartbeating in silences. When the
 stream ends or an attempt fails, the reason is logged in plain words
-(gpuctl.common.grpc_errors) and the next attempt waits a full-jitter backoff; a stream that
+(gpuctl.rpc.grpc_errors) and the next attempt waits a full-jitter backoff; a stream that
 got as far as Welcome resets the backoff. What to do with a session (send the CONNECTED
 report, apply its intervals) is the owner's business, through `on_session`.
 """
@@ -28,13 +28,13 @@ from agent.daemon.health import HealthState
 from agent.daemon.session import AgentCall, Intervals, Session, intervals_from_welcome
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import agent_service_pb2_grpc as api_grpc
-from gpuctl.common.grpc_client import (
+from gpuctl.rpc.grpc_client import (
     ClientConfigError,
     bearer_metadata,
     open_aio_channel,
     read_token_file,
 )
-from gpuctl.common.grpc_errors import describe_rpc_failure
+from gpuctl.rpc.grpc_errors import describe_rpc_failure
 
 log = logging.getLogger("agent.daemon")
 

@@ -1,2 +1,2 @@
-"""The GPUDriver controller: the spec model and CRD, validation, the GPUDriver -> KMM Module
-mapping, the Nodes' labels as facts, the reconcile plan and its I/O, status and conflicts."""
+"""The GPUDriver controller's I/O: the reconciler carries out gpuctl.gpudriver's pure plan
+(the Module, the target labels, status, Events), and kmm_check finds KMM's API."""

@@ -1,5 +1,5 @@
 """Reads KMM's NodeModulesConfig CRD now and then, and says whether this KMM is one gpuctl may
-write a Module for (coordinator/drivers/kmm_support.py decides).
+write a Module for (gpuctl/gpudriver/kmm_support.py decides).
 
 One GET at most every `max_age` seconds, not one per reconcile. A failed read keeps the last
 answer it had (an API hiccup does not change which KMM is installed); with no answer yet, the
@@ -12,8 +12,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from coordinator.drivers.kmm_support import NODE_CONFIG_CRD, unsupported_kmm
 from coordinator.kube.client import KubeApi, KubeError, path
+from gpuctl.gpudriver.kmm_support import NODE_CONFIG_CRD, unsupported_kmm
 
 CRD_PATH = path("apiextensions.k8s.io", "v1", "customresourcedefinitions", name=NODE_CONFIG_CRD)
 MAX_AGE_SECONDS = 60.0

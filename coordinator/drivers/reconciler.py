@@ -18,32 +18,32 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from coordinator.drivers.conflicts import conflicting_driver
 from coordinator.drivers.kmm_check import KmmSupportCheck
-from coordinator.drivers.known_issues import KnownIssue, known_issues, new_warnings
-from coordinator.drivers.module_spec import (
-    desired_module,
-    module_name,
-    ready_label,
-    version_label,
-)
-from coordinator.drivers.node_facts import NodeFacts, NodeRef, node_facts, planned_part
-from coordinator.drivers.plan import Action, Plan, PlanInput, plan
-from coordinator.drivers.status import (
-    ROLLOUT_OWNED_STATUS,
-    Observation,
-    Problem,
-    compute_status,
-    status_changed,
-)
-from coordinator.drivers.validation import validate
-from coordinator.event_notes import WARNING
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.discovery import Discovery
 from coordinator.kube.events import EventRecorder
 from coordinator.kube.paged_list import list_pages
 from gpuctl.common import names
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
+from gpuctl.gpudriver.conflicts import conflicting_driver
+from gpuctl.gpudriver.known_issues import KnownIssue, known_issues, new_warnings
+from gpuctl.gpudriver.module_spec import (
+    desired_module,
+    module_name,
+    ready_label,
+    version_label,
+)
+from gpuctl.gpudriver.node_facts import NodeFacts, NodeRef, node_facts, planned_part
+from gpuctl.gpudriver.plan import Action, Plan, PlanInput, plan
+from gpuctl.gpudriver.status import (
+    ROLLOUT_OWNED_STATUS,
+    Observation,
+    Problem,
+    compute_status,
+    status_changed,
+)
+from gpuctl.gpudriver.validation import validate
+from gpuctl.rollout.event_notes import WARNING
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from coordinator.event_notes import EventType
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
+from gpuctl.rollout.event_notes import EventType
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.crd_envelope import custom_resource_definition
+from coordinator.policies.crd_envelope import custom_resource_definition
 from gpuctl.common import names
 
 MAX_REQUEST_ID = 128

@@ -23,10 +23,18 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
-from coordinator.drivers.module_spec import module_name
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.events import EventRecorder
-from coordinator.rollout.actions import (
+from coordinator.policies.worker_hold_guard import held_in, hold_list
+from coordinator.rollout.agent_calls import AgentCalls, CallTable
+from coordinator.rollout.config import RolloutConfig
+from coordinator.rollout.metrics import RolloutMetrics
+from coordinator.rollout.overlay import NodeOverlay
+from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.common import names, revisions, timestamps
+from gpuctl.common.names import Phase
+from gpuctl.gpudriver.module_spec import module_name
+from gpuctl.rollout.actions import (
     Action,
     DeleteWorkerPods,
     EvictPods,
@@ -38,19 +46,11 @@ from coordinator.rollout.actions import (
     SendPrepare,
     SendRestore,
 )
-from coordinator.rollout.agent_calls import AgentCalls, CallTable
-from coordinator.rollout.config import RolloutConfig
-from coordinator.rollout.decision import Decision
-from coordinator.rollout.facts import INSPECT, PREPARE, RESTORE, NodeFacts, RolloutInput
-from coordinator.rollout.metrics import RolloutMetrics
-from coordinator.rollout.node_step import EVICT_RETRY_SECONDS
-from coordinator.rollout.overlay import NodeOverlay
-from coordinator.rollout.pods import eviction
-from coordinator.rollout.records import decode_changes
-from coordinator.worker_hold_guard import held_in, hold_list
-from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
-from gpuctl.common import names, revisions, timestamps
-from gpuctl.common.names import Phase
+from gpuctl.rollout.decision import Decision
+from gpuctl.rollout.facts import INSPECT, PREPARE, RESTORE, NodeFacts, RolloutInput
+from gpuctl.rollout.node_step import EVICT_RETRY_SECONDS
+from gpuctl.rollout.pods import eviction
+from gpuctl.rollout.records import decode_changes
 
 log = logging.getLogger(__name__)
 

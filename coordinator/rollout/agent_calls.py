@@ -15,7 +15,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from coordinator.rollout.facts import (
+from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from gpuctl.rollout.facts import (
     INSPECT,
     PREPARE,
     RESTORE,
@@ -24,8 +26,6 @@ from coordinator.rollout.facts import (
     report_facts,
     restore_facts,
 )
-from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
-from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 
 
 class AgentCalls(Protocol):

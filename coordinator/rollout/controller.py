@@ -6,7 +6,7 @@ pass: gather.py reads the facts, decide.py decides (pure), act.py carries the de
 The nodes a pass considers are those the GPUDriver wants (gpuctl.common.targeting; none
 while it is deleted or has no kernelModule), those carrying names.TARGET_LABEL=<driver>, and
 those with its rollout state; the target is the Module's KMM version
-(coordinator.drivers.module_spec.kmm_version). A rollout that is refused (a conflict, an
+(gpuctl.gpudriver.module_spec.kmm_version). A rollout that is refused (a conflict, an
 unreadable spec.rollout) finishes the steps already begun and starts nothing (refused.py).
 """
 
@@ -20,9 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
-from coordinator.drivers.conflicts import conflicting_driver
-from coordinator.drivers.module_spec import kmm_version, module_name
-from coordinator.event_notes import WARNING
 from coordinator.health import NO_HEARTBEAT, Heartbeat
 from coordinator.kube.client import KubeApi
 from coordinator.kube.events import EventRecorder
@@ -30,15 +27,18 @@ from coordinator.kube.workqueue import WorkQueue, run_worker
 from coordinator.rollout.act import API_ERROR_RETRY_SECONDS, RolloutActor
 from coordinator.rollout.agent_calls import AgentCalls, CallTable
 from coordinator.rollout.config import RolloutConfig
-from coordinator.rollout.decide import decide
-from coordinator.rollout.decision import Decision
 from coordinator.rollout.gather import RolloutGatherer, RolloutView
 from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.overlay import NodeOverlay
-from coordinator.rollout.refused import finishing_settings, refused_status
-from coordinator.rollout.rollout_input import module_container
-from coordinator.rollout.settings import RolloutSettings, SettingsError, rollout_settings
 from gpuctl.common.names import Phase
+from gpuctl.gpudriver.conflicts import conflicting_driver
+from gpuctl.gpudriver.module_spec import kmm_version, module_name
+from gpuctl.rollout.decide import decide
+from gpuctl.rollout.decision import Decision
+from gpuctl.rollout.event_notes import WARNING
+from gpuctl.rollout.refused import finishing_settings, refused_status
+from gpuctl.rollout.rollout_input import module_container
+from gpuctl.rollout.settings import RolloutSettings, SettingsError, rollout_settings
 
 
 class RolloutController:

@@ -22,31 +22,31 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Protocol
 
-from coordinator.drivers.module_spec import module_name
 from coordinator.kube.client import KubeApi, KubeError, path
 from coordinator.rollout.agent_calls import CallTable
 from coordinator.rollout.config import RolloutConfig
-from coordinator.rollout.facts import GpuPod, NodeFacts, RolloutInput
 from coordinator.rollout.overlay import NodeOverlay
-from coordinator.rollout.pods import gpu_pods
-from coordinator.rollout.prometheus_gate import (
+from gpuctl.common import names
+from gpuctl.common.names import Phase
+from gpuctl.common.node_selectors import node_labels, node_name
+from gpuctl.common.targeting import wanted_nodes
+from gpuctl.gpudriver.module_spec import module_name
+from gpuctl.rollout.facts import GpuPod, NodeFacts, RolloutInput
+from gpuctl.rollout.pods import gpu_pods
+from gpuctl.rollout.prometheus_gate import (
     GATE_RECHECK_SECONDS,
     MAX_ANSWER_BYTES,
     GateResult,
     gate_result,
 )
-from coordinator.rollout.refused import finishes_loaded, mid_step
-from coordinator.rollout.rollout_input import (
+from gpuctl.rollout.refused import finishes_loaded, mid_step
+from gpuctl.rollout.rollout_input import (
     Reads,
     considered,
     reads_kmm_workers,
     rollout_input,
 )
-from coordinator.rollout.settings import PrometheusGate, RolloutSettings
-from gpuctl.common import names
-from gpuctl.common.names import Phase
-from gpuctl.common.node_selectors import node_labels, node_name
-from gpuctl.common.targeting import wanted_nodes
+from gpuctl.rollout.settings import PrometheusGate, RolloutSettings
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
-from coordinator.rollout.actions import PatchNode
-from coordinator.rollout.node_step import seconds_since
 from gpuctl.common.names import Phase
+from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.holds import BlockKind
+from gpuctl.rollout.node_step import seconds_since
 
 STEP_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 

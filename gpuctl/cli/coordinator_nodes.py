@@ -3,7 +3,7 @@
 For admins who talk to the coordinator directly (a port-forward, a jump host). The caller's
 bearer token (`--token-file`, or $GPUCTL_TOKEN) must pass the coordinator's TokenReview and
 SubjectAccessReview on `gpunodes.gpuctl.dev`; the transport flags are the agent's own
-(gpuctl.common.grpc_client).
+(gpuctl.rpc.grpc_client).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from gpuctl.api.v1alpha1 import node_service_pb2 as service_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as service_grpc
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.node_view import NodeView, from_node_state
-from gpuctl.common.grpc_client import ClientTransport, bearer_metadata, open_channel
-from gpuctl.common.grpc_errors import describe_rpc_failure
+from gpuctl.rpc.grpc_client import ClientTransport, bearer_metadata, open_channel
+from gpuctl.rpc.grpc_errors import describe_rpc_failure
 
 CALL_TIMEOUT = 20.0
 

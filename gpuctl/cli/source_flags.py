@@ -17,7 +17,7 @@ from gpuctl.cli.errors import CommandError
 from gpuctl.cli.kube_client import load_api_client
 from gpuctl.cli.kube_nodes import KubeNodeSource
 from gpuctl.cli.node_source import NodeSource
-from gpuctl.common.grpc_client import (
+from gpuctl.rpc.grpc_client import (
     ClientConfigError,
     add_transport_arguments,
     read_token_file,

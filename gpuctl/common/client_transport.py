@@ -2,7 +2,7 @@
 
 Shared by `gpuctl-agent run` and the CLI's `--coordinator`, so the flags and their meaning
 exist once. No grpc import here: parsing flags (and `gpuctl-agent inspect`, which shares the
-parser) stays cheap; channels are opened by gpuctl.common.grpc_client.
+parser) stays cheap; channels are opened by gpuctl.rpc.grpc_client.
 
 - TLS by default, verifying the server against `--ca-file` (else $GPUCTL_CA_FILE, else the
   system trust store: a publicly trusted certificate, e.g. from an ACME issuer, needs no

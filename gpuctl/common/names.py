@@ -51,10 +51,11 @@ TARGET_LABEL = f"{GROUP}/driver-target"
 # On the GPUDriver: held until no node's driver would be unloaded while in use.
 FINALIZER = f"{GROUP}/unload-guard"
 # On a gpuctl KMM Module, set by an admin: the deliberate way out when the coordinator is gone
-# for good. The Module delete guard (a ValidatingAdmissionPolicy, coordinator/module_guard.py)
-# refuses every DELETE of a gpuctl Module except the coordinator's, unless the Module carries
-# this annotation with a non-empty value (the reason, recorded in the audit log). Deleting a
-# Module makes KMM unload it on every node at once, busy or not.
+# for good. The Module delete guard (a ValidatingAdmissionPolicy,
+# coordinator/policies/module_guard.py) refuses every DELETE of a gpuctl Module except the
+# coordinator's, unless the Module carries this annotation with a non-empty value (the reason,
+# recorded in the audit log). Deleting a Module makes KMM unload it on every node at once, busy or
+# not.
 ALLOW_DELETE_ANNOTATION = f"{GROUP}/allow-delete"
 # The audit annotation key (under the policy's name) that records that reason.
 ALLOW_DELETE_AUDIT_KEY = "allow-delete-reason"
@@ -75,7 +76,7 @@ AGENT_AUDIENCE = f"{GROUP}/agent"
 
 # KMM's API, as gpuctl uses it.
 # The label KMM puts on its worker Pods (Load or Unload): the chart's worker hold guard
-# (coordinator/worker_hold_guard.py) and the rollout (coordinator/rollout/kmm_activity.py).
+# (coordinator/policies/worker_hold_guard.py) and the rollout (gpuctl/rollout/kmm_activity.py).
 KMM_WORKER_ACTION_LABEL = "kmm.node.kubernetes.io/worker-action"
 KMM_GROUP = "kmm.sigs.x-k8s.io"
 KMM_VERSION = "v1beta1"
@@ -132,7 +133,8 @@ KMM_WORKER_HELD = f"{GROUP}/kmm-worker-held"
 # nudged now and then (its retries of the refused Pod may be backing off for minutes).
 KMM_WORKER_RELEASED = f"{GROUP}/kmm-worker-released"
 # On the coordinator's namespace: the nodes KMM's worker is held off, space-separated (the
-# chart's worker hold guard, coordinator/worker_hold_guard.py, reads it as namespaceObject).
+# chart's worker hold guard, coordinator/policies/worker_hold_guard.py, reads it as
+# namespaceObject).
 KMM_WORKER_HOLDS = f"{GROUP}/kmm-worker-holds"
 # On KMM's NodeModulesConfig: when gpuctl last nudged KMM to reconcile it (any change does).
 KMM_NUDGED_AT = f"{GROUP}/nudged-at"
@@ -145,7 +147,7 @@ RESUMED_VERSION = f"{GROUP}/rollout-resumed-version"
 ROLLBACK = f"{GROUP}/rollout-rollback"
 
 # On a Node verified at the target while the rollout soaks (spec.rollout.soakSeconds): what
-# it looked like when verified (coordinator/rollout/soak.py); dropped once its soak passed.
+# it looked like when verified (gpuctl/rollout/soak.py); dropped once its soak passed.
 SOAK_BASELINE = f"{GROUP}/soak-baseline"
 
 # Annotations that describe one node's pass and are dropped once it is done.

@@ -3,7 +3,7 @@
 The coordinator starts nodes only while the unavailable ones stay within maxUnavailable. A
 node that is unavailable already (cordoned by anyone, say by an admin) starts without taking
 another slot, so it goes first; the others go by name. The coordinator's decision
-(coordinator/rollout/decide.py) starts nodes in this order and `gpuctl rollout plan` lists
+(gpuctl/rollout/decide.py) starts nodes in this order and `gpuctl rollout plan` lists
 them in it. Pure.
 """
 

@@ -2,7 +2,7 @@
 
 `running_system` starts a local control plane (testbed/harness: etcd, kube-apiserver,
 kube-controller-manager, with KMM's CRDs and the chart's), the coordinator's ServiceAccount
-under the chart's RBAC (coordinator/rbac.py, which the chart's template is generated from),
+under the chart's RBAC (coordinator/policies/rbac.py, which the chart's template is generated from),
 KMM's own operator (testbed/harness/real_kmm.py), and the rollout rig that runs the coordinator
 and the agents as real processes (testbed/rollout_live). Everything lives in one temporary
 folder, which is removed on the way out, as every process is stopped: on success, on an error
@@ -80,7 +80,9 @@ def running_system(environ: Mapping[str, str], narrator: Narrator) -> Iterator[S
         narrator.note(
             f"ServiceAccount {account}: the rules of charts/gpuctl/templates/coordinator-rbac.yaml"
         )
-        narrator.note("(from coordinator/rbac.py), bound as the chart binds them, and no more")
+        narrator.note(
+            "(from coordinator/policies/rbac.py), bound as the chart binds them, and no more"
+        )
 
         narrator.step("starting KMM: its own manager and webhook server, built from its source")
         kmm = RealKmm(

@@ -17,7 +17,7 @@ image holding that version's xe for the nodes' kernel; `set_version` changes ver
 together, as an admin does.
 
 Versions: tests speak of the user's `kernelModule.version` (OLD, NEW); the rollout and KMM's
-labels speak of the Module's KMM version (coordinator.drivers.module_spec.kmm_version of the
+labels speak of the Module's KMM version (gpuctl.gpudriver.module_spec.kmm_version of the
 GPUDriver's spec): `target()` is the current one, `kmm_version_at(version)` the one a version
 gives with the rest of the spec unchanged.
 """
@@ -35,10 +35,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from coordinator.drivers.module_spec import kmm_version
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
-from coordinator.rollout.rollout_input import kmm_labels
 from gpuctl.common import names
+from gpuctl.gpudriver.module_spec import kmm_version
+from gpuctl.rollout.rollout_input import kmm_labels
 from testbed.agent_process import start_agent_process
 from testbed.cluster_agents import (
     AgentPods,

@@ -28,7 +28,7 @@ from agent.daemon.uevents import EventSource
 from agent.inspect import inspect_node
 from agent.sysfs_write import SysfsWriter
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
-from gpuctl.common.grpc_client import ClientTransport
+from gpuctl.rpc.grpc_client import ClientTransport
 from testbed.harness.certs import KeyPair, make_ca, make_serving_cert
 
 NODE = "gpu-node-1"

@@ -12,7 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from gpuctl.common.grpc_client import (
+from gpuctl.rpc.grpc_client import (
     ClientConfigError,
     ClientTransport,
     add_transport_arguments,
@@ -22,7 +22,7 @@ from gpuctl.common.grpc_client import (
     read_token_file,
     transport_from_args,
 )
-from gpuctl.common.grpc_errors import describe_rpc_failure
+from gpuctl.rpc.grpc_errors import describe_rpc_failure
 
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 
-from gpuctl.common.grpc_client import ClientTransport
+from gpuctl.rpc.grpc_client import ClientTransport
 from testbed.fakehost import FakeHost
 from testbed.harness.ports import free_loopback_ports
 from testbed.harness.waiting import wait_until

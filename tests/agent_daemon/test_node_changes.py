@@ -20,7 +20,7 @@ from agent.daemon.runner import AgentDaemon
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from gpuctl.common.grpc_client import ClientTransport
+from gpuctl.rpc.grpc_client import ClientTransport
 from testbed.fakehost import FakeHost
 from testbed.fakehost.scenarios import B70_PFS, two_pro_b70_with_vfs
 from tests.agent.fake_kernel import FakeKernel

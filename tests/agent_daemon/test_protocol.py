@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
-from gpuctl.common.grpc_client import ClientTransport
+from gpuctl.rpc.grpc_client import ClientTransport
 from testbed.fakehost import FakeHost
 from testbed.fakehost.scenarios import B580
 from tests.agent_daemon.fake_coordinator import MakeCoordinator

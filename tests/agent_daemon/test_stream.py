@@ -9,8 +9,8 @@ import grpc
 
 from agent.daemon.uevents import UEvent
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
-from gpuctl.common.grpc_client import ClientTransport
-from gpuctl.common.grpc_errors import LOST_STATUS_DETAILS, LOST_STATUS_PHRASE
+from gpuctl.rpc.grpc_client import ClientTransport
+from gpuctl.rpc.grpc_errors import LOST_STATUS_DETAILS, LOST_STATUS_PHRASE
 from testbed.fakehost import FakeHost
 from testbed.fakehost.scenarios import B580
 from tests.agent_daemon.fake_coordinator import MakeCoordinator

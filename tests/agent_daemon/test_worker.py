@@ -11,7 +11,7 @@ from pathlib import Path
 from agent.daemon.session import intervals_from_welcome
 from gpuctl.api.v1alpha1 import agent_service_pb2 as api
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from gpuctl.common.grpc_client import ClientTransport
+from gpuctl.rpc.grpc_client import ClientTransport
 from testbed.fakehost import FakeHost
 from tests.agent_daemon.fake_coordinator import MakeCoordinator
 from tests.agent_daemon.harness import NODE, agent_config, running_agent, seconds, welcome

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from agent.__main__ import build_parser as build_agent_parser
-from coordinator import pool_guard, worker_hold_guard
 from coordinator.main import parse_args
+from coordinator.policies import pool_guard, worker_hold_guard
 from tests.support.helm import Helm, HelmError, find, kinds
 
 Rendered = list[dict[str, Any]]
@@ -31,7 +31,7 @@ BASE_KINDS = [
     "Service",  # gRPC and metrics
     "ServiceAccount",
     "ServiceAccount",
-    # The Module, NodeModulesConfig and KMM CRD delete guards (coordinator/module_guard.py,
+    # The Module, NodeModulesConfig and KMM CRD delete guards (coordinator/policies/module_guard.py,
     # nmc_guard.py, kmm_crd_guard.py; docs/uninstall.md) and the worker hold guard
     # (worker_hold_guard.py).
     *["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 4,
@@ -89,7 +89,7 @@ def check_defaults(rendered: Rendered) -> None:
     assert "nodeSelector" not in pod_spec(rendered, "DaemonSet")
     assert "--allow-node-changes" not in args_of(rendered, "DaemonSet")
     # The coordinator holds KMM's worker off a node opened after its check, and the chart's
-    # guard (coordinator/worker_hold_guard.py, for the release namespace) enforces it.
+    # guard (coordinator/policies/worker_hold_guard.py, for the release namespace) enforces it.
     assert "--kmm-worker-hold" in args_of(rendered, "Deployment")
     hold = [o for o in rendered if o["metadata"]["name"] == "gpuctl-kmm-worker-hold"]
     expected = worker_hold_guard.guard_objects("gpuctl-kmm-worker-hold", "gpuctl-system")
@@ -190,7 +190,8 @@ def check_shard(rendered: Rendered) -> None:
     assert node_terms(rendered) == [linux_and(label) for label in NFD_LABELS]
     # The coordinator itself may run anywhere.
     assert "nodeSelector" not in pod_spec(rendered, "Deployment")
-    # The pool move guard (coordinator/pool_guard.py), for the pool's labels: a shard's only.
+    # The pool move guard (coordinator/policies/pool_guard.py), for the pool's labels: a shard's
+    # only.
     guards = [o for o in rendered if o["metadata"]["name"].endswith("-pool-move-guard")]
     assert [o["kind"] for o in guards] == [
         "ValidatingAdmissionPolicy",

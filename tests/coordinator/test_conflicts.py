@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.drivers.conflicts import conflicting_driver
+from gpuctl.gpudriver.conflicts import conflicting_driver
 from tests.support import samples
 
 

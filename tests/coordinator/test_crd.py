@@ -11,8 +11,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from coordinator.drivers import model
-from coordinator.drivers.crd import gpudriver_crd
+from gpuctl.gpudriver import model
+from gpuctl.gpudriver.crd import gpudriver_crd
 
 
 def _spec_schema() -> dict[str, Any]:

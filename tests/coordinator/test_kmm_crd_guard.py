@@ -1,4 +1,5 @@
-"""The KMM CRD delete guard's objects (coordinator/kmm_crd_guard.py) and their chart template.
+"""The KMM CRD delete guard's objects (coordinator/policies/kmm_crd_guard.py) and their chart
+template.
 
 What the API server makes of them is proven on a real one with real KMM in
 tests/integration/drivers/test_module_delete_guard.py; here, the shape each part relies on."""
@@ -7,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.admission_policy import HELM_KEEP
-from coordinator.kmm_crd_guard import GUARDED_CRDS, guard_objects, refusal_message
+from coordinator.policies.admission_policy import HELM_KEEP
+from coordinator.policies.kmm_crd_guard import GUARDED_CRDS, guard_objects, refusal_message
 from gpuctl.common import names
 from hack.generators.admission_guards import CRD_GUARD_PATH, crd_guard_text
 

@@ -1,4 +1,4 @@
-"""Which KMM gpuctl writes a Module for (coordinator/drivers/kmm_support.py, from KMM's
+"""Which KMM gpuctl writes a Module for (gpuctl/gpudriver/kmm_support.py, from KMM's
 NodeModulesConfig CRD) and how often it asks (coordinator/drivers/kmm_check.py)."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from coordinator.drivers.kmm_check import CRD_PATH, KmmSupportCheck
-from coordinator.drivers.kmm_support import unsupported_kmm
-from coordinator.drivers.module_spec import desired_module
-from coordinator.drivers.plan import Action, PlanInput, plan
 from coordinator.kube.client import KubeError
+from gpuctl.gpudriver.kmm_support import unsupported_kmm
+from gpuctl.gpudriver.module_spec import desired_module
+from gpuctl.gpudriver.plan import Action, PlanInput, plan
 from tests.support import samples
 
 

@@ -1,4 +1,4 @@
-"""The reference's known issues as GPUDriver warnings (coordinator/drivers/known_issues.py)."""
+"""The reference's known issues as GPUDriver warnings (gpuctl/gpudriver/known_issues.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.drivers.known_issues import (
+from gpuctl.gpudriver.known_issues import (
     FIRMWARE_ON_CONTAINERD,
     NO_NODES,
     UNSUPPORTED_OS,

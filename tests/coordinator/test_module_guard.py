@@ -1,11 +1,12 @@
-"""The Module delete guard's objects (coordinator/module_guard.py) and their chart template."""
+"""The Module delete guard's objects (coordinator/policies/module_guard.py) and their chart
+template."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.admission_policy import HELM_KEEP, service_account_username
-from coordinator.module_guard import SPEC_MESSAGE, guard_objects, refusal_message
+from coordinator.policies.admission_policy import HELM_KEEP, service_account_username
+from coordinator.policies.module_guard import SPEC_MESSAGE, guard_objects, refusal_message
 from gpuctl.common import names
 from hack.generators.admission_guards import MODULE_GUARD_PATH, module_guard_text
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from coordinator.drivers import model
-from coordinator.drivers import module_spec as ms
 from gpuctl.common.tolerations import CORDON_TOLERATION
+from gpuctl.gpudriver import model
+from gpuctl.gpudriver import module_spec as ms
 from tests.support import samples
 
 D = "gpu-policy"

@@ -1,5 +1,5 @@
-"""The NodeModulesConfig delete guard's objects (coordinator/nmc_guard.py), their chart template,
-and the CEL message helper both guards share (coordinator/admission_policy.py).
+"""The NodeModulesConfig delete guard's objects (coordinator/policies/nmc_guard.py), their chart
+template, and the CEL message helper both guards share (coordinator/policies/admission_policy.py).
 
 What the API server makes of the CEL is proven on a real one with real KMM in
 tests/integration/rollout/test_nmc_delete_guard.py; here, the shape each part relies on."""
@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.admission_policy import HELM_KEEP, templated_message
-from coordinator.nmc_guard import GARBAGE_COLLECTOR_USERNAMES, guard_objects, refusal_message
+from coordinator.policies.admission_policy import HELM_KEEP, templated_message
+from coordinator.policies.nmc_guard import (
+    GARBAGE_COLLECTOR_USERNAMES,
+    guard_objects,
+    refusal_message,
+)
 from gpuctl.common import names
 from hack.generators.admission_guards import NMC_GUARD_PATH, nmc_guard_text
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.drivers import node_facts
-from coordinator.drivers.module_spec import desired_module, ready_label, version_label
-from coordinator.drivers.plan import Action, PlanInput, plan
-from coordinator.drivers.validation import FieldError
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
 from gpuctl.common.tolerations import CORDON_TAINT_KEY
+from gpuctl.gpudriver import node_facts
+from gpuctl.gpudriver.module_spec import desired_module, ready_label, version_label
+from gpuctl.gpudriver.plan import Action, PlanInput, plan
+from gpuctl.gpudriver.validation import FieldError
 from tests.support import samples
 
 MOD = "gpu-policy-gpu"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from coordinator.drivers.module_spec import desired_module, ready_label, version_label
 from coordinator.drivers.reconciler import CONFLICT_RETRY_SECONDS
 from coordinator.kube.client import KubeError
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
+from gpuctl.gpudriver.module_spec import desired_module, ready_label, version_label
 from tests.support import samples
 from tests.support.drivers_world import (
     DRIVERS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from coordinator.drivers.status import (
+from gpuctl.gpudriver.status import (
     KMM_NOT_INSTALLED,
     KNOWN_ISSUES,
     Observation,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.drivers.model import PARAMETER_MESSAGE, VERSION_MESSAGE
-from coordinator.drivers.validation import (
+from gpuctl.gpudriver.model import PARAMETER_MESSAGE, VERSION_MESSAGE
+from gpuctl.gpudriver.validation import (
     FieldError,
     expand_template_variables,
     image_problem,

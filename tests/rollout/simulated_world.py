@@ -18,16 +18,19 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from coordinator.rollout.actions import (
+from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.common import names
+from gpuctl.common.names import IN_PROGRESS, Phase
+from gpuctl.rollout.actions import (
     EvictPods,
     PatchNode,
     RequestReport,
     SendPrepare,
     SendRestore,
 )
-from coordinator.rollout.decide import decide
-from coordinator.rollout.decision import Decision
-from coordinator.rollout.facts import (
+from gpuctl.rollout.decide import decide
+from gpuctl.rollout.decision import Decision
+from gpuctl.rollout.facts import (
     INSPECT,
     PREPARE,
     RESTORE,
@@ -40,11 +43,8 @@ from coordinator.rollout.facts import (
     RestoreFacts,
     RolloutInput,
 )
-from coordinator.rollout.records import decode_changes
-from coordinator.rollout.settings import RolloutSettings, max_unavailable
-from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
-from gpuctl.common import names
-from gpuctl.common.names import IN_PROGRESS, Phase
+from gpuctl.rollout.records import decode_changes
+from gpuctl.rollout.settings import RolloutSettings, max_unavailable
 from tests.support.rollout_samples import (
     DRIVER,
     KMM,

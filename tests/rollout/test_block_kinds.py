@@ -3,13 +3,13 @@ metrics and status.rollout read the kind, never the words, and any other step dr
 
 from __future__ import annotations
 
-from coordinator.rollout.actions import PatchNode
-from coordinator.rollout.decide import decide
-from coordinator.rollout.facts import BlockerFact, NodeFacts
-from coordinator.rollout.settings import RolloutSettings
 from gpuctl.common import names
 from gpuctl.common.names import Phase
+from gpuctl.rollout.actions import PatchNode
+from gpuctl.rollout.decide import decide
+from gpuctl.rollout.facts import BlockerFact, NodeFacts
 from gpuctl.rollout.holds import BlockKind
+from gpuctl.rollout.settings import RolloutSettings
 from tests.support.rollout_samples import (
     ACTIVE_VFS,
     HELD,

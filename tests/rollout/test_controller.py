@@ -7,17 +7,17 @@ import concurrent.futures
 import copy
 from typing import Any
 
-from coordinator.drivers.module_spec import kmm_version
 from coordinator.kube.client import KubeError
 from coordinator.kube.events import EventRecorder
 from coordinator.rollout.act import CONFLICT_RETRY_SECONDS
 from coordinator.rollout.config import RolloutConfig
 from coordinator.rollout.controller import RolloutController
-from coordinator.rollout.node_step import EVICT_RETRY_SECONDS
-from coordinator.rollout.rollout_input import kmm_labels
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names
+from gpuctl.gpudriver.module_spec import kmm_version
+from gpuctl.rollout.node_step import EVICT_RETRY_SECONDS
+from gpuctl.rollout.rollout_input import kmm_labels
 from tests.support import samples
 from tests.support.clock import ManualClock
 from tests.support.memory_api import MemoryApi

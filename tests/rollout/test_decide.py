@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from coordinator.rollout.actions import PatchNode, RequestReport
-from coordinator.rollout.decide import decide
-from coordinator.rollout.decision import Decision
-from coordinator.rollout.facts import GpuPod, NodeFacts
-from coordinator.rollout.settings import RolloutSettings
 from gpuctl.common import names
 from gpuctl.common.names import Phase
+from gpuctl.rollout.actions import PatchNode, RequestReport
+from gpuctl.rollout.decide import decide
+from gpuctl.rollout.decision import Decision
+from gpuctl.rollout.facts import GpuPod, NodeFacts
+from gpuctl.rollout.settings import RolloutSettings
 from tests.support.rollout_samples import (
     KMM,
     OLD,

@@ -26,10 +26,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.rollout.facts import GpuPod
-from coordinator.rollout.settings import max_unavailable
 from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase
+from gpuctl.rollout.facts import GpuPod
+from gpuctl.rollout.settings import max_unavailable
 from tests.rollout.simulated_world import SimNode, SimWorld, world
 from tests.support.rollout_samples import TARGET
 

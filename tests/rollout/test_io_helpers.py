@@ -8,15 +8,15 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from coordinator.rollout.actions import PatchNode
 from coordinator.rollout.agent_calls import CallTable
-from coordinator.rollout.facts import INSPECT, GpuPod
 from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.overlay import NodeOverlay
-from coordinator.rollout.pods import eviction, gpu_pods
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common.names import Phase
+from gpuctl.rollout.actions import PatchNode
+from gpuctl.rollout.facts import INSPECT, GpuPod
 from gpuctl.rollout.holds import BlockKind
+from gpuctl.rollout.pods import eviction, gpu_pods
 from tests.support.rollout_samples import NOW, ago
 
 

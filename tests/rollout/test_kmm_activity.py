@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.rollout.kmm_activity import (
+from gpuctl.common.gpu_pods import is_gpu_pod
+from gpuctl.rollout.kmm_activity import (
     MODULE_NAME_LABEL,
     WORKER_ACTION_LABEL,
     image_state,
@@ -16,8 +17,7 @@ from coordinator.rollout.kmm_activity import (
     module_worker_pods,
     worker_pod_part,
 )
-from coordinator.rollout.pods import watched_part
-from gpuctl.common.gpu_pods import is_gpu_pod
+from gpuctl.rollout.pods import watched_part
 
 NAMESPACE = "gpuctl-system"
 IMAGE = "registry.example.com/xe:v7.1.4.6"

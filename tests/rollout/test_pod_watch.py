@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.rollout.pods import asks_for_gpus, pod_node, watched_part
 from gpuctl.common.gpu_pods import is_gpu_pod
+from gpuctl.rollout.pods import asks_for_gpus, pod_node, watched_part
 from tests.rollout.test_controller import (
     DRIVER,
     LABELS,

@@ -10,11 +10,11 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from coordinator.rollout.actions import PatchNode
-from coordinator.rollout.decide import decide
-from coordinator.rollout.prometheus_gate import GateResult, gate_result
-from coordinator.rollout.settings import PrometheusGate, RolloutSettings
 from gpuctl.common.names import Phase
+from gpuctl.rollout.actions import PatchNode
+from gpuctl.rollout.decide import decide
+from gpuctl.rollout.prometheus_gate import GateResult, gate_result
+from gpuctl.rollout.settings import PrometheusGate, RolloutSettings
 from tests.support.rollout_samples import NOW, TARGET, node, rollout
 
 QUERY = 'ALERTS{alertstate="firing"}'

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.rollout.records import (
+from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
+from gpuctl.rollout.records import (
     BoundFunction,
     RecordError,
     decode_bound,
@@ -16,7 +17,6 @@ from coordinator.rollout.records import (
     merge_changes,
     reconstructed_changes,
 )
-from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from tests.support.rollout_samples import PF, disabled_vfs
 
 

@@ -1,22 +1,22 @@
-"""A refused rollout's pure rules (coordinator/rollout/refused.py): which nodes finish, at
+"""A refused rollout's pure rules (gpuctl/rollout/refused.py): which nodes finish, at
 what, by which settings, and what the status says."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from coordinator.rollout.decide import decide
-from coordinator.rollout.facts import node_facts
-from coordinator.rollout.refused import (
+from gpuctl.common import names
+from gpuctl.common.names import Phase
+from gpuctl.rollout.decide import decide
+from gpuctl.rollout.facts import node_facts
+from gpuctl.rollout.refused import (
     anothers_step,
     finishes_loaded,
     finishing_settings,
     mid_step,
     refused_status,
 )
-from coordinator.rollout.settings import RolloutSettings, rollout_settings
-from gpuctl.common import names
-from gpuctl.common.names import Phase
+from gpuctl.rollout.settings import RolloutSettings, rollout_settings
 from tests.support import rollout_samples as samples
 
 

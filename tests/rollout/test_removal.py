@@ -9,15 +9,15 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from coordinator.rollout.actions import PatchNode, RequestReport
-from coordinator.rollout.decide import decide
-from coordinator.rollout.decision import Decision
-from coordinator.rollout.facts import NodeFacts
-from coordinator.rollout.settings import RolloutSettings
-from coordinator.rollout.steps import step_checking, step_loading, step_preparing
-from coordinator.rollout.verify import step_verifying
 from gpuctl.common import names
 from gpuctl.common.names import Phase
+from gpuctl.rollout.actions import PatchNode, RequestReport
+from gpuctl.rollout.decide import decide
+from gpuctl.rollout.decision import Decision
+from gpuctl.rollout.facts import NodeFacts
+from gpuctl.rollout.settings import RolloutSettings
+from gpuctl.rollout.steps import step_checking, step_loading, step_preparing
+from gpuctl.rollout.verify import step_verifying
 from tests.support.rollout_samples import (
     KMM,
     NONE,

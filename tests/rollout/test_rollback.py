@@ -8,12 +8,12 @@ import dataclasses
 import json
 from typing import Any
 
-from coordinator.rollout.decide import decide
-from coordinator.rollout.history import recorded
-from coordinator.rollout.settings import RolloutSettings
 from gpuctl.common import names
 from gpuctl.common import revisions as rev
 from gpuctl.common.names import Phase
+from gpuctl.rollout.decide import decide
+from gpuctl.rollout.history import recorded
+from gpuctl.rollout.settings import RolloutSettings
 from tests.support.rollout_samples import (
     OLD,
     OLD_MODULE_VERSION,

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from coordinator.rollout.actions import PatchNode
-from coordinator.rollout.decide import decide
-from coordinator.rollout.settings import RolloutSettings
 from gpuctl.cli.rollout_plan import NodeFacts as PlanNode
 from gpuctl.cli.rollout_plan import PlanInput, plan_rollout
 from gpuctl.common.names import Phase
+from gpuctl.rollout.actions import PatchNode
+from gpuctl.rollout.decide import decide
 from gpuctl.rollout.order import is_unavailable, start_order
+from gpuctl.rollout.settings import RolloutSettings
 from tests.support.rollout_samples import node, rollout
 
 

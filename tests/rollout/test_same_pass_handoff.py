@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from coordinator.event_notes import NORMAL, EventNote
 from coordinator.kube.client import KubeError
 from coordinator.rollout.act import CONFLICT_RETRY_SECONDS
-from coordinator.rollout.actions import PatchNode
-from coordinator.rollout.decide import decide
-from coordinator.rollout.decision import Decision
-from coordinator.rollout.settings import RolloutSettings
 from gpuctl.common import names
 from gpuctl.common.names import Phase
+from gpuctl.rollout.actions import PatchNode
+from gpuctl.rollout.decide import decide
+from gpuctl.rollout.decision import Decision
+from gpuctl.rollout.event_notes import NORMAL, EventNote
+from gpuctl.rollout.settings import RolloutSettings
 from tests.rollout.test_parallel_nodes import PATHS, SECOND, two_node_world
 from tests.rollout.test_steps import verifying
 from tests.support.rollout_samples import PF, answered, new_report, node, rollout

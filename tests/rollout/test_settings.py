@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.rollout.settings import (
+from gpuctl.rollout.settings import (
     SettingsError,
     max_unavailable,
     parse_duration,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.rollout.facts import GpuPod
 from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase
+from gpuctl.rollout.facts import GpuPod
 from tests.rollout.simulated_world import SimWorld, world
 from tests.support.rollout_samples import KMM, TARGET
 

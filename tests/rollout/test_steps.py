@@ -7,27 +7,27 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from coordinator.rollout.actions import (
+from gpuctl.common import names
+from gpuctl.common.names import Phase
+from gpuctl.rollout.actions import (
     EvictPods,
     PatchNode,
     RequestReport,
     SendPrepare,
     SendRestore,
 )
-from coordinator.rollout.facts import INSPECT, PREPARE, RESTORE, GpuPod, NodeFacts, RestoreFacts
-from coordinator.rollout.records import BoundFunction, encode_bound, encode_changes, encode_vfs
-from coordinator.rollout.settings import RolloutSettings, Timeouts
-from coordinator.rollout.steps import (
+from gpuctl.rollout.facts import INSPECT, PREPARE, RESTORE, GpuPod, NodeFacts, RestoreFacts
+from gpuctl.rollout.records import BoundFunction, encode_bound, encode_changes, encode_vfs
+from gpuctl.rollout.settings import RolloutSettings, Timeouts
+from gpuctl.rollout.steps import (
     LOAD_WITHDRAWN,
     step_checking,
     step_draining,
     step_loading,
     step_preparing,
 )
-from coordinator.rollout.verify import step_verifying
-from coordinator.rollout.worker_hold import LOADING_CHECK_SECONDS
-from gpuctl.common import names
-from gpuctl.common.names import Phase
+from gpuctl.rollout.verify import step_verifying
+from gpuctl.rollout.worker_hold import LOADING_CHECK_SECONDS
 from tests.support.rollout_samples import (
     ACTIVE_VFS,
     HELD,

@@ -7,12 +7,12 @@ import dataclasses
 from datetime import timedelta
 from typing import Any
 
-from coordinator.rollout.actions import PatchNode
-from coordinator.rollout.decide import decide
-from coordinator.rollout.prometheus_gate import GateResult
-from coordinator.rollout.settings import PrometheusGate, RolloutSettings
 from gpuctl.common.names import Phase
+from gpuctl.rollout.actions import PatchNode
+from gpuctl.rollout.decide import decide
 from gpuctl.rollout.holds import HoldKind, WaitKind
+from gpuctl.rollout.prometheus_gate import GateResult
+from gpuctl.rollout.settings import PrometheusGate, RolloutSettings
 from tests.support.rollout_samples import NOW, OPEN_CLIENT, TARGET, node, rollout
 
 FREE = RolloutSettings(hold_after_first_node=False)

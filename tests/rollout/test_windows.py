@@ -11,12 +11,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from coordinator.rollout.actions import PatchNode
-from coordinator.rollout.decide import decide
-from coordinator.rollout.decision import Decision
-from coordinator.rollout.settings import RolloutSettings, SettingsError, rollout_settings
-from coordinator.rollout.windows import Window, window_state
 from gpuctl.common.names import Phase
+from gpuctl.rollout.actions import PatchNode
+from gpuctl.rollout.decide import decide
+from gpuctl.rollout.decision import Decision
+from gpuctl.rollout.settings import RolloutSettings, SettingsError, rollout_settings
+from gpuctl.rollout.windows import Window, window_state
 from tests.support.rollout_samples import TARGET, loaded_labels, node, rollout
 
 BERLIN = ZoneInfo("Europe/Berlin")

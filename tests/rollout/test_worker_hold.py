@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 
-from coordinator.rollout.actions import (
+from gpuctl.common import names
+from gpuctl.common.names import Phase
+from gpuctl.rollout.actions import (
     DeleteWorkerPods,
     HoldWorkers,
     NudgeKmm,
     PatchNode,
     RequestReport,
 )
-from coordinator.rollout.decide import decide
-from coordinator.rollout.steps import step_loading
-from coordinator.rollout.worker_hold import cleanup
-from gpuctl.common import names
-from gpuctl.common.names import Phase
+from gpuctl.rollout.decide import decide
+from gpuctl.rollout.steps import step_loading
+from gpuctl.rollout.worker_hold import cleanup
 from tests.support.rollout_samples import (
     KMM,
     NONE,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from coordinator.kmm_crd_guard import guard_objects
 from coordinator.kube.client import Kube, KubeError, path
+from coordinator.policies.kmm_crd_guard import guard_objects
 from tests.support.admission_policies import installed_policy, refusal
 
 

@@ -1,8 +1,8 @@
 """The chart's Module delete guard installed on the test API server, for one test namespace.
 
-`installed_guard` POSTs coordinator/module_guard.py's objects (the ones hack/generate.py writes
-into the chart) with the test's names; it is enforced once a dry-run DELETE of a guarded Module
-by someone other than the coordinator is refused (tests/support/admission_policies.py).
+`installed_guard` POSTs coordinator/policies/module_guard.py's objects (the ones hack/generate.py
+writes into the chart) with the test's names; it is enforced once a dry-run DELETE of a guarded
+Module by someone other than the coordinator is refused (tests/support/admission_policies.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Iterator
 
 from coordinator.kube.client import Kube, KubeError, path
-from coordinator.module_guard import guard_objects
+from coordinator.policies.module_guard import guard_objects
 from gpuctl.common import names
 from tests.support.admission_policies import installed_policy, refusal
 

@@ -1,8 +1,8 @@
 """The chart's NodeModulesConfig delete guard installed on the test API server, for the gpuctl
 Modules of one test namespace.
 
-`installed_nmc_guard` POSTs coordinator/nmc_guard.py's objects (the ones hack/generate.py writes
-into the chart) with the test's names; it is enforced once a dry-run DELETE of the
+`installed_nmc_guard` POSTs coordinator/policies/nmc_guard.py's objects (the ones hack/generate.py
+writes into the chart) with the test's names; it is enforced once a dry-run DELETE of the
 NodeModulesConfig of a node where the namespace's Module is loaded is refused.
 """
 
@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Iterator
 
 from coordinator.kube.client import Kube, KubeError, path
-from coordinator.nmc_guard import guard_objects
+from coordinator.policies.nmc_guard import guard_objects
 from gpuctl.common import names
 from tests.support.admission_policies import installed_policy, refusal
 

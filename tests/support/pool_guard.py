@@ -1,6 +1,6 @@
 """The chart's pool move guard installed on the test API server, for one test's pool.
 
-`installed_pool_guard` POSTs coordinator/pool_guard.py's objects (the ones hack/generate.py
+`installed_pool_guard` POSTs coordinator/policies/pool_guard.py's objects (the ones hack/generate.py
 writes into the chart for a shard) with the test's names; it is enforced once a dry-run move of
 `probe_node` (a node of the pool the rollout has a stake in) out of the pool is refused.
 """
@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Iterator
 
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
-from coordinator.pool_guard import guard_objects, pool_literal
+from coordinator.policies.pool_guard import guard_objects, pool_literal
 from tests.support.admission_policies import installed_policy, refusal
 
 

@@ -162,7 +162,7 @@ def module(
 
 def kmm_node_config_crd(*, boot_id: bool = True) -> dict[str, Any]:
     """KMM's NodeModulesConfig CRD, reduced to what tells its versions apart: from v2.4.0 its
-    status entries have a `bootId` (coordinator/drivers/kmm_support.py)."""
+    status entries have a `bootId` (gpuctl/gpudriver/kmm_support.py)."""
     fields: dict[str, Any] = {"name": {"type": "string"}, "namespace": {"type": "string"}}
     if boot_id:
         fields["bootId"] = {"type": "string"}

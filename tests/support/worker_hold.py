@@ -1,6 +1,6 @@
 """The chart's worker hold guard installed on the test API server, for one test namespace.
 
-`installed_worker_hold_guard` POSTs coordinator/worker_hold_guard.py's objects (the ones
+`installed_worker_hold_guard` POSTs coordinator/policies/worker_hold_guard.py's objects (the ones
 hack/generate.py writes into the chart); it is enforced once a dry-run KMM worker Pod on a node
 the namespace's names.KMM_WORKER_HOLDS lists (a probe entry, taken out again) is refused.
 """
@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Iterator
 
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
-from coordinator.worker_hold_guard import guard_objects, held_in
+from coordinator.policies.worker_hold_guard import guard_objects, held_in
 from gpuctl.common import names
 from tests.support.admission_policies import installed_policy, refusal
 

@@ -1,6 +1,6 @@
 """The chart's admission guards, installed with real `helm install`: what it renders is
-coordinator/module_guard.py's and coordinator/nmc_guard.py's guards (the ones the other
-integration tests prove), the API server type-checks them clean and enforces them, and `helm
+coordinator/policies/module_guard.py's and coordinator/policies/nmc_guard.py's guards (the ones the
+other integration tests prove), the API server type-checks them clean and enforces them, and `helm
 uninstall` keeps them until the admin removes them (docs/uninstall.md).
 
 - Module guard: a cluster admin's DELETE of a gpuctl Module is refused, the chart's
@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from coordinator import kmm_crd_guard, module_guard, nmc_guard
-from coordinator.admission_policy import HELM_KEEP, service_account_username
-from coordinator.drivers.module_spec import desired_module
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError
+from coordinator.policies import kmm_crd_guard, module_guard, nmc_guard
+from coordinator.policies.admission_policy import HELM_KEEP, service_account_username
 from gpuctl.common import names
+from gpuctl.gpudriver.module_spec import desired_module
 from testbed.cluster_api import Api, gpudriver, simple_spec
 from testbed.harness.access import KubeCluster
 from testbed.harness.waiting import wait_until

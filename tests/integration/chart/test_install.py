@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from coordinator.drivers.module_spec import module_name
 from coordinator.kube.client import Kube, KubeError, path
 from gpuctl.common.names import SERVING_LABEL
+from gpuctl.gpudriver.module_spec import module_name
 from testbed.cluster_api import TEST_LABEL, Api, gpudriver, simple_spec
 from testbed.harness.access import KubeCluster
 from testbed.harness.ports import free_loopback_ports

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from coordinator.drivers.module_spec import desired_module, module_name, ready_label
 from coordinator.kube.client import MERGE_PATCH, Kube, path
 from gpuctl.cli.main import main
 from gpuctl.common import names, timestamps
+from gpuctl.gpudriver.module_spec import desired_module, module_name, ready_label
 from testbed.cluster_api import Api, gpudriver, node_labels, simple_spec
 from testbed.coordinator_rbac import username
 from testbed.fakehost.scenarios import B580

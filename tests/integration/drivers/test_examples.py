@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from coordinator.drivers import model
-from coordinator.drivers.module_spec import module_name
 from coordinator.kube.client import path
+from gpuctl.gpudriver import model
+from gpuctl.gpudriver.module_spec import module_name
 from testbed.cluster_api import TEST_LABEL, Api, wait_status
 from testbed.harness.access import KubeCluster
 from tests.support.coordinator_thread import running_coordinator

@@ -2,7 +2,7 @@
 would read it otherwise than gpuctl.
 
 KMM compiles `kernelMappings[].regexp` with Go's RE2 (internal/webhook/module.go); gpuctl
-checks a GPUDriver's before it writes the Module (coordinator/drivers/validation.py), so a
+checks a GPUDriver's before it writes the Module (gpuctl/gpudriver/validation.py), so a
 GPUDriver KMM would refuse is refused with the field named instead of a Module that never
 lands. This runs every pattern through both - KMM's webhook server on the real API server -
 and requires them to agree; and the patterns Go's RE2 accepts but Python's `re` reads
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from coordinator.drivers.validation import regexp_problem
+from gpuctl.gpudriver.validation import regexp_problem
 from testbed.harness.real_kmm import KMM_GROUP, KMM_VERSION, RealKmm
 
 pytestmark = pytest.mark.integration

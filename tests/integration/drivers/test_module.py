@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.drivers.module_spec import desired_module, kmm_version
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
+from gpuctl.gpudriver.module_spec import desired_module, kmm_version
 from testbed.cluster_api import (
     Api,
     gpudriver,

@@ -3,10 +3,10 @@
 KMM unloads a Module on every node at once as soon as it is marked for deletion
 (module_reconciler.go finalizeModule, nmc_reconciler.go: KMM's own operator runs here, and its
 worker unloads the nodes' fake hosts), so the chart's
-ValidatingAdmissionPolicy (coordinator/module_guard.py, installed here with the test's names)
-refuses the DELETE itself. Shown here: a cluster admin's `kubectl delete module` (and a delete
-of the whole collection) is refused with the way out in the message and KMM unloads nothing; so
-is taking the Module's gpudriver label off, and so is any change to its spec (KMM would reload
+ValidatingAdmissionPolicy (coordinator/policies/module_guard.py, installed here with the test's
+names) refuses the DELETE itself. Shown here: a cluster admin's `kubectl delete module` (and a
+delete of the whole collection) is refused with the way out in the message and KMM unloads nothing;
+so is taking the Module's gpudriver label off, and so is any change to its spec (KMM would reload
 every node at that version; `gpuctl.dev/allow-edit` is that way out); a namespace deletion
 cannot delete the Module (the namespace stays Terminating with the namespace controller's
 condition, no node unloads); the
@@ -29,11 +29,11 @@ from typing import Any
 
 import pytest
 
-from coordinator import kmm_crd_guard
-from coordinator.drivers.module_spec import desired_module, module_name
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
-from coordinator.module_guard import SPEC_MESSAGE, UNLABEL_MESSAGE, refusal_message
+from coordinator.policies import kmm_crd_guard
+from coordinator.policies.module_guard import SPEC_MESSAGE, UNLABEL_MESSAGE, refusal_message
 from gpuctl.common import names
+from gpuctl.gpudriver.module_spec import desired_module, module_name
 from testbed.cluster_api import Api, gpudriver, node_labels, simple_spec
 from testbed.coordinator_rbac import bound_coordinator, username
 from testbed.fixture_types import MakeNode

@@ -1,5 +1,5 @@
-"""The coordinator works under exactly the permissions the chart grants it (coordinator/rbac.py),
-as a ServiceAccount with a real token, not as the cluster admin.
+"""The coordinator works under exactly the permissions the chart grants it
+(coordinator/policies/rbac.py), as a ServiceAccount with a real token, not as the cluster admin.
 """
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from coordinator.drivers.module_spec import desired_module, kmm_version, version_label
 from coordinator.kube.client import path
 from gpuctl.common.names import TARGET_LABEL
+from gpuctl.gpudriver.module_spec import desired_module, kmm_version, version_label
 from testbed.cluster_api import (
     TEST_LABEL,
     Api,

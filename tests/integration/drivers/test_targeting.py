@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.drivers.module_spec import desired_module, version_label
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
+from gpuctl.gpudriver.module_spec import desired_module, version_label
 from testbed.cluster_api import (
     TEST_LABEL,
     Api,

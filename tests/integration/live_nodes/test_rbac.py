@@ -1,6 +1,6 @@
 """Live node reports work under exactly the permissions the chart grants the coordinator.
 
-The coordinator's ServiceAccount gets coordinator/rbac.py's cluster rules (as the chart's
+The coordinator's ServiceAccount gets coordinator/policies/rbac.py's cluster rules (as the chart's
 generated ClusterRole does) and nothing else; as that account it reviews an agent's token,
 creates and writes the agent's GPUNode, and checks a NodeService caller's access.
 """

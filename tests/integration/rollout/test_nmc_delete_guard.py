@@ -3,12 +3,12 @@ reloads a busy node behind the rollout's back (the issue "Twelve ways a busy nod
 its driver", item 9).
 
 KMM recreates a deleted NodeModulesConfig from the Module at once, without status, and its
-loader's first act is `modprobe -r` of the live `xe`. With the guard (coordinator/nmc_guard.py,
-as the chart installs it) a cluster admin's DELETE of a busy node's NodeModulesConfig is
-refused naming the node and the way out; the deliberate way out (`gpuctl.dev/allow-delete:
-<reason>`) lets it through, and then KMM does reload that node — shown on an idle one, which is
-why the guard exists; deleting a Node still lets the garbage collector delete its
-NodeModulesConfig. The rig's oracle ends the test asserting no unload was ever attempted on the
+loader's first act is `modprobe -r` of the live `xe`. With the guard
+(coordinator/policies/nmc_guard.py, as the chart installs it) a cluster admin's DELETE of a busy
+node's NodeModulesConfig is refused naming the node and the way out; the deliberate way out
+(`gpuctl.dev/allow-delete: <reason>`) lets it through, and then KMM does reload that node — shown on
+an idle one, which is why the guard exists; deleting a Node still lets the garbage collector delete
+its NodeModulesConfig. The rig's oracle ends the test asserting no unload was ever attempted on the
 busy node.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.kube.client import MERGE_PATCH, Kube, path
-from coordinator.nmc_guard import refusal_message
+from coordinator.policies.nmc_guard import refusal_message
 from gpuctl.common import names
 from testbed.harness.access import KubeCluster
 from testbed.harness.waiting import wait_until

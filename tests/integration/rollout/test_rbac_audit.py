@@ -1,11 +1,11 @@
 """The chart's RBAC is exactly what the coordinator calls: the API server's audit log decides.
 
-The coordinator runs as a process under ServiceAccount `coordinator` bound to coordinator/rbac.py's
-rules as the chart binds them, through a whole life: it leads, labels its Pod for the gRPC
-Service, reconciles a GPUDriver into a Module, mirrors two agents into GPUNodes, reviews their
-tokens and a NodeService caller's access, rolls a new version node by node, evicts a GPU pod,
-holds KMM's worker off a node opened after its check and lets it go, files Events (one
-repeated), and deletes the Module when the GPUDriver goes. The audit log (every
+The coordinator runs as a process under ServiceAccount `coordinator` bound to
+coordinator/policies/rbac.py's rules as the chart binds them, through a whole life: it leads, labels
+its Pod for the gRPC Service, reconciles a GPUDriver into a Module, mirrors two agents into
+GPUNodes, reviews their tokens and a NodeService caller's access, rolls a new version node by node,
+evicts a GPU pod, holds KMM's worker off a node opened after its check and lets it go, files Events
+(one repeated), and deletes the Module when the GPUDriver goes. The audit log (every
 ServiceAccount request, testbed/harness/flags.py) then must show no request refused, no request
 the rules do not allow, and every granted verb used.
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator import pool_guard
+from coordinator.policies import pool_guard
 from gpuctl.common import names
 from testbed.cluster_api import TEST_LABEL
 from testbed.harness.waiting import wait_until
@@ -73,8 +73,8 @@ def test_a_node_does_not_leave_its_pool_while_the_shard_has_a_stake_in_it(
     moved out of its pool mid-step, a node stayed cordoned and prepared (its release no longer
     sees it, the other pool's refuses another GPUDriver's node); moved while loaded, nobody
     could unload it through its checks, and deleting its GPUDriver waited for ever. The chart's
-    pool move guard (coordinator/pool_guard.py) refuses both moves, naming the way: out of the
-    GPUDriver first (unloaded after its checks), then relabelled."""
+    pool move guard (coordinator/policies/pool_guard.py) refuses both moves, naming the way: out of
+    the GPUDriver first (unloaded after its checks), then relabelled."""
     rig = rollout_rig
     pool = {POOL: rig.namespace}
     away: dict[str, str | None] = {POOL: f"{rig.namespace}-other"}

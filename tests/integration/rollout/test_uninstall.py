@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from coordinator.drivers.status import unloading
 from coordinator.kube.client import Kube
-from coordinator.module_guard import refusal_message
+from coordinator.policies.module_guard import refusal_message
 from gpuctl.common import names
+from gpuctl.gpudriver.status import unloading
 from testbed.coordinator_rbac import bound_coordinator, token_kubeconfig, username
 from testbed.harness.access import KubeCluster
 from testbed.harness.waiting import wait_until

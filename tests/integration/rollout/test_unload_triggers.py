@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from coordinator import worker_hold_guard
+from coordinator.policies import worker_hold_guard
 from gpuctl.common import names
 from testbed.fakehost import FakeHost
 from testbed.fakehost.scenarios import B580, arc_b580_in_tree

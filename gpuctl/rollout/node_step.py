@@ -1,0 +1,305 @@
+"""What every step of one node uses: its result, the clock, the Node writes, KMM's labels.
+
+Pure. The writes (`transition`, `blocked`, `failed`, `leave`) each carry a whole step in
+one PatchNode, so a restart finds either the old step or the new one. The KMM write
+(`kmm_write`) is the one act that makes KMM load or unload a node: on the load path it sets
+names.TARGET_LABEL=<driver> with KMM's version label, so the Module (which selects nodes by
+TARGET_LABEL) targets the node at the target version; on the removal path
+(names.REMOVAL_VERSION) it removes both, and KMM unloads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from gpuctl.common import names, timestamps
+from gpuctl.common.names import Phase
+from gpuctl.common.unload_rule import unload_verdict
+from gpuctl.rollout.actions import Action, PatchNode, RequestReport
+from gpuctl.rollout.event_notes import NORMAL, WARNING, EventNote, EventType
+from gpuctl.rollout.facts import CallState, NodeFacts, ReportFacts, RolloutInput
+from gpuctl.rollout.holds import Block, BlockKind
+
+# Seconds between retries of a failed agent request, and between verification polls.
+CALL_RETRY_SECONDS = 1.0
+VERIFY_POLL_SECONDS = 1.0
+EVICT_RETRY_SECONDS = 2.0
+# The oldest an agent answer may be when the KMM write is decided on it (else ask again).
+FRESH_REPORT_SECONDS = 5.0
+MODULE_LIVE = "LIVE"
+MODULE_NOT_LOADED = "NOT_LOADED"
+
+
+@dataclass
+class StepResult:
+    actions: list[Action] = field(default_factory=list)
+    # Seconds until this node needs another look without any event (None: events suffice).
+    wake_in: float | None = None
+
+    def wake(self, seconds: float) -> None:
+        seconds = max(0.05, seconds)
+        self.wake_in = seconds if self.wake_in is None else min(self.wake_in, seconds)
+
+
+def step_elapsed(since: str, now: datetime, observed_for: float) -> float:
+    """How long a step has run, as far as this coordinator saw it: from its `since` to now,
+    but no more than the coordinator has been watching without a gap."""
+    return min(seconds_since(since, now), observed_for)
+
+
+def seconds_since(since: str, now: datetime) -> float:
+    """Seconds from an RFC 3339 timestamp to now; 0 when it is missing or unreadable."""
+    start = timestamps.parse_or_none(since)
+    if start is None:
+        return 0.0
+    return max(0.0, (now - start).total_seconds())
+
+
+def epoch(moment: datetime) -> float:
+    return moment.timestamp()
+
+
+def duration_words(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g}h"
+    if seconds >= 120 and seconds % 60 == 0:
+        return f"{seconds / 60:g}m"
+    return f"{seconds:g}s"
+
+
+def removing(version: str) -> bool:
+    """True for the removal path's version: the driver is taken off the node."""
+    return version == names.REMOVAL_VERSION
+
+
+def version_words(version: str) -> str:
+    return "removal" if removing(version) else version
+
+
+def due(call: CallState | None, now: float, every: float) -> bool:
+    """True when a request should be (re)sent: never sent, or the last one ended `every` ago."""
+    if call is None:
+        return True
+    if call.in_flight:
+        return False
+    return call.finished_at is not None and now - call.finished_at >= every
+
+
+def ask_report(result: StepResult, node: NodeFacts) -> None:
+    result.actions.append(RequestReport(node.name, node.attempt))
+
+
+NOT_READY = Block(BlockKind.NODE_NOT_READY, "node is NotReady")
+
+# The kind of a Blocked node by its first agent blocker (the Blocker.Reason name); any other
+# (CLIENTS_UNKNOWN, STATE_UNKNOWN, a reason this build does not know) is an unknown state.
+_REPORT_KINDS = {
+    "OPEN_CLIENTS": BlockKind.OPEN_CLIENTS,
+    "ACTIVE_VFS": BlockKind.VFS,
+    "MODULE_HOLDERS": BlockKind.MODULE_HOLDERS,
+    "MODULE_IN_USE": BlockKind.MODULE_IN_USE,
+    "BUILTIN": BlockKind.BUILTIN,
+    "TRANSITIONING": BlockKind.TRANSITIONING,
+}
+
+
+def report_block(reasons: Sequence[str], messages: Sequence[str]) -> Block | None:
+    """The agent's blockers (Blocker.Reason names and their words) as one Block, its kind the
+    first one's; None for none."""
+    if not reasons:
+        return None
+    kind = _REPORT_KINDS.get(reasons[0], BlockKind.UNKNOWN_STATE)
+    return Block(kind, "; ".join(messages))
+
+
+def unfixable_block(inp: RolloutInput, report: ReportFacts) -> Block | None:
+    """The blockers neither draining nor the allowed preparation can clear (None: none).
+
+    The shared unload rule (gpuctl.common.unload_rule) decides: VFs preparation may disable
+    block nothing; a holder module always blocks (KMM removes the module first).
+    """
+    blocking = unload_verdict(report.report, inp.unload_settings).blocking
+    return report_block([b.reason for b in blocking], [b.message for b in blocking])
+
+
+def drain_block(node: NodeFacts) -> Block | None:
+    """What a drain waits for, as a Block (None: nothing)."""
+    words = drain_words(node)
+    if not words:
+        return None
+    return Block(BlockKind.GPU_PODS if node.gpu_pods else BlockKind.GPU_CLAIMS, words)
+
+
+def drain_words(node: NodeFacts) -> str:
+    """What a drain waits for on the node: its GPU pods and allocated claims ("" for none)."""
+    parts = []
+    if node.gpu_pods:
+        parts.append("GPU pods " + ", ".join(str(p) for p in node.gpu_pods))
+    if node.claims:
+        parts.append("allocated GPU ResourceClaims " + ", ".join(node.claims))
+    return "; ".join(parts)
+
+
+def claims_unknown(node: NodeFacts) -> Block | None:
+    """Why the node may not go on because its claims are unknown (None when they are known)."""
+    if not node.claims_unknown:
+        return None
+    return Block(
+        BlockKind.CLAIMS_UNKNOWN,
+        f"cannot tell whether GPU ResourceClaims are allocated on the node: {node.claims_unknown}",
+    )
+
+
+def foreign_target(inp: RolloutInput, node: NodeFacts) -> Block | None:
+    """Why a wanted node may not be loaded: another GPUDriver targets it (None when none)."""
+    other = node.target_label
+    if not other or other == inp.driver_name:
+        return None
+    words = f"node is targeted by GPUDriver {other} ({names.TARGET_LABEL}={other})"
+    return Block(BlockKind.FOREIGN_TARGET, words)
+
+
+# -- KMM's labels -------------------------------------------------------------------------
+
+
+def written(inp: RolloutInput, node: NodeFacts, version: str) -> bool:
+    """The KMM write for `version` is on the node: targeted at that version, or (removal)
+    neither targeted by this GPUDriver nor labelled with a version."""
+    if removing(version):
+        return node.target_label != inp.driver_name and inp.kmm.version not in node.labels
+    return node.target_label == inp.driver_name and node.labels.get(inp.kmm.version) == version
+
+
+def kmm_loaded(inp: RolloutInput, node: NodeFacts, version: str) -> bool:
+    """KMM reports the module loaded at `version` (its ready and version.ready labels)."""
+    return inp.kmm.ready in node.labels and node.labels.get(inp.kmm.version_ready) == version
+
+
+def kmm_settled(inp: RolloutInput, node: NodeFacts) -> bool:
+    """KMM is not in the middle of anything the rollout asked on this node: the module is
+    loaded at the version the node is labelled with, or not loaded and not asked for."""
+    labels = node.labels
+    if inp.kmm.ready in labels:
+        return labels.get(inp.kmm.version_ready) == labels.get(inp.kmm.version)
+    return inp.kmm.version not in labels and node.target_label != inp.driver_name
+
+
+def kmm_write_labels(inp: RolloutInput, node: NodeFacts, version: str) -> dict[str, str | None]:
+    """The labels of the KMM write for `version`: target the node at it, or (removal) drop
+    this GPUDriver's target and the version label."""
+    if not removing(version):
+        return {names.TARGET_LABEL: inp.driver_name, inp.kmm.version: version}
+    labels: dict[str, str | None] = {inp.kmm.version: None}
+    if node.target_label == inp.driver_name:
+        labels[names.TARGET_LABEL] = None
+    return labels
+
+
+# -- the writes ---------------------------------------------------------------------------
+
+
+def transition(
+    inp: RolloutInput,
+    node: NodeFacts,
+    to: Phase,
+    reason: str,
+    *,
+    version: str,
+    labels: dict[str, str | None] | None = None,
+    annotations: dict[str, str | None] | None = None,
+    unschedulable: bool | None = None,
+    event_kind: EventType = NORMAL,
+) -> PatchNode:
+    """The write that moves `node` to phase `to` (about `version`), with what goes with it."""
+    all_annotations: dict[str, str | None] = {
+        names.SINCE: timestamps.format_seconds(inp.now),
+        names.REASON: reason,
+        names.STATE_VERSION: version,
+        names.GPUDRIVER: inp.driver_name,
+    }
+    if names.REASON_KIND in node.annotations:
+        # Only a Blocked node has a kind (blocked() writes it): any other step drops it.
+        all_annotations[names.REASON_KIND] = None
+    if names.SOAK_BASELINE in node.annotations:
+        # A soak's baseline belongs to the Done it was recorded with (verify.py writes the
+        # next one with its Done): a node moved on never soaks on a stale one.
+        all_annotations[names.SOAK_BASELINE] = None
+    all_annotations.update(annotations or {})
+    event = None
+    if to is not Phase.PENDING:
+        words = f"{to.value}: {reason}" if reason else to.value
+        event = EventNote(event_kind, f"Rollout{to.value}", f"{version}: {words}")
+    return PatchNode(
+        node=node.name,
+        resource_version=node.resource_version,
+        labels={names.STATE_LABEL: to.value, **(labels or {})},
+        annotations=all_annotations,
+        unschedulable=unschedulable,
+        phase_from=node.phase,
+        phase_to=to,
+        event=event,
+    )
+
+
+def blocked(inp: RolloutInput, node: NodeFacts, block: Block, version: str) -> PatchNode:
+    """Blocked: released (uncordoned, records dropped) unless the node was already changed:
+    preparation changed its devices, or KMM is still acting on a write of this pass."""
+    recorded_changes = bool(node.annotations.get(names.PREPARE_CHANGES))
+    untouched = not recorded_changes and kmm_settled(inp, node)
+    annotations: dict[str, str | None] = {names.REASON_KIND: block.kind.value}
+    unschedulable = None
+    if untouched:
+        annotations.update(dict.fromkeys(names.PASS_DETAIL))
+        if node.cordoned_by_us:
+            annotations[names.CORDONED_BY_GPUCTL] = None
+            unschedulable = False
+    return transition(
+        inp,
+        node,
+        Phase.BLOCKED,
+        block.words,
+        version=version,
+        annotations=annotations,
+        unschedulable=unschedulable,
+        event_kind=WARNING,
+    )
+
+
+def failed(
+    inp: RolloutInput,
+    node: NodeFacts,
+    reason: str,
+    version: str,
+    annotations: dict[str, str | None] | None = None,
+    *,
+    labels: dict[str, str | None] | None = None,
+) -> PatchNode:
+    """Failed: the node keeps its cordon and records, for the admin to look at and retry."""
+    return transition(
+        inp,
+        node,
+        Phase.FAILED,
+        reason,
+        version=version,
+        labels=labels,
+        annotations=annotations,
+        event_kind=WARNING,
+    )
+
+
+def leave(inp: RolloutInput, node: NodeFacts, reason: str, event_reason: str) -> PatchNode:
+    """The node leaves the rollout: its state label and annotations go, and our cordon (an
+    admin's stays). The end of the removal path (`RolloutRemoved`), and the exit of a node
+    the GPUDriver no longer wants where nothing was loaded (`RolloutReleased`)."""
+    return PatchNode(
+        node=node.name,
+        resource_version=node.resource_version,
+        labels={names.STATE_LABEL: None},
+        annotations=dict.fromkeys(names.STATE_ANNOTATIONS),
+        unschedulable=False if node.cordoned_by_us else None,
+        phase_from=node.phase,
+        phase_to=None,
+        event=EventNote(NORMAL, event_reason, f"{names.REMOVAL_VERSION}: {reason}"),
+    )

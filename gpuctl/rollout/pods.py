@@ -1,0 +1,100 @@
+"""GPU pods on a node, and their eviction (pure helpers; controller.py does the requests).
+
+Which pods count as GPU pods is the shared rule of gpuctl/common/gpu_pods.py that
+`gpuctl rollout plan` applies too; here such pods become the rollout's facts, and an eviction
+is the Eviction API's body.
+
+The coordinator watches the cluster's Pods and keeps of each only `watched_part`: what that
+rule and the rollout read (name, namespace, node, phase, GPU resources, whether it references
+ResourceClaims), and of KMM's worker Pods also their state (kmm_activity.worker_pod_part). A
+cluster's Pods are many; kept whole they would be most of its memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gpuctl.common.gpu_pods import (
+    GPU_RESOURCE_PREFIX,
+    is_gpu_pod,
+    references_claims,
+    requests_gpu,
+)
+from gpuctl.rollout.facts import GpuPod
+from gpuctl.rollout.kmm_activity import is_worker_pod, worker_pod_part
+
+CONTAINER_LISTS = ("containers", "initContainers")
+
+
+def gpu_pods(pods: Iterable[Mapping[str, Any]], *, dra_served: bool = True) -> tuple[GpuPod, ...]:
+    found = []
+    for pod in pods:
+        if is_gpu_pod(pod, dra_served=dra_served):
+            meta = pod.get("metadata") or {}
+            found.append(GpuPod(str(meta.get("namespace", "")), str(meta.get("name", ""))))
+    return tuple(sorted(found, key=str))
+
+
+def eviction(pod: GpuPod) -> dict[str, Any]:
+    """The Eviction API body for a pod (policy/v1): PodDisruptionBudgets are respected."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod.name, "namespace": pod.namespace},
+    }
+
+
+def _gpu_resources(container: Mapping[str, Any]) -> dict[str, Any]:
+    resources = container.get("resources") or {}
+    kept = {}
+    for kind in ("requests", "limits"):
+        gpu = {
+            k: v
+            for k, v in (resources.get(kind) or {}).items()
+            if str(k).startswith(GPU_RESOURCE_PREFIX)
+        }
+        if gpu:
+            kept[kind] = gpu
+    return kept
+
+
+# A Pod being deleted (a KMM worker Pod the rollout deleted, held by KMM's finalizer) is not
+# deleted again.
+KEPT_METADATA = ("name", "namespace", "resourceVersion", "deletionTimestamp")
+
+
+def watched_part(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What the rollout keeps of a watched Pod: is_gpu_pod answers the same on it."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    kept_spec: dict[str, Any] = {"nodeName": spec.get("nodeName") or ""}
+    for containers in CONTAINER_LISTS:
+        gpu = [{"resources": r} for c in spec.get(containers) or [] if (r := _gpu_resources(c))]
+        if gpu:
+            kept_spec[containers] = gpu
+    if spec.get("resourceClaims"):
+        kept_spec["resourceClaims"] = [
+            {"name": c.get("name", "")} for c in spec["resourceClaims"] if isinstance(c, Mapping)
+        ] or [{"name": ""}]
+    kept: dict[str, Any] = {
+        "metadata": {k: meta[k] for k in KEPT_METADATA if k in meta},
+        "spec": kept_spec,
+        "status": {"phase": (pod.get("status") or {}).get("phase", "")},
+    }
+    if is_worker_pod(pod):  # KMM's worker: what kmm_activity tells of it
+        worker = worker_pod_part(pod)
+        kept["metadata"]["labels"] = worker["metadata"]["labels"]
+        kept["status"] = worker["status"]
+    return kept
+
+
+def pod_node(pod: Mapping[str, Any]) -> str:
+    """The node a Pod is bound to ("" while unscheduled)."""
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+def asks_for_gpus(pod: Mapping[str, Any]) -> bool:
+    """A Pod the rollout's checks may count, finished or not (see is_gpu_pod, either way DRA
+    is served): its changes (started, finished, gone) concern the rollout, other Pods' not."""
+    return requests_gpu(pod) or references_claims(pod)

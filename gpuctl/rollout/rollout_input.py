@@ -1,0 +1,201 @@
+"""One pass's facts from what was read: API objects in, a RolloutInput out (pure).
+
+The gatherer (gather.py) reads the caches, lists pods, asks the agents' call table and the
+Prometheus gate; everything it read goes into a `Reads`, and `rollout_input` makes the
+decision's input of it. Which nodes a pass considers, the Module's readiness, the image a
+node's kernel mapping gives it, what KMM's worker Pods show: all decided here, on plain data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from gpuctl.common import names, revisions
+from gpuctl.common.gpu_claims import claims_on_nodes
+from gpuctl.common.names import Phase
+from gpuctl.common.node_selectors import node_labels, node_name
+from gpuctl.common.targeting import mapping_for, node_kernel
+from gpuctl.common.unload_rule import modules_unloaded_with
+from gpuctl.gpudriver import model
+from gpuctl.gpudriver.module_spec import module_name, ready_label, version_label
+from gpuctl.rollout.facts import CallState, GpuPod, KmmLabels, RolloutInput, node_facts
+from gpuctl.rollout.kmm_activity import image_state, kmm_activity, module_worker_pods
+from gpuctl.rollout.prometheus_gate import GateResult
+from gpuctl.rollout.rollout_status import resumed_version
+from gpuctl.rollout.settings import RolloutSettings
+
+
+def module_container(module: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    loader = ((module or {}).get("spec") or {}).get("moduleLoader") or {}
+    return dict(loader.get("container") or {})
+
+
+def module_readiness(module: Mapping[str, Any] | None, name: str, target: str) -> str:
+    """ "" when the Module exists, is not being deleted and asks for `target`; else why not."""
+    if module is None:
+        return f"waiting for Module {name} (KMM missing, or the Module being recreated)"
+    if (module.get("metadata") or {}).get("deletionTimestamp"):
+        return f"waiting for Module {name}: being deleted"
+    if module_container(module).get("version") != target:
+        return f"waiting for Module {name} to ask for version {target}"
+    return ""
+
+
+def considered(
+    driver: str, nodes: Sequence[Mapping[str, Any]], wanted: frozenset[str]
+) -> list[Mapping[str, Any]]:
+    """The nodes a pass looks at: wanted, targeted (TARGET_LABEL=driver), or with its state."""
+    out = []
+    for node in nodes:
+        labels = node_labels(node)
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        ours = names.STATE_LABEL in labels and annotations.get(names.GPUDRIVER) == driver
+        if node_name(node) in wanted or labels.get(names.TARGET_LABEL) == driver or ours:
+            out.append(node)
+    return out
+
+
+def target_images(spec: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], str]:
+    """The image the spec's kernel mapping gives a node's kernel ("" for none), each distinct
+    kernel looked up once per pass."""
+    mappings = (spec.get("kernelModule") or {}).get("kernelMappings") or []
+    images: dict[str, str] = {}
+
+    def image(node: Mapping[str, Any]) -> str:
+        kernel = node_kernel(node)
+        if kernel not in images:
+            mapping = mapping_for(kernel, mappings)
+            images[kernel] = str((mapping or {}).get("containerImage") or "")
+        return images[kernel]
+
+    return image
+
+
+def kmm_labels(namespace: str, module: str) -> KmmLabels:
+    """The node labels of a Module: gpuctl's version label and KMM's two readiness labels."""
+    ready = ready_label(namespace, module)
+    return KmmLabels(
+        version=version_label(namespace, module),
+        ready=ready,
+        version_ready=f"{ready.removesuffix('.ready')}.version.ready",
+    )
+
+
+@dataclass(frozen=True)
+class Reads:
+    """Everything one pass read, as read. `nodes` are the considered ones (considered());
+    `gpu_pods` has the nodes whose step looks at their GPU pods (None: unknown);
+    `watched_pods` the Pods from the watch of each node reads_kmm_workers() names (None: the
+    watch cannot be trusted)."""
+
+    driver: Mapping[str, Any]
+    target: str | None
+    settings: RolloutSettings
+    previous: Mapping[str, Any]
+    namespace: str
+    nodes: Sequence[Mapping[str, Any]]
+    wanted: frozenset[str]
+    claims: Sequence[Mapping[str, Any]]
+    claims_trouble: str
+    module: Mapping[str, Any] | None
+    images_config: Mapping[str, Any] | None
+    now: datetime
+    gpu_pods: Mapping[str, tuple[GpuPod, ...] | None] = field(default_factory=dict)
+    watched_pods: Mapping[str, Sequence[Mapping[str, Any]] | None] = field(default_factory=dict)
+    calls: Mapping[str, Mapping[str, CallState]] = field(default_factory=dict)
+    gate: GateResult | None = None
+    observed_for: float = math.inf
+    blocked_recheck_seconds: float = 30.0
+
+
+def reads_kmm_workers(node: Mapping[str, Any]) -> bool:
+    """Whether the pass looks at KMM's worker Pods on the node: Loading (what KMM is doing
+    there), or with KMM's worker held or let go (worker_hold.py)."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    if {names.KMM_WORKER_HELD, names.KMM_WORKER_RELEASED} & set(annotations):
+        return True
+    return names.parse_phase(node_labels(node).get(names.STATE_LABEL)) is Phase.LOADING
+
+
+def _unfinished_workers(
+    node: Mapping[str, Any], workers: Sequence[Mapping[str, Any]]
+) -> tuple[str, ...]:
+    """KMM's worker Pods on a node whose KMM worker is held or was let go (worker_hold.py)
+    that have not succeeded nor are being deleted; () for other nodes."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    if not {names.KMM_WORKER_HELD, names.KMM_WORKER_RELEASED} & set(annotations):
+        return ()
+    return tuple(
+        sorted(
+            str(pod["metadata"]["name"])
+            for pod in workers
+            if (pod.get("status") or {}).get("phase") != "Succeeded"
+            and not pod["metadata"].get("deletionTimestamp")
+        )
+    )
+
+
+def rollout_input(reads: Reads) -> RolloutInput:
+    """The decision's input of one pass's reads."""
+    name = str(reads.driver["metadata"]["name"])
+    spec = reads.driver.get("spec") or {}
+    module = module_name(name)
+    claims = claims_on_nodes(reads.claims, list(reads.nodes))
+    image_of = target_images(spec)
+    images_config = reads.images_config
+    facts = []
+    for node in reads.nodes:
+        called = node_name(node)
+        watched = reads.watched_pods.get(called)
+        workers = module_worker_pods(watched or [], reads.namespace, module)
+        activity = ""
+        phase = names.parse_phase(node_labels(node).get(names.STATE_LABEL))
+        if phase is Phase.LOADING and watched is not None:
+            image = image_of(node)
+            activity = kmm_activity(
+                workers, image=image, state_of_image=image_state(images_config, image)
+            )
+        facts.append(
+            node_facts(
+                node,
+                gpu_pods=reads.gpu_pods.get(called, ()),
+                claims=claims.get(called, ()),
+                calls=reads.calls.get(called, {}),
+                wanted=called in reads.wanted,
+                claims_unknown=reads.claims_trouble,
+                target_image=image_of(node),
+                kmm_activity=activity,
+                unfinished_workers=_unfinished_workers(node, workers) if watched else (),
+            )
+        )
+    kernel_module = spec.get("kernelModule") or {}
+    modprobe = module_container(reads.module).get("modprobe") or {}
+    target = reads.target
+    waiting_for_module = module_readiness(reads.module, module, target) if target else ""
+    module_driver = kernel_module.get("moduleName") or modprobe.get("moduleName")
+    loading_order = kernel_module.get("modulesLoadingOrder") or modprobe.get("modulesLoadingOrder")
+    return RolloutInput(
+        driver_name=name,
+        target_version=target,
+        settings=reads.settings,
+        module_driver=str(module_driver or model.DEFAULT_MODULE_NAME),
+        kmm=kmm_labels(reads.namespace, module),
+        module_ready=not waiting_for_module,
+        module_wait_reason=waiting_for_module,
+        resumed_version=resumed_version(reads.driver),
+        nodes=facts,
+        now=reads.now,
+        observed_for=reads.observed_for,
+        previous_status=reads.previous,
+        blocked_recheck_seconds=reads.blocked_recheck_seconds,
+        unloaded_with=tuple(modules_unloaded_with(loading_order)),
+        module_version=str(kernel_module.get("version") or ""),
+        revisions=revisions.of_status(reads.driver),
+        kernel_module=dict(kernel_module),
+        rollback=revisions.read_rollback(reads.driver),
+        gate=reads.gate,
+    )
