@@ -31,14 +31,14 @@ from coordinator.rollout.gather import RolloutGatherer, RolloutView
 from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.overlay import NodeOverlay
 from gpuctl.common.names import Phase
-from gpuctl.gpudriver.conflicts import conflicting_driver
-from gpuctl.gpudriver.module_spec import kmm_version, module_name
+from gpuctl.gpudriver.module_spec import module_name
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.event_notes import WARNING
+from gpuctl.rollout.pass_setup import pass_setup
 from gpuctl.rollout.refused import finishing_settings, refused_status
 from gpuctl.rollout.rollout_input import module_container
-from gpuctl.rollout.settings import RolloutSettings, SettingsError, rollout_settings
+from gpuctl.rollout.settings import RolloutSettings
 
 
 class RolloutController:
@@ -138,25 +138,13 @@ class RolloutController:
         driver = self._driver(name)
         if driver is None:
             return None
-        deleting = bool((driver.get("metadata") or {}).get("deletionTimestamp"))
-        spec = driver.get("spec") or {}
         previous = dict((driver.get("status") or {}).get("rollout") or {})
-        # Nothing is loaded any more once the GPUDriver is deleted or has no kernelModule:
-        # the nodes still targeted are unloaded, one checked node at a time.
-        target = kmm_version(spec) if spec.get("kernelModule") and not deleting else None
-        rival = None if deleting else conflicting_driver(driver, self.gatherer.view.drivers())
-        refusal = ""
-        if rival is not None:
-            # Its nodes are the older GPUDriver's to roll; starting one would fight it.
-            refusal = f"no rollout: GPUDriver {rival} already loads the driver on these nodes"
-        try:
-            settings = rollout_settings(spec)
-        except SettingsError as err:
-            last = self._readable_settings.get(name)
-            return self._finish_refused(driver, target, previous, refusal or str(err), last)
-        self._readable_settings[name] = settings
-        if refusal:
-            return self._finish_refused(driver, target, previous, refusal, settings)
+        setup = pass_setup(driver, self.gatherer.view.drivers(), self._readable_settings.get(name))
+        if setup.settings_read and setup.settings is not None:
+            self._readable_settings[name] = setup.settings
+        target, settings = setup.target, setup.settings
+        if setup.refusal or settings is None:
+            return self._finish_refused(driver, target, previous, setup.refusal, settings)
         inp = self.gatherer.gather(driver, target, settings, previous)
         decision = decide(inp)
         if decision.ask_gate and settings.prometheus_gate is not None:

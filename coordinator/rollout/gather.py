@@ -29,7 +29,6 @@ from coordinator.rollout.overlay import NodeOverlay
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.common.node_selectors import node_labels, node_name
-from gpuctl.common.targeting import wanted_nodes
 from gpuctl.gpudriver.module_spec import module_name
 from gpuctl.rollout.facts import GpuPod, NodeFacts, RolloutInput
 from gpuctl.rollout.pods import gpu_pods
@@ -39,10 +38,9 @@ from gpuctl.rollout.prometheus_gate import (
     GateResult,
     gate_result,
 )
-from gpuctl.rollout.refused import finishes_loaded, mid_step
 from gpuctl.rollout.rollout_input import (
     Reads,
-    considered,
+    pass_nodes,
     reads_kmm_workers,
     rollout_input,
 )
@@ -129,13 +127,7 @@ class RolloutGatherer:
         name = str(driver["metadata"]["name"])
         namespace = self._config.namespace
         all_nodes = self._overlay.apply(self.view.nodes())
-        if finishing:
-            all_nodes = [n for n in all_nodes if mid_step(n, name)]
-            wanted = frozenset(node_name(n) for n in all_nodes if finishes_loaded(n))
-        else:
-            spec = driver.get("spec") or {}
-            wanted = wanted_nodes(spec, all_nodes) if target else frozenset()
-        nodes = considered(name, all_nodes, wanted)
+        nodes, wanted = pass_nodes(driver, all_nodes, target, finishing=finishing)
         reads = Reads(
             driver=driver,
             target=target,

@@ -33,6 +33,16 @@ class GpuDriverApi:
         """The named GPUDriver, or the only one in the cluster when no name is given."""
         if name is not None:
             return self.get(name)
+        items = self.list_all()
+        if len(items) == 1:
+            return items[0]
+        if not items:
+            raise CommandError("there is no GPUDriver in this cluster")
+        node_names = ", ".join(sorted(str(i["metadata"]["name"]) for i in items))
+        raise CommandError(f"there are several GPUDrivers ({node_names}): name one")
+
+    def list_all(self) -> list[Mapping[str, Any]]:
+        """Every GPUDriver in the cluster."""
         listed = call_api(
             "list",
             names.GPUDRIVERS,
@@ -42,12 +52,7 @@ class GpuDriverApi:
             ),
         )
         items: list[Mapping[str, Any]] = listed.get("items", [])
-        if len(items) == 1:
-            return items[0]
-        if not items:
-            raise CommandError("there is no GPUDriver in this cluster")
-        node_names = ", ".join(sorted(str(i["metadata"]["name"]) for i in items))
-        raise CommandError(f"there are several GPUDrivers ({node_names}): name one")
+        return items
 
     def get(self, name: str) -> Mapping[str, Any]:
         try:

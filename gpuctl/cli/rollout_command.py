@@ -33,9 +33,11 @@ first node, or paused). With --watch, waits for 0 or 1 (or --timeout: 3)."""
 
 
 PLAN_DESCRIPTION = """\
-A dry run of the pending change, from what is true now; it changes nothing. Every node KMM
-would touch for the GPUDriver, in the order the coordinator would start them. The target is
-the version of the GPUDriver's KMM Module (a first install when there is no Module yet)."""
+A dry run of the pending change by the coordinator's own decision, from what is true now; it
+changes nothing. Every node KMM would touch for the GPUDriver, in the order the coordinator
+would start them, with what the coordinator does to it first and, for a node that starts or
+waits its turn, where its checks take it on its agent's latest report (the GPUNode). The
+target is the spec's version; the plan does not ask the Prometheus gate nor the agents."""
 
 PLAN_EPILOG = f"""\
 columns:
@@ -50,14 +52,18 @@ columns:
                    its kernel
           none     at the target already
   CHANGE  the action in words: from which version to which, why a node is unloaded
-  WOULD   go       nothing stops it now
-          wait     GPU pods must finish first (evictGPUPods is off)
-          blocked  a person must act: busy devices, allocated claims, a Failed node, or
-                   something unknown (no fresh agent report, claims that cannot be listed,
-                   NotReady): unknown is never safe
+  NEXT    the coordinator's first move: start, wait (Held, MaxUnavailable, NodeNotReady,
+          Blocked, GateNotAsked), step (PHASE); after a placement (Pending, Skipped, ...)
+  WOULD   go       it starts and its checks pass to the agent's preparation, or it is in a
+                   step already
+          wait     something passes by itself: a hold, maxUnavailable, the gate, GPU pods
+                   (evictGPUPods is off)
+          blocked  a person must act, now or at its turn: busy devices, allocated claims,
+                   NotReady, a Blocked or Failed node, or something unknown (no fresh agent
+                   report, claims that cannot be listed): unknown is never safe
           skip     opted out ({names.OPT_OUT_LABEL}={names.OPT_OUT_VALUE})
           done     at the target
-  WHY     what decides WOULD, from the same unload rule and facts as the coordinator
+  WHY     the coordinator's words; "at its turn:" where its checks go once a wait is over
 
 Nodes neither wanted nor carrying {names.TARGET_LABEL}=NAME are not listed: KMM does not
 touch them. Exit code 0 when the plan is printed."""
@@ -113,7 +119,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     plan = steps.add_parser(
         "plan",
-        help="dry run: which nodes KMM would load, reload or unload, and whether each may go now",
+        help="dry run by the coordinator's own decision: what it would do to each node now",
         description=PLAN_DESCRIPTION,
         epilog=PLAN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -222,8 +228,19 @@ def run_plan(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock = 
             f"Module {ref} has no version: an older gpuctl-coordinator wrote it, and KMM loads "
             "and unloads its nodes without the rollout; upgrade gpuctl-coordinator"
         )
-    nodes, claims_unknown = gather_facts(api_client, clock)
-    out.write(render_plan(plan_rollout(PlanInput(driver, module, nodes, claims_unknown))))
+    facts = gather_facts(api_client, clock)
+    plan = plan_rollout(
+        PlanInput(
+            driver,
+            module,
+            facts.nodes,
+            claims_unknown=facts.claims_unknown,
+            claims=facts.claims,
+            drivers=GpuDriverApi(api_client).list_all(),
+            now=clock(),
+        )
+    )
+    out.write(render_plan(plan))
     return 0
 
 

@@ -1,17 +1,17 @@
 """Gather what `gpuctl rollout plan` decides from, through the Kubernetes API (read only).
 
-The KMM Module the GPUDriver names in `status.module` (its version is the target; absent
-before the first install), every Node (the plan keeps the wanted ones and those carrying
-`gpuctl.dev/driver-target`), their GPUNode reports, the pods that request `gpu.intel.com/*`
-resources on them, and the allocated GPU ResourceClaims placed on them. Claims are listed in
-the version API discovery serves; when discovery serves none, no claim can exist, but when a
+The KMM Module the GPUDriver names in `status.module` (absent before the first install), every
+Node, their GPUNode reports, the pods on them (the decision keeps the GPU ones, as the
+coordinator does: gpuctl.rollout.pods) and the ResourceClaims. Claims are listed in the
+version API discovery serves; when discovery serves none, no claim can exist, but when a
 version is served and the list fails (or discovery itself fails), the claims are unknown and
-the plan blocks every node: unknown is never safe.
+the decision blocks every node: unknown is never safe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import urllib3
@@ -26,8 +26,9 @@ from gpuctl.cli.node_view import from_gpunode
 from gpuctl.cli.rollout_plan import NodeFacts
 from gpuctl.cli.source_flags import Clock
 from gpuctl.common import names
-from gpuctl.common.gpu_claims import DRA_GROUP, claims_on_nodes, served_dra_version
-from gpuctl.common.gpu_pods import is_gpu_pod
+from gpuctl.common.gpu_claims import DRA_GROUP, served_dra_version
+from gpuctl.common.node_selectors import node_name
+from gpuctl.rollout.pods import gpu_pods
 
 CLAIMS = "resourceclaims.resource.k8s.io"
 
@@ -59,9 +60,18 @@ def get_module(api_client: Any, driver: Mapping[str, Any]) -> Mapping[str, Any] 
     return module
 
 
-def gather_facts(api_client: Any, clock: Clock) -> tuple[list[NodeFacts], str]:
-    """Every Node with its report, GPU pods and claims; and why the claims are unknown ("" when
-    they are known)."""
+@dataclass(frozen=True)
+class PlanFacts:
+    """What the plan reads besides the GPUDriver and its Module."""
+
+    nodes: list[NodeFacts]
+    # The ResourceClaims as listed, and why they are unknown ("" when they are known).
+    claims: list[Mapping[str, Any]]
+    claims_unknown: str
+
+
+def gather_facts(api_client: Any, clock: Clock) -> PlanFacts:
+    """Every Node with its report and GPU pods; the ResourceClaims, or why they are unknown."""
     core: Any = client.CoreV1Api(api_client)
     custom: Any = client.CustomObjectsApi(api_client)
     server = str(api_client.configuration.host)
@@ -79,22 +89,24 @@ def gather_facts(api_client: Any, clock: Clock) -> tuple[list[NodeFacts], str]:
     )
     now = clock()
     views = {v.name: v for v in (from_gpunode(o, now) for o in gpunodes.get("items", []))}
-    claims, claims_unknown, dra_served = _claims_by_node(api_client, custom, server, nodes)
-    pods = _gpu_pods_by_node(api_client, core, server, dra_served=dra_served)
-    return [
-        NodeFacts(
-            node=node,
-            view=views.get(node["metadata"]["name"]),
-            gpu_pods=sorted(pods.get(node["metadata"]["name"], [])),
-            claims=claims.get(node["metadata"]["name"], ()),
-        )
-        for node in nodes
-    ], claims_unknown
+    claims, claims_unknown, dra_served = _claims(api_client, custom, server)
+    pods = _pods_by_node(api_client, core, server)
+    return PlanFacts(
+        [
+            NodeFacts(
+                node=node,
+                view=views.get(node_name(node)),
+                gpu_pods=gpu_pods(pods.get(node_name(node), []), dra_served=dra_served),
+            )
+            for node in nodes
+        ],
+        claims,
+        claims_unknown,
+    )
 
 
-def _gpu_pods_by_node(
-    api_client: Any, core: Any, server: str, *, dra_served: bool
-) -> dict[str, list[str]]:
+def _pods_by_node(api_client: Any, core: Any, server: str) -> dict[str, list[dict[str, Any]]]:
+    """The pods that have not finished, by node (the decision keeps the GPU ones)."""
     listed = call_api(
         "list",
         "pods",
@@ -104,27 +116,24 @@ def _gpu_pods_by_node(
             _request_timeout=REQUEST_TIMEOUT,
         ),
     )
-    found: dict[str, list[str]] = {}
+    found: dict[str, list[dict[str, Any]]] = {}
     for pod in listed.items:
         node = pod.spec.node_name
-        if node and is_gpu_pod(api_client.sanitize_for_serialization(pod), dra_served=dra_served):
-            found.setdefault(node, []).append(f"{pod.metadata.namespace}/{pod.metadata.name}")
+        if node:
+            found.setdefault(node, []).append(api_client.sanitize_for_serialization(pod))
     return found
 
 
-def _claims_by_node(
-    api_client: Any, custom: Any, server: str, nodes: Sequence[Mapping[str, Any]]
-) -> tuple[dict[str, tuple[str, ...]], str, bool]:
-    """Allocated GPU claims by node, why they are unknown ("" when known), and whether DRA
-    is served (where it is not, pods referencing claims count as GPU pods: gpu_pods.py)."""
+def _claims(api_client: Any, custom: Any, server: str) -> tuple[list[Mapping[str, Any]], str, bool]:
+    """The ResourceClaims, why they are unknown ("" when known), and whether DRA is served
+    (where it is not, pods referencing claims count as GPU pods: gpu_pods.py)."""
     try:
         version = served_dra_version(_served_groups(api_client))
         if version is None:
-            return {}, "", False
-        claims = _list_claims(custom, server, version)
+            return [], "", False
+        return _list_claims(custom, server, version), "", True
     except ClaimsUnknownError as unknown:
-        return {}, str(unknown), True
-    return claims_on_nodes(claims, nodes), "", True
+        return [], str(unknown), True
 
 
 class ClaimsUnknownError(Exception):

@@ -1,111 +1,75 @@
-"""`gpuctl rollout plan`: which nodes KMM would touch, how, and whether each may go now.
+"""`gpuctl rollout plan`: the coordinator's own decision, run on what the CLI reads (pure).
 
-Pure: the GPUDriver, its KMM Module (None before the first install), and per-node facts in
-(the Node with its labels and kernel, the agent's latest report from the GPUNode, GPU pods,
-allocated GPU ResourceClaims); one row per node KMM would touch out, in the order the
-coordinator starts nodes (gpuctl.rollout.order), under a line naming the rollout-wide
-gate that keeps every node from starting (failure budget, paused, held after the first node:
-gpuctl.rollout.gates, the coordinator's own rule).
+The facts go into the coordinator's input (gpuctl.rollout.rollout_input.Reads) exactly as the
+coordinator's gatherer puts them, and gpuctl.rollout.first_moves.dry_run makes the
+coordinator's passes on them: what the first pass does to each node (start it, leave it
+waiting and why, move its step on), and, for a node that starts, where its checks then take it
+with each node's latest agent report (its GPUNode) lent as the check's answer: to Preparing,
+where the agent's hands are needed, or to Blocked, with the reason the coordinator would
+record. So the plan and the coordinator cannot disagree: there is one decision.
 
-The action (load, reload, unload, none) and its words come from kmm_touch.py over the shared
-targeting rule. Whether the node may go now answers the questions the coordinator's check and
-prepare steps ask, with the same unload rule (gpuctl.common.unload_rule), from the same facts:
+What the CLI cannot know, it says: the Prometheus gate is not asked (a node that would start
+on its answer says so), and the agent is not asked to prepare.
+
+Per node KMM would touch, the action (load, reload, unload, none) comes from kmm_touch.py; the
+verdict reads the run:
 - skip     the node opted out (label gpuctl.dev/rollout=skip);
-- done     the node is already Done at the Module's version (action none);
-- go       nothing stops it (notes say what preparation would change), or KMM is at it
-           already (the node is labelled for the target);
-- wait     GPU pods must finish first (eviction is off);
-- blocked  a person must act: busy devices, claims, a node Failed at the target, or an
-           unknown: no fresh agent report (a GPUNode whose Fresh condition is False is
-           unknown), claims that could not be listed, NotReady.
+- done     the node is Done at the target (action none);
+- go       it starts, and its checks would take it to the agent's preparation (notes say what
+           preparation and draining would do), or it is in a step already;
+- wait     something passes by itself: a rollout-wide hold, maxUnavailable, the gate not asked,
+           GPU pods that must finish (eviction is off);
+- blocked  a person must act: busy devices, claims, NotReady, a node Failed at the target, or an
+           unknown (no fresh agent report, claims that could not be listed).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
-from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from gpuctl.cli.kmm_touch import Action, Target, Touch, module_ref, target_of, touch
+from gpuctl.cli.kmm_touch import Action, Touch, module_ref, target_of, touch
 from gpuctl.cli.node_view import NodeView
 from gpuctl.cli.table import format_table
 from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase, parse_phase
 from gpuctl.common.node_selectors import node_labels, node_name
-from gpuctl.common.unload_rule import (
-    UnloadSettings,
-    UnloadVerdict,
-    modules_unloaded_with,
-    unload_verdict,
+from gpuctl.common.unload_rule import unload_verdict
+from gpuctl.rollout.facts import GpuPod, ReportFacts, report_facts
+from gpuctl.rollout.first_moves import (
+    DryRun,
+    Move,
+    MoveKind,
+    NodeRun,
+    at_their_turn,
+    dry_run,
 )
-from gpuctl.rollout.gates import GateFacts, rollout_gate
+from gpuctl.rollout.holds import Wait, WaitKind
 from gpuctl.rollout.order import is_unavailable, start_order
+from gpuctl.rollout.pass_setup import pass_setup
+from gpuctl.rollout.refused import finishing_settings
+from gpuctl.rollout.rollout_input import Reads, module_container, pass_nodes
 
 CLAIMS_UNKNOWN = "allocated GPU ResourceClaims are unknown (unknown is never safe)"
-
-
-@dataclass(frozen=True)
-class PlanSettings:
-    evict_gpu_pods: bool = False
-    disable_idle_vfs: bool = False
-    # Modules KMM unloads before the driver (modulesLoadingOrder after its first entry): their
-    # holding the driver does not block.
-    unloaded_with: tuple[str, ...] = ()
-    # The module's PCI driver (kernelModule.moduleName); "" means the module each report names.
-    driver: str = ""
-
-    @property
-    def unload(self) -> UnloadSettings:
-        return UnloadSettings(self.driver, self.disable_idle_vfs, self.unloaded_with)
-
-
-def plan_settings(driver: Mapping[str, Any]) -> PlanSettings:
-    spec = driver.get("spec") or {}
-    rollout = spec.get("rollout") or {}
-    kernel_module = spec.get("kernelModule") or {}
-    return PlanSettings(
-        evict_gpu_pods=bool(rollout.get("evictGPUPods", False)),
-        disable_idle_vfs=bool(rollout.get("disableIdleVFs", False)),
-        unloaded_with=tuple(modules_unloaded_with(kernel_module.get("modulesLoadingOrder"))),
-        driver=str(kernel_module.get("moduleName") or ""),
-    )
+DONE = ("nothing to do",)
+GATE_NOT_ASKED = "the plan does not ask the Prometheus gate: it starts if the gate passes"
 
 
 @dataclass(frozen=True)
 class NodeFacts:
-    """One Node (as the API returns it) and what the coordinator would check on it."""
+    """One Node (as the API returns it), its agent's latest report and its GPU pods."""
 
     node: Mapping[str, Any]
     view: NodeView | None = None
-    gpu_pods: Sequence[str] = ()
-    claims: Sequence[str] = ()
+    gpu_pods: tuple[GpuPod, ...] = ()
 
     @property
     def name(self) -> str:
         return node_name(self.node)
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return node_labels(self.node)
-
-    @property
-    def annotations(self) -> Mapping[str, str]:
-        return dict((self.node.get("metadata") or {}).get("annotations") or {})
-
-    @property
-    def ready(self) -> bool | None:
-        """True Ready, False NotReady, None unknown."""
-        for condition in (self.node.get("status") or {}).get("conditions") or []:
-            if condition.get("type") == "Ready":
-                return {"True": True, "False": False}.get(condition.get("status"))
-        return None
-
-    @property
-    def unschedulable(self) -> bool:
-        """Cordoned, by anyone."""
-        return bool((self.node.get("spec") or {}).get("unschedulable"))
 
 
 @dataclass(frozen=True)
@@ -118,6 +82,11 @@ class PlanInput:
     # Why allocated ResourceClaims could not be listed ("" when they were, or DRA is not
     # served): then every node's claims are unknown.
     claims_unknown: str = ""
+    # The ResourceClaims as listed (the decision keeps the allocated GPU ones per node).
+    claims: Sequence[Mapping[str, Any]] = ()
+    # Every GPUDriver: an older one loading the driver on the same nodes refuses the rollout.
+    drivers: Sequence[Mapping[str, Any]] = ()
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
 @dataclass(frozen=True)
@@ -126,9 +95,14 @@ class PlannedNode:
     action: Action
     # What KMM would do and why, in words.
     change: str
+    # What the coordinator's first pass does to the node, in a few words.
+    next: str
     verdict: str
     reasons: tuple[str, ...]
     now: str
+    # The coordinator's first move on the node, after its placements (None: none computed:
+    # the node is at the target, or outside a refused rollout).
+    first_move: Move | None = None
 
 
 @dataclass(frozen=True)
@@ -136,159 +110,280 @@ class Plan:
     driver: str
     # "<namespace>/<name>" of the Module; "" when the GPUDriver names none yet.
     module: str
-    # The Module's version; None when there is no Module (first install).
+    # The target version (the spec's KMM version); None when there is no Module yet.
     version: str | None
     nodes: tuple[PlannedNode, ...]
     claims_unknown: str = ""
-    # A rollout-wide gate that keeps every new node from starting, in words ("" for none).
+    # What holds the whole rollout now, in the coordinator's words ("" for nothing).
     gate: str = ""
+    # Why the rollout is refused ("" when it is not): nodes mid-step finish, none starts.
+    refusal: str = ""
 
 
-@dataclass(frozen=True)
-class _Touched:
-    facts: NodeFacts
-    touch: Touch
-    # The unload rule's verdict on the node's agent report.
-    agent: UnloadVerdict
+def _answers(inp: PlanInput) -> dict[str, ReportFacts]:
+    """Each node's fresh, connected agent report, as the check's answer."""
+    out = {}
+    for facts in inp.nodes:
+        view = facts.view
+        if view is not None and view.report is not None and _not_fresh(view) == "":
+            out[facts.name] = report_facts(view.report)
+    return out
+
+
+def _not_fresh(view: NodeView | None) -> str:
+    """Why the node's report cannot stand as the agent's answer ("" when it can)."""
+    if view is None:
+        return "no GPUNode: the agent never reported"
+    if view.problem:
+        return view.problem
+    if view.connected is not True:
+        return "agent disconnected"
+    return ""
+
+
+def _reads(inp: PlanInput, target: str | None) -> Reads:
+    setup = pass_setup(inp.driver, inp.drivers or [inp.driver])
+    finishing = bool(setup.refusal) or setup.settings is None
+    settings = setup.settings
+    if finishing:
+        target = str(module_container(inp.module).get("version") or "") or None
+        settings = finishing_settings(settings)
+    assert settings is not None
+    all_nodes = [facts.node for facts in inp.nodes]
+    nodes, wanted = pass_nodes(inp.driver, all_nodes, target, finishing=finishing)
+    ref = module_ref(inp.driver)
+    pods = {facts.name: facts.gpu_pods for facts in inp.nodes}
+    return Reads(
+        driver=inp.driver,
+        target=target,
+        settings=settings,
+        previous=dict((inp.driver.get("status") or {}).get("rollout") or {}),
+        namespace=ref[0] if ref is not None else "",
+        nodes=nodes,
+        wanted=wanted,
+        claims=inp.claims,
+        claims_trouble=inp.claims_unknown,
+        module=inp.module,
+        images_config=None,
+        now=inp.now,
+        gpu_pods={node_name(n): pods.get(node_name(n), ()) for n in nodes},
+    )
 
 
 def plan_rollout(inp: PlanInput) -> Plan:
-    """Every node KMM would touch, in the coordinator's order, with action and verdict."""
+    """Every node KMM would touch, in the coordinator's order, with what it does first."""
+    setup = pass_setup(inp.driver, inp.drivers or [inp.driver])
     target = target_of(inp.driver, inp.module)
-    settings = plan_settings(inp.driver)
-    touched: dict[str, _Touched] = {}
+    if inp.module is not None and setup.target is not None:
+        target = dataclasses.replace(target, version=setup.target)
+    reads, answers = _reads(inp, setup.target), _answers(inp)
+    run = dry_run(reads, answers)
+    turn = at_their_turn(reads, answers) if _any_waits_its_turn(run) else run
+    touched: dict[str, tuple[NodeFacts, Touch]] = {}
     for facts in inp.nodes:
-        report, agent = _agent(facts.view, settings)
-        found = touch(target, facts.node, report)
+        fresh = facts.view.report if facts.view is not None and not _not_fresh(facts.view) else None
+        found = touch(target, facts.node, fresh)
         if found is not None:
-            touched[facts.name] = _Touched(facts, found, agent)
-    order = start_order({name: _unavailable(t.facts) for name, t in touched.items()})
+            touched[facts.name] = (facts, found)
+    order = start_order({name: _unavailable(facts.node) for name, (facts, _) in touched.items()})
     ref = module_ref(inp.driver)
+    refusal = setup.refusal or ("" if setup.settings is not None else "spec.rollout unreadable")
     return Plan(
         driver=target.driver,
         module="/".join(ref) if ref is not None else "",
         version=target.version,
-        nodes=tuple(_plan_node(target, inp, settings, touched[name]) for name in order),
+        nodes=tuple(_planned(run, turn, *touched[name], refusal) for name in order),
         claims_unknown=inp.claims_unknown,
-        gate=_gate(inp.driver, target, touched.values()),
+        gate=_rollout_hold(run),
+        refusal=refusal,
     )
 
 
-def _gate(driver: Mapping[str, Any], target: Target, touched: Iterable[_Touched]) -> str:
-    """The coordinator's rollout-wide gate (gpuctl.rollout.gates) on these facts."""
-    rollout = (driver.get("spec") or {}).get("rollout") or {}
-    version = target.version or ""
-    failed = updated = total = 0
-    for node in touched:
-        if node.touch.action is Action.UNLOAD:
-            continue
-        total += 1
-        at_target = bool(version) and node.facts.annotations.get(names.STATE_VERSION) == version
-        phase = parse_phase(node.facts.labels.get(names.STATE_LABEL))
-        failed += at_target and phase is Phase.FAILED
-        updated += node.touch.action is Action.NONE
-    annotations = (driver.get("metadata") or {}).get("annotations") or {}
-    facts = GateFacts(
-        failed=failed,
-        failure_budget=int(rollout.get("failureBudget", 1)),
-        paused=bool(rollout.get("paused", False)),
-        hold_after_first_node=bool(rollout.get("holdAfterFirstNode", True)),
-        target_version=version,
-        resumed_version=str(annotations.get(names.RESUMED_VERSION, "")),
-        updated=updated,
-        total=total,
-    )
-    hold = rollout_gate(facts)
-    return hold.words if hold is not None else ""
+def _rollout_hold(run: DryRun) -> str:
+    status = run.decision.status or {}
+    return str(status.get("message") or "") if status.get("holdKind") else ""
 
 
-def _agent(
-    view: NodeView | None, settings: PlanSettings
-) -> tuple[pb.NodeReport | None, UnloadVerdict]:
-    """The node's report if it is fresh (else None), and the unload rule's verdict on it."""
-    if view is None:
-        return None, unload_verdict(None, settings.unload)
-    not_fresh = view.problem
-    if not not_fresh and view.connected is not True:
-        not_fresh = "agent disconnected"
-    verdict = unload_verdict(view.report, settings.unload, not_fresh=not_fresh)
-    return (None if not_fresh else view.report), verdict
-
-
-def _unavailable(node: NodeFacts) -> bool:
-    """The node already counts against maxUnavailable, as the coordinator counts it: with the
-    phase the coordinator gives it (a step goes on; an opted-out node is Skipped; any other
-    is not in a step)."""
-    phase = parse_phase(node.labels.get(names.STATE_LABEL))
+def _unavailable(node: Mapping[str, Any]) -> bool:
+    """The node already counts against maxUnavailable, as the coordinator counts it."""
+    labels = node_labels(node)
+    phase = parse_phase(labels.get(names.STATE_LABEL))
     if phase not in IN_PROGRESS:
-        opted_out = node.labels.get(names.OPT_OUT_LABEL) == names.OPT_OUT_VALUE
+        opted_out = labels.get(names.OPT_OUT_LABEL) == names.OPT_OUT_VALUE
         phase = Phase.SKIPPED if opted_out else None
-    return is_unavailable(phase, unschedulable=node.unschedulable, ready=node.ready is True)
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (node.get("status") or {}).get("conditions") or []
+    )
+    unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
+    return is_unavailable(phase, unschedulable=unschedulable, ready=ready)
 
 
-def _plan_node(
-    target: Target, inp: PlanInput, settings: PlanSettings, touched: _Touched
+# Waits that pass by themselves: the plan also shows where the node's checks take it then.
+_TURN_WAITS = (WaitKind.HELD, WaitKind.MAX_UNAVAILABLE, WaitKind.GATE_NOT_ASKED)
+
+
+def _waits_its_turn(node_run: NodeRun) -> bool:
+    wait = node_run.move.wait
+    return wait is not None and wait.kind in _TURN_WAITS
+
+
+def _any_waits_its_turn(run: DryRun) -> bool:
+    return any(_waits_its_turn(node_run) for node_run in run.nodes.values())
+
+
+def _planned(
+    run: DryRun, turn: DryRun, facts: NodeFacts, found: Touch, refusal: str
 ) -> PlannedNode:
-    node = touched.facts
-    state = node.labels.get(names.STATE_LABEL, "")
-    state_version = node.annotations.get(names.STATE_VERSION, "")
+    annotations = (facts.node.get("metadata") or {}).get("annotations") or {}
+    state = node_labels(facts.node).get(names.STATE_LABEL, "")
+    state_version = annotations.get(names.STATE_VERSION, "")
     now = f"{state} ({state_version})" if state and state_version else state or "-"
-    would, reasons = _would(target, inp, settings, touched)
-    return PlannedNode(node.name, touched.touch.action, touched.touch.change, would, reasons, now)
+    node_run = run.nodes.get(facts.name)
+    if found.action is Action.NONE:
+        return PlannedNode(facts.name, found.action, found.change, "-", "done", DONE, now)
+    if node_run is None:
+        why = f"the rollout is refused ({refusal}): nothing starts" if refusal else "not rolled"
+        return PlannedNode(facts.name, found.action, found.change, "-", "wait", (why,), now)
+    verdict, reasons = _verdict(run, node_run, facts)
+    at_turn = turn.nodes.get(facts.name)
+    if _waits_its_turn(node_run) and at_turn is not None and at_turn.move.kind in _MOVING:
+        then, then_reasons = _followed(turn, at_turn, facts)
+        verdict = "blocked" if then == "blocked" else verdict
+        reasons = (*reasons, "at its turn: " + "; ".join(then_reasons))
+    next_words = _next_words(node_run)
+    return PlannedNode(
+        facts.name, found.action, found.change, next_words, verdict, reasons, now, node_run.move
+    )
+
+
+def _next_words(node_run: NodeRun) -> str:
+    move = node_run.move
+    words = {
+        MoveKind.START: "start",
+        MoveKind.LEAVE: "leave",
+        MoveKind.STAY: "-",
+    }.get(move.kind, "")
+    if move.kind is MoveKind.WAIT and move.wait is not None:
+        words = f"wait ({move.wait.kind.value})"
+    elif move.kind is MoveKind.STEP:
+        words = f"step ({move.phase_to.value})" if move.phase_to is not None else "step"
+    placed = ", ".join(phase.value for phase in node_run.placed)
+    return f"{placed}, then {words}" if placed and words != "-" else placed or words
 
 
 Verdict = tuple[str, tuple[str, ...]]
+_MOVING = (MoveKind.START, MoveKind.STEP)
 
 
-def _would(target: Target, inp: PlanInput, settings: PlanSettings, touched: _Touched) -> Verdict:
-    """The coordinator's order of questions: a node keeps its place when Done or Failed at the
-    target or in a step; an opted-out node is skipped; the others are checked."""
-    node, found = touched.facts, touched.touch
-    phase = parse_phase(node.labels.get(names.STATE_LABEL))
-    if found.action is Action.NONE:
-        return "done", ("nothing to do",)
-    at_target = bool(target.version) and node.annotations.get(names.STATE_VERSION) == target.version
-    if phase is Phase.FAILED and at_target:
-        why = node.annotations.get(names.REASON, "") or "no reason recorded"
-        return "blocked", (f"Failed: {why}; fix it, then `gpuctl rollout retry {node.name}`",)
-    if found.released:
-        return "go", ("under way: the rollout verifies the load next",)
-    opted_out = node.labels.get(names.OPT_OUT_LABEL) == names.OPT_OUT_VALUE
-    if opted_out and phase not in IN_PROGRESS:
+def _verdict(run: DryRun, node_run: NodeRun, facts: NodeFacts) -> Verdict:
+    move = node_run.move
+    if move.kind is MoveKind.WAIT and move.wait is not None:
+        return _waiting(move.wait)
+    if move.kind is MoveKind.LEAVE:
+        return "go", ("leaves the rollout: nothing of this GPUDriver is loaded here",)
+    if move.kind in _MOVING:
+        return _followed(run, node_run, facts)
+    return _stays(node_run, facts)
+
+
+def _waiting(wait: Wait) -> Verdict:
+    if wait.kind in (WaitKind.BLOCKED, WaitKind.NODE_NOT_READY):
+        return "blocked", (wait.words,)
+    if wait.kind is WaitKind.GATE_NOT_ASKED:
+        return "wait", (GATE_NOT_ASKED,)
+    if wait.hold is not None:
+        # The plan's headline gives the hold's words once.
+        return "wait", (f"held ({wait.hold.kind.value})",)
+    return "wait", (wait.words,)
+
+
+def _stays(node_run: NodeRun, facts: NodeFacts) -> Verdict:
+    labels = node_labels(facts.node)
+    annotations = (facts.node.get("metadata") or {}).get("annotations") or {}
+    phase = node_run.placed[-1] if node_run.placed else parse_phase(labels.get(names.STATE_LABEL))
+    if phase is Phase.SKIPPED:
         return "skip", (f"opted out ({names.OPT_OUT_LABEL}={names.OPT_OUT_VALUE}): left alone",)
-    return _checked(inp, settings, node, touched.agent)
+    if phase is Phase.DONE:
+        return "done", DONE
+    if phase is Phase.FAILED:
+        why = annotations.get(names.REASON, "") or "no reason recorded"
+        return "blocked", (f"Failed: {why}; fix it, then `gpuctl rollout retry {facts.name}`",)
+    if phase in IN_PROGRESS:
+        return "go", (f"under way: {phase.value}",)
+    return "wait", ("nothing moves it in this pass",)
 
 
-def _checked(
-    inp: PlanInput, settings: PlanSettings, node: NodeFacts, agent: UnloadVerdict
-) -> Verdict:
-    """go, wait or blocked: what the coordinator's checks would find on the node now."""
-    blocked: list[str] = []
-    if node.ready is not True:
-        blocked.append("node is NotReady" if node.ready is False else "node readiness unknown")
-    if inp.claims_unknown:
-        blocked.append(CLAIMS_UNKNOWN)
-    blocked += [f"allocated GPU ResourceClaim {claim}" for claim in node.claims]
-    blocked += agent.messages()
-    waiting: list[str] = []
-    notes = list(agent.notes)
-    if node.gpu_pods:
-        pods = ", ".join(node.gpu_pods)
-        if settings.evict_gpu_pods:
-            notes.append(f"would evict GPU pods: {pods}")
-        else:
-            waiting.append(f"GPU pods must finish (evictGPUPods is off): {pods}")
-    if blocked:
-        return "blocked", (*blocked, *waiting)
-    if waiting:
-        return "wait", tuple(waiting)
-    return "go", tuple(notes or ["nothing blocks"])
+def _followed(run: DryRun, node_run: NodeRun, facts: NodeFacts) -> Verdict:
+    """Where the node's checks take it, on its agent's latest report."""
+    start = node_run.move.phase_to
+    last = node_run.then[-1] if node_run.then else start
+    starts = node_run.move.kind is MoveKind.START
+    if last in (Phase.BLOCKED, Phase.FAILED):
+        lead = "starts, then its check blocks it" if starts else f"{last.value}"
+        return "blocked", (f"{lead}: {node_run.reason or 'no reason recorded'}",)
+    if last is Phase.CHECKING and facts.name not in _reported(run):
+        why = _not_fresh(facts.view)
+        return "blocked", (f"no fresh agent report ({why}): the check waits for one, then blocks",)
+    if last is Phase.DRAINING and not node_run.evicts:
+        return _drain_waits(run, facts)
+    notes = list(_preparation_notes(run, facts))
+    if node_run.evicts:
+        notes.insert(0, "would evict GPU pods: " + ", ".join(str(p) for p in node_run.evicts))
+    if last in (Phase.PREPARING, Phase.DRAINING):
+        return "go", tuple(notes or ["nothing blocks"])
+    phase = last or parse_phase(node_labels(facts.node).get(names.STATE_LABEL))
+    return "go", (f"under way: {phase.value if phase is not None else 'in a step'}", *notes)
+
+
+def _drain_waits(run: DryRun, facts: NodeFacts) -> Verdict:
+    """A drain that does not finish by itself: GPU pods (eviction off) or claims."""
+    pods = ", ".join(str(p) for p in facts.gpu_pods)
+    if pods:
+        held = _report_blockers(run, facts)
+        also = (f"then the agent's check, unless the pods are what holds it: {held}",)
+        return "wait", (f"GPU pods must finish (evictGPUPods is off): {pods}", *also[: bool(held)])
+    claims = _claims_of(run, facts.name)
+    if claims:
+        return "blocked", tuple(f"allocated GPU ResourceClaim {c}" for c in claims)
+    return "wait", ("waits at the drain",)
+
+
+def _report_blockers(run: DryRun, facts: NodeFacts) -> str:
+    """What the node's report says blocks the unload, in the agent's words ("" for none)."""
+    view = facts.view
+    if view is None or view.report is None or _not_fresh(view):
+        return ""
+    return "; ".join(unload_verdict(view.report, run.inp.unload_settings).messages())
+
+
+def _reported(run: DryRun) -> set[str]:
+    return {node.name for node in run.inp.nodes if node.calls.get("inspect") is not None}
+
+
+def _claims_of(run: DryRun, name: str) -> tuple[str, ...]:
+    for node in run.inp.nodes:
+        if node.name == name:
+            return node.claims
+    return ()
+
+
+def _preparation_notes(run: DryRun, facts: NodeFacts) -> tuple[str, ...]:
+    """What preparing the node would change (the unload rule's notes on its report)."""
+    view = facts.view
+    if view is None or view.report is None or _not_fresh(view):
+        return ()
+    return unload_verdict(view.report, run.inp.unload_settings).notes
 
 
 def render_plan(plan: Plan) -> str:
     lines = [_headline(plan)]
-    if plan.gate:
-        lines.append(f"No node starts now: the rollout is {plan.gate}.")
+    if plan.refusal:
+        lines.append(
+            f"The rollout is refused: {plan.refusal}. Nodes mid-step finish it; none starts."
+        )
+    elif plan.gate:
+        lines.append(f"No node starts now: {plan.gate}.")
     if plan.claims_unknown:
         lines.append(
             f"Allocated GPU ResourceClaims are unknown: {plan.claims_unknown}. Every node "
@@ -315,12 +410,13 @@ def render_plan(plan: Plan) -> str:
                 node.now,
                 node.action.value,
                 node.change,
+                node.next,
                 node.verdict,
                 "; ".join(node.reasons),
             ]
         )
-    table = format_table(["ORDER", "NODE", "NOW", "ACTION", "CHANGE", "WOULD", "WHY"], rows)
-    return "\n".join(lines) + "\n" + table
+    headers = ["ORDER", "NODE", "NOW", "ACTION", "CHANGE", "NEXT", "WOULD", "WHY"]
+    return "\n".join(lines) + "\n" + format_table(headers, rows)
 
 
 def _headline(plan: Plan) -> str:

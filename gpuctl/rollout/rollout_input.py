@@ -18,13 +18,14 @@ from gpuctl.common import names, revisions
 from gpuctl.common.gpu_claims import claims_on_nodes
 from gpuctl.common.names import Phase
 from gpuctl.common.node_selectors import node_labels, node_name
-from gpuctl.common.targeting import mapping_for, node_kernel
+from gpuctl.common.targeting import mapping_for, node_kernel, wanted_nodes
 from gpuctl.common.unload_rule import modules_unloaded_with
 from gpuctl.gpudriver import model
 from gpuctl.gpudriver.module_spec import module_name, ready_label, version_label
 from gpuctl.rollout.facts import CallState, GpuPod, KmmLabels, RolloutInput, node_facts
 from gpuctl.rollout.kmm_activity import image_state, kmm_activity, module_worker_pods
 from gpuctl.rollout.prometheus_gate import GateResult
+from gpuctl.rollout.refused import finishes_loaded, mid_step
 from gpuctl.rollout.rollout_status import resumed_version
 from gpuctl.rollout.settings import RolloutSettings
 
@@ -57,6 +58,23 @@ def considered(
         if node_name(node) in wanted or labels.get(names.TARGET_LABEL) == driver or ours:
             out.append(node)
     return out
+
+
+def pass_nodes(
+    driver: Mapping[str, Any],
+    all_nodes: Sequence[Mapping[str, Any]],
+    target: str | None,
+    *,
+    finishing: bool = False,
+) -> tuple[list[Mapping[str, Any]], frozenset[str]]:
+    """The nodes a pass considers, and the wanted ones among them. `finishing` (a refused
+    rollout, refused.py): only the nodes mid-step, each wanted as its step says."""
+    name = str(driver["metadata"]["name"])
+    if finishing:
+        mid = [n for n in all_nodes if mid_step(n, name)]
+        return mid, frozenset(node_name(n) for n in mid if finishes_loaded(n))
+    wanted = wanted_nodes(driver.get("spec") or {}, all_nodes) if target else frozenset()
+    return considered(name, all_nodes, wanted), wanted
 
 
 def target_images(spec: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], str]:

@@ -16,14 +16,16 @@ from gpuctl.cli.rollout_plan import (
     PlanInput,
     PlannedNode,
     plan_rollout,
-    plan_settings,
     render_plan,
 )
+from gpuctl.gpudriver.module_spec import kmm_version
+from gpuctl.rollout.facts import GpuPod
+from tests.support.samples import claim
 
 AGE = datetime.timedelta(seconds=5)
+NOW = datetime.datetime(2026, 12, 2, 12, 0, tzinfo=datetime.UTC)
 NS = "gpuctl-system"
 DRIVER = "gpu"
-VERSION = "v2-2222bbbb"
 OLD = "v1-1111aaaa"
 KERNEL = "6.8.0-60-generic"
 TARGET_LABEL = "gpuctl.dev/driver-target"
@@ -41,6 +43,10 @@ def _spec(**extra: Any) -> dict[str, Any]:
         },
         **extra,
     }
+
+
+# The coordinator's target: the Module's KMM version of the spec.
+VERSION = kmm_version(_spec())
 
 
 def _driver(spec: dict[str, Any] | None = None, *, deleting: bool = False) -> dict[str, Any]:
@@ -120,13 +126,16 @@ def _plan(
     driver: dict[str, Any] | None = None,
     module: dict[str, Any] | None = None,
     claims_unknown: str = "",
+    claims: list[dict[str, Any]] | None = None,
 ) -> Plan:
     return plan_rollout(
         PlanInput(
             driver if driver is not None else _driver(),
             module if module is not None else _module(),
             nodes,
-            claims_unknown,
+            claims_unknown=claims_unknown,
+            claims=claims or [],
+            now=NOW,
         )
     )
 
@@ -172,7 +181,12 @@ def test_a_first_load_over_a_live_in_tree_xe_says_the_loader_unloads_it_first() 
     busy.module.provenance = pb.Module.IN_TREE
     busy.blockers.add(reason=pb.Blocker.OPEN_CLIENTS, message="pid 4242 (ollama) holds it")
     (planned,) = _plan([_facts(_node("busy"), busy)]).nodes
-    assert _row(planned) == ("load", "blocked", "pid 4242 (ollama) holds it")
+    assert _row(planned) == (
+        "load",
+        "blocked",
+        "starts, then its check blocks it: pid 4242 (ollama) holds it",
+    )
+    assert planned.next == "Pending, then start"
 
 
 def test_a_node_labelled_at_another_version_is_reloaded_from_that_version() -> None:
@@ -209,8 +223,10 @@ def test_a_node_done_at_the_modules_version_needs_nothing() -> None:
 
 def test_a_node_labelled_at_the_target_but_not_done_is_under_way() -> None:
     labels = _carrying(VERSION, **{STATE: "Loading"})
-    (planned,) = _plan([_facts(_node("a", labels=labels), view=None)]).nodes
-    assert _row(planned) == ("load", "go", "under way: the rollout verifies the load next")
+    loading = _node("a", labels=labels, annotations={STATE_VERSION: VERSION})
+    (planned,) = _plan([_facts(loading, view=None)]).nodes
+    assert _row(planned) == ("load", "go", "under way: Loading")
+    assert planned.next == "step"
     assert planned.change == f"labelled for {VERSION}: KMM is loading it"
 
 
@@ -240,7 +256,14 @@ def test_unloads_say_why_the_node_is_no_longer_wanted() -> None:
         plan["no-label"].change == "left the node selector: pool=gpu (the node has no such label)"
     )
     assert plan["kernel"].change == "no kernel mapping for its kernel 6.11.0-1-oem"
-    assert plan["left"].verdict == "go"
+    # One at a time (maxUnavailable 1), in name order; the others' checks are clear too.
+    assert _row(plan["kernel"]) == ("unload", "go", "nothing blocks")
+    assert _row(plan["left"]) == (
+        "unload",
+        "wait",
+        "maxUnavailable (1) nodes are unavailable already; at its turn: nothing blocks",
+    )
+    assert plan["left"].next == "Pending, then wait (MaxUnavailable)"
 
 
 def test_every_labelled_node_unloads_when_the_gpudriver_goes_or_drops_its_kernel_module() -> None:
@@ -261,11 +284,19 @@ def test_an_unload_is_checked_like_any_other_unload() -> None:
     busy = _idle()
     busy.blockers.add(reason=pb.Blocker.OPEN_CLIENTS, message="pid 4242 (ollama) holds it")
     left = _node("left", labels={**_carrying(), "pool": "cpu"})
-    (planned,) = _plan([_facts(left, busy, gpu_pods=["ml/job-1"])]).nodes
+    (planned,) = _plan([_facts(left, busy, gpu_pods=(GpuPod("ml", "job-1"),))]).nodes
+    # The check drains first: the pod may be what holds the device.
+    assert _row(planned) == (
+        "unload",
+        "wait",
+        "GPU pods must finish (evictGPUPods is off): ml/job-1; then the agent's check, unless "
+        "the pods are what holds it: pid 4242 (ollama) holds it",
+    )
+    (planned,) = _plan([_facts(left, busy)]).nodes
     assert _row(planned) == (
         "unload",
         "blocked",
-        "pid 4242 (ollama) holds it; GPU pods must finish (evictGPUPods is off): ml/job-1",
+        "starts, then its check blocks it: pid 4242 (ollama) holds it",
     )
 
 
@@ -307,18 +338,20 @@ def test_order_is_the_coordinators_and_done_and_skipped_nodes_have_no_place() ->
             _facts(_node("d", unschedulable=True)),  # the admin's cordon: it goes first
         ]
     )
-    assert [(p.name, p.verdict) for p in plan.nodes] == [
-        ("d", "go"),
-        ("a", "done"),
-        ("b", "skip"),
-        ("c", "go"),
-        ("e", "go"),
+    # One node is Done at the target: the coordinator holds the others (holdAfterFirstNode).
+    assert [(p.name, p.verdict, p.next) for p in plan.nodes] == [
+        ("d", "wait", "Pending, then wait (Held)"),
+        ("a", "done", "-"),
+        ("b", "skip", "Skipped"),
+        ("c", "wait", "Pending, then wait (Held)"),
+        ("e", "wait", "Pending, then wait (Held)"),
     ]
+    assert plan.nodes[0].reasons[1] == "at its turn: nothing blocks"
     lines = render_plan(plan).splitlines()
     # One node Done at the target, the others not: the coordinator holds (holdAfterFirstNode).
     assert lines[1] == (
-        f"No node starts now: the rollout is held after the first node of {VERSION}: check "
-        "it, then `gpuctl rollout resume`."
+        f"No node starts now: held after the first node of {VERSION}: check it, then "
+        "`gpuctl rollout resume`."
     )
     rows = lines[4:]
     assert [row.split()[:2] for row in rows] == [
@@ -355,10 +388,18 @@ def test_no_report_a_disconnected_agent_and_not_ready_are_blocked() -> None:
     )
     reasons = {p.name: p.reasons for p in plan.nodes}
     assert {p.verdict for p in plan.nodes} == {"blocked"}
-    assert reasons["none"] == ("no agent report (unknown is never safe)",)
-    assert reasons["gone"] == ("agent disconnected (unknown is never safe)",)
+    # The NotReady nodes take both slots of maxUnavailable 1 and more: the others wait, and
+    # would be blocked at their turn.
+    assert reasons["none"][1] == (
+        "at its turn: no fresh agent report (no GPUNode: the agent never reported): the check "
+        "waits for one, then blocks"
+    )
+    assert reasons["gone"][1] == (
+        "at its turn: no fresh agent report (agent disconnected): the check waits for one, "
+        "then blocks"
+    )
     assert reasons["down"] == ("node is NotReady",)
-    assert reasons["unknown-ready"] == ("node readiness unknown",)
+    assert reasons["unknown-ready"] == ("node is NotReady",)
 
 
 def test_a_gpunode_the_coordinator_calls_stale_is_unknown_so_blocked() -> None:
@@ -385,8 +426,8 @@ def test_a_gpunode_the_coordinator_calls_stale_is_unknown_so_blocked() -> None:
     (planned,) = _plan([_facts(_node("frozen"), view=view)]).nodes
     assert planned.verdict == "blocked"
     assert planned.reasons == (
-        "no heartbeat or report from the agent for 6.1s (the freshness bound is 6s): the "
-        "node's state is unknown (unknown is never safe)",
+        "no fresh agent report (no heartbeat or report from the agent for 6.1s (the freshness "
+        "bound is 6s): the node's state is unknown): the check waits for one, then blocks",
     )
     # The stale report's live xe is not taken for the truth either.
     assert planned.change == "first install; unknown whether a live xe must be removed first"
@@ -397,16 +438,17 @@ def test_claims_that_cannot_be_listed_are_unknown_never_none() -> None:
         [_facts(_node("a")), _facts(_node("b", labels=_carrying()))],
         claims_unknown="discovery serves resource.k8s.io/v1, but listing resourceclaims gave 404",
     )
+    unknown = (
+        "cannot tell whether GPU ResourceClaims are allocated on the node: discovery serves "
+        "resource.k8s.io/v1, but listing resourceclaims gave 404"
+    )
     assert {p.name: _row(p) for p in plan.nodes} == {
-        "a": (
-            "load",
-            "blocked",
-            "allocated GPU ResourceClaims are unknown (unknown is never safe)",
-        ),
+        "a": ("load", "blocked", f"starts, then its check blocks it: {unknown}"),
         "b": (
             "reload",
             "blocked",
-            "allocated GPU ResourceClaims are unknown (unknown is never safe)",
+            "maxUnavailable (1) nodes are unavailable already; at its turn: starts, then its "
+            f"check blocks it: {unknown}",
         ),
     }
     assert render_plan(plan).splitlines()[1] == (
@@ -418,16 +460,15 @@ def test_claims_that_cannot_be_listed_are_unknown_never_none() -> None:
 def test_claims_and_agent_blockers_block_with_their_words() -> None:
     busy = _idle()
     busy.blockers.add(reason=pb.Blocker.OPEN_CLIENTS, message="pid 4242 (ollama) holds it")
-    (planned,) = _plan([_facts(_node("n"), busy, claims=["ml/train-0"])]).nodes
+    claims = [claim("train-0", "n", namespace="ml")]
+    (planned,) = _plan([_facts(_node("n"), busy)], claims=claims).nodes
+    # The drain waits for the claim (by its timeout it is Blocked), before the agent's check.
     assert planned.verdict == "blocked"
-    assert planned.reasons == (
-        "allocated GPU ResourceClaim ml/train-0",
-        "pid 4242 (ollama) holds it",
-    )
+    assert planned.reasons == ("allocated GPU ResourceClaim ml/train-0",)
 
 
 def test_gpu_pods_wait_unless_eviction_is_allowed() -> None:
-    node = _facts(_node("n"), gpu_pods=["ml/job-1"])
+    node = _facts(_node("n"), gpu_pods=(GpuPod("ml", "job-1"),))
     assert _plan([node]).nodes[0].verdict == "wait"
     evicting = _driver(_spec(rollout={"evictGPUPods": True}))
     (planned,) = _plan([node], driver=evicting).nodes
@@ -461,7 +502,10 @@ def test_idle_vfs_go_only_when_disabling_them_is_allowed_and_never_when_handed_a
     )
     for vf_driver in ("vfio-pci", "i915"):
         (planned,) = _plan([_facts(_node("n"), _pf_with_vfs(vf_driver))], driver=allowed).nodes
-        assert (planned.verdict, planned.reasons) == ("blocked", ("03:00.0 has 1 VF",)), vf_driver
+        assert (planned.verdict, planned.reasons) == (
+            "blocked",
+            ("starts, then its check blocks it: 03:00.0 has 1 VF",),
+        ), vf_driver
 
 
 def _held(*holders: str) -> pb.NodeReport:
@@ -478,22 +522,16 @@ def test_a_holder_blocks_even_when_modules_loading_order_lists_it() -> None:
     ordered = _spec()
     ordered["kernelModule"]["modulesLoadingOrder"] = ["xe", "xe_compat"]
     assert _plan([_facts(_node("n"), _held("xe_compat"))]).nodes[0].verdict == "blocked"
-    (planned,) = _plan([_facts(_node("n"), _held("xe_compat"))], driver=_driver(ordered)).nodes
+    module = _module(kmm_version(ordered))
+    (planned,) = _plan(
+        [_facts(_node("n"), _held("xe_compat"))], driver=_driver(ordered), module=module
+    ).nodes
     assert planned.verdict == "blocked"
     assert planned.reasons == (
-        "xe is held by xe_compat: KMM removes xe first and modulesLoadingOrder's xe_compat "
-        "only after it, so `modprobe -r xe` fails (EBUSY); unload it first, or fix the order",
+        "starts, then its check blocks it: xe is held by xe_compat: KMM removes xe first and "
+        "modulesLoadingOrder's xe_compat only after it, so `modprobe -r xe` fails (EBUSY); "
+        "unload it first, or fix the order",
     )
-
-
-def test_plan_settings_read_the_loading_order_and_module_name() -> None:
-    driver = {
-        "spec": {"kernelModule": {"moduleName": "xe", "modulesLoadingOrder": ["xe", "xe_compat"]}}
-    }
-    assert plan_settings(driver).unloaded_with == ("xe_compat",)
-    assert plan_settings(driver).driver == "xe"
-    assert plan_settings({"spec": {}}).unloaded_with == ()
-    assert plan_settings({"spec": {}}).driver == ""
 
 
 def test_the_table_names_each_column_and_says_what_would_change() -> None:
@@ -513,7 +551,16 @@ def test_the_table_names_each_column_and_says_what_would_change() -> None:
         "KMM would touch 3 node(s): 1 load, 1 reload, 1 unload; 1 at the target already. In "
         "the coordinator's order:"
     )
-    assert lines[2].split() == ["ORDER", "NODE", "NOW", "ACTION", "CHANGE", "WOULD", "WHY"]
+    assert lines[2].split() == [
+        "ORDER",
+        "NODE",
+        "NOW",
+        "ACTION",
+        "CHANGE",
+        "NEXT",
+        "WOULD",
+        "WHY",
+    ]
 
 
 def test_nothing_to_touch_is_said_plainly() -> None:
@@ -530,15 +577,15 @@ def test_the_plan_names_the_rollout_wide_gate_the_coordinator_applies() -> None:
     labels, annotations = _done(VERSION)
     done = _facts(_node("a", labels=labels, annotations=annotations))
     pending = _facts(_node("b"))
-    assert _plan([done, pending]).gate.startswith(f"held after the first node of {VERSION}")
+    assert f"held after the first node of {VERSION}" in _plan([done, pending]).gate
     resumed = _driver()
     resumed["metadata"]["annotations"] = {"gpuctl.dev/rollout-resumed-version": VERSION}
     assert _plan([done, pending], driver=resumed).gate == ""
     no_hold = _driver(_spec(rollout={"holdAfterFirstNode": False}))
     assert _plan([done, pending], driver=no_hold).gate == ""
     paused = _driver(_spec(rollout={"paused": True}))
-    assert _plan([pending], driver=paused).gate.startswith("paused (rollout.paused)")
+    assert "paused (rollout.paused)" in _plan([pending], driver=paused).gate
     failed_labels = _carrying(VERSION, **{STATE: "Failed"})
     failed = _facts(_node("c", labels=failed_labels, annotations={STATE_VERSION: VERSION}))
-    assert _plan([failed, pending]).gate.startswith("failed: 1 node(s) Failed at the target")
+    assert "failed: 1 node(s) Failed at the target" in _plan([failed, pending]).gate
     assert "No node starts now" not in render_plan(_plan([pending]))

@@ -20,6 +20,7 @@ from google.protobuf import json_format
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.common import names
+from gpuctl.gpudriver.module_spec import kmm_version
 from testbed.cluster_api import TEST_LABEL, Api, gpudriver, node_labels, simple_spec
 from testbed.harness.access import KubeCluster
 
@@ -347,18 +348,22 @@ def test_pause_resume_and_retry_write_what_the_coordinator_reads(
     assert "only a Failed or Blocked node can be retried" in refused.stderr
 
 
-TARGET_VERSION = "v2-2222bbbb"
 OLD_VERSION = "v1-1111aaaa"
 
 
-def _plan_driver(api: Api, namespace: str, name: str) -> str:
-    """A GPUDriver for kernels 6.8.*, and the Module the coordinator would have written for it
-    (selecting the nodes carrying the target label, at TARGET_VERSION); returns KMM's version
-    label for that Module."""
+def _plan_spec(namespace: str) -> dict[str, Any]:
     spec = simple_spec(namespace)
     spec["kernelModule"]["kernelMappings"] = [
         {"regexp": r"^6\.8\.", "containerImage": "registry.example.com/xe:2.0"}
     ]
+    return spec
+
+
+def _plan_driver(api: Api, namespace: str, name: str) -> str:
+    """A GPUDriver for kernels 6.8.*, and the Module the coordinator would have written for it
+    (selecting the nodes carrying the target label, at its version); returns KMM's version
+    label for that Module."""
+    spec = _plan_spec(namespace)
     api.create_driver(gpudriver(name, namespace, spec))
     module = f"{name}-gpu"
     api.kube.request(
@@ -373,7 +378,7 @@ def _plan_driver(api: Api, namespace: str, name: str) -> str:
                 "tolerations": [{"operator": "Exists"}],
                 "moduleLoader": {
                     "container": {
-                        "version": TARGET_VERSION,
+                        "version": kmm_version(spec),
                         "modprobe": {"moduleName": "xe"},
                         "kernelMappings": [
                             {"regexp": r"^6\.8\.", "containerImage": "registry.example.com/xe:2.0"}
@@ -438,6 +443,7 @@ def test_rollout_plan_shows_what_kmm_would_touch_and_whether_each_may_go(
 ) -> None:
     name = f"{namespace}-gpu"
     version_label = _plan_driver(api, namespace, name)
+    target_version = kmm_version(_plan_spec(namespace))
     target = {names.TARGET_LABEL: name}
     nodes = {
         key: make_node(key, labels=labels, kernel_version=kernel).metadata.name
@@ -457,7 +463,7 @@ def test_rollout_plan_shows_what_kmm_would_touch_and_whether_each_may_go(
             (
                 "e-done",
                 node_labels(
-                    namespace, **target, **{version_label: TARGET_VERSION, STATE_LABEL: "Done"}
+                    namespace, **target, **{version_label: target_version, STATE_LABEL: "Done"}
                 ),
                 "6.8.0-60-generic",
             ),
@@ -469,7 +475,7 @@ def test_rollout_plan_shows_what_kmm_would_touch_and_whether_each_may_go(
             ),
         )
     }
-    _annotate(api, nodes["e-done"], {names.STATE_VERSION: TARGET_VERSION})
+    _annotate(api, nodes["e-done"], {names.STATE_VERSION: target_version})
     for key in ("a-first", "c-left", "e-done"):
         put_gpunode(api, nodes[key], connected(nodes[key]))
     put_gpunode(api, nodes["b-reload"], connected(nodes["b-reload"], busy=True))
@@ -486,7 +492,7 @@ def test_rollout_plan_shows_what_kmm_would_touch_and_whether_each_may_go(
     done = gpuctl(kube_cluster.kubeconfig, "rollout", "plan", name)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == (
-        f"GPUDriver {name}: target version {TARGET_VERSION} (Module {namespace}/{name}-gpu)."
+        f"GPUDriver {name}: target version {target_version} (Module {namespace}/{name}-gpu)."
     )
     rows = plan_rows(done.stdout)
     in_order = [
@@ -497,28 +503,38 @@ def test_rollout_plan_shows_what_kmm_would_touch_and_whether_each_may_go(
         key: (rows[nodes[key]]["ORDER"], rows[nodes[key]]["ACTION"], rows[nodes[key]]["WOULD"])
         for key in ("a-first", "b-reload", "c-left", "d-kernel", "e-done", "f-stale")
     }
+    # e-done is Done at the target: loads are held after the first node; the removals wait
+    # for a slot (the admin's cordon on f-stale takes the one maxUnavailable allows). Beside
+    # each, where its own checks take it at its turn, on its agent's latest report.
     assert table == {
         "f-stale": ("1", "load", "blocked"),
-        "a-first": ("2", "load", "go"),
+        "a-first": ("2", "load", "wait"),
         "b-reload": ("3", "reload", "blocked"),
         "c-left": ("4", "unload", "blocked"),
         "d-kernel": ("5", "unload", "blocked"),
         "e-done": ("-", "none", "done"),
     }
+    assert rows[nodes["a-first"]]["NEXT"] == "Pending, then wait (Held)"
+    assert rows[nodes["c-left"]]["NEXT"] == "Pending, then wait (MaxUnavailable)"
+    assert done.stdout.splitlines()[1].startswith(
+        f"No node starts now: held after the first node of {target_version}"
+    )
     change = {key: rows[nodes[key]]["CHANGE"] for key in nodes if nodes[key] in rows}
     assert change["a-first"] == "first install; KMM's loader first removes the live xe (an unload)"
-    assert change["b-reload"] == f"from {OLD_VERSION} to {TARGET_VERSION}: unload, then load"
+    assert change["b-reload"] == f"from {OLD_VERSION} to {target_version}: unload, then load"
     assert change["c-left"] == (
         f"left the node selector: {TEST_LABEL}={namespace} (the node has {TEST_LABEL}=elsewhere)"
     )
     assert change["d-kernel"] == "no kernel mapping for its kernel 6.11.0-1-oem"
-    assert change["e-done"] == f"at {TARGET_VERSION}"
+    assert change["e-done"] == f"at {target_version}"
     why = {key: rows[nodes[key]]["WHY"] for key in nodes if nodes[key] in rows}
+    assert why["a-first"] == "held (AfterFirstNode); at its turn: nothing blocks"
+    assert "at its turn: starts, then its check blocks it: " in why["b-reload"]
     assert "pid 4242 (ollama)" in why["b-reload"]
-    assert why["c-left"] == f"allocated GPU ResourceClaim {namespace}/train-0"
-    assert why["d-kernel"] == "no agent report (unknown is never safe)"
-    assert why["f-stale"].startswith("no heartbeat or report from the agent for 6.1s")
-    assert rows[nodes["e-done"]]["NOW"] == f"Done ({TARGET_VERSION})"
+    assert why["c-left"].endswith(f"at its turn: allocated GPU ResourceClaim {namespace}/train-0")
+    assert "no fresh agent report (no GPUNode: the agent never reported)" in why["d-kernel"]
+    assert "no heartbeat or report from the agent for 6.1s" in why["f-stale"]
+    assert rows[nodes["e-done"]]["NOW"] == f"Done ({target_version})"
 
 
 def test_rollout_plan_blocks_every_node_when_claims_cannot_be_listed(
@@ -576,4 +592,7 @@ def test_rollout_plan_blocks_every_node_when_claims_cannot_be_listed(
     )
     row = plan_rows(done.stdout)[idle]
     assert (row["ACTION"], row["WOULD"]) == ("load", "blocked")
-    assert row["WHY"] == "allocated GPU ResourceClaims are unknown (unknown is never safe)"
+    assert row["WHY"].startswith(
+        "starts, then its check blocks it: cannot tell whether GPU ResourceClaims are allocated "
+        "on the node: you are not allowed to list resourceclaims.resource.k8s.io"
+    )
