@@ -1,61 +1,18 @@
 """The rollout decision for one GPUDriver: a pure function from facts to actions and status.
 
-The nodes it considers are those the GPUDriver wants (gpuctl.common.targeting), those
-carrying names.TARGET_LABEL=<driver>, and those with rollout state of this GPUDriver. Each
-node's version is the target (the Module's KMM version) when wanted, else
-names.REMOVAL_VERSION: the removal path takes the driver off it through the same checks.
+One pass, in this order, over the nodes the pass considers (rollout_input.py): nodes not yet
+in their place are put there (placement.py); a node in a step about another version than its
+own goes back to Checking at its version, the others in a step take their next step
+(steps.py, verify.py); then, unless something holds the whole rollout (gating.py: the failure
+budget, a pause, the hold after the first node, the windows, the Prometheus gate, the Module,
+a soak, a rollback), new nodes start within maxUnavailable in the shared order (starts.py),
+and Blocked ones are asked again. A node Failed at the target after its KMM write rolls the
+GPUDriver back under onNodeFailure: Rollback. What each rule is and why is in
+docs/rollout.md ("What happens to each node" and the sections after it); the status
+(rollout_status.py) and Events (messages.py) come out of the same facts.
 
-Per pass, over those nodes (in name order):
-
-1. Nodes not yet in their place are put there: `Skipped` (opted out with
-   `gpuctl.dev/rollout=skip`), `Done` (targeted and loaded at the target already),
-   `Loading` (targeted and labelled at the target by someone else, KMM not done: verified
-   like any other), or `Pending` (everything else: no state, an older version's
-   Done/Failed/Blocked, a Skipped node whose opt-out was removed, a node labelled at the
-   target without names.TARGET_LABEL, which KMM does not load, a node to unload). A node
-   no longer wanted on which nothing was loaded for this GPUDriver just leaves the rollout.
-   A node in a step of another GPUDriver's rollout is left to it (refused.py).
-2. A node in a step about another version than its own (the target changed, or the node
-   became wanted or unwanted mid-step) goes back to Checking at its version, keeping its
-   cordon and records: it is never stranded half way, and takes the new version through
-   the same checks. Other nodes in progress take their next step (steps.py).
-3. New nodes start (Pending, or Blocked nodes whose blocker went away) only while the
-   unavailable nodes — in progress, cordoned by anyone, or NotReady — stay within
-   maxUnavailable. A node verified Done (and uncordoned) in this pass frees its slot for a
-   start in the same pass, unless a Done can hold the starts (an unreleased
-   holdAfterFirstNode, a soak); a start that takes such a slot names the node that frees it
-   (`PatchNode.freed_by`): it is made only once that node's Done write succeeded. Loads wait
-   while the rollout is paused, held after its first node, failed (at its failure budget) or
-   waiting for the Module; removals only while it is paused or failed (the Module's version
-   does not matter to an unload, and the drivers controller may hold a Module update until
-   such nodes are unloaded). They start in the order of gpuctl.rollout.order (the one
-   `gpuctl rollout plan` shows): nodes unavailable already (an admin's cordon) first, as
-   they take no new slot, then by name.
-4. Blocked nodes are asked now and then whether their blocker went away. One whose devices
-   were opened after the check has KMM's worker held off it (worker_hold.py); a write that
-   drops that hold (its next KMM write, or the node leaving) lets it go just before.
-5. With onNodeFailure: Rollback, a node Failed at the target after its KMM write (its load
-   or verification failed) rolls the GPUDriver back to the previous revision in
-   status.revisions (RestoreRevision: spec.kernelModule as recorded, and the rollback record
-   names.ROLLBACK). While the target is the rollback's, only the nodes it names start, taken
-   there through the same steps; then the rollout is Paused until `gpuctl rollout resume`.
-   A target that is itself a rollback's result never rolls back again.
-6. With maintenanceWindows, no node starts (loads and removals alike) while every window is
-   closed; nodes in a step finish it. The status says when the next window opens, and a
-   pass is due when a window opens or closes.
-7. With gates.prometheus, no node starts (loads and removals alike) unless its query's
-   answer (gathered by the controller: prometheus_gate.py) was an empty result; a gate that
-   cannot be evaluated holds, with why. The rollout is Held meanwhile. A start needs an
-   answer no older than the gate's maxAnswerAge (by default one asked for that start): with
-   an older one the node waits and the decision asks for a fresh answer (`ask_gate`).
-8. With soakSeconds, the node(s) verified first at the target (every one, with soakEachBatch)
-   are watched that long before the next node starts (soak.py): one that degrades fails,
-   and rolls back under Rollback.
-
-Every rollout-wide reason to start nothing is a typed Hold (gpuctl.rollout.holds): its kind
-gives the state, its words the message.
-
-The status (rollout_status.py) and the Events about the GPUDriver come out of the same facts.
+The coordinator acts on the Decision (coordinator/rollout/act.py); `gpuctl rollout plan`
+renders it (first_moves.py). One decision, two callers.
 """
 
 from __future__ import annotations
