@@ -119,6 +119,33 @@ class Watch:
 def tell(
     system: System, narrator: Narrator, *, busy_seconds: float, pause: float, load_seconds: float
 ) -> None:
+    nodes = _install(system, narrator, load_seconds=load_seconds, pause=pause)
+    _, busy, vfs, _ = nodes
+    _ollama(system, narrator, busy, pause=pause)
+    _upgrade(system, narrator, nodes, busy_seconds=busy_seconds, pause=pause)
+    _check_updated(system, nodes)
+    rig = system.rig
+    wait_until(
+        f"{vfs}'s agent reports its VFs enabled again",
+        lambda: '"numVfs": 4' in json.dumps(get_gpunode(rig.kube, vfs)),
+        WAIT_SECONDS,
+    )
+    # The GPUNode mirrors the agents' reports, which may trail the rollout's own fresh reads by a
+    # rescan: `gpuctl nodes` is shown once every node's mirrored report has the new module.
+    wait_until(
+        f"every GPUNode reports xe {NEW}",
+        lambda: all(f"xeb_{NEW}" in json.dumps(get_gpunode(rig.kube, n)) for n in nodes),
+        WAIT_SECONDS,
+    )
+    narrator.step(f"the rollout completed: every node runs xe {NEW}")
+    show(system, narrator, "nodes")
+    narrator.note(
+        "KMM never unloaded xe from a busy node (every node's modprobe records each unload)"
+    )
+
+
+def _install(system: System, narrator: Narrator, *, load_seconds: float, pause: float) -> list[str]:
+    """Four GPU nodes, their agents and the coordinator; the GPUDriver Done at OLD."""
     rig = system.rig
     for node in ("gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"):
         rig.kmm.delay_node(node, load_seconds)
@@ -156,7 +183,11 @@ def tell(
     )
     show(system, narrator, "nodes")
     time.sleep(pause)
+    return nodes
 
+
+def _ollama(system: System, narrator: Narrator, busy: str, *, pause: float) -> None:
+    rig = system.rig
     narrator.step(f"ollama (pid 4242) opens {busy}'s render node /dev/dri/renderD128")
     busy_with_ollama(rig, busy)
     wait_until(
@@ -167,6 +198,13 @@ def tell(
     show(system, narrator, "node", "inspect", busy)
     time.sleep(pause)
 
+
+def _upgrade(
+    system: System, narrator: Narrator, nodes: list[str], *, busy_seconds: float, pause: float
+) -> None:
+    """OLD -> NEW: the first node, the hold, resume; the busy node Blocked until ollama goes."""
+    rig = system.rig
+    idle_1, busy, vfs, idle_4 = nodes
     narrator.step(f"upgrade: the GPUDriver's kernelModule.version {OLD} -> {NEW}, and its image")
     narrator.note(f"(kubectl patch gpudriver gpu: version {NEW}, containerImage {image_of(NEW)})")
     rig.set_version(NEW)
@@ -178,10 +216,11 @@ def tell(
         rig.wait_phases({idle_1: "Done"}, timeout=WAIT_SECONDS)
         wait_until("the watch shows the hold", lambda: watch.shows("held"), WAIT_SECONDS)
         narrator.step(f"{idle_1} runs {NEW}; the rollout holds after its first node")
+        narrator.note(f"what the coordinator would do next, by its own decision ({busy} is busy)")
+        show(system, narrator, "rollout", "plan")
         time.sleep(pause)
         show(system, narrator, "rollout", "resume")
-        others = [vfs, idle_4]
-        wanted = {**dict.fromkeys(others, "Done"), busy: "Blocked"}
+        wanted = {**dict.fromkeys([vfs, idle_4], "Done"), busy: "Blocked"}
         wait_until(
             f"phases {wanted} (or the watch ends)",
             lambda: (
@@ -205,24 +244,6 @@ def tell(
         watch.stop()
     if code != 0:
         raise RuntimeError(f"gpuctl rollout status --watch exited {code}")
-    _check_updated(system, nodes)
-    wait_until(
-        f"{vfs}'s agent reports its VFs enabled again",
-        lambda: '"numVfs": 4' in json.dumps(get_gpunode(rig.kube, vfs)),
-        WAIT_SECONDS,
-    )
-    # The GPUNode mirrors the agents' reports, which may trail the rollout's own fresh reads by a
-    # rescan: `gpuctl nodes` is shown once every node's mirrored report has the new module.
-    wait_until(
-        f"every GPUNode reports xe {NEW}",
-        lambda: all(f"xeb_{NEW}" in json.dumps(get_gpunode(rig.kube, n)) for n in nodes),
-        WAIT_SECONDS,
-    )
-    narrator.step(f"the rollout completed: every node runs xe {NEW}")
-    show(system, narrator, "nodes")
-    narrator.note(
-        "KMM never unloaded xe from a busy node (every node's modprobe records each unload)"
-    )
 
 
 def _check_updated(system: System, nodes: list[str]) -> None:
