@@ -11,7 +11,7 @@ from gpuctl.cli.errors import CommandError
 from gpuctl.cli.gpudriver_api import GpuDriverApi
 from gpuctl.cli.kmm_touch import module_ref, module_version
 from gpuctl.cli.kube_client import load_api_client
-from gpuctl.cli.rollout_facts import gather_facts, get_module
+from gpuctl.cli.rollout_facts import gather_facts, get_images_config, get_module
 from gpuctl.cli.rollout_history import plan_undo, render_history
 from gpuctl.cli.rollout_plan import PlanInput, plan_rollout, render_plan
 from gpuctl.cli.rollout_view import (
@@ -229,6 +229,7 @@ def run_plan(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock = 
             "and unloads its nodes without the rollout; upgrade gpuctl-coordinator"
         )
     facts = gather_facts(api_client, clock)
+    images_config, images_unknown = get_images_config(api_client, module)
     plan = plan_rollout(
         PlanInput(
             driver,
@@ -237,6 +238,8 @@ def run_plan(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock = 
             claims_unknown=facts.claims_unknown,
             claims=facts.claims,
             drivers=GpuDriverApi(api_client).list_all(),
+            images_config=images_config,
+            images_unknown=images_unknown,
             now=clock(),
         )
     )

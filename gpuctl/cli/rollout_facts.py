@@ -70,6 +70,35 @@ class PlanFacts:
     claims_unknown: str
 
 
+def get_images_config(
+    api_client: Any, module: Mapping[str, Any] | None
+) -> tuple[Mapping[str, Any] | None, str]:
+    """KMM's ModuleImagesConfig of the Module (KMM names it after the Module): which images KMM
+    has found (None without a Module, or where KMM keeps none yet); and why it could not be
+    read ("" when it could). Unread, no image counts as found: reloads wait for theirs."""
+    if module is None:
+        return None, ""
+    meta = module.get("metadata") or {}
+    custom: Any = client.CustomObjectsApi(api_client)
+    server = str(api_client.configuration.host)
+    try:
+        found: Mapping[str, Any] = custom.get_namespaced_custom_object(
+            names.KMM_GROUP,
+            names.KMM_VERSION,
+            str(meta.get("namespace", "")),
+            names.KMM_IMAGES_CONFIG_PLURAL,
+            str(meta.get("name", "")),
+            _request_timeout=REQUEST_TIMEOUT,
+        )
+    except ApiException as error:
+        if error.status == 404:
+            return None, ""
+        return None, describe_api_error(error, "get", names.KMM_IMAGES_CONFIG_PLURAL, server)
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise unreachable(server, error) from error
+    return found, ""
+
+
 def gather_facts(api_client: Any, clock: Clock) -> PlanFacts:
     """Every Node with its report and GPU pods; the ResourceClaims, or why they are unknown."""
     core: Any = client.CoreV1Api(api_client)

@@ -49,6 +49,7 @@ from gpuctl.rollout.first_moves import (
     dry_run,
 )
 from gpuctl.rollout.holds import Wait, WaitKind
+from gpuctl.rollout.node_step import image_not_ready
 from gpuctl.rollout.order import is_unavailable, start_order
 from gpuctl.rollout.pass_setup import pass_setup
 from gpuctl.rollout.refused import finishing_settings
@@ -86,6 +87,10 @@ class PlanInput:
     claims: Sequence[Mapping[str, Any]] = ()
     # Every GPUDriver: an older one loading the driver on the same nodes refuses the rollout.
     drivers: Sequence[Mapping[str, Any]] = ()
+    # KMM's ModuleImagesConfig of the Module (None: none): which images KMM has found.
+    images_config: Mapping[str, Any] | None = None
+    # Why it could not be read ("" when it could): then no image counts as found.
+    images_unknown: str = ""
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
@@ -118,6 +123,8 @@ class Plan:
     gate: str = ""
     # Why the rollout is refused ("" when it is not): nodes mid-step finish, none starts.
     refusal: str = ""
+    # Why KMM's ModuleImagesConfig could not be read ("" when it could).
+    images_unknown: str = ""
 
 
 def _answers(inp: PlanInput) -> dict[str, ReportFacts]:
@@ -164,7 +171,7 @@ def _reads(inp: PlanInput, target: str | None) -> Reads:
         claims=inp.claims,
         claims_trouble=inp.claims_unknown,
         module=inp.module,
-        images_config=None,
+        images_config=inp.images_config,
         now=inp.now,
         gpu_pods={node_name(n): pods.get(node_name(n), ()) for n in nodes},
     )
@@ -196,6 +203,7 @@ def plan_rollout(inp: PlanInput) -> Plan:
         claims_unknown=inp.claims_unknown,
         gate=_rollout_hold(run),
         refusal=refusal,
+        images_unknown=inp.images_unknown,
     )
 
 
@@ -322,6 +330,9 @@ def _followed(run: DryRun, node_run: NodeRun, facts: NodeFacts) -> Verdict:
     if last in (Phase.BLOCKED, Phase.FAILED):
         lead = "starts, then its check blocks it" if starts else f"{last.value}"
         return "blocked", (f"{lead}: {node_run.reason or 'no reason recorded'}",)
+    no_image = _image_not_ready(run, facts.name) if last is Phase.CHECKING else None
+    if no_image is not None:
+        return "blocked", (f"starts, then its check waits for KMM, then blocks: {no_image}",)
     if last is Phase.CHECKING and facts.name not in _reported(run):
         why = _not_fresh(facts.view)
         return "blocked", (f"no fresh agent report ({why}): the check waits for one, then blocks",)
@@ -357,6 +368,15 @@ def _report_blockers(run: DryRun, facts: NodeFacts) -> str:
     return "; ".join(unload_verdict(view.report, run.inp.unload_settings).messages())
 
 
+def _image_not_ready(run: DryRun, name: str) -> str | None:
+    """Why KMM's image keeps the node's check from going on, in words (None: it does not)."""
+    for node in run.inp.nodes:
+        if node.name == name:
+            block = image_not_ready(run.inp, node)
+            return block.words if block is not None else None
+    return None
+
+
 def _reported(run: DryRun) -> set[str]:
     return {node.name for node in run.inp.nodes if node.calls.get("inspect") is not None}
 
@@ -384,6 +404,11 @@ def render_plan(plan: Plan) -> str:
         )
     elif plan.gate:
         lines.append(f"No node starts now: {plan.gate}.")
+    if plan.images_unknown:
+        lines.append(
+            f"KMM's ModuleImagesConfig could not be read: {plan.images_unknown}. No image counts "
+            "as found: a reload waits for KMM to find its image."
+        )
     if plan.claims_unknown:
         lines.append(
             f"Allocated GPU ResourceClaims are unknown: {plan.claims_unknown}. Every node "

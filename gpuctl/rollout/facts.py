@@ -171,6 +171,9 @@ class NodeFacts:
     claims_unknown: str = ""
     # The image the GPUDriver's kernel mapping gives this node's kernel now ("" for none).
     target_image: str = ""
+    # What KMM's ModuleImagesConfig says of `target_image` ("Exists", "DoesNotExist",
+    # "NeedsBuilding", ...; "" while it says nothing).
+    image_state: str = ""
     # What KMM's own objects show it doing here (kmm_activity), read for a node in Loading:
     # a step that times out names it. "" when they show nothing worth telling.
     kmm_activity: str = ""
@@ -237,6 +240,7 @@ def node_facts(
     wanted: bool = True,
     claims_unknown: str = "",
     target_image: str = "",
+    image_state: str = "",
     kmm_activity: str = "",
     unfinished_workers: tuple[str, ...] = (),
 ) -> NodeFacts:
@@ -254,6 +258,7 @@ def node_facts(
         wanted=wanted,
         claims_unknown=claims_unknown,
         target_image=target_image,
+        image_state=image_state,
         kmm_activity=kmm_activity,
         unfinished_workers=unfinished_workers,
     )

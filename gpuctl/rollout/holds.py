@@ -113,6 +113,9 @@ class BlockKind(enum.StrEnum):
     UNKNOWN_STATE = "unknown-state"
     # Devices opened after the check, before KMM acted: KMM's worker is held off the node.
     OPENED_AFTER_CHECK = "opened-after-check"
+    # KMM has not found the target's image for the node's kernel: a reload would unload the
+    # old module and strand the node without a driver, so nothing is unloaded.
+    IMAGE_NOT_READY = "image-not-ready"
     # A Blocked node without a kind this build knows (an older coordinator wrote it).
     UNRECORDED = "unrecorded"
 

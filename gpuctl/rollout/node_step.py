@@ -30,6 +30,8 @@ EVICT_RETRY_SECONDS = 2.0
 FRESH_REPORT_SECONDS = 5.0
 MODULE_LIVE = "LIVE"
 MODULE_NOT_LOADED = "NOT_LOADED"
+# KMM's ModuleImagesConfig state of an image it found (kmmv1beta1.ImageExists).
+IMAGE_EXISTS = "Exists"
 
 
 @dataclass
@@ -170,6 +172,31 @@ def written(inp: RolloutInput, node: NodeFacts, version: str) -> bool:
     if removing(version):
         return node.target_label != inp.driver_name and inp.kmm.version not in node.labels
     return node.target_label == inp.driver_name and node.labels.get(inp.kmm.version) == version
+
+
+def image_not_ready(inp: RolloutInput, node: NodeFacts) -> Block | None:
+    """A reload whose image KMM has not found for the node's kernel (None when there is none).
+
+    KMM's ordered upgrade unloads the old module as soon as the version label flips, and writes
+    no config for the new one until its ModuleImagesConfig says the image exists: with the
+    image missing the node would be left without a driver. So the version label of a node KMM
+    has loaded at another version flips only once KMM says `Exists` (a first load needs no
+    such check: without the image KMM starts no loader at all, and the live module stays).
+    """
+    version = inp.target_for(node)
+    loaded = node.labels.get(inp.kmm.version, "")
+    if removing(version) or not loaded or loaded == version:
+        return None
+    if node.target_label != inp.driver_name or node.image_state == IMAGE_EXISTS:
+        return None
+    image = node.target_image or "(no kernel mapping serves its kernel)"
+    says = f"says {node.image_state}" if node.image_state else "says nothing of it yet"
+    return Block(
+        BlockKind.IMAGE_NOT_READY,
+        f"KMM has not found image {image} for the node's kernel (its ModuleImagesConfig "
+        f"{says}): the reload would unload {loaded} and leave the node without a driver; "
+        "push the image or fix the kernel mapping",
+    )
 
 
 def kmm_loaded(inp: RolloutInput, node: NodeFacts, version: str) -> bool:

@@ -186,6 +186,7 @@ def rollout_input(reads: Reads) -> RolloutInput:
                 wanted=called in reads.wanted,
                 claims_unknown=reads.claims_trouble,
                 target_image=image_of(node),
+                image_state=image_state(images_config, image_of(node)),
                 kmm_activity=activity,
                 unfinished_workers=_unfinished_workers(node, workers) if watched else (),
             )

@@ -29,6 +29,7 @@ from gpuctl.rollout.node_step import (
     drain_block,
     epoch,
     foreign_target,
+    image_not_ready,
     removing,
     transition,
     unfixable_block,
@@ -42,6 +43,8 @@ def _unblocked(inp: RolloutInput, node: NodeFacts) -> bool:
         return False
     if not removing(inp.target_for(node)) and foreign_target(inp, node):
         return False
+    if image_not_ready(inp, node) is not None:
+        return False
     if node.gpu_pods and not inp.settings.evict_gpu_pods:
         return False
     call = node.call(INSPECT)
@@ -52,14 +55,11 @@ def _unblocked(inp: RolloutInput, node: NodeFacts) -> bool:
 
 def _blocker(inp: RolloutInput, node: NodeFacts) -> Block | None:
     """What keeps a Blocked node blocked, from this pass's facts (None when they do not say)."""
-    if not node.ready:
-        return NOT_READY
-    unknown = claims_unknown(node)
-    if unknown is not None:
-        return unknown
     foreign = None if removing(inp.target_for(node)) else foreign_target(inp, node)
-    if foreign is not None:
-        return foreign
+    standing = (NOT_READY if not node.ready else None, claims_unknown(node), foreign)
+    for block in (*standing, image_not_ready(inp, node)):
+        if block is not None:
+            return block
     waiting = drain_block(node)
     if waiting is not None:
         return Block(waiting.kind, f"waiting for {waiting.words}")

@@ -58,6 +58,7 @@ from gpuctl.rollout.node_step import (
     epoch,
     failed,
     foreign_target,
+    image_not_ready,
     kmm_loaded,
     kmm_write_labels,
     removing,
@@ -144,15 +145,36 @@ def _cannot_go(inp: RolloutInput, node: NodeFacts) -> Block | None:
     return None
 
 
+def _stops_before_asking(
+    inp: RolloutInput, node: NodeFacts, result: StepResult, elapsed: float
+) -> bool:
+    """What stops the check before the agent is asked: whatever blocks the node whatever the
+    agent says; and a reload whose image KMM has not found, which waits for KMM (it may still
+    be pulling it) up to the check's timeout, then is Blocked: nothing is unloaded."""
+    cannot = _cannot_go(inp, node)
+    if cannot is not None:
+        result.actions.append(blocked(inp, node, cannot, inp.target_for(node)))
+        return True
+    no_image = image_not_ready(inp, node)
+    if no_image is None:
+        return False
+    timeout = inp.settings.timeouts.check
+    if elapsed >= timeout:
+        reason = f"{no_image.words} (after {duration_words(timeout)})"
+        block = Block(no_image.kind, reason)
+        result.actions.append(blocked(inp, node, block, inp.target_for(node)))
+    else:
+        result.wake(min(CALL_RETRY_SECONDS, timeout - elapsed))
+    return True
+
+
 def step_checking(inp: RolloutInput, node: NodeFacts) -> StepResult:
     result = StepResult()
     version = inp.target_for(node)
     timeout = inp.settings.timeouts.check
     elapsed = step_elapsed(node.since, inp.now, inp.observed_for)
     now = epoch(inp.now)
-    cannot = _cannot_go(inp, node)
-    if cannot is not None:
-        result.actions.append(blocked(inp, node, cannot, version))
+    if _stops_before_asking(inp, node, result, elapsed):
         return result
     call = node.call(INSPECT)
     if call is None or not call.answered:

@@ -135,9 +135,17 @@ def _plan(
             nodes,
             claims_unknown=claims_unknown,
             claims=claims or [],
+            images_config=_images_found(driver if driver is not None else _driver()),
             now=NOW,
         )
     )
+
+
+def _images_found(driver: dict[str, Any]) -> dict[str, Any]:
+    """KMM's ModuleImagesConfig once it has found every image the spec maps."""
+    mappings = (driver["spec"].get("kernelModule") or {}).get("kernelMappings") or []
+    found = [{"image": m["containerImage"], "status": "Exists"} for m in mappings]
+    return {"status": {"imagesStates": found}}
 
 
 def _by_name(plan: Plan) -> dict[str, PlannedNode]:

@@ -151,6 +151,8 @@ class SimWorld:
             claims=(),
             calls=calls,
             wanted=self.is_wanted(sim),
+            # KMM has found every image of this world.
+            image_state="Exists",
         )
 
     def is_wanted(self, sim: SimNode) -> bool:

@@ -96,6 +96,7 @@ class View:
         self.claims_unknown = ""
         # The Pod watch's view of the node's pods (None: untrusted, the controller lists).
         self.watched_pods: list[dict[str, Any]] | None = None
+        # KMM's ModuleImagesConfig; None: one that has found every image the spec maps.
         self.images_config: dict[str, Any] | None = None
 
     def drivers(self) -> list[dict[str, Any]]:
@@ -117,7 +118,11 @@ class View:
         return self.watched_pods
 
     def module_images(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.images_config
+        if self.images_config is not None:
+            return self.images_config
+        mappings = self.api.objects[DRIVER_PATH]["spec"]["kernelModule"].get("kernelMappings")
+        found = [{"image": m.get("containerImage"), "status": "Exists"} for m in mappings or []]
+        return {"status": {"imagesStates": found}}
 
     def module(self, namespace: str, name: str) -> dict[str, Any] | None:
         spec = self.api.objects[DRIVER_PATH]["spec"]

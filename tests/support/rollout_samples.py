@@ -130,7 +130,9 @@ def node(
     claims: Sequence[str] = (),
     wanted: bool = True,
     claims_unknown: str = "",
+    image_state: str = "Exists",
 ) -> NodeFacts:
+    """A node as the rollout sees it; KMM has found the target's image (`image_state`)."""
     all_labels = dict(labels or {})
     all_annotations = dict(annotations or {})
     if phase is not None:
@@ -151,6 +153,7 @@ def node(
         claims=tuple(claims),
         wanted=wanted,
         claims_unknown=claims_unknown,
+        image_state=image_state,
     )
 
 

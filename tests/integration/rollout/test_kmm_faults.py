@@ -105,15 +105,16 @@ def test_kmms_webhook_down_holds_the_module_update_and_the_rollout_waits(
     assert_all_at_new(rig, nodes)
 
 
-def test_no_image_for_one_nodes_kernel_fails_that_node_naming_the_image(
+def test_no_image_for_one_nodes_kernel_keeps_its_driver_blocked_naming_the_image(
     rollout_rig: RolloutRig,
 ) -> None:
     """The new version maps the node on another kernel to an image tag nobody pushed. KMM's
-    ordered upgrade unloads the old module first (the node is idle: allowed), then finds no
-    image: its pull fails (and is retried), so it writes no config for the node and starts no
-    loader. The node's load step times out, Failed with KMM's own finding in the reason. The
-    other node finishes. (That the node is left without a driver is what a preflight before
-    the unload prevents: the issue "Never strand a node".)"""
+    ordered upgrade would unload the old module as soon as the version label flips, then find
+    no image (its pull fails and is retried) and write no config: the node left without a
+    driver. So the reload waits for KMM's ModuleImagesConfig to say the image exists: the node
+    stays loaded at the old version, Blocked with the image named, nothing unloaded. Once the
+    image is pushed KMM finds it, the Blocked node is checked again and goes to the new
+    version. The other node finishes meanwhile."""
     rig = rollout_rig
     same = rig.add_node("a", old_root)
     other = rig.add_node(
@@ -121,7 +122,7 @@ def test_no_image_for_one_nodes_kernel_fails_that_node_naming_the_image(
         lambda root: gpu_node_root(root, OLD, kernel_release=OTHER_KERNEL),
         kernel_release=OTHER_KERNEL,
     )
-    rig.create_driver(OLD, {**FAST, "timeouts": {**TIMEOUTS, "load": "10s"}})
+    rig.create_driver(OLD, {**FAST, "timeouts": {**TIMEOUTS, "check": "10s"}})
     rig.start_coordinator()
     for node in (same, other):
         rig.start_agent(node)
@@ -143,12 +144,17 @@ def test_no_image_for_one_nodes_kernel_fails_that_node_naming_the_image(
             }
         }
     )
-    rig.wait_phases({same: "Done", other: "Failed"}, timeout=120)
+    rig.wait_phases({same: "Done", other: "Blocked"}, timeout=120)
     reason = rig.annotation(other, names.REASON)
-    assert reason.startswith(f"KMM did not load {rig.target()} within 10s: "), reason
-    assert f"KMM has not pulled image {missing}" in reason, reason
-    assert "so it has started no loader there; the KMM write was taken back" in reason, reason
+    assert f"KMM has not found image {missing} for the node's kernel" in reason, reason
+    assert "the reload would unload" in reason, reason
+    assert rig.annotation(other, names.REASON_KIND) == "image-not-ready"
     assert module_version(rig, same) == NEW
-    assert rig.kernels.unloads.count(other) == 1  # KMM's unload of the old, idle module
-    assert [node for node, _ in rig.kernels.loads] == [same]  # and no load after it
-    assert rig.worker_pods("Load") == []
+    assert module_version(rig, other) == OLD  # still loaded: nothing was unloaded
+    assert rig.kernels.unloads.count(other) == 0
+    assert [node for node, _ in rig.kernels.loads] == [same]
+
+    rig.publish(NEW, OTHER_KERNEL, image=missing)
+    rig.wait_phases({same: "Done", other: "Done"}, timeout=120)
+    assert module_version(rig, other) == NEW
+    assert rig.kernels.unloads.count(other) == 1  # the old module, once the new one can load
