@@ -100,6 +100,30 @@ def test_checking_a_failed_request_is_retried_after_a_pause() -> None:
     assert step_checking(rollout([later]), later).actions == [RequestReport("n1", later.attempt)]
 
 
+def test_checking_a_reload_waits_for_kmm_to_find_its_image_then_blocks_naming_it() -> None:
+    # KMM has OLD loaded; its ModuleImagesConfig says nothing yet of the new image.
+    waiting = node(phase=Phase.CHECKING, since=10, labels=loaded_labels(OLD), image_state="")
+    waiting = dataclasses.replace(waiting, target_image="r.example/xe:new")
+    step = step_checking(rollout([waiting]), waiting)
+    assert step.actions == []  # nothing asked, nothing written: KMM may still be pulling
+    late = node(phase=Phase.CHECKING, since=61, labels=loaded_labels(OLD), image_state="")
+    late = dataclasses.replace(late, target_image="r.example/xe:new")
+    patch = only_patch(step_checking(rollout([late]), late).actions)
+    assert patch.phase_to is Phase.BLOCKED
+    assert patch.annotations[names.REASON_KIND] == "image-not-ready"
+    reason = str(patch.annotations[names.REASON])
+    assert "KMM has not found image r.example/xe:new for the node's kernel" in reason
+    assert f"the reload would unload {OLD}" in reason
+    assert KMM.version not in patch.labels  # the version label is not flipped
+
+
+def test_checking_needs_no_image_answer_for_a_first_load_nor_once_kmm_found_it() -> None:
+    first = node(phase=Phase.CHECKING, image_state="")
+    assert step_checking(rollout([first]), first).actions == [RequestReport("n1", first.attempt)]
+    found = node(phase=Phase.CHECKING, labels=loaded_labels(OLD), image_state="Exists")
+    assert step_checking(rollout([found]), found).actions == [RequestReport("n1", found.attempt)]
+
+
 def test_checking_a_notready_node_is_blocked() -> None:
     facts = node(phase=Phase.CHECKING, ready=False)
     patch = only_patch(step_checking(rollout([facts]), facts).actions)
