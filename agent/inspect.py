@@ -13,6 +13,7 @@ import importlib.metadata
 from collections.abc import Sequence
 from pathlib import Path
 
+from agent.autoload import read_autoload
 from agent.blockers import compute_blockers
 from agent.drm_clients import ClientScanOutcome, ScanState, scan_drm_clients
 from agent.fdscan import OS_SYSCALLS, ProcSyscalls
@@ -77,6 +78,7 @@ def inspect_node(
         file_intree=None if module_file is None else module_file.first("intree") == "Y",
         filename=module_file.host_path if module_file else "",
     )
+    autoload = read_autoload(files, release, MODULE_NAME, log)
     return build_report(
         node_name=node_name,
         kernel_release=release,
@@ -93,6 +95,7 @@ def inspect_node(
         blockers=compute_blockers(module, pci.gpus, client_scan, pci_listed=pci.listed),
         warnings=log.entries,
         kernel_tainted=tainted,
+        autoload=autoload,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Sequence
 
+from agent.autoload import Autoload, AutoloadFacts
 from agent.blockers import BlockerFact
 from agent.drm_clients import ClientScanOutcome
 from agent.kmod import ModuleFacts, ModuleState
@@ -111,6 +112,7 @@ def build_report(
     blockers: Sequence[BlockerFact],
     warnings: Sequence[ReadWarning],
     kernel_tainted: int | None = None,
+    autoload: AutoloadFacts | None = None,
 ) -> pb.NodeReport:
     report = pb.NodeReport(
         node_name=node_name,
@@ -137,4 +139,15 @@ def build_report(
     report.observed_at.FromDatetime(now)
     if kernel_tainted is not None:
         report.kernel_tainted = kernel_tainted
+    if autoload is not None:
+        report.in_tree_autoload.CopyFrom(autoload_message(autoload))
     return report
+
+
+def autoload_message(autoload: AutoloadFacts) -> pb.InTreeAutoload:
+    state = (
+        pb.InTreeAutoload.STATE_UNSPECIFIED
+        if autoload.state is Autoload.UNKNOWN
+        else pb.InTreeAutoload.State.Value(autoload.state.value)
+    )
+    return pb.InTreeAutoload(state=state, sources=list(autoload.sources))

@@ -25,6 +25,7 @@ def render_report(report: pb.NodeReport) -> str:
         _devices_section(report),
         "\n",
         f"Module {report.module.name or 'xe'}: {module_summary(report.module)}\n",
+        boot_line(report),
         _blockers_section(report),
     ]
     if report.warnings:
@@ -130,6 +131,26 @@ def module_summary(module: pb.Module) -> str:
     if module.filename:
         words.append(module.filename)
     return ", ".join(words)
+
+
+def boot_line(report: pb.NodeReport) -> str:
+    """What the next boot does with the kernel's in-tree module (docs/reboots.md)."""
+    name = report.module.name or "xe"
+    autoload = report.in_tree_autoload
+    why = f" ({'; '.join(autoload.sources)})" if autoload.sources else ""
+    words = {
+        pb.InTreeAutoload.NO_IN_TREE_MODULE: f"this kernel has no in-tree {name}",
+        pb.InTreeAutoload.BLACKLISTED: f"the in-tree {name} is blacklisted{why}",
+        pb.InTreeAutoload.AUTOLOADS: (
+            f"WARNING: the in-tree {name} loads by itself{why}; after a reboot KMM's loader "
+            "removes it again once the GPU is idle, from under whatever started on it. "
+            "Blacklist it (docs/reboots.md)"
+        ),
+        pb.InTreeAutoload.DISABLED: (
+            f"WARNING: no {name} can load{why}, KMM's neither; remove that line"
+        ),
+    }.get(autoload.state, f"unknown whether the in-tree {name} loads by itself")
+    return f"At boot: {words}.\n"
 
 
 def _blockers_section(report: pb.NodeReport) -> str:

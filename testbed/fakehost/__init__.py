@@ -101,6 +101,7 @@ class FakeHost:
         self.write("proc/sys/kernel/osrelease", kernel_release + "\n")
         self.write("proc/sys/kernel/hostname", hostname + "\n")
         self.write("proc/sys/kernel/tainted", "0\n")  # an untainted kernel
+        self.write("proc/cmdline", f"BOOT_IMAGE=/boot/vmlinuz-{kernel_release} ro quiet\n")
         # Every Linux system has an init process; an empty proc/ means /proc is not mounted.
         self.add_process(1, "systemd")
 

@@ -43,6 +43,7 @@ class NodeReport(_message.Message):
     CLIENT_SCAN_FIELD_NUMBER: _builtins.int
     AGENT_VERSION_FIELD_NUMBER: _builtins.int
     KERNEL_TAINTED_FIELD_NUMBER: _builtins.int
+    IN_TREE_AUTOLOAD_FIELD_NUMBER: _builtins.int
     node_name: _builtins.str
     """Kubernetes node name (or the host name for a local inspection)."""
     kernel_release: _builtins.str
@@ -76,6 +77,13 @@ class NodeReport(_message.Message):
     def client_scan(self) -> Global___ClientScan:
         """How the search for processes holding DRM devices went."""
 
+    @_builtins.property
+    def in_tree_autoload(self) -> Global___InTreeAutoload:
+        """Whether the kernel's in-tree `xe` would load by itself at the next boot (agent/autoload.py).
+        After a reboot KMM's loader removes a live in-tree xe with `modprobe -r`, retried until the
+        device is idle: a GPU daemon started on it in between loses its driver (docs/reboots.md).
+        """
+
     def __init__(
         self,
         *,
@@ -89,16 +97,71 @@ class NodeReport(_message.Message):
         client_scan: Global___ClientScan | None = ...,
         agent_version: _builtins.str = ...,
         kernel_tainted: _builtins.int | None = ...,
+        in_tree_autoload: Global___InTreeAutoload | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "client_scan", b"client_scan", "kernel_tainted", b"kernel_tainted", "module", b"module", "observed_at", b"observed_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "client_scan", b"client_scan", "in_tree_autoload", b"in_tree_autoload", "kernel_tainted", b"kernel_tainted", "module", b"module", "observed_at", b"observed_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "agent_version", b"agent_version", "blockers", b"blockers", "client_scan", b"client_scan", "devices", b"devices", "kernel_release", b"kernel_release", "kernel_tainted", b"kernel_tainted", "module", b"module", "node_name", b"node_name", "observed_at", b"observed_at", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "agent_version", b"agent_version", "blockers", b"blockers", "client_scan", b"client_scan", "devices", b"devices", "in_tree_autoload", b"in_tree_autoload", "kernel_release", b"kernel_release", "kernel_tainted", b"kernel_tainted", "module", b"module", "node_name", b"node_name", "observed_at", b"observed_at", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__kernel_tainted: _TypeAlias = _typing.Literal["kernel_tainted"]  # noqa: Y015
     _WhichOneofArgType__kernel_tainted: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__kernel_tainted) -> _WhichOneofReturnType__kernel_tainted | None: ...
 
 Global___NodeReport: _TypeAlias = NodeReport  # noqa: Y015
+
+@_typing.final
+class InTreeAutoload(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _State:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _StateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[InTreeAutoload._State.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        STATE_UNSPECIFIED: InTreeAutoload._State.ValueType  # 0
+        """Not known (a file could not be read, or an older agent): never taken as safe."""
+        NO_IN_TREE_MODULE: InTreeAutoload._State.ValueType  # 1
+        """The running kernel ships no in-tree module of that name."""
+        BLACKLISTED: InTreeAutoload._State.ValueType  # 2
+        """`blacklist xe` (modprobe.d) or `modprobe.blacklist=xe`: udev's alias loads skip it."""
+        AUTOLOADS: InTreeAutoload._State.ValueType  # 3
+        """Loads at boot: nothing stops udev, or modules-load.d names it."""
+        DISABLED: InTreeAutoload._State.ValueType  # 4
+        """No load works at all (an `install xe` override, `module_blacklist=xe`), KMM's neither."""
+
+    class State(_State, metaclass=_StateEnumTypeWrapper): ...
+    STATE_UNSPECIFIED: InTreeAutoload.State.ValueType  # 0
+    """Not known (a file could not be read, or an older agent): never taken as safe."""
+    NO_IN_TREE_MODULE: InTreeAutoload.State.ValueType  # 1
+    """The running kernel ships no in-tree module of that name."""
+    BLACKLISTED: InTreeAutoload.State.ValueType  # 2
+    """`blacklist xe` (modprobe.d) or `modprobe.blacklist=xe`: udev's alias loads skip it."""
+    AUTOLOADS: InTreeAutoload.State.ValueType  # 3
+    """Loads at boot: nothing stops udev, or modules-load.d names it."""
+    DISABLED: InTreeAutoload.State.ValueType  # 4
+    """No load works at all (an `install xe` override, `module_blacklist=xe`), KMM's neither."""
+
+    STATE_FIELD_NUMBER: _builtins.int
+    SOURCES_FIELD_NUMBER: _builtins.int
+    state: Global___InTreeAutoload.State.ValueType
+    @_builtins.property
+    def sources(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The lines that decided it, "<file>:<line>: <line>"."""
+
+    def __init__(
+        self,
+        *,
+        state: Global___InTreeAutoload.State.ValueType = ...,
+        sources: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sources", b"sources", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InTreeAutoload: _TypeAlias = InTreeAutoload  # noqa: Y015
 
 @_typing.final
 class Device(_message.Message):
