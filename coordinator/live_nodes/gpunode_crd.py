@@ -126,6 +126,14 @@ def status_schema() -> dict[str, Any]:
                         "description": "Reasons unloading xe now would fail or hurt, as "
                         "the report below says (fresh or not: see unloadBlockers).",
                     },
+                    "atBoot": {
+                        "type": "string",
+                        "description": "What the next boot does with the kernel's in-tree "
+                        "xe (report.inTreeAutoload): Autoloads (KMM's loader removes it "
+                        "again after a reboot, once the GPU is idle: docs/reboots.md), "
+                        "Blacklisted, NoInTreeModule, Disabled (no xe loads, KMM's neither), "
+                        "Unknown.",
+                    },
                 },
             },
             "report": {
@@ -144,6 +152,7 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Session", "type": "string", "jsonPath": ".status.session"},
     {"name": "Fresh", "type": "string", "jsonPath": f"{_FRESH}.status"},
     {"name": "Why", "type": "string", "priority": 1, "jsonPath": f"{_FRESH}.reason"},
+    {"name": "At boot", "type": "string", "priority": 1, "jsonPath": ".status.summary.atBoot"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

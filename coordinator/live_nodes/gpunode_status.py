@@ -52,7 +52,21 @@ def summary(report: report_pb.NodeReport) -> dict[str, Any]:
         "drivers": sorted({d.driver for d in report.devices if d.driver}),
         "module": module_word(report),
         "blockers": len(report.blockers),
+        "atBoot": at_boot_word(report),
     }
+
+
+_AT_BOOT = {
+    report_pb.InTreeAutoload.NO_IN_TREE_MODULE: "NoInTreeModule",
+    report_pb.InTreeAutoload.BLACKLISTED: "Blacklisted",
+    report_pb.InTreeAutoload.AUTOLOADS: "Autoloads",
+    report_pb.InTreeAutoload.DISABLED: "Disabled",
+}
+
+
+def at_boot_word(report: report_pb.NodeReport) -> str:
+    """What the next boot does with the in-tree xe, in one word (Unknown when not reported)."""
+    return _AT_BOOT.get(report.in_tree_autoload.state, "Unknown")
 
 
 def report_json(report: report_pb.NodeReport) -> dict[str, Any]:

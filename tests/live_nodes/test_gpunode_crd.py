@@ -25,7 +25,17 @@ def test_identity_and_columns() -> None:
     assert version["name"] == "v1alpha1"
     assert version["subresources"] == {"status": {}}
     columns = {c["name"]: c for c in version["additionalPrinterColumns"]}
-    assert list(columns) == ["GPUs", "Module", "Blockers", "Session", "Fresh", "Why", "Age"]
+    assert list(columns) == [
+        "GPUs",
+        "Module",
+        "Blockers",
+        "Session",
+        "Fresh",
+        "Why",
+        "At boot",
+        "Age",
+    ]
+    assert columns["At boot"]["priority"] == 1  # with -o wide
     # A stale node's blockers read "unknown", never a count (or kubectl's "<none>").
     assert columns["Blockers"] == {
         "name": "Blockers",
@@ -65,5 +75,11 @@ def test_the_shape_the_cli_reads() -> None:
         "lastTransitionTime",
     }
     assert status["session"]["enum"] == ["Connected", "Disconnected"]
-    assert set(status["summary"]["properties"]) == {"gpus", "drivers", "module", "blockers"}
+    assert set(status["summary"]["properties"]) == {
+        "gpus",
+        "drivers",
+        "module",
+        "blockers",
+        "atBoot",
+    }
     assert status["report"]["x-kubernetes-preserve-unknown-fields"] is True

@@ -67,7 +67,13 @@ def test_summary_counts_gpus_without_vfs() -> None:
         "drivers": ["vfio-pci", "xe"],
         "module": "xeb_v7.1.4.6_260728.7",
         "blockers": 1,
+        "atBoot": "Unknown",  # the sample comes from an agent that does not say
     }
+    autoloading = sample_report("gpu-1")
+    autoloading.in_tree_autoload.state = report_pb.InTreeAutoload.AUTOLOADS
+    assert summary(autoloading)["atBoot"] == "Autoloads"
+    autoloading.in_tree_autoload.state = report_pb.InTreeAutoload.BLACKLISTED
+    assert summary(autoloading)["atBoot"] == "Blacklisted"
 
 
 def test_desired_status_shape() -> None:

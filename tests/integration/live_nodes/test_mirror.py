@@ -62,6 +62,7 @@ def test_reports_reach_status_only_on_change(
                 "drivers": ["vfio-pci", "xe"],
                 "module": "xeb_v7.1.4.6_260728.7",
                 "blockers": 1,
+                "atBoot": "Unknown",  # the sample report does not say
             }
             assert status["report"]["blockers"][0]["reason"] == "OPEN_CLIENTS"
             assert status["report"]["devices"][1]["role"] == "VIRTUAL"
