@@ -51,7 +51,7 @@ from gpuctl.rollout.first_moves import (
 from gpuctl.rollout.holds import Wait, WaitKind
 from gpuctl.rollout.node_step import image_not_ready
 from gpuctl.rollout.order import is_unavailable, start_order
-from gpuctl.rollout.pass_setup import pass_setup
+from gpuctl.rollout.pass_setup import PassSetup, pass_setup
 from gpuctl.rollout.refused import finishing_settings
 from gpuctl.rollout.rollout_input import Reads, module_container, pass_nodes
 
@@ -148,10 +148,10 @@ def _not_fresh(view: NodeView | None) -> str:
     return ""
 
 
-def _reads(inp: PlanInput, target: str | None) -> Reads:
-    setup = pass_setup(inp.driver, inp.drivers or [inp.driver])
+def _reads(inp: PlanInput, setup: PassSetup) -> Reads:
+    """The coordinator's input, as its gatherer would build it from these reads."""
     finishing = bool(setup.refusal) or setup.settings is None
-    settings = setup.settings
+    target, settings = setup.target, setup.settings
     if finishing:
         target = str(module_container(inp.module).get("version") or "") or None
         settings = finishing_settings(settings)
@@ -183,7 +183,7 @@ def plan_rollout(inp: PlanInput) -> Plan:
     target = target_of(inp.driver, inp.module)
     if inp.module is not None and setup.target is not None:
         target = dataclasses.replace(target, version=setup.target)
-    reads, answers = _reads(inp, setup.target), _answers(inp)
+    reads, answers = _reads(inp, setup), _answers(inp)
     run = dry_run(reads, answers)
     turn = at_their_turn(reads, answers) if _any_waits_its_turn(run) else run
     touched: dict[str, tuple[NodeFacts, Touch]] = {}
