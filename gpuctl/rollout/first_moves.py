@@ -1,6 +1,6 @@
 """What the rollout does first to each node, read off its own decision (pure).
 
-`first_moves` names, per node, what one pass's `decide()` does to it: starts it, leaves it
+`move_of` names, per node, what one pass's `decide()` does to it: starts it, leaves it
 waiting (and why: the Wait the pass acted on), moves its step on, puts it in its place, lets
 it leave the rollout, or nothing. `dry_run` is what `gpuctl rollout plan` shows: the
 coordinator's passes on the caller's reads, each pass's node writes made on the nodes before
@@ -84,10 +84,6 @@ def move_of(node: NodeFacts, decision: Decision) -> Move:
     if phase_to is not None:
         return Move(MoveKind.PLACE, phase_to)
     return Move(MoveKind.STAY)
-
-
-def first_moves(inp: RolloutInput, decision: Decision) -> dict[str, Move]:
-    return {node.name: move_of(node, decision) for node in inp.nodes}
 
 
 def patched(node: Mapping[str, Any], write: PatchNode) -> dict[str, Any]:
