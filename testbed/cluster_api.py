@@ -58,6 +58,10 @@ class Api:
     def module_path(self, namespace: str, name: str | None = None) -> str:
         return path(*KMM, namespace=namespace, name=name)
 
+    def images_config_path(self, namespace: str, name: str | None = None) -> str:
+        """KMM's ModuleImagesConfig of a Module (KMM names it after the Module)."""
+        return path(KMM[0], KMM[1], names.KMM_IMAGES_CONFIG_PLURAL, namespace=namespace, name=name)
+
     def get_module(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._get(self.module_path(namespace, name))
 

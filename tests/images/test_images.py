@@ -165,7 +165,7 @@ def test_image_holds_exactly_its_locked_distributions(built: dict[str, str], par
             "coordinator",
             "kubernetes, pydantic, prometheus-client, cryptography",
         ),
-        ("gpuctl", "cli", "kubernetes, pyyaml, urllib3"),
+        ("gpuctl", "cli", "kubernetes, pydantic, pyyaml, urllib3"),
     ],
 )
 def test_agent_image_says_which_extra_its_other_programs_need(

@@ -394,6 +394,28 @@ def _plan_driver(api: Api, namespace: str, name: str) -> str:
         body={"status": {"module": f"modules.kmm.sigs.x-k8s.io/{namespace}/{module}"}},
         content_type="application/merge-patch+json",
     )
+    # KMM's ModuleImagesConfig, as KMM leaves it once it has found the image.
+    image = "registry.example.com/xe:2.0"
+    api.kube.request(
+        "POST",
+        api.images_config_path(namespace),
+        body={
+            "apiVersion": "kmm.sigs.x-k8s.io/v1beta1",
+            "kind": "ModuleImagesConfig",
+            "metadata": {"name": module, "namespace": namespace},
+            "spec": {
+                "images": [{"image": image, "kernelVersion": "6.8.0-60-generic"}],
+                "imagePullPolicy": "IfNotPresent",
+                "pushBuiltImage": False,
+            },
+        },
+    )
+    api.kube.request(
+        "PATCH",
+        f"{api.images_config_path(namespace, module)}/status",
+        body={"status": {"imagesStates": [{"image": image, "status": "Exists"}]}},
+        content_type="application/merge-patch+json",
+    )
     return names.kmm_version_label(namespace, module)
 
 
@@ -560,7 +582,11 @@ def test_rollout_plan_blocks_every_node_when_claims_cannot_be_listed(
                     "resources": ["gpudrivers", "gpunodes"],
                     "verbs": read,
                 },
-                {"apiGroups": [names.KMM_GROUP], "resources": ["modules"], "verbs": read},
+                {
+                    "apiGroups": [names.KMM_GROUP],
+                    "resources": ["modules", names.KMM_IMAGES_CONFIG_PLURAL],
+                    "verbs": read,
+                },
                 {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": read},
             ],
         },
