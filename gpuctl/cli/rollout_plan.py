@@ -39,7 +39,8 @@ from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase, parse_phase
 from gpuctl.common.node_selectors import node_labels, node_name
 from gpuctl.common.unload_rule import unload_verdict
-from gpuctl.rollout.facts import GpuPod, ReportFacts, report_facts
+from gpuctl.rollout.facts import INSPECT, GpuPod, ReportFacts, node_is_ready, report_facts
+from gpuctl.rollout.facts import NodeFacts as RolloutNode
 from gpuctl.rollout.first_moves import (
     DryRun,
     Move,
@@ -219,12 +220,8 @@ def _unavailable(node: Mapping[str, Any]) -> bool:
     if phase not in IN_PROGRESS:
         opted_out = labels.get(names.OPT_OUT_LABEL) == names.OPT_OUT_VALUE
         phase = Phase.SKIPPED if opted_out else None
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (node.get("status") or {}).get("conditions") or []
-    )
     unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
-    return is_unavailable(phase, unschedulable=unschedulable, ready=ready)
+    return is_unavailable(phase, unschedulable=unschedulable, ready=node_is_ready(node))
 
 
 # Waits that pass by themselves: the plan also shows where the node's checks take it then.
@@ -333,7 +330,7 @@ def _followed(run: DryRun, node_run: NodeRun, facts: NodeFacts) -> Verdict:
     no_image = _image_not_ready(run, facts.name) if last is Phase.CHECKING else None
     if no_image is not None:
         return "blocked", (f"starts, then its check waits for KMM, then blocks: {no_image}",)
-    if last is Phase.CHECKING and facts.name not in _reported(run):
+    if last is Phase.CHECKING and not _reported(run, facts.name):
         why = _not_fresh(facts.view)
         return "blocked", (f"no fresh agent report ({why}): the check waits for one, then blocks",)
     if last is Phase.DRAINING and not node_run.evicts:
@@ -368,24 +365,27 @@ def _report_blockers(run: DryRun, facts: NodeFacts) -> str:
     return "; ".join(unload_verdict(view.report, run.inp.unload_settings).messages())
 
 
+def _in_run(run: DryRun, name: str) -> RolloutNode | None:
+    """The node as the run's first pass saw it (None: not in the rollout)."""
+    return next((node for node in run.inp.nodes if node.name == name), None)
+
+
 def _image_not_ready(run: DryRun, name: str) -> str | None:
     """Why KMM's image keeps the node's check from going on, in words (None: it does not)."""
-    for node in run.inp.nodes:
-        if node.name == name:
-            block = image_not_ready(run.inp, node)
-            return block.words if block is not None else None
-    return None
+    node = _in_run(run, name)
+    block = image_not_ready(run.inp, node) if node is not None else None
+    return block.words if block is not None else None
 
 
-def _reported(run: DryRun) -> set[str]:
-    return {node.name for node in run.inp.nodes if node.calls.get("inspect") is not None}
+def _reported(run: DryRun, name: str) -> bool:
+    """The node's agent report stood as its check's answer."""
+    node = _in_run(run, name)
+    return node is not None and INSPECT in node.calls
 
 
 def _claims_of(run: DryRun, name: str) -> tuple[str, ...]:
-    for node in run.inp.nodes:
-        if node.name == name:
-            return node.claims
-    return ()
+    node = _in_run(run, name)
+    return node.claims if node is not None else ()
 
 
 def _preparation_notes(run: DryRun, facts: NodeFacts) -> tuple[str, ...]:
