@@ -131,6 +131,15 @@ def module_state_name(state: int) -> str:
         return f"STATE_{state}"
 
 
+def provenance_name(provenance: int) -> str:
+    """The Module.Provenance's name; "PROVENANCE_<n>" for a number this build does not know
+    (never IN_TREE or OUT_OF_TREE)."""
+    try:
+        return pb.Module.Provenance.Name(provenance)  # type: ignore[arg-type]
+    except ValueError:
+        return f"PROVENANCE_{provenance}"
+
+
 def unknown_state(why: str) -> UnloadVerdict:
     """The verdict on a node whose state is unknown (`why`, in words): blocked."""
     return UnloadVerdict(blocking=(UnloadBlocker(UNKNOWN_STATE, f"{why} (unknown is never safe)"),))

@@ -23,7 +23,12 @@ from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase, parse_phase
-from gpuctl.common.unload_rule import UnloadSettings, module_state_name, reason_name
+from gpuctl.common.unload_rule import (
+    UnloadSettings,
+    module_state_name,
+    provenance_name,
+    reason_name,
+)
 from gpuctl.rollout.holds import BlockKind, parse_block_kind
 from gpuctl.rollout.prometheus_gate import GateResult
 from gpuctl.rollout.records import BoundFunction
@@ -55,6 +60,9 @@ class ReportFacts:
     vfs: Mapping[str, int]
     # The kernel's taint mask (None: the agent could not read it).
     kernel_tainted: int | None = None
+    # The loaded module's Module.Provenance name (IN_TREE, OUT_OF_TREE, UNKNOWN; "" when
+    # the report does not say).
+    provenance: str = ""
     # The report itself: the unload rule (gpuctl.common.unload_rule) reads its blockers,
     # devices and module holders.
     report: report_pb.NodeReport = field(default_factory=report_pb.NodeReport)
@@ -83,6 +91,7 @@ def report_facts(report: report_pb.NodeReport) -> ReportFacts:
         drivers={d.pci_address: d.driver for d in report.devices},
         vfs=vfs,
         kernel_tainted=report.kernel_tainted if report.HasField("kernel_tainted") else None,
+        provenance=provenance_name(module.provenance),
         report=report,
     )
 
@@ -180,6 +189,9 @@ class NodeFacts:
     # KMM's worker Pods of the Module on the node that have not succeeded (nor are being
     # deleted); read for a node whose KMM worker is held or was let go (worker_hold.py).
     unfinished_workers: tuple[str, ...] = ()
+    # The Node's status.nodeInfo: its boot id (new at every boot) and kernel ("" unknown).
+    boot_id: str = ""
+    kernel_version: str = ""
 
     # Cached: a 5,000-node pass reads each node's phase dozens of times.
     @cached_property
@@ -245,6 +257,7 @@ def node_facts(
     unfinished_workers: tuple[str, ...] = (),
 ) -> NodeFacts:
     meta = node.get("metadata") or {}
+    info = (node.get("status") or {}).get("nodeInfo") or {}
     return NodeFacts(
         name=str(meta["name"]),
         resource_version=str(meta.get("resourceVersion", "")),
@@ -261,6 +274,8 @@ def node_facts(
         image_state=image_state,
         kmm_activity=kmm_activity,
         unfinished_workers=unfinished_workers,
+        boot_id=str(info.get("bootID") or ""),
+        kernel_version=str(info.get("kernelVersion") or ""),
     )
 
 

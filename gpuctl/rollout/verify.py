@@ -49,6 +49,8 @@ from gpuctl.rollout.node_step import (
 from gpuctl.rollout.records import RecordError, decode_bound, decode_changes, decode_vfs
 from gpuctl.rollout.soak import baseline
 
+IN_TREE = "IN_TREE"  # a ReportFacts.provenance
+
 
 def _normalized_tag(text: str) -> str:
     return re.sub(r"^(xebr_|xeb_)", "", text.strip()).removeprefix("v")
@@ -88,6 +90,9 @@ def module_mismatch(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> 
     """ "" when the loaded module is the expected one, else why not (in words)."""
     if report.module_state != MODULE_LIVE:
         return f"module {inp.module_driver} is {report.module_state}, not live"
+    if report.provenance == IN_TREE:
+        # KMM loads its own build: the kernel's module (autoloaded, say) is never the target.
+        return f"module {inp.module_driver} is the kernel's in-tree one"
     if _by_srcversion(inp):
         required = inp.settings.verify_by == "srcversion"
         return _srcversion_mismatch(node, report, required=required)
