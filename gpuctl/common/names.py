@@ -150,6 +150,14 @@ ROLLBACK = f"{GROUP}/rollout-rollback"
 # it looked like when verified (gpuctl/rollout/soak.py); dropped once its soak passed.
 SOAK_BASELINE = f"{GROUP}/soak-baseline"
 
+# On a Node Done: the boot it was verified in, JSON {"bootID", "kernel"} from the Node's
+# status.nodeInfo (gpuctl/rollout/reboots.py). A Done node whose bootID differs rebooted:
+# it is verified again before it counts as Done.
+VERIFIED_BOOT = f"{GROUP}/verified-boot"
+# On a node Verifying (or Failed) after a reboot: the boot it left and the one it came back
+# in, in words; the verification then asks for the module verified before the reboot.
+REBOOTED = f"{GROUP}/rebooted"
+
 # Annotations that describe one node's pass and are dropped once it is done.
 PASS_DETAIL = (
     PREPARE_CHANGES,
@@ -158,6 +166,7 @@ PASS_DETAIL = (
     SRCVERSION_BEFORE,
     IMAGE_BEFORE,
     KMM_WORKER_RELEASED,
+    REBOOTED,
 )
 # Every annotation of a node's rollout state, dropped when the node leaves the rollout.
 STATE_ANNOTATIONS = (
@@ -169,6 +178,7 @@ STATE_ANNOTATIONS = (
     CORDONED_BY_GPUCTL,
     SOAK_BASELINE,
     KMM_WORKER_HELD,
+    VERIFIED_BOOT,
     *PASS_DETAIL,
 )
 

@@ -31,12 +31,10 @@ from gpuctl.rollout.gating import rollout_holds
 from gpuctl.rollout.history import recorded
 from gpuctl.rollout.holds import Hold, HoldKind, RolloutState
 from gpuctl.rollout.messages import driver_events, rollout_message
-from gpuctl.rollout.node_step import (
-    removing,
-    written,
-)
+from gpuctl.rollout.node_step import StepResult, removing, written
 from gpuctl.rollout.placement import placement
 from gpuctl.rollout.prometheus_gate import GATE_RECHECK_SECONDS
+from gpuctl.rollout.reboots import after_reboot
 from gpuctl.rollout.refused import anothers_step
 from gpuctl.rollout.rollout_status import RolloutCounts, rollout_status
 from gpuctl.rollout.settings import SettingsError, max_unavailable
@@ -79,6 +77,18 @@ def _holds_let_go_first(inp: RolloutInput, actions: Sequence[Action]) -> list[Ac
     return out
 
 
+def _own_step(inp: RolloutInput, node: NodeFacts) -> StepResult:
+    """What a node in its place does: its step, a Done node's look at its boot (reboots.py),
+    a Blocked node's held KMM worker Pods (worker_hold.py)."""
+    if node.phase in STEPS:
+        return STEPS[node.phase](inp, node)
+    if node.phase is Phase.DONE:
+        return after_reboot(inp, node)
+    if node.phase is Phase.BLOCKED:
+        return cleanup(node)
+    return StepResult()
+
+
 def _decide(inp: RolloutInput) -> Decision:
     decision = Decision()
     nodes = {n.name: n for n in sorted(inp.nodes, key=lambda n: n.name)}
@@ -97,10 +107,8 @@ def _decide(inp: RolloutInput) -> Decision:
         if phase is None:
             continue  # it left the rollout
         phases[name], versions[name], targets[name] = phase, version, inp.target_for(node)
-        if place is None and node.phase in STEPS:
-            decision.take(STEPS[node.phase](inp, node))
-        if place is None and node.phase is Phase.BLOCKED:
-            decision.take(cleanup(node))  # a held node's KMM worker Pods
+        if place is None:
+            decision.take(_own_step(inp, node))
     if not phases and not inp.target_version:
         return decision
     counts = RolloutCounts.of(phases, versions, targets)
@@ -213,7 +221,10 @@ def _rollback(
     failed = sorted(
         name
         for name, phase in phases.items()
-        if phase is Phase.FAILED and versions[name] == target and written(inp, nodes[name], target)
+        if phase is Phase.FAILED
+        and versions[name] == target
+        and written(inp, nodes[name], target)
+        and names.REBOOTED not in nodes[name].annotations  # the boot changed, not the version
     )
     if not failed:
         return None

@@ -21,6 +21,7 @@ from gpuctl.rollout.actions import Action, PatchNode, RequestReport
 from gpuctl.rollout.event_notes import NORMAL, WARNING, EventNote, EventType
 from gpuctl.rollout.facts import CallState, NodeFacts, ReportFacts, RolloutInput
 from gpuctl.rollout.holds import Block, BlockKind
+from gpuctl.rollout.records import BootRecord, encode_boot
 
 # Seconds between retries of a failed agent request, and between verification polls.
 CALL_RETRY_SECONDS = 1.0
@@ -253,6 +254,13 @@ def transition(
         # A soak's baseline belongs to the Done it was recorded with (verify.py writes the
         # next one with its Done): a node moved on never soaks on a stale one.
         all_annotations[names.SOAK_BASELINE] = None
+    if to is Phase.DONE and node.boot_id:
+        # The boot it is verified in: a Done node in another one rebooted (reboots.py).
+        boot = BootRecord(node.boot_id, node.kernel_version)
+        all_annotations[names.VERIFIED_BOOT] = encode_boot(boot)
+    if names.REBOOTED in node.annotations and to not in (Phase.VERIFYING, Phase.FAILED):
+        # A verification after a reboot ends with its step (reboots.py).
+        all_annotations[names.REBOOTED] = None
     all_annotations.update(annotations or {})
     event = None
     if to is not Phase.PENDING:
@@ -268,6 +276,19 @@ def transition(
         phase_to=to,
         event=event,
     )
+
+
+def cordon(node: NodeFacts, annotations: dict[str, str | None]) -> bool | None:
+    """The cordon of a write that takes the node out of service: the write's `unschedulable`,
+    with names.CORDONED_BY_GPUCTL added to `annotations` ("false": an admin's cordon, kept
+    when the rollout lets the node go)."""
+    if node.cordoned_by_us:
+        return True if not node.unschedulable else None
+    if node.unschedulable:
+        annotations[names.CORDONED_BY_GPUCTL] = "false"
+        return None
+    annotations[names.CORDONED_BY_GPUCTL] = "true"
+    return True
 
 
 def blocked(inp: RolloutInput, node: NodeFacts, block: Block, version: str) -> PatchNode:

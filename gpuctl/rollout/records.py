@@ -5,7 +5,8 @@
 - `bound-before`: the functions bound to the module's driver before the unload, as
   [{"pciAddress", "driver"}];
 - `vfs-before`: {"<PF address>": numVfs} before preparation, so VFs an agent disabled can be
-  restored even when the coordinator died before it recorded the agent's answer.
+  restored even when the coordinator died before it recorded the agent's answer;
+- `verified-boot`: {"bootID", "kernel"}, the boot a Done node was verified in (reboots.py).
 
 All pure; a malformed annotation (an admin's edit) reads as a RecordError naming it.
 """
@@ -127,3 +128,26 @@ def reconstructed_changes(
             )
             out.append(agent_pb.NodeChange(unbound=unbound))
     return out
+
+
+@dataclass(frozen=True)
+class BootRecord:
+    """One boot of a node, as its Node's status.nodeInfo says it."""
+
+    boot_id: str
+    kernel: str
+
+
+def encode_boot(boot: BootRecord) -> str:
+    return json.dumps({"bootID": boot.boot_id, "kernel": boot.kernel}, separators=(",", ":"))
+
+
+def decode_boot(text: str | None) -> BootRecord | None:
+    """The recorded boot (None when nothing is recorded)."""
+    if not text:
+        return None
+    try:
+        item = json.loads(text)
+        return BootRecord(str(item["bootID"]), str(item.get("kernel", "")))
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        raise RecordError(f"annotation verified-boot is not a boot record: {err}") from None

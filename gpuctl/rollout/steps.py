@@ -51,6 +51,7 @@ from gpuctl.rollout.node_step import (
     ask_report,
     blocked,
     claims_unknown,
+    cordon,
     drain_block,
     drain_words,
     due,
@@ -68,6 +69,7 @@ from gpuctl.rollout.node_step import (
     unfixable_block,
     written,
 )
+from gpuctl.rollout.reboots import step_reverifying
 from gpuctl.rollout.records import (
     RecordError,
     decode_bound,
@@ -110,15 +112,7 @@ def _pass_records(
 
 def _enter_draining(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> PatchNode:
     annotations = _pass_records(node, report, inp.module_driver)
-    unschedulable = None
-    if inp.settings.cordon:
-        if node.cordoned_by_us:
-            unschedulable = True if not node.unschedulable else None
-        elif node.unschedulable:
-            annotations[names.CORDONED_BY_GPUCTL] = "false"  # the admin's cordon: keep it
-        else:
-            annotations[names.CORDONED_BY_GPUCTL] = "true"
-            unschedulable = True
+    unschedulable = cordon(node, annotations) if inp.settings.cordon else None
     waiting = drain_words(node)
     reason = "cordoned" if inp.settings.cordon else "not cordoned (rollout.cordon is false)"
     reason += f"; waiting for {waiting}" if waiting else ""
@@ -491,10 +485,17 @@ def step_loading(inp: RolloutInput, node: NodeFacts) -> StepResult:
     return result
 
 
+def step_any_verifying(inp: RolloutInput, node: NodeFacts) -> StepResult:
+    """Verifying after a reboot (reboots.py) or after the node's KMM write (verify.py)."""
+    if names.REBOOTED in node.annotations:
+        return step_reverifying(inp, node)
+    return step_verifying(inp, node)
+
+
 STEPS = {
     Phase.CHECKING: step_checking,
     Phase.DRAINING: step_draining,
     Phase.PREPARING: step_preparing,
     Phase.LOADING: step_loading,
-    Phase.VERIFYING: step_verifying,
+    Phase.VERIFYING: step_any_verifying,
 }

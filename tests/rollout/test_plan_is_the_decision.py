@@ -31,6 +31,7 @@ from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.facts import INSPECT, CallState, GpuPod, node_facts, report_facts
 from gpuctl.rollout.first_moves import MoveKind
 from gpuctl.rollout.pass_setup import pass_setup
+from gpuctl.rollout.records import BootRecord, encode_boot
 from gpuctl.rollout.rollout_input import Reads, pass_nodes, rollout_input
 
 EXAMPLES = {"ci": 60, "long": 2000}[os.environ.get("HYPOTHESIS_PROFILE", "ci")]
@@ -74,6 +75,9 @@ def _node(i: int, draw: st.DrawFn) -> tuple[dict[str, Any], str]:
         if phase in ("Done", "Failed", "Checking"):
             labels[names.TARGET_LABEL] = DRIVER
             labels[version_label] = version
+        if phase == "Done" and draw(st.booleans()):
+            # Verified in boot-1: a node now in another boot rebooted since (reboots.py).
+            annotations[names.VERIFIED_BOOT] = encode_boot(BootRecord("boot-1", KERNEL))
     elif draw(st.booleans()):
         labels[names.TARGET_LABEL] = DRIVER
     node = {
@@ -88,7 +92,10 @@ def _node(i: int, draw: st.DrawFn) -> tuple[dict[str, Any], str]:
             "conditions": [
                 {"type": "Ready", "status": draw(st.sampled_from(["True"] * 4 + ["False"]))}
             ],
-            "nodeInfo": {"kernelVersion": draw(st.sampled_from([KERNEL] * 4 + ["5.15.0-1"]))},
+            "nodeInfo": {
+                "kernelVersion": draw(st.sampled_from([KERNEL] * 4 + ["5.15.0-1"])),
+                "bootID": draw(st.sampled_from(["boot-1", "boot-1", "boot-2", ""])),
+            },
         },
     }
     return node, draw(st.sampled_from(["idle", "busy", "none"]))

@@ -1,0 +1,253 @@
+"""A Done node that rebooted is verified again before it counts as Done (pure).
+
+A reboot (a kured kernel patch, a crash) brings a node back with whatever loads first: the
+kernel's in-tree `xe`, autoloaded by udev, or nothing. KMM sees the new boot id
+(`IsNodeRebooted`) and starts a loader whose first act is `modprobe -r` of the in-tree module,
+retried until the device is idle — from under a GPU daemon that started on it — while KMM's
+ready labels stay on the node throughout. So:
+
+- every Done write records the boot it was verified in (names.VERIFIED_BOOT, from the Node's
+  `status.nodeInfo`; a node Done before this build gets it recorded on the first pass);
+- a Done node whose `bootID` differs goes back to Verifying at its version (names.REBOOTED
+  says from which boot to which), cordoned, and KMM's worker held off it (the worker hold
+  guard, worker_hold.py) in the same pass: the kubelet posts the new boot id as soon as it
+  starts, usually before the node is Ready, and KMM starts no loader before it is;
+- the agent's answer decides: the module verified before (live, out of tree, the target's
+  backport tag) with KMM's labels at the version is Done again; a module that is not it and
+  is in use (the in-tree `xe` a daemon opened) keeps KMM's worker held, Blocked
+  (BlockKind.REBOOTED_IN_USE), and the node then takes the normal path through the checks
+  once idle; one that is not it and is idle, or none, lets KMM's worker go to load it, and
+  the verification goes on (a device opened before KMM's loader ran holds it again);
+- not verified within timeouts.verify: Failed, its hold kept (no standing order for KMM to
+  unload). A Failed node after a reboot does not roll the GPUDriver back: the boot changed,
+  not the version.
+
+What remains, and docs/reboots.md says it: a loader KMM creates in the moment between the
+kubelet's Ready and gpuctl's hold (when the kubelet posts the new boot id already Ready) is
+deleted by the hold, but may have started; blacklisting the in-tree `xe` closes that.
+"""
+
+from __future__ import annotations
+
+from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from gpuctl.common import names
+from gpuctl.common.names import Phase
+from gpuctl.rollout.actions import DeleteWorkerPods, HoldWorkers, NudgeKmm, PatchNode
+from gpuctl.rollout.event_notes import WARNING
+from gpuctl.rollout.facts import INSPECT, NodeFacts, ReportFacts, RolloutInput
+from gpuctl.rollout.holds import BlockKind
+from gpuctl.rollout.node_step import (
+    MODULE_LIVE,
+    VERIFY_POLL_SECONDS,
+    StepResult,
+    ask_report,
+    cordon,
+    due,
+    duration_words,
+    epoch,
+    failed,
+    kmm_loaded,
+    step_elapsed,
+    transition,
+    unfixable_block,
+)
+from gpuctl.rollout.records import BootRecord, RecordError, decode_boot, encode_boot
+from gpuctl.rollout.verify import module_mismatch
+from gpuctl.rollout.worker_hold import WORKER_RECHECK_SECONDS, held
+
+OUT_OF_TREE = "OUT_OF_TREE"  # a ReportFacts.provenance
+
+
+def _short(boot_id: str) -> str:
+    return boot_id[:8]
+
+
+def boot_change_words(before: BootRecord | None, node: NodeFacts) -> str:
+    """ "boot 6f0c2a4e -> 9b1d77c0, kernel 6.8.0-45-generic -> 6.8.0-47-generic"."""
+    if before is None:
+        return f"boot {_short(node.boot_id)}, the boot it was verified in unknown"
+    words = f"boot {_short(before.boot_id)} -> {_short(node.boot_id)}"
+    if before.kernel and node.kernel_version and before.kernel != node.kernel_version:
+        words += f", kernel {before.kernel} -> {node.kernel_version}"
+    elif node.kernel_version:
+        words += f", kernel {node.kernel_version}"
+    return words
+
+
+def after_reboot(inp: RolloutInput, node: NodeFacts) -> StepResult:
+    """For a Done node at its version: nothing; its boot recorded (when none is); or, booted
+    again since it was verified, back to Verifying with KMM's worker held off it."""
+    result = StepResult()
+    if node.phase is not Phase.DONE or not node.boot_id:
+        return result  # a boot id nobody reports cannot be compared (unknown: nothing done)
+    try:
+        before = decode_boot(node.annotations.get(names.VERIFIED_BOOT))
+    except RecordError as err:
+        result.actions += _verify_again(inp, node, None, f"{err}: verifying it again")
+        return result
+    if before is None:
+        now = encode_boot(BootRecord(node.boot_id, node.kernel_version))
+        result.actions.append(
+            PatchNode(node.name, node.resource_version, annotations={names.VERIFIED_BOOT: now})
+        )
+    elif before.boot_id != node.boot_id:
+        result.actions += _verify_again(inp, node, before, "rebooted")
+    return result
+
+
+def _verify_again(
+    inp: RolloutInput, node: NodeFacts, before: BootRecord | None, why: str
+) -> list[PatchNode | HoldWorkers]:
+    change = boot_change_words(before, node)
+    annotations: dict[str, str | None] = {
+        names.REBOOTED: change,
+        names.KMM_WORKER_HELD: node.state_version,
+    }
+    reason = (
+        f"{why} ({change}): KMM's worker is held off the node and the node cordoned until "
+        f"its agent shows the out-of-tree {inp.module_driver} live again"
+    )
+    write = transition(
+        inp,
+        node,
+        Phase.VERIFYING,
+        reason,
+        version=node.state_version,
+        annotations=annotations,
+        unschedulable=cordon(node, annotations),
+        event_kind=WARNING,
+    )
+    return [HoldWorkers(node.name, held=True), write]
+
+
+def _autoload_words(inp: RolloutInput, report: ReportFacts) -> str:
+    """A warning when the agent says the in-tree module loads by itself at boot ("" else)."""
+    autoload = report.report.in_tree_autoload
+    if autoload.state != report_pb.InTreeAutoload.AUTOLOADS:
+        return ""
+    sources = f" ({'; '.join(autoload.sources)})" if autoload.sources else ""
+    return (
+        f"; WARNING: the in-tree {inp.module_driver} loads by itself at boot{sources}: "
+        "blacklist it (docs/reboots.md)"
+    )
+
+
+def not_the_verified_module(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> str:
+    """Why the live module is not the one verified before the reboot ("" when it is): live,
+    out of tree (an unknown provenance is not taken for it), and the target's."""
+    if report.module_state == MODULE_LIVE and report.provenance != OUT_OF_TREE:
+        if report.provenance == "IN_TREE":
+            return f"module {inp.module_driver} is the kernel's in-tree one"
+        return f"module {inp.module_driver} cannot be told apart from the in-tree one"
+    return module_mismatch(inp, node, report)
+
+
+def step_reverifying(inp: RolloutInput, node: NodeFacts) -> StepResult:
+    """Verifying after a reboot (names.REBOOTED on the node)."""
+    result = StepResult()
+    version = node.state_version
+    if held(node) and node.unfinished_workers:
+        result.actions += [HoldWorkers(node.name, held=True), DeleteWorkerPods(node.name)]
+        result.wake(WORKER_RECHECK_SECONDS)
+    call = node.call(INSPECT)
+    report = call.report if call is not None and call.answered else None
+    if report is None:
+        why = call.error if call is not None and call.error else "no agent report since the boot"
+        return _not_yet(inp, node, result, why)
+    mismatch = not_the_verified_module(inp, node, report)
+    if not mismatch:
+        if not kmm_loaded(inp, node, version):
+            return _not_yet(inp, node, result, "KMM's ready labels are gone", ask=False)
+        result.actions.append(_done_again(inp, node, report))
+        return result
+    in_use = unfixable_block(inp, report) if report.module_state == MODULE_LIVE else None
+    if in_use is not None and (held(node) or names.KMM_WORKER_RELEASED in node.annotations):
+        result.actions += _held_while_in_use(inp, node, mismatch, in_use.words, report)
+        return result
+    if held(node):
+        result.actions += _let_go(inp, node, mismatch)
+        return result
+    if names.KMM_WORKER_RELEASED in node.annotations and not node.unfinished_workers:
+        result.actions.append(NudgeKmm(node.name))
+    return _not_yet(inp, node, result, mismatch)
+
+
+def _not_yet(
+    inp: RolloutInput, node: NodeFacts, result: StepResult, why: str, *, ask: bool = True
+) -> StepResult:
+    timeout = inp.settings.timeouts.verify
+    elapsed = step_elapsed(node.since, inp.now, inp.observed_for)
+    if elapsed >= timeout:
+        reason = (
+            f"not verified within {duration_words(timeout)} after the reboot "
+            f"({node.annotations.get(names.REBOOTED, '')}): {why}"
+        )
+        result.actions = [failed(inp, node, reason, node.state_version)]
+        return result
+    if ask and due(node.call(INSPECT), epoch(inp.now), VERIFY_POLL_SECONDS):
+        ask_report(result, node)
+    result.wake(min(VERIFY_POLL_SECONDS, timeout - elapsed))
+    return result
+
+
+def _done_again(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> PatchNode:
+    annotations: dict[str, str | None] = {
+        names.KMM_WORKER_HELD: None,
+        names.KMM_WORKER_RELEASED: None,
+        names.CORDONED_BY_GPUCTL: None,
+    }
+    reason = (
+        f"verified again after the reboot ({node.annotations.get(names.REBOOTED, '')}): "
+        f"the out-of-tree {inp.module_driver} is live (srcversion {report.srcversion})"
+        + _autoload_words(inp, report)
+    )
+    return transition(
+        inp,
+        node,
+        Phase.DONE,
+        reason,
+        version=node.state_version,
+        annotations=annotations,
+        unschedulable=False if node.cordoned_by_us else None,
+    )
+
+
+def _held_while_in_use(
+    inp: RolloutInput, node: NodeFacts, mismatch: str, holders: str, report: ReportFacts
+) -> list[PatchNode | HoldWorkers | DeleteWorkerPods]:
+    reason = (
+        f"rebooted ({node.annotations.get(names.REBOOTED, '')}); {mismatch}, in use: "
+        f"{holders}. KMM's loader would remove it from under them: KMM's worker is held off "
+        "the node until it is checked idle" + _autoload_words(inp, report)
+    )
+    blocked = transition(
+        inp,
+        node,
+        Phase.BLOCKED,
+        reason,
+        version=node.state_version,
+        annotations={
+            names.KMM_WORKER_HELD: node.state_version,
+            names.KMM_WORKER_RELEASED: None,
+            names.REASON_KIND: BlockKind.REBOOTED_IN_USE.value,
+        },
+        event_kind=WARNING,
+    )
+    return [HoldWorkers(node.name, held=True), blocked, DeleteWorkerPods(node.name)]
+
+
+def _let_go(inp: RolloutInput, node: NodeFacts, mismatch: str) -> list[PatchNode]:
+    """Nothing holds what the boot brought up (or nothing is loaded): KMM's worker let go to
+    load the out-of-tree module (the hold goes just before this write, decide.py)."""
+    reason = (
+        f"rebooted ({node.annotations.get(names.REBOOTED, '')}); {mismatch}, and nothing "
+        f"holds it: KMM's worker is let go to load the out-of-tree {inp.module_driver}"
+    )
+    annotations: dict[str, str | None] = {
+        names.KMM_WORKER_HELD: None,
+        names.KMM_WORKER_RELEASED: "true",
+    }
+    write = transition(
+        inp, node, Phase.VERIFYING, reason, version=node.state_version, annotations=annotations
+    )
+    return [write]
