@@ -87,7 +87,7 @@ def _battlemage_card(
     )
 
 
-def _in_tree_xe(
+def in_tree_xe(
     host: FakeHost,
     *,
     refcnt: int = 0,
@@ -174,7 +174,7 @@ def arc_b580_in_tree(root: Path, *, kernel_release: str = DEFAULT_RELEASE) -> Fa
     host = FakeHost(root, kernel_release=kernel_release)
     _host_bridge(host)
     _battlemage_card(host)
-    _in_tree_xe(host)
+    in_tree_xe(host)
     return host
 
 
@@ -197,7 +197,7 @@ def two_pro_b70_with_vfs(root: Path, *, vf_driver: str = "xe") -> FakeHost:
         ):
             host.set_attribute(pf, name, value + "\n")
         host.add_vfs(pf, 4, driver=vf_driver, first_drm_minor=card + 1)
-    _in_tree_xe(host, parameters={"max_vfs": "12"})
+    in_tree_xe(host, parameters={"max_vfs": "12"})
     if vf_driver != "xe":
         # A VM holds each passed-through VF open through /dev/vfio.
         host.add_module(vf_driver.replace("-", "_"), refcnt=8)
@@ -210,7 +210,7 @@ def arc_a770_on_i915(root: Path) -> FakeHost:
     _host_bridge(host)
     _battlemage_card(host, device=0x56A0, driver="i915")
     host.add_module("i915", refcnt=1, holders=())
-    _in_tree_xe(host)
+    in_tree_xe(host)
     host.add_process(1500, "Xorg")
     host.add_drm_fd(1500, 9, "card0", pdev=B580, client_id=7, driver="i915")
     return host
@@ -263,7 +263,7 @@ def open_render_clients(root: Path) -> FakeHost:
     host = FakeHost(root)
     _host_bridge(host)
     _battlemage_card(host)
-    _in_tree_xe(host, refcnt=2)
+    in_tree_xe(host, refcnt=2)
     host.add_process(2101, "ollama")
     host.add_drm_fd(2101, 5, "renderD128", pdev=B580, client_id=42)
     host.add_process(2102, "ollama")
@@ -293,7 +293,7 @@ def flex_170_force_probe(root: Path) -> FakeHost:
         sriov_total_vfs=31,
         drm=("card0", "renderD128"),
     )
-    _in_tree_xe(host, parameters={"force_probe": "56c0"})
+    in_tree_xe(host, parameters={"force_probe": "56c0"})
     return host
 
 
@@ -310,7 +310,7 @@ def lunar_lake_igpu(root: Path) -> FakeHost:
         boot_vga=True,
         drm=("card0", "renderD128"),
     )
-    _in_tree_xe(host)
+    in_tree_xe(host)
     return host
 
 
@@ -328,7 +328,7 @@ def meteor_lake_and_battlemage(root: Path) -> FakeHost:
     )
     _battlemage_card(host, drm=("card1", "renderD129"))
     host.add_module("i915", refcnt=0)
-    _in_tree_xe(host)
+    in_tree_xe(host)
     return host
 
 
@@ -347,7 +347,7 @@ def passthrough_unbound(root: Path) -> FakeHost:
     _host_bridge(host)
     _battlemage_card(host, driver=None)
     host.set_attribute(B580, "driver_override", "vfio-pci\n")
-    _in_tree_xe(host)
+    in_tree_xe(host)
     return host
 
 
@@ -356,7 +356,7 @@ def fdinfo_unreadable(root: Path) -> FakeHost:
     host = FakeHost(root)
     _host_bridge(host)
     _battlemage_card(host)
-    _in_tree_xe(host, refcnt=1)
+    in_tree_xe(host, refcnt=1)
     host.add_process(3100, "gnome-shell")
     host.add_drm_fd(3100, 4, "renderD128", pdev=B580, client_id=9)
     host.deny("proc/3100/fdinfo/4")
@@ -368,7 +368,7 @@ def xe_going_held_by_xe_vfio_pci(root: Path) -> FakeHost:
     host = FakeHost(root)
     _host_bridge(host)
     _battlemage_card(host)
-    _in_tree_xe(host, refcnt=1, holders=("xe_vfio_pci",), initstate="going")
+    in_tree_xe(host, refcnt=1, holders=("xe_vfio_pci",), initstate="going")
     host.add_module("xe_vfio_pci", refcnt=0)
     return host
 

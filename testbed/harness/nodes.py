@@ -17,17 +17,22 @@ DEFAULT_KERNEL = "6.8.0-45-generic"
 
 
 def node_status(
-    kernel_version: str, now: datetime.datetime, boot_id: str | None = None
+    kernel_version: str,
+    now: datetime.datetime,
+    boot_id: str | None = None,
+    *,
+    ready: bool = True,
 ) -> dict[str, Any]:
     """The status body a healthy kubelet on ``kernel_version`` would report; ``boot_id``
-    (default: a new one) changes when the node reboots, and KMM reads it."""
+    (default: a new one) changes when the node reboots, and KMM reads it. ``ready=False``:
+    a kubelet just started, its runtime not ready yet (as after a reboot)."""
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "conditions": [
             {
                 "type": "Ready",
-                "status": "True",
-                "reason": "KubeletReady",
+                "status": "True" if ready else "False",
+                "reason": "KubeletReady" if ready else "KubeletNotReady",
                 "message": "written by the test harness",
                 "lastHeartbeatTime": stamp,
                 "lastTransitionTime": stamp,

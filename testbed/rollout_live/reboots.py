@@ -1,0 +1,72 @@
+"""A rig node rebooting, the way a real one does, for the rollout's reboot tests.
+
+`reboot` is what happens between the old boot and the new kubelet's first status: the agent
+stops, the kernel forgets every module and binding and every process goes, a new boot id;
+then what loads at boot loads — the kernel's in-tree `xe`, bound to the GPU, when nothing
+blacklists it (`in_tree_autoloads`), else nothing — and the node's modprobe.d says which. The
+kubelet then posts the new boot id with its runtime not ready yet (Ready=False, as a kubelet
+just started does); `kubelet_ready` is its next status, Ready, and restarts the agent (a
+DaemonSet Pod starts again with the node). Nothing here acts for KMM or gpuctl: KMM's
+operator reads the Node's boot id, gpuctl's coordinator too.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+
+from coordinator.kube.client import MERGE_PATCH, path
+from testbed.fakehost import PCI_DEVICES, FakeHost
+from testbed.fakehost.scenarios import B580, in_tree_xe
+from testbed.harness.nodes import node_status
+from testbed.rollout_live.rig import COMPANION_MODULES, RolloutRig, stop_process
+
+BOOT_ID = "proc/sys/kernel/random/boot_id"
+BLACKLIST = "etc/modprobe.d/blacklist-xe.conf"
+
+
+def _forget_the_old_boot(host: FakeHost) -> None:
+    """Every module gone, every binding, every process."""
+    for module in ("xe", *COMPANION_MODULES):
+        host.remove(f"sys/module/{module}")
+    if host.real(f"{PCI_DEVICES}/{B580}/driver").is_symlink():
+        host.unbind(B580)
+    host.remove("sys/bus/pci/drivers/xe")
+    for entry in host.real("proc").iterdir():
+        if entry.name.isdigit():
+            host.remove_process(int(entry.name))
+
+
+def reboot(rig: RolloutRig, node: str, *, in_tree_autoloads: bool) -> str:
+    """Reboots `node` into the same kernel; returns its new boot id. The kubelet has posted
+    it, not Ready yet."""
+    stop_process(rig.agents.pop(node))
+    host = rig.hosts[node]
+    _forget_the_old_boot(host)
+    boot_id = str(uuid.uuid4())
+    host.write(BOOT_ID, f"{boot_id}\n")
+    if in_tree_autoloads:
+        host.remove(BLACKLIST)
+        in_tree_xe(host)
+        host.bind(B580, "xe")
+    else:
+        host.write(BLACKLIST, "blacklist xe\n")
+    _post_status(rig, node, host, boot_id, ready=False)
+    return boot_id
+
+
+def kubelet_ready(rig: RolloutRig, node: str, boot_id: str) -> None:
+    """The kubelet's runtime is up: Ready, and the node's DaemonSet Pods (the agent) run."""
+    _post_status(rig, node, rig.hosts[node], boot_id, ready=True)
+    rig.start_agent(node)
+
+
+def _post_status(rig: RolloutRig, node: str, host: FakeHost, boot_id: str, *, ready: bool) -> None:
+    now = datetime.datetime.now(datetime.UTC)
+    status = node_status(host.kernel_release, now, boot_id, ready=ready)
+    rig.kube.request(
+        "PATCH",
+        path("", "v1", "nodes", name=node, subresource="status"),
+        body={"status": status},
+        content_type=MERGE_PATCH,
+    )

@@ -1,0 +1,124 @@
+"""A Done node reboots: KMM's loader never removes what the boot brought up from under a GPU
+daemon, and the node is Done again only once the out-of-tree `xe` is live and verified.
+
+Real KMM (testbed/harness/real_kmm.py) under the real coordinator and agents; the reboot is
+testbed/rollout_live/reboots.py: modules, bindings and processes gone, a new boot id, the
+in-tree `xe` autoloaded or blacklisted, the kubelet posting the new boot id before it is Ready.
+KMM's NodeModulesConfig reconciler then starts a loader (IsNodeRebooted), whose first act is
+`modprobe -r` of the in-tree module. Every test ends, as every rollout test does
+(RolloutRig.close), asserting no unload was attempted on a busy node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuctl.common import names
+from testbed.harness.waiting import wait_until
+from testbed.rollout_live.reboots import kubelet_ready, reboot
+from testbed.rollout_live.rig import OLD, RolloutRig
+from testbed.rollout_live.scenario import (
+    FAST,
+    busy_with_ollama,
+    idle_again,
+    module_version,
+    start,
+    wait_status,
+)
+from tests.support.worker_hold import held_nodes, installed_worker_hold_guard
+
+pytestmark = pytest.mark.integration
+
+
+def provenance(rig: RolloutRig, node: str) -> str:
+    """What the node's live xe is: the out-of-tree build KMM loads (taint O) or the kernel's."""
+    taint = rig.hosts[node].real("sys/module/xe/taint").read_text()
+    return "out-of-tree" if "O" in taint else "in-tree"
+
+
+def reverified_status(status: dict[str, Any]) -> bool:
+    return status.get("state") == "Complete" and status.get("updated") == status.get("total")
+
+
+def test_a_reboot_never_unloads_the_autoloaded_in_tree_xe_under_its_daemon(
+    rollout_rig: RolloutRig,
+) -> None:
+    """Two Done nodes reboot. On `a` nothing blacklists the in-tree `xe`: it loads at boot and a
+    GPU daemon (pid 4242, ollama) opens it. On `b` it is blacklisted: nothing loads. The
+    coordinator sees each new boot id while the kubelet is not Ready yet, holds KMM's worker
+    off both nodes and takes them out of Done, cordoned. Once the agents answer: `b` is idle
+    with nothing loaded, so KMM's worker is let go and loads the out-of-tree xe, verified:
+    Done. `a` is Blocked naming the daemon, KMM's loader held off it; nothing is unloaded on it
+    until the daemon stops; then it goes through the checks, KMM removes the idle in-tree
+    module and loads its own, and it is Done again."""
+    rig = rollout_rig
+    a, b = start(rig, ["a", "b"], FAST)
+    with installed_worker_hold_guard(rig.kube, rig.namespace):
+        boots = {
+            a: reboot(rig, a, in_tree_autoloads=True),
+            b: reboot(rig, b, in_tree_autoloads=False),
+        }
+        busy_with_ollama(rig, a)  # the GPU daemon starts on the in-tree driver
+        rig.wait_phases({a: "Verifying", b: "Verifying"})
+        assert held_nodes(rig.kube, rig.namespace) == {a, b}
+        for node in (a, b):
+            assert rig.annotation(node, names.REBOOTED).startswith("boot ")
+            assert rig.node(node)["spec"].get("unschedulable") is True
+            kubelet_ready(rig, node, boots[node])
+
+        rig.wait_phases({a: "Blocked", b: "Done"}, timeout=120)
+        assert rig.annotation(a, names.REASON_KIND) == "rebooted-in-use"
+        reason = rig.annotation(a, names.REASON)
+        assert "module xe is the kernel's in-tree one, in use:" in reason, reason
+        assert "pid 4242 (ollama)" in reason, reason
+        assert "WARNING: the in-tree xe loads by itself at boot" in reason, reason
+        assert a in held_nodes(rig.kube, rig.namespace)
+        assert provenance(rig, a) == "in-tree"
+        assert a not in rig.kernels.unloads
+        assert provenance(rig, b) == "out-of-tree"
+        assert module_version(rig, b) == OLD
+        assert "verified again after the reboot" in rig.annotation(b, names.REASON)
+        assert rig.node(b)["spec"].get("unschedulable") is not True
+        status = rig.rollout_status()
+        assert status["state"] != "Complete", status
+
+        idle_again(rig, a)
+        rig.wait_phases({a: "Done", b: "Done"}, timeout=120)
+        assert provenance(rig, a) == "out-of-tree"
+        assert module_version(rig, a) == OLD
+        assert held_nodes(rig.kube, rig.namespace) == set()
+        wait_status(rig, "says Complete again", reverified_status)
+        assert rig.kernels.violations == []
+
+
+def test_a_reboot_seen_only_once_ready_still_holds_kmms_loader_off_a_busy_node(
+    rollout_rig: RolloutRig,
+) -> None:
+    """The kubelet posts the new boot id already Ready: KMM and the coordinator see the reboot
+    at once, and KMM's loader Pod may be made before the hold. Its container has not started
+    (held here as by a runtime still starting: the test lets it go only once the coordinator
+    has acted); the hold deletes it, and admission refuses KMM's next one. The node is Blocked
+    naming the daemon; nothing is unloaded, even with the container let go."""
+    rig = rollout_rig
+    [node] = start(rig, ["a"], FAST)
+    with installed_worker_hold_guard(rig.kube, rig.namespace):
+        rig.kmm.hold_node(node)
+        boot = reboot(rig, node, in_tree_autoloads=True)
+        busy_with_ollama(rig, node)
+        kubelet_ready(rig, node, boot)
+        rig.wait_phases({node: "Blocked"}, timeout=120)
+        assert rig.annotation(node, names.REASON_KIND) == "rebooted-in-use"
+        wait_until(
+            "KMM's held loader deleted",
+            lambda: not rig.worker_pods(node=node),
+            timeout_seconds=60,
+        )
+        rig.kmm.hold_node(node, held=False)
+        assert node not in rig.kernels.unloads
+        assert provenance(rig, node) == "in-tree"
+        idle_again(rig, node)
+        rig.wait_phases({node: "Done"}, timeout=120)
+        assert provenance(rig, node) == "out-of-tree"
+        assert rig.kernels.violations == []
