@@ -35,6 +35,9 @@ from gpuctl.rollout.records import BoundFunction
 from gpuctl.rollout.settings import RolloutSettings
 
 INSPECT = "inspect"
+# ReportFacts.provenance of the kernel's own module and of one built out of its tree.
+IN_TREE = "IN_TREE"
+OUT_OF_TREE = "OUT_OF_TREE"
 PREPARE = "prepare"
 RESTORE = "restore"
 

@@ -34,7 +34,14 @@ from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import DeleteWorkerPods, HoldWorkers, NudgeKmm, PatchNode
 from gpuctl.rollout.event_notes import WARNING
-from gpuctl.rollout.facts import INSPECT, NodeFacts, ReportFacts, RolloutInput
+from gpuctl.rollout.facts import (
+    IN_TREE,
+    INSPECT,
+    OUT_OF_TREE,
+    NodeFacts,
+    ReportFacts,
+    RolloutInput,
+)
 from gpuctl.rollout.holds import BlockKind
 from gpuctl.rollout.node_step import (
     MODULE_LIVE,
@@ -54,8 +61,6 @@ from gpuctl.rollout.node_step import (
 from gpuctl.rollout.records import BootRecord, RecordError, decode_boot, encode_boot
 from gpuctl.rollout.verify import module_mismatch
 from gpuctl.rollout.worker_hold import WORKER_RECHECK_SECONDS, held
-
-OUT_OF_TREE = "OUT_OF_TREE"  # a ReportFacts.provenance
 
 
 def _short(boot_id: str) -> str:
@@ -136,7 +141,7 @@ def not_the_verified_module(inp: RolloutInput, node: NodeFacts, report: ReportFa
     """Why the live module is not the one verified before the reboot ("" when it is): live,
     out of tree (an unknown provenance is not taken for it), and the target's."""
     if report.module_state == MODULE_LIVE and report.provenance != OUT_OF_TREE:
-        if report.provenance == "IN_TREE":
+        if report.provenance == IN_TREE:
             return f"module {inp.module_driver} is the kernel's in-tree one"
         return f"module {inp.module_driver} cannot be told apart from the in-tree one"
     return module_mismatch(inp, node, report)

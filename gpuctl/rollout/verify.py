@@ -22,6 +22,7 @@ from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode, SendRestore
 from gpuctl.rollout.facts import (
+    IN_TREE,
     INSPECT,
     RESTORE,
     CallState,
@@ -48,8 +49,6 @@ from gpuctl.rollout.node_step import (
 )
 from gpuctl.rollout.records import RecordError, decode_bound, decode_changes, decode_vfs
 from gpuctl.rollout.soak import baseline
-
-IN_TREE = "IN_TREE"  # a ReportFacts.provenance
 
 
 def _normalized_tag(text: str) -> str:
