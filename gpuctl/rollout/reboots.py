@@ -18,9 +18,10 @@ ready labels stay on the node throughout. So:
   (BlockKind.REBOOTED_IN_USE), and the node then takes the normal path through the checks
   once idle; one that is not it and is idle, or none, lets KMM's worker go to load it, and
   the verification goes on (a device opened before KMM's loader ran holds it again);
-- not verified within timeouts.verify: Failed, its hold kept (no standing order for KMM to
-  unload). A Failed node after a reboot does not roll the GPUDriver back: the boot changed,
-  not the version.
+- not verified within timeouts.verify: Failed, KMM's worker held off it again and its
+  worker Pods deleted (a loader that cannot load restarts for ever, each start a
+  `modprobe -r`: a Failed node leaves KMM no standing order to run there). A Failed node
+  after a reboot does not roll the GPUDriver back: the boot changed, not the version.
 
 What remains, and docs/reboots.md says it: a loader KMM creates in the moment between the
 kubelet's Ready and gpuctl's hold (when the kubelet posts the new boot id already Ready) is
@@ -187,7 +188,11 @@ def _not_yet(
             f"not verified within {duration_words(timeout)} after the reboot "
             f"({node.annotations.get(names.REBOOTED, '')}): {why}"
         )
-        result.actions = [failed(inp, node, reason, node.state_version)]
+        # KMM's worker held off it (again): a loader let go that cannot load (say, no image
+        # for a new kernel) restarts for ever, each start a `modprobe -r`.
+        held_again = {names.KMM_WORKER_HELD: node.state_version, names.KMM_WORKER_RELEASED: None}
+        write = failed(inp, node, reason, node.state_version, held_again)
+        result.actions = [HoldWorkers(node.name, held=True), write, DeleteWorkerPods(node.name)]
         return result
     if ask and due(node.call(INSPECT), epoch(inp.now), VERIFY_POLL_SECONDS):
         ask_report(result, node)

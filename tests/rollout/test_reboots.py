@@ -226,16 +226,20 @@ def test_an_unknown_provenance_is_never_taken_for_the_verified_module() -> None:
     assert not writes(actions)
 
 
-def test_not_verified_in_time_fails_keeps_the_hold_and_does_not_roll_back() -> None:
+def test_not_verified_in_time_fails_held_again_and_does_not_roll_back() -> None:
     settings = RolloutSettings(hold_after_first_node=False, on_node_failure="Rollback")
     late = answered(reverifying(), report=report(state="NOT_LOADED", tag="", srcversion=""))
     late = dataclasses.replace(
         late, annotations={**late.annotations, names.SINCE: "2026-11-29T11:00:00Z"}
     )
     waiting = dataclasses.replace(late, calls={})
-    [write] = writes(step_reverifying(rollout([waiting], settings=settings), waiting).actions)
+    actions = step_reverifying(rollout([waiting], settings=settings), waiting).actions
+    hold, write, delete = actions
+    assert hold == HoldWorkers(waiting.name, held=True)
+    assert delete == DeleteWorkerPods(waiting.name)
+    assert isinstance(write, PatchNode)
     assert write.phase_to is Phase.FAILED
-    assert names.KMM_WORKER_HELD not in write.annotations  # kept as it is
+    assert write.annotations[names.KMM_WORKER_HELD] == TARGET
     assert names.REBOOTED not in write.annotations  # kept: it says why
     assert str(write.annotations[names.REASON]).startswith(
         "not verified within 5m after the reboot"
