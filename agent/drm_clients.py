@@ -28,6 +28,7 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from agent.cgroup_owner import OwnerKind, ProcessOwner, owner_of
 from agent.drm_debugfs import (
     DEBUGFS_DRI_DIR,
     DebugfsFormatError,
@@ -60,6 +61,8 @@ class DrmClientFacts:
     command: str
     client_ids: set[int] = field(default_factory=set)
     fd_count: int = 0
+    # Whose process it is (None: not looked at, unknown).
+    owner: ProcessOwner | None = None
 
 
 @dataclass(slots=True)
@@ -305,8 +308,10 @@ def _attribute(
         if command is None:  # exited since its fds were read
             continue
         found.holders.add(pid)
+        owner = _read_owner(files, pid)
         for address, (fd_count, client_ids) in per_device.items():
-            found.clients[(address, pid)] = DrmClientFacts(pid, command, client_ids, fd_count)
+            facts = DrmClientFacts(pid, command, client_ids, fd_count, owner)
+            found.clients[(address, pid)] = facts
     # A process whose fds were listed but whose fdinfo was refused counts as denied only.
     found.scanned += fd_scan.processes_scanned - len(denied.difference(fd_scan.denied))
     found.denied |= denied
@@ -375,6 +380,17 @@ def _classify_fds(
                 log.add(fdinfo_path, f"drm-client-id is not a number: {client_id!r}")
         per_device[address] = (count + 1, client_ids)
     return per_device
+
+
+def _read_owner(files: HostFiles, pid: int) -> ProcessOwner:
+    """Whose process `pid` is, from /proc/<pid>/cgroup; unknown (never a host process) when
+    that cannot be read."""
+    try:
+        text = files.read_bytes(f"proc/{pid}/cgroup").decode(errors="replace")
+    except OSError as error:
+        why = error.strerror or type(error).__name__
+        return ProcessOwner(OwnerKind.UNKNOWN, why=f"/proc/{pid}/cgroup: {why}")
+    return owner_of(text)
 
 
 def _read_command(files: HostFiles, pid: int, log: WarningLog) -> str | None:

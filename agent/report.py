@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from agent.autoload import Autoload, AutoloadFacts
 from agent.blockers import BlockerFact
+from agent.cgroup_owner import OwnerKind, ProcessOwner
 from agent.drm_clients import ClientScanOutcome
 from agent.kmod import ModuleFacts, ModuleState
 from agent.pci import GpuFunction
@@ -64,9 +65,29 @@ def device_message(gpu: GpuFunction, client_scan: ClientScanOutcome) -> pb.Devic
                 command=client.command,
                 client_ids=sorted(client.client_ids),
                 fd_count=client.fd_count,
+                owner=owner_message(client.owner),
             )
         )
     return device
+
+
+_OWNER_KINDS = {
+    OwnerKind.POD: pb.ProcessOwner.POD,
+    OwnerKind.HOST: pb.ProcessOwner.HOST,
+    OwnerKind.UNKNOWN: pb.ProcessOwner.UNKNOWN,
+}
+
+
+def owner_message(owner: ProcessOwner | None) -> pb.ProcessOwner | None:
+    """The report's ProcessOwner (None, left unset, when nobody looked: unknown)."""
+    if owner is None:
+        return None
+    return pb.ProcessOwner(
+        kind=_OWNER_KINDS[owner.kind],
+        pod_uid=owner.pod_uid,
+        container_id=owner.container_id,
+        message=owner.why,
+    )
 
 
 _MODULE_STATES = {

@@ -11,6 +11,7 @@ from typing import cast
 TARGETS: dict[str, str] = {
     "debugfs_clients": "bench.fuzz.target_debugfs_clients",
     "fdinfo": "bench.fuzz.target_fdinfo",
+    "cgroup_owner": "bench.fuzz.target_cgroup_owner",
     "sysfs_attributes": "bench.fuzz.target_sysfs_attributes",
     "modinfo": "bench.fuzz.target_modinfo",
     "uevent": "bench.fuzz.target_uevent",

@@ -414,14 +414,18 @@ class FakeHost:
         fds: Mapping[int, str] | None = None,
         fdinfo: Mapping[int, str] | None = None,
         ordinary_fds: bool = True,
+        cgroup: str | None = None,
     ) -> None:
         """proc/<pid> with comm, fd/<n> symlinks to the given targets ("/dev/dri/renderD128",
-        "socket:[123]") and fdinfo/<n> files. With `ordinary_fds`, fds 0-2 are stdio."""
+        "socket:[123]") and fdinfo/<n> files. With `ordinary_fds`, fds 0-2 are stdio.
+        `cgroup`: its /proc/<pid>/cgroup text (None: no such file, its owner unknown)."""
         base = self.real(f"proc/{pid}")
         fd_dir, fdinfo_dir = base / "fd", base / "fdinfo"
         fd_dir.mkdir(parents=True, exist_ok=True)
         fdinfo_dir.mkdir(exist_ok=True)
         (base / "comm").write_text(command + "\n")
+        if cgroup is not None:
+            (base / "cgroup").write_text(cgroup)
         links = dict(enumerate(_ORDINARY_FDS)) if ordinary_fds else {}
         links.update(fds or {})
         # A large node has 120,000 fd links: make them relative to the open fd/ directory

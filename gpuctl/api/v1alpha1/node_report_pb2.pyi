@@ -371,6 +371,7 @@ class DrmClient(_message.Message):
     COMMAND_FIELD_NUMBER: _builtins.int
     CLIENT_IDS_FIELD_NUMBER: _builtins.int
     FD_COUNT_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
     pid: _builtins.int
     command: _builtins.str
     """/proc/<pid>/comm."""
@@ -382,6 +383,12 @@ class DrmClient(_message.Message):
         children share an id: count clients by (device, id), not by fds.
         """
 
+    @_builtins.property
+    def owner(self) -> Global___ProcessOwner:
+        """Whose process it is, from /proc/<pid>/cgroup. Absent from an older agent:
+        unknown, as is kind UNKNOWN.
+        """
+
     def __init__(
         self,
         *,
@@ -389,14 +396,74 @@ class DrmClient(_message.Message):
         command: _builtins.str = ...,
         client_ids: _abc.Iterable[_builtins.int] | None = ...,
         fd_count: _builtins.int = ...,
+        owner: Global___ProcessOwner | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_ids", b"client_ids", "command", b"command", "fd_count", b"fd_count", "pid", b"pid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_ids", b"client_ids", "command", b"command", "fd_count", b"fd_count", "owner", b"owner", "pid", b"pid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DrmClient: _TypeAlias = DrmClient  # noqa: Y015
+
+@_typing.final
+class ProcessOwner(_message.Message):
+    """The pod (or the host) a process belongs to, from the cgroup the kubelet put
+    it in (agent/cgroup_owner.py).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _Kind:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _KindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[ProcessOwner._Kind.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        KIND_UNSPECIFIED: ProcessOwner._Kind.ValueType  # 0
+        HOST: ProcessOwner._Kind.ValueType  # 1
+        """Not in any pod's cgroup: a host process (a systemd service, a login)."""
+        POD: ProcessOwner._Kind.ValueType  # 2
+        """In a pod's cgroup: pod_uid names it, container_id its container where
+        the cgroup names one.
+        """
+        UNKNOWN: ProcessOwner._Kind.ValueType  # 3
+        """The cgroup could not be read or understood: `message` says why."""
+
+    class Kind(_Kind, metaclass=_KindEnumTypeWrapper): ...
+    KIND_UNSPECIFIED: ProcessOwner.Kind.ValueType  # 0
+    HOST: ProcessOwner.Kind.ValueType  # 1
+    """Not in any pod's cgroup: a host process (a systemd service, a login)."""
+    POD: ProcessOwner.Kind.ValueType  # 2
+    """In a pod's cgroup: pod_uid names it, container_id its container where
+    the cgroup names one.
+    """
+    UNKNOWN: ProcessOwner.Kind.ValueType  # 3
+    """The cgroup could not be read or understood: `message` says why."""
+
+    KIND_FIELD_NUMBER: _builtins.int
+    POD_UID_FIELD_NUMBER: _builtins.int
+    CONTAINER_ID_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    kind: Global___ProcessOwner.Kind.ValueType
+    pod_uid: _builtins.str
+    container_id: _builtins.str
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        kind: Global___ProcessOwner.Kind.ValueType = ...,
+        pod_uid: _builtins.str = ...,
+        container_id: _builtins.str = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["container_id", b"container_id", "kind", b"kind", "message", b"message", "pod_uid", b"pod_uid"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProcessOwner: _TypeAlias = ProcessOwner  # noqa: Y015
 
 @_typing.final
 class Module(_message.Message):
