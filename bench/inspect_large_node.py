@@ -9,7 +9,9 @@ Printed:
 - the baseline: the same inspection where debugfs is not mounted, so every process under
   /proc is swept (today's scan on most nodes; ratio = what the kernel's lists save);
 - the same node when no GPU driver module holds a reference, so the client scan is skipped
-  (ratio = the floor: PCI, module and report alone).
+  (ratio = the floor: PCI, module and report alone);
+- the full inspection where no /proc/<pid>/cgroup can be found, so no client's owner is read
+  (ratio = what naming each client's pod from its cgroup costs).
 Both inspections must give the same devices, clients and blockers, or the benchmark fails.
 Wall-clock medians move with the machine's load; the CPU time per inspection (this
 process's user + system time, `time.process_time`) moves much less, so it is printed too.
@@ -28,6 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from agent.hostfs import HostFiles
 from agent.inspect import inspect_node
 from bench.timing import measure, measure_interleaved, ratio_line
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
@@ -43,6 +46,19 @@ def inspect(root: Path) -> pb.NodeReport:
 
 def inspect_by_sweep(root: Path) -> pb.NodeReport:
     return inspect_node(root, node_name="large", now=NOW, files=HostFilesWithoutDebugfs(root))
+
+
+class HostFilesWithoutCgroups(HostFiles):
+    """HostFiles where no process's cgroup file is found: no client's owner is read."""
+
+    def read_bytes(self, relative: str) -> bytes:
+        if relative.startswith("proc/") and relative.endswith("/cgroup"):
+            raise FileNotFoundError(2, "No such file or directory", self.path(relative))
+        return super().read_bytes(relative)
+
+
+def inspect_without_owners(root: Path) -> pb.NodeReport:
+    return inspect_node(root, node_name="large", now=NOW, files=HostFilesWithoutCgroups(root))
 
 
 def cpu_ms(action: Callable[[], object], runs: int) -> float:
@@ -86,6 +102,17 @@ def main() -> int:
             },
             runs,
         )
+        owned, unowned = measure_interleaved(
+            {
+                "full inspection (owners from cgroups)": lambda: inspect(root),
+                "full inspection (owners not read)": lambda: inspect_without_owners(root),
+            },
+            runs,
+        )
+        pods = {c.owner.pod_uid for d in report.devices for c in d.clients if c.owner.pod_uid}
+        if not pods:
+            print("no client was named by its pod", file=sys.stderr)
+            return 1
         listed_cpu = cpu_ms(lambda: inspect(root), runs)
         sweep_cpu = cpu_ms(lambda: inspect_by_sweep(root), runs)
         # Nothing holds the drivers now: xe's only reference is its xe_compat holder.
@@ -96,7 +123,7 @@ def main() -> int:
             print("the client scan was not skipped for an unused module", file=sys.stderr)
             return 1
         skipped = measure("inspection, client scan skipped", lambda: inspect(root), runs)
-    for timings in (listed, sweep, skipped):
+    for timings in (listed, sweep, skipped, owned, unowned):
         print(timings.summary())
     print(
         f"CPU per inspection: kernel client lists {listed_cpu:.1f} ms, /proc sweep "
@@ -104,6 +131,7 @@ def main() -> int:
     )
     print(ratio_line(listed, sweep))
     print(ratio_line(skipped, listed))
+    print(ratio_line(owned, unowned))
     return 0
 
 

@@ -477,6 +477,17 @@ def large_node(root: Path, *, debugfs: str | None = "id") -> FakeHost:
     return host
 
 
+def _large_node_cgroup(pid: int, in_pod: object) -> str:
+    """A GPU client runs in a pod (systemd cgroup driver, containerd); the rest on the host."""
+    if not in_pod:
+        return f"0::/system.slice/worker-{pid}.service\n"
+    uid = f"{pid:08x}_0000_4000_8000_{pid:012x}"
+    return (
+        "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+        f"{uid}.slice/cri-containerd-{pid:064x}.scope\n"
+    )
+
+
 def _large_node_processes(host: FakeHost) -> None:
     drm_fds: dict[int, list[tuple[int, int]]] = {}  # pid -> [(client id, PF index)]
     owners = [LARGE_FIRST_PID + 7 + 41 * k for k in range(LARGE_CLIENTS)]
@@ -498,7 +509,12 @@ def _large_node_processes(host: FakeHost) -> None:
             )[n % 4]
             for n in range(ordinary)
         }
-        host.add_process(pid, "worker" if not held else "inference", fds=fds)
+        host.add_process(
+            pid,
+            "worker" if not held else "inference",
+            fds=fds,
+            cgroup=_large_node_cgroup(pid, held),
+        )
         for offset, (client_id, pf_index) in enumerate(held):
             node = large_node_render(pf_index)
             # Every fifth client's kernel does not print drm-pdev: matched by node name.
