@@ -47,6 +47,7 @@ from gpuctl.rollout.actions import (
     SendRestore,
 )
 from gpuctl.rollout.decision import Decision
+from gpuctl.rollout.event_notes import WARNING
 from gpuctl.rollout.facts import INSPECT, PREPARE, RESTORE, NodeFacts, RolloutInput
 from gpuctl.rollout.node_step import EVICT_RETRY_SECONDS
 from gpuctl.rollout.pods import eviction
@@ -228,7 +229,8 @@ class RolloutActor:
     ) -> None:
         if patch.event is None:
             return
-        if patch.phase_to is None or patch.phase_to in NODE_EVENT_PHASES:
+        warns = patch.event.kind == WARNING  # a rebooted node's verification, say
+        if patch.phase_to is None or patch.phase_to in NODE_EVENT_PHASES or warns:
             meta = written.get("metadata") or {}
             node_ref = {
                 "apiVersion": "v1",

@@ -561,3 +561,32 @@ def test_claims_that_cannot_be_read_block_the_node_never_read_as_none() -> None:
         "resourceclaims.resource.k8s.io/v1 is not served: 404"
     )
     assert api.objects[NODE_PATH]["metadata"]["labels"][LABELS.version] == OLD
+
+
+def test_a_done_node_that_reboots_is_verified_again_with_a_warning_event() -> None:
+    agents = Agents()
+    api, controller, clock = world(agents=agents)
+    info = api.objects[NODE_PATH]["status"]["nodeInfo"]
+    info["bootID"] = "boot-1"
+    for _ in range(12):
+        controller.sync(DRIVER)
+        if phase(api) == "Loading":
+            api.objects[NODE_PATH]["metadata"]["labels"][LABELS.version_ready] = target(api)
+            agents.loaded = NEW
+        clock.advance(1.5)
+    assert phase(api) == "Done"
+    annotations = api.objects[NODE_PATH]["metadata"]["annotations"]
+    assert '"bootID":"boot-1"' in annotations[names.VERIFIED_BOOT]
+    # The kubelet's status update after the reboot: a new boot id and resourceVersion.
+    api.objects[NODE_PATH]["status"]["nodeInfo"]["bootID"] = "boot-2"
+    meta = api.objects[NODE_PATH]["metadata"]
+    meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+    controller.sync(DRIVER)
+    assert phase(api) == "Verifying"
+    assert api.objects[NODE_PATH]["spec"]["unschedulable"] is True
+    [event] = [
+        o
+        for p, o in api.objects.items()
+        if "/events/" in p and o["reason"] == "RolloutVerifying" and o["type"] == "Warning"
+    ]
+    assert "rebooted (boot boot-1 -> boot-2" in event["message"]
