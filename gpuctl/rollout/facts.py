@@ -220,8 +220,12 @@ class NodeFacts:
 
     @cached_property
     def attempt(self) -> str:
-        """Names the node's current step: agent answers belong to one attempt."""
-        return f"{self.labels.get(names.STATE_LABEL, '')}@{self.since}@{self.state_version}"
+        """Names the node's current step: agent answers belong to one attempt. A rebooted
+        node's verification names its boots too: it may start within the second of the
+        node's last verification, whose answers are not about this boot."""
+        step = f"{self.labels.get(names.STATE_LABEL, '')}@{self.since}@{self.state_version}"
+        rebooted = self.annotations.get(names.REBOOTED)
+        return f"{step}@{rebooted}" if rebooted else step
 
     @property
     def opted_out(self) -> bool:

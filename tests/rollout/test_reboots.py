@@ -13,7 +13,7 @@ from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import DeleteWorkerPods, HoldWorkers, NudgeKmm, PatchNode
 from gpuctl.rollout.decide import decide
-from gpuctl.rollout.facts import NodeFacts, ReportFacts
+from gpuctl.rollout.facts import INSPECT, NodeFacts, ReportFacts
 from gpuctl.rollout.holds import BlockKind
 from gpuctl.rollout.reboots import after_reboot, step_reverifying
 from gpuctl.rollout.records import BootRecord, encode_boot
@@ -262,3 +262,13 @@ def test_no_verification_takes_the_in_tree_module_for_the_target() -> None:
     facts = node(phase=Phase.VERIFYING, labels=loaded_labels())
     live = in_tree(srcversion="")  # an in-tree module without a srcversion file
     assert module_mismatch(rollout([facts]), facts, live) == "module xe is the kernel's in-tree one"
+
+
+def test_an_answer_of_the_verification_before_the_reboot_is_not_this_boots() -> None:
+    """The reboot seen within the second of the node's last verification: the same phase,
+    since and version, but that verification's answer says nothing of this boot."""
+    before = answered(node(phase=Phase.VERIFYING, labels=loaded_labels()), report=out_of_tree())
+    rebooted = dataclasses.replace(
+        before, annotations={**before.annotations, names.REBOOTED: REBOOTED}
+    )
+    assert rebooted.call(INSPECT) is None
