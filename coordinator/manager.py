@@ -42,7 +42,7 @@ from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from gpuctl.common.targeting import node_kernel
 from gpuctl.common.tolerations import CORDON_TAINT_KEY, node_taints
 from gpuctl.gpudriver.node_facts import watched_node_part
-from gpuctl.rollout.pods import asks_for_gpus, pod_node, watched_part
+from gpuctl.rollout.pods import concerns_rollout, pod_node, watched_part
 
 log = logging.getLogger(__name__)
 
@@ -288,9 +288,9 @@ class Coordinator:
         """Nothing to do at once: a step that waits on KMM reads it when it times out."""
 
     def _on_pod(self, _kind: str, obj: dict[str, Any]) -> None:
-        # A GPU pod started, finished or went: a drain may be over, a node blocked or free.
-        # Other pods' churn concerns nobody here.
-        if pod_node(obj) and asks_for_gpus(obj):
+        # A GPU pod started, finished or went, a GPU daemon paused or came back: a drain or
+        # a pause may be over, a node blocked or free. Other pods' churn concerns nobody here.
+        if pod_node(obj) and concerns_rollout(obj):
             self._rollout_changed()
 
     # -- threads --------------------------------------------------------------------------

@@ -30,8 +30,8 @@ from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.common.node_selectors import node_labels, node_name
 from gpuctl.gpudriver.module_spec import module_name
-from gpuctl.rollout.facts import GpuPod, NodeFacts, RolloutInput
-from gpuctl.rollout.pods import gpu_pods
+from gpuctl.rollout.facts import NodeFacts, RolloutInput
+from gpuctl.rollout.pod_facts import PodFacts, node_pod_facts
 from gpuctl.rollout.prometheus_gate import (
     GATE_RECHECK_SECONDS,
     MAX_ANSWER_BYTES,
@@ -110,7 +110,7 @@ class RolloutGatherer:
         self._monotonic = monotonic
         # Since when (monotonic) the caches have been watched without a gap (None: always).
         self._observing_since = observing_since
-        self._pods: dict[str, tuple[float, tuple[GpuPod, ...] | None]] = {}
+        self._pods: dict[str, tuple[float, tuple[PodFacts, ...] | None]] = {}
         self._gate_answers: dict[tuple[str, str, str], tuple[float, GateResult]] = {}
 
     def gather(
@@ -141,7 +141,7 @@ class RolloutGatherer:
             module=self.view.module(namespace, module_name(name)),
             images_config=self.view.module_images(namespace, module_name(name)),
             now=self._wall(),
-            gpu_pods=self._pods_of(nodes),
+            node_pods=self._pods_of(nodes),
             watched_pods={
                 node_name(n): self.view.pods_on(node_name(n)) for n in nodes if reads_kmm_workers(n)
             },
@@ -195,10 +195,12 @@ class RolloutGatherer:
         self._gate_answers[(driver, gate.url, gate.query)] = (asked, result)
         return result
 
-    def _pods_of(self, nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[GpuPod, ...] | None]:
-        """The GPU pods of the nodes whose step looks at them: from the Pod watch, or listed
-        (in parallel) before a KMM write or while the watch cannot be trusted."""
-        found: dict[str, tuple[GpuPod, ...] | None] = {}
+    def _pods_of(
+        self, nodes: Sequence[Mapping[str, Any]]
+    ) -> dict[str, tuple[PodFacts, ...] | None]:
+        """The pods of the nodes whose step looks at them: from the Pod watch, or listed (in
+        parallel) before a KMM write or while the watch cannot be trusted."""
+        found: dict[str, tuple[PodFacts, ...] | None] = {}
         to_list = []
         for node in nodes:
             name = node_name(node)
@@ -209,13 +211,13 @@ class RolloutGatherer:
             if watched is None:
                 to_list.append(name)
             else:
-                found[name] = gpu_pods(watched, dra_served=self.view.claims_served())
-        found.update(zip(to_list, self._pool.map(self._listed_gpu_pods, to_list), strict=True))
+                found[name] = node_pod_facts(watched, dra_served=self.view.claims_served())
+        found.update(zip(to_list, self._pool.map(self._listed_pods, to_list), strict=True))
         return found
 
-    def _listed_gpu_pods(self, node: str) -> tuple[GpuPod, ...] | None:
-        """The node's GPU pods as the API server lists them (at most once a second); None
-        when the list failed."""
+    def _listed_pods(self, node: str) -> tuple[PodFacts, ...] | None:
+        """The node's pods as the API server lists them (at most once a second); None when
+        the list failed."""
         now = self._monotonic()
         cached = self._pods.get(node)
         if cached is not None and now - cached[0] < POD_LIST_TTL_SECONDS:
@@ -224,7 +226,7 @@ class RolloutGatherer:
             answer = self._kube.request(
                 "GET", path("", "v1", "pods"), query={"fieldSelector": f"spec.nodeName={node}"}
             )
-            listed: tuple[GpuPod, ...] | None = gpu_pods(
+            listed: tuple[PodFacts, ...] | None = node_pod_facts(
                 answer.get("items") or [], dra_served=self.view.claims_served()
             )
         except KubeError as err:

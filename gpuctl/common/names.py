@@ -158,6 +158,25 @@ VERIFIED_BOOT = f"{GROUP}/verified-boot"
 # in, in words; the verification then asks for the module verified before the reboot.
 REBOOTED = f"{GROUP}/rebooted"
 
+# On a Node, value DRIVER_READY_VALUE: this GPUDriver's driver is loaded there and verified by
+# the rollout. The one label a GPU DaemonSet (device plugin, DRA kubelet plugin, XPU Manager,
+# exporters) or a GPU workload selects on (docs/gpu-daemons.md). The rollout takes it off in
+# the write that starts a node's step (the cordon): the daemons' pods leave the node before
+# anything is unloaded (the pause), nothing new starts on the driver being replaced; and puts
+# it back in the write that ends a verified step. A node whose step ends without a change
+# (Blocked before anything was unloaded) gets it back as it had it; a Failed, rebooted or
+# removed node stays without it. KMM's own ready label stays on until KMM unloads, which is
+# too late for a clean pause.
+DRIVER_READY_LABEL = f"{GROUP}/driver-ready"
+DRIVER_READY_VALUE = "true"
+# On a node whose step took DRIVER_READY_LABEL off: JSON {"readyBefore", "owners", "evict"}
+# (gpuctl/rollout/pause.py): whether it had the label, the controllers of the paused pods
+# that must come back after the load ("DaemonSet monitoring/xpumanager"), and the pods holding
+# the GPU that are drained with the GPU pods.
+PAUSED_CLIENTS = f"{GROUP}/paused-gpu-clients"
+# On a verified node waiting for its paused pods to come back: when the label was put back.
+CLIENTS_RESUMED_AT = f"{GROUP}/gpu-clients-resumed-at"
+
 # Annotations that describe one node's pass and are dropped once it is done.
 PASS_DETAIL = (
     PREPARE_CHANGES,
@@ -167,6 +186,8 @@ PASS_DETAIL = (
     IMAGE_BEFORE,
     KMM_WORKER_RELEASED,
     REBOOTED,
+    PAUSED_CLIENTS,
+    CLIENTS_RESUMED_AT,
 )
 # Every annotation of a node's rollout state, dropped when the node leaves the rollout.
 STATE_ANNOTATIONS = (

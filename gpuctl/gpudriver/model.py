@@ -234,7 +234,11 @@ class RolloutTimeouts(_Model):
     """How long each step of one node may take before the node is failed (or blocked)."""
 
     check: GoDuration = Field(default="60s", description="Fresh agent report and API checks.")
-    drain: GoDuration = Field(default="10m", description="GPU pods and claims gone.")
+    drain: GoDuration = Field(
+        default="10m",
+        description="GPU pods, claims and paused GPU daemons gone; past it the node is "
+        "Blocked. 0s: no limit, the node stays cordoned and waits.",
+    )
     prepare: GoDuration = Field(default="2m", description="The agent's PrepareRequest answer.")
     load: GoDuration = Field(default="10m", description="KMM loads the new version.")
     verify: GoDuration = Field(default="5m", description="The agent confirms the new module.")
@@ -295,6 +299,49 @@ class RolloutGates(_Model):
     """What must hold before the next node starts; a gate that cannot be evaluated holds."""
 
     prometheus: PrometheusGate | None = Field(default=None, description="A Prometheus query.")
+
+
+# A namespaced object's "namespace/name".
+NAMESPACED_NAME_PATTERN = (
+    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+)
+
+
+class RolloutPause(_Model):
+    """The node's own GPU daemons (XPU Manager, exporters, the device plugin), paused while its
+    driver changes: they select on gpuctl.dev/driver-ready=true, which the rollout takes off a
+    node as it cordons it and puts back once the new driver is verified (docs/gpu-daemons.md)."""
+
+    daemon_sets: list[Annotated[str, Field(pattern=NAMESPACED_NAME_PATTERN, max_length=317)]] = (
+        Field(
+            default_factory=list,
+            alias="daemonSets",
+            max_length=64,
+            description='DaemonSets ("namespace/name") whose pods on a node are waited out '
+            "after the pause rather than blocking it; they must select on "
+            "gpuctl.dev/driver-ready=true.",
+        )
+    )
+    pod_selector: dict[str, str] | None = Field(
+        default=None,
+        alias="podSelector",
+        description="Pods with all these labels are paused like the daemonSets' pods.",
+    )
+    timeout: GoDuration = Field(
+        default="5m",
+        description="How long a verified node waits for its paused pods to be back and Ready "
+        "before it is Done anyway, with a warning.",
+    )
+
+
+class RolloutDrain(_Model):
+    """Other pods evicted with the GPU pods (evictGPUPods; PodDisruptionBudgets respected)."""
+
+    pod_selector: dict[str, str] | None = Field(
+        default=None,
+        alias="podSelector",
+        description="Pods with all these labels are evicted (or waited for) like GPU pods.",
+    )
 
 
 class Rollout(_Model):
@@ -390,6 +437,14 @@ class Rollout(_Model):
     )
     timeouts: RolloutTimeouts = Field(
         default_factory=RolloutTimeouts, description="Per-step timeouts (Go durations)."
+    )
+    pause: RolloutPause | None = Field(
+        default=None,
+        description="GPU daemons paused on a node while its driver changes (none: every "
+        "process holding the GPU blocks the node).",
+    )
+    drain: RolloutDrain | None = Field(
+        default=None, description="Other pods drained with the GPU pods."
     )
 
 

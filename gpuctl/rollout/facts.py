@@ -30,6 +30,7 @@ from gpuctl.common.unload_rule import (
     reason_name,
 )
 from gpuctl.rollout.holds import BlockKind, parse_block_kind
+from gpuctl.rollout.pod_facts import PodFacts
 from gpuctl.rollout.prometheus_gate import GateResult
 from gpuctl.rollout.records import BoundFunction
 from gpuctl.rollout.settings import RolloutSettings
@@ -195,6 +196,9 @@ class NodeFacts:
     # The Node's status.nodeInfo: its boot id (new at every boot) and kernel ("" unknown).
     boot_id: str = ""
     kernel_version: str = ""
+    # Every pod on the node that has not finished, read with `gpu_pods` (() when those are
+    # unknown or not looked at): who a GPU client's pod UID is, what is paused or drained.
+    pods: tuple[PodFacts, ...] = ()
 
     # Cached: a 5,000-node pass reads each node's phase dozens of times.
     @cached_property
@@ -262,6 +266,7 @@ def node_facts(
     image_state: str = "",
     kmm_activity: str = "",
     unfinished_workers: tuple[str, ...] = (),
+    pods: tuple[PodFacts, ...] = (),
 ) -> NodeFacts:
     meta = node.get("metadata") or {}
     info = (node.get("status") or {}).get("nodeInfo") or {}
@@ -283,6 +288,7 @@ def node_facts(
         unfinished_workers=unfinished_workers,
         boot_id=str(info.get("bootID") or ""),
         kernel_version=str(info.get("kernelVersion") or ""),
+        pods=pods,
     )
 
 

@@ -97,6 +97,9 @@ class BlockKind(enum.StrEnum):
     # The node's pods could not be listed.
     PODS_UNKNOWN = "pods-unknown"
     GPU_PODS = "gpu-pods"
+    # Pods the GPUDriver declares pausable (rollout.pause) stayed on the node after the
+    # pause: their DaemonSet does not select on gpuctl.dev/driver-ready.
+    PAUSED_PODS = "paused-pods"
     GPU_CLAIMS = "gpu-claims"
     # Whether GPU ResourceClaims are allocated on the node cannot be told.
     CLAIMS_UNKNOWN = "claims-unknown"

@@ -16,11 +16,19 @@ from datetime import datetime
 
 from gpuctl.common import names, timestamps
 from gpuctl.common.names import Phase
-from gpuctl.common.unload_rule import unload_verdict
+from gpuctl.common.unload_rule import reason_name, unload_verdict
 from gpuctl.rollout.actions import Action, PatchNode, RequestReport
 from gpuctl.rollout.event_notes import NORMAL, WARNING, EventNote, EventType
 from gpuctl.rollout.facts import CallState, NodeFacts, ReportFacts, RolloutInput
+from gpuctl.rollout.gpu_clients import (
+    ClientFate,
+    JudgedClient,
+    clients_words,
+    judge_clients,
+    report_clients,
+)
 from gpuctl.rollout.holds import Block, BlockKind
+from gpuctl.rollout.pause import drained_pods, paused_left, released_labels
 from gpuctl.rollout.records import BootRecord, encode_boot
 
 # Seconds between retries of a failed agent request, and between verification polls.
@@ -117,31 +125,85 @@ def report_block(reasons: Sequence[str], messages: Sequence[str]) -> Block | Non
     return Block(kind, "; ".join(messages))
 
 
-def unfixable_block(inp: RolloutInput, report: ReportFacts) -> Block | None:
+OPEN_CLIENTS = "OPEN_CLIENTS"
+
+
+def unfixable_block(
+    inp: RolloutInput, report: ReportFacts, node: NodeFacts, *, clearable: bool = False
+) -> Block | None:
     """The blockers neither draining nor the allowed preparation can clear (None: none).
 
     The shared unload rule (gpuctl.common.unload_rule) decides: VFs preparation may disable
-    block nothing; a holder module always blocks (KMM removes the module first).
+    block nothing; a holder module always blocks (KMM removes the module first). Open clients
+    are named by their pods (gpu_clients.py); with `clearable` (the checks before the drain),
+    those the pause or the drain takes off the node (_cleared) do not block. Before the KMM
+    write every client blocks.
     """
     blocking = unload_verdict(report.report, inp.unload_settings).blocking
-    return report_block([b.reason for b in blocking], [b.message for b in blocking])
+    clients = judged_clients(inp, report, node)
+    reasons, messages = [], []
+    named = False
+    for blocker in blocking:
+        if blocker.reason == OPEN_CLIENTS and clients:
+            if named:  # one blocker names every client, whichever function it holds
+                continue
+            named = True
+            if clearable:
+                clients = tuple(c for c in clients if c.fate not in _cleared(inp))
+            if clients:
+                reasons.append(blocker.reason)
+                messages.append(clients_words(clients))
+            continue
+        reasons.append(blocker.reason)
+        messages.append(blocker.message)
+    return report_block(reasons, messages)
 
 
-def drain_block(node: NodeFacts) -> Block | None:
+def _cleared(inp: RolloutInput) -> frozenset[ClientFate]:
+    """The clients the pause and the drain take off the node: paused pods, and the pods drained
+    with the GPU pods where evictGPUPods evicts them (else nothing ends them but themselves)."""
+    if inp.settings.evict_gpu_pods:
+        return frozenset({ClientFate.PAUSED, ClientFate.EVICTED})
+    return frozenset({ClientFate.PAUSED})
+
+
+def judged_clients(
+    inp: RolloutInput, report: ReportFacts, node: NodeFacts
+) -> tuple[JudgedClient, ...]:
+    """The clients the agent's OPEN_CLIENTS blockers are about (those of functions bound to
+    the module), each judged (gpu_clients.py)."""
+    held = {b.pci_address for b in report.report.blockers if reason_name(b.reason) == OPEN_CLIENTS}
+    clients = report_clients(report.report, held)
+    return judge_clients(clients, node.pods, inp.settings.pause)
+
+
+def drain_block(inp: RolloutInput, node: NodeFacts) -> Block | None:
     """What a drain waits for, as a Block (None: nothing)."""
-    words = drain_words(node)
+    words = drain_words(inp, node)
     if not words:
         return None
-    return Block(BlockKind.GPU_PODS if node.gpu_pods else BlockKind.GPU_CLAIMS, words)
+    if drained_pods(inp, node):
+        kind = BlockKind.GPU_PODS
+    elif node.claims:
+        kind = BlockKind.GPU_CLAIMS
+    else:
+        kind = BlockKind.PAUSED_PODS
+    return Block(kind, words)
 
 
-def drain_words(node: NodeFacts) -> str:
-    """What a drain waits for on the node: its GPU pods and allocated claims ("" for none)."""
+def drain_words(inp: RolloutInput, node: NodeFacts) -> str:
+    """What a drain waits for on the node: its GPU pods (and the pods drained with them),
+    allocated claims and paused pods not gone yet ("" for none)."""
     parts = []
-    if node.gpu_pods:
-        parts.append("GPU pods " + ", ".join(str(p) for p in node.gpu_pods))
+    drained = drained_pods(inp, node)
+    if drained:
+        parts.append("GPU pods " + ", ".join(str(p) for p in drained))
     if node.claims:
         parts.append("allocated GPU ResourceClaims " + ", ".join(node.claims))
+    paused = paused_left(inp, node)
+    if paused:
+        pods = ", ".join(f"{p} ({p.owner})" if p.owner else str(p) for p in paused)
+        parts.append(f"paused pods to leave ({names.DRIVER_READY_LABEL} is off): {pods}")
     return "; ".join(parts)
 
 
@@ -262,6 +324,13 @@ def transition(
         # A verification after a reboot ends with its step (reboots.py).
         all_annotations[names.REBOOTED] = None
     all_annotations.update(annotations or {})
+    all_labels: dict[str, str | None] = {names.STATE_LABEL: to.value}
+    if to is Phase.DONE:
+        # Verified: GPU daemons and workloads may use the driver (pause.py).
+        all_labels[names.DRIVER_READY_LABEL] = names.DRIVER_READY_VALUE
+    elif to is Phase.FAILED and names.DRIVER_READY_LABEL in node.labels:
+        all_labels[names.DRIVER_READY_LABEL] = None  # what is loaded is not known good
+    all_labels.update(labels or {})
     event = None
     if to is not Phase.PENDING:
         words = f"{to.value}: {reason}" if reason else to.value
@@ -269,7 +338,7 @@ def transition(
     return PatchNode(
         node=node.name,
         resource_version=node.resource_version,
-        labels={names.STATE_LABEL: to.value, **(labels or {})},
+        labels=all_labels,
         annotations=all_annotations,
         unschedulable=unschedulable,
         phase_from=node.phase,
@@ -297,9 +366,11 @@ def blocked(inp: RolloutInput, node: NodeFacts, block: Block, version: str) -> P
     recorded_changes = bool(node.annotations.get(names.PREPARE_CHANGES))
     untouched = not recorded_changes and kmm_settled(inp, node)
     annotations: dict[str, str | None] = {names.REASON_KIND: block.kind.value}
+    labels: dict[str, str | None] = {}
     unschedulable = None
     if untouched:
         annotations.update(dict.fromkeys(names.PASS_DETAIL))
+        labels.update(released_labels(node))  # the paused daemons come back (pause.py)
         if node.cordoned_by_us:
             annotations[names.CORDONED_BY_GPUCTL] = None
             unschedulable = False
@@ -309,6 +380,7 @@ def blocked(inp: RolloutInput, node: NodeFacts, block: Block, version: str) -> P
         Phase.BLOCKED,
         block.words,
         version=version,
+        labels=labels,
         annotations=annotations,
         unschedulable=unschedulable,
         event_kind=WARNING,
@@ -341,10 +413,13 @@ def leave(inp: RolloutInput, node: NodeFacts, reason: str, event_reason: str) ->
     """The node leaves the rollout: its state label and annotations go, and our cordon (an
     admin's stays). The end of the removal path (`RolloutRemoved`), and the exit of a node
     the GPUDriver no longer wants where nothing was loaded (`RolloutReleased`)."""
+    labels: dict[str, str | None] = {names.STATE_LABEL: None}
+    if names.DRIVER_READY_LABEL in node.labels:
+        labels[names.DRIVER_READY_LABEL] = None
     return PatchNode(
         node=node.name,
         resource_version=node.resource_version,
-        labels={names.STATE_LABEL: None},
+        labels=labels,
         annotations=dict.fromkeys(names.STATE_ANNOTATIONS),
         unschedulable=False if node.cordoned_by_us else None,
         phase_from=node.phase,

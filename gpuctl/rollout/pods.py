@@ -6,8 +6,10 @@ is the Eviction API's body.
 
 The coordinator watches the cluster's Pods and keeps of each only `watched_part`: what that
 rule and the rollout read (name, namespace, node, phase, GPU resources, whether it references
-ResourceClaims), and of KMM's worker Pods also their state (kmm_activity.worker_pod_part). A
-cluster's Pods are many; kept whole they would be most of its memory.
+ResourceClaims), what names a pod holding a GPU and what the pause and the drain select on (its
+UID, labels, controlling owner and readiness: pod_facts.py), and of KMM's worker Pods also their
+state (kmm_activity.worker_pod_part). A cluster's Pods are many; kept whole they would be most
+of its memory.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from gpuctl.common.gpu_pods import (
 )
 from gpuctl.rollout.facts import GpuPod
 from gpuctl.rollout.kmm_activity import is_worker_pod, worker_pod_part
+from gpuctl.rollout.pod_facts import DAEMON_SET, controller_of
 
 CONTAINER_LISTS = ("containers", "initContainers")
 
@@ -61,7 +64,20 @@ def _gpu_resources(container: Mapping[str, Any]) -> dict[str, Any]:
 
 # A Pod being deleted (a KMM worker Pod the rollout deleted, held by KMM's finalizer) is not
 # deleted again.
-KEPT_METADATA = ("name", "namespace", "resourceVersion", "deletionTimestamp")
+KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp", "labels")
+
+
+def _controller_reference(meta: Mapping[str, Any]) -> list[dict[str, Any]]:
+    kind, name = controller_of(meta)
+    return [{"kind": kind, "name": name, "controller": True}] if kind else []
+
+
+def _ready_condition(status: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"type": "Ready", "status": c.get("status")}
+        for c in status.get("conditions") or []
+        if isinstance(c, Mapping) and c.get("type") == "Ready"
+    ]
 
 
 def watched_part(pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -77,11 +93,14 @@ def watched_part(pod: Mapping[str, Any]) -> dict[str, Any]:
         kept_spec["resourceClaims"] = [
             {"name": c.get("name", "")} for c in spec["resourceClaims"] if isinstance(c, Mapping)
         ] or [{"name": ""}]
+    status = pod.get("status") or {}
     kept: dict[str, Any] = {
         "metadata": {k: meta[k] for k in KEPT_METADATA if k in meta},
         "spec": kept_spec,
-        "status": {"phase": (pod.get("status") or {}).get("phase", "")},
+        "status": {"phase": status.get("phase", ""), "conditions": _ready_condition(status)},
     }
+    if owner := _controller_reference(meta):
+        kept["metadata"]["ownerReferences"] = owner
     if is_worker_pod(pod):  # KMM's worker: what kmm_activity tells of it
         worker = worker_pod_part(pod)
         kept["metadata"]["labels"] = worker["metadata"]["labels"]
@@ -94,7 +113,10 @@ def pod_node(pod: Mapping[str, Any]) -> str:
     return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
-def asks_for_gpus(pod: Mapping[str, Any]) -> bool:
-    """A Pod the rollout's checks may count, finished or not (see is_gpu_pod, either way DRA
-    is served): its changes (started, finished, gone) concern the rollout, other Pods' not."""
-    return requests_gpu(pod) or references_claims(pod)
+def concerns_rollout(pod: Mapping[str, Any]) -> bool:
+    """A Pod whose changes (started, Ready, finished, gone) the rollout waits on: one its
+    checks may count as a GPU pod (see is_gpu_pod, either way DRA is served), or a
+    DaemonSet's (a GPU daemon paused or coming back). Other Pods' churn concerns nobody; a
+    step waiting on them looks again by itself."""
+    kind, _ = controller_of(pod.get("metadata") or {})
+    return requests_gpu(pod) or references_claims(pod) or kind == DAEMON_SET

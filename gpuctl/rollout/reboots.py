@@ -7,9 +7,11 @@ retried until the device is idle — from under a GPU daemon that started on it 
 ready labels stay on the node throughout. So:
 
 - every Done write records the boot it was verified in (names.VERIFIED_BOOT, from the Node's
-  `status.nodeInfo`; a node Done before this build gets it recorded on the first pass);
+  `status.nodeInfo`; a node Done before this build gets it recorded on the first pass, and
+  the driver-ready label, names.DRIVER_READY_LABEL, likewise);
 - a Done node whose `bootID` differs goes back to Verifying at its version (names.REBOOTED
-  says from which boot to which), cordoned, and KMM's worker held off it (the worker hold
+  says from which boot to which), cordoned, without the driver-ready label (its GPU daemons
+  leave until it is verified again), and KMM's worker held off it (the worker hold
   guard, worker_hold.py) in the same pass: the kubelet posts the new boot id as soon as it
   starts, usually before the node is Ready, and KMM starts no loader before it is;
 - the agent's answer decides: the module verified before (live, out of tree, the target's
@@ -91,14 +93,29 @@ def after_reboot(inp: RolloutInput, node: NodeFacts) -> StepResult:
     except RecordError as err:
         result.actions += _verify_again(inp, node, None, f"{err}: verifying it again")
         return result
-    if before is None:
-        now = encode_boot(BootRecord(node.boot_id, node.kernel_version))
-        result.actions.append(
-            PatchNode(node.name, node.resource_version, annotations={names.VERIFIED_BOOT: now})
-        )
-    elif before.boot_id != node.boot_id:
+    if before is not None and before.boot_id != node.boot_id:
         result.actions += _verify_again(inp, node, before, "rebooted")
+        return result
+    adopted = _adopted(node, before)
+    if adopted is not None:
+        result.actions.append(adopted)
     return result
+
+
+def _adopted(node: NodeFacts, before: BootRecord | None) -> PatchNode | None:
+    """What a Done node in the boot it was verified in lacks that an older gpuctl did not
+    write (or someone took off): its boot record, the driver-ready label (None: nothing)."""
+    annotations: dict[str, str | None] = {}
+    labels: dict[str, str | None] = {}
+    if before is None:
+        annotations[names.VERIFIED_BOOT] = encode_boot(
+            BootRecord(node.boot_id, node.kernel_version)
+        )
+    if node.labels.get(names.DRIVER_READY_LABEL) != names.DRIVER_READY_VALUE:
+        labels[names.DRIVER_READY_LABEL] = names.DRIVER_READY_VALUE
+    if not annotations and not labels:
+        return None
+    return PatchNode(node.name, node.resource_version, labels=labels, annotations=annotations)
 
 
 def _verify_again(
@@ -119,6 +136,7 @@ def _verify_again(
         Phase.VERIFYING,
         reason,
         version=node.state_version,
+        labels={names.DRIVER_READY_LABEL: None},  # GPU daemons leave until it is verified
         annotations=annotations,
         unschedulable=cordon(node, annotations),
         event_kind=WARNING,
@@ -166,7 +184,7 @@ def step_reverifying(inp: RolloutInput, node: NodeFacts) -> StepResult:
             return _not_yet(inp, node, result, "KMM's ready labels are gone", ask=False)
         result.actions.append(_done_again(inp, node, report))
         return result
-    in_use = unfixable_block(inp, report) if report.module_state == MODULE_LIVE else None
+    in_use = unfixable_block(inp, report, node) if report.module_state == MODULE_LIVE else None
     if in_use is not None and (held(node) or names.KMM_WORKER_RELEASED in node.annotations):
         result.actions += _held_while_in_use(inp, node, mismatch, in_use.words, report)
         return result

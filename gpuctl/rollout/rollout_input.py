@@ -24,6 +24,7 @@ from gpuctl.gpudriver import model
 from gpuctl.gpudriver.module_spec import module_name, ready_label, version_label
 from gpuctl.rollout.facts import CallState, GpuPod, KmmLabels, RolloutInput, node_facts
 from gpuctl.rollout.kmm_activity import image_state, kmm_activity, module_worker_pods
+from gpuctl.rollout.pod_facts import PodFacts
 from gpuctl.rollout.prometheus_gate import GateResult
 from gpuctl.rollout.refused import finishes_loaded, mid_step
 from gpuctl.rollout.rollout_status import resumed_version
@@ -106,7 +107,8 @@ def kmm_labels(namespace: str, module: str) -> KmmLabels:
 @dataclass(frozen=True)
 class Reads:
     """Everything one pass read, as read. `nodes` are the considered ones (considered());
-    `gpu_pods` has the nodes whose step looks at their GPU pods (None: unknown);
+    `gpu_pods` has the nodes whose step looks at their GPU pods (None: unknown), or
+    `node_pods` all their pods;
     `watched_pods` the Pods from the watch of each node reads_kmm_workers() names (None: the
     watch cannot be trusted)."""
 
@@ -123,6 +125,9 @@ class Reads:
     images_config: Mapping[str, Any] | None
     now: datetime
     gpu_pods: Mapping[str, tuple[GpuPod, ...] | None] = field(default_factory=dict)
+    # Every pod (not finished) of the nodes whose step looks at them; where given, a node's
+    # GPU pods are those among them (gpu_pods is for readers that know no more).
+    node_pods: Mapping[str, tuple[PodFacts, ...] | None] = field(default_factory=dict)
     watched_pods: Mapping[str, Sequence[Mapping[str, Any]] | None] = field(default_factory=dict)
     calls: Mapping[str, Mapping[str, CallState]] = field(default_factory=dict)
     gate: GateResult | None = None
@@ -177,10 +182,17 @@ def rollout_input(reads: Reads) -> RolloutInput:
             activity = kmm_activity(
                 workers, image=image, state_of_image=image_state(images_config, image)
             )
+        pods = reads.node_pods.get(called, ())
+        gpu = reads.gpu_pods.get(called, ())
+        if called in reads.node_pods:
+            gpu = (
+                None if pods is None else tuple(GpuPod(p.namespace, p.name) for p in pods if p.gpu)
+            )
         facts.append(
             node_facts(
                 node,
-                gpu_pods=reads.gpu_pods.get(called, ()),
+                gpu_pods=gpu,
+                pods=pods or (),
                 claims=claims.get(called, ()),
                 calls=reads.calls.get(called, {}),
                 wanted=called in reads.wanted,

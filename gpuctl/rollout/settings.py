@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -47,6 +47,22 @@ class Timeouts:
 
 
 @dataclass(frozen=True)
+class PauseSettings:
+    """spec.rollout.pause: the node's own GPU daemons, paused while its driver changes."""
+
+    # "namespace/name" of the DaemonSets whose pods are paused.
+    daemon_sets: frozenset[str] = frozenset()
+    # Pods with all these labels are paused too (empty: none by label).
+    pod_selector: Mapping[str, str] = field(default_factory=dict)
+    # Seconds a verified node waits for its paused pods to be back and Ready.
+    timeout: float = 300.0
+
+    @property
+    def declared(self) -> bool:
+        return bool(self.daemon_sets or self.pod_selector)
+
+
+@dataclass(frozen=True)
 class PrometheusGate:
     url: str
     query: str
@@ -72,6 +88,9 @@ class RolloutSettings:
     soak_seconds: float = 0.0
     soak_each_batch: bool = False
     timeouts: Timeouts = Timeouts()
+    pause: PauseSettings = PauseSettings()
+    # spec.rollout.drain.podSelector: other pods drained like GPU pods (empty: none).
+    drain_pod_selector: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def rolls_back(self) -> bool:
@@ -140,6 +159,20 @@ def _window(index: int, window: model.MaintenanceWindow) -> Window:
     )
 
 
+def _pause(pause: model.RolloutPause | None) -> PauseSettings:
+    if pause is None:
+        return PauseSettings()
+    try:
+        timeout = parse_duration(pause.timeout)
+    except SettingsError as err:
+        raise SettingsError(f"spec.rollout.pause.timeout: {err}") from None
+    return PauseSettings(
+        daemon_sets=frozenset(pause.daemon_sets),
+        pod_selector=dict(pause.pod_selector or {}),
+        timeout=timeout,
+    )
+
+
 def rollout_settings(spec: Mapping[str, Any]) -> RolloutSettings:
     """The settings of a GPUDriver spec (defaults where absent)."""
     try:
@@ -172,4 +205,6 @@ def rollout_settings(spec: Mapping[str, Any]) -> RolloutSettings:
         soak_seconds=float(parsed.soak_seconds),
         soak_each_batch=parsed.soak_each_batch,
         timeouts=Timeouts(**timeouts),
+        pause=_pause(parsed.pause),
+        drain_pod_selector=dict((parsed.drain.pod_selector or {}) if parsed.drain else {}),
     )

@@ -50,7 +50,7 @@ def _unblocked(inp: RolloutInput, node: NodeFacts) -> bool:
     call = node.call(INSPECT)
     if call is None or not call.answered or call.report is None:
         return False
-    return unfixable_block(inp, call.report) is None
+    return unfixable_block(inp, call.report, node, clearable=True) is None
 
 
 def _blocker(inp: RolloutInput, node: NodeFacts) -> Block | None:
@@ -60,13 +60,13 @@ def _blocker(inp: RolloutInput, node: NodeFacts) -> Block | None:
     for block in (*standing, image_not_ready(inp, node)):
         if block is not None:
             return block
-    waiting = drain_block(node)
+    waiting = drain_block(inp, node)
     if waiting is not None:
         return Block(waiting.kind, f"waiting for {waiting.words}")
     call = node.call(INSPECT)
     if call is None or not call.answered or call.report is None:
         return None
-    return unfixable_block(inp, call.report)
+    return unfixable_block(inp, call.report, node, clearable=True)
 
 
 def _recheck(inp: RolloutInput, node: NodeFacts, decision: Decision) -> None:

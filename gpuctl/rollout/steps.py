@@ -27,6 +27,8 @@ timed out.
 
 from __future__ import annotations
 
+import dataclasses
+
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase
@@ -60,6 +62,7 @@ from gpuctl.rollout.node_step import (
     failed,
     foreign_target,
     image_not_ready,
+    judged_clients,
     kmm_loaded,
     kmm_write_labels,
     removing,
@@ -69,6 +72,7 @@ from gpuctl.rollout.node_step import (
     unfixable_block,
     written,
 )
+from gpuctl.rollout.pause import PAUSE_POLL_SECONDS, drained_pods, pause_write, paused_left
 from gpuctl.rollout.reboots import step_reverifying
 from gpuctl.rollout.records import (
     RecordError,
@@ -111,10 +115,15 @@ def _pass_records(
 
 
 def _enter_draining(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> PatchNode:
+    """Cordon, pause the node's GPU daemons (pause.py) and record the pass, in one write."""
     annotations = _pass_records(node, report, inp.module_driver)
+    labels, paused = pause_write(inp, node, judged_clients(inp, report, node))
+    annotations.update(paused)
     unschedulable = cordon(node, annotations) if inp.settings.cordon else None
-    waiting = drain_words(node)
     reason = "cordoned" if inp.settings.cordon else "not cordoned (rollout.cordon is false)"
+    if labels or inp.settings.pause.declared:
+        reason += f", {names.DRIVER_READY_LABEL} off (GPU daemons paused)"
+    waiting = drain_words(inp, dataclasses.replace(node, annotations=_merged(node, paused)))
     reason += f"; waiting for {waiting}" if waiting else ""
     return transition(
         inp,
@@ -122,9 +131,16 @@ def _enter_draining(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> 
         Phase.DRAINING,
         reason,
         version=inp.target_for(node),
+        labels=labels,
         annotations=annotations,
         unschedulable=unschedulable,
     )
+
+
+def _merged(node: NodeFacts, annotations: dict[str, str | None]) -> dict[str, str]:
+    """The node's annotations with `annotations` written."""
+    merged = {**node.annotations, **annotations}
+    return {k: v for k, v in merged.items() if v is not None}
 
 
 def _cannot_go(inp: RolloutInput, node: NodeFacts) -> Block | None:
@@ -190,7 +206,7 @@ def step_checking(inp: RolloutInput, node: NodeFacts) -> StepResult:
         else:
             result.wake(CALL_RETRY_SECONDS)
         return result
-    unfixable = unfixable_block(inp, call.report)
+    unfixable = unfixable_block(inp, call.report, node, clearable=True)
     if unfixable is not None and not node.gpu_pods and not node.claims:
         result.actions.append(blocked(inp, node, unfixable, version))
         return result
@@ -217,7 +233,7 @@ def step_draining(inp: RolloutInput, node: NodeFacts) -> StepResult:
     if node.gpu_pods is None:
         result.wake(CALL_RETRY_SECONDS)
         return result
-    waiting = drain_block(node)
+    waiting = drain_block(inp, node)
     if waiting is None:
         result.actions.append(
             transition(
@@ -225,16 +241,34 @@ def step_draining(inp: RolloutInput, node: NodeFacts) -> StepResult:
             )
         )
         return result
-    if elapsed >= timeout:
-        hint = "" if inp.settings.evict_gpu_pods or not node.gpu_pods else " (evictGPUPods is off)"
-        reason = f"still on the node after {duration_words(timeout)}: {waiting.words}{hint}"
-        result.actions.append(blocked(inp, node, Block(waiting.kind, reason), version))
+    drained = drained_pods(inp, node)
+    if timeout > 0 and elapsed >= timeout:  # 0: no limit, the node stays cordoned and waits
+        reason = f"still on the node after {duration_words(timeout)}: {waiting.words}"
+        result.actions.append(
+            blocked(inp, node, Block(waiting.kind, reason + _drain_hint(inp, node)), version)
+        )
         return result
-    if node.gpu_pods and inp.settings.evict_gpu_pods:
-        result.actions.append(EvictPods(node.name, node.gpu_pods))
+    if drained and inp.settings.evict_gpu_pods:
+        result.actions.append(EvictPods(node.name, drained))
         result.wake(EVICT_RETRY_SECONDS)
-    result.wake(timeout - elapsed)
+    if paused_left(inp, node):  # the DaemonSet controller deletes them; look again soon
+        result.wake(PAUSE_POLL_SECONDS)
+    if timeout > 0:
+        result.wake(timeout - elapsed)
     return result
+
+
+def _drain_hint(inp: RolloutInput, node: NodeFacts) -> str:
+    """Why a drain that timed out may never end by itself."""
+    hints = []
+    if drained_pods(inp, node) and not inp.settings.evict_gpu_pods:
+        hints.append("evictGPUPods is off")
+    if paused_left(inp, node):
+        hints.append(
+            f"a paused pod's DaemonSet must select on {names.DRIVER_READY_LABEL}="
+            f"{names.DRIVER_READY_VALUE} (docs/gpu-daemons.md)"
+        )
+    return f" ({'; '.join(hints)})" if hints else ""
 
 
 # -- Preparing ----------------------------------------------------------------------------
@@ -350,7 +384,8 @@ def _after_prepare(inp: RolloutInput, node: NodeFacts, prepared: PrepareFacts) -
         reason = f"preparation failed half way: {prepared.error}"
         return failed(inp, node, reason, version, annotations)
     if not prepared.ready:
-        block = report_block(
+        named = unfixable_block(inp, prepared.report, node) if prepared.report else None
+        block = named or report_block(
             [b.reason for b in prepared.blockers], [b.message for b in prepared.blockers]
         )
         return blocked(inp, node, block or Block(BlockKind.UNKNOWN_STATE, "not ready"), version)
@@ -370,7 +405,7 @@ def _after_inspect(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> P
     (disableIdleVFs is off here, so the rule clears no VF.)
     """
     version = inp.target_for(node)
-    left = unfixable_block(inp, report)
+    left = unfixable_block(inp, report, node)  # every client blocks now, named
     if left is not None:
         return blocked(inp, node, left, version)
     changes = _all_changes(inp, node, report, [])
@@ -388,8 +423,8 @@ def step_preparing(inp: RolloutInput, node: NodeFacts) -> StepResult:
     if node.gpu_pods is None:
         result.wake(CALL_RETRY_SECONDS)
         return result
-    if node.gpu_pods or node.claims:
-        reason = f"back to draining: {drain_words(node)}"
+    if node.claims or drained_pods(inp, node) or paused_left(inp, node):
+        reason = f"back to draining: {drain_words(inp, node)}"
         result.actions.append(transition(inp, node, Phase.DRAINING, reason, version=version))
         return result
     kind = PREPARE if inp.settings.prepare_changes_node else INSPECT

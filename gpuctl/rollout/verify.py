@@ -5,7 +5,9 @@ backportTag` its backport tag is the user's `kernelModule.version` (not the Modu
 version, which only names the configuration); without a `kernelModule.version`, or with
 `verifyBy: srcversion`, its srcversion differs from the one recorded before the pass. The
 changes preparation made are restored (RestoreRequest), every function bound before is bound
-again, and KMM still reports the version loaded: Done, uncordoned, records dropped.
+again, and KMM still reports the version loaded. Then the driver-ready label goes back and the
+node waits (rollout.pause.timeout at most) for its paused GPU daemons (pause.py): Done,
+uncordoned, records dropped.
 
 On the removal path the agent must report the module not loaded and KMM's ready label must be
 gone: then the node leaves the rollout (state label and annotations removed, our cordon
@@ -18,9 +20,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuctl.common import names
+from gpuctl.common import names, timestamps
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode, SendRestore
+from gpuctl.rollout.event_notes import NORMAL, WARNING
 from gpuctl.rollout.facts import (
     IN_TREE,
     INSPECT,
@@ -44,9 +47,11 @@ from gpuctl.rollout.node_step import (
     kmm_loaded,
     leave,
     removing,
+    seconds_since,
     step_elapsed,
     transition,
 )
+from gpuctl.rollout.pause import PAUSE_POLL_SECONDS, not_back, recorded
 from gpuctl.rollout.records import RecordError, decode_bound, decode_changes, decode_vfs
 from gpuctl.rollout.soak import baseline
 
@@ -143,6 +148,12 @@ def _done(inp: RolloutInput, node: NodeFacts, version: str, report: ReportFacts)
     annotations[names.SOAK_BASELINE] = baseline(inp.module_driver, report) if soaks else None
     bound = len(decode_bound(node.annotations.get(names.BOUND_BEFORE)))
     reason = f"verified: {inp.module_driver} live with {evidence}, {bound} function(s) bound"
+    missing = not_back(node)
+    if missing:
+        waited = duration_words(inp.settings.pause.timeout)
+        reason += f"; WARNING: paused pods not back and Ready after {waited}: " + ", ".join(missing)
+    elif recorded(node).owners:
+        reason += "; paused pods back: " + ", ".join(recorded(node).owners)
     return transition(
         inp,
         node,
@@ -151,6 +162,7 @@ def _done(inp: RolloutInput, node: NodeFacts, version: str, report: ReportFacts)
         version=version,
         annotations=annotations,
         unschedulable=unschedulable,
+        event_kind=WARNING if missing else NORMAL,
     )
 
 
@@ -234,7 +246,35 @@ def _verify_report(check: _Verification, report: ReportFacts) -> StepResult:
         return check.not_yet(missing)
     if not kmm_loaded(inp, node, check.version):
         return check.not_yet("KMM's ready labels are gone", ask=False)
-    return StepResult(actions=[_done(inp, node, check.version, report)])
+    return _resume_step(inp, node) or StepResult(actions=[_done(inp, node, check.version, report)])
+
+
+def _resume_step(inp: RolloutInput, node: NodeFacts) -> StepResult | None:
+    """Verified: the driver-ready label goes back, and the node (still cordoned) waits for a
+    pod of each paused controller to be back and Ready (pause.py), at most
+    rollout.pause.timeout. None once they are, or the wait is over: the node is Done."""
+    missing = not_back(node)
+    if not missing:
+        return None
+    result = StepResult()
+    resumed_at = node.annotations.get(names.CLIENTS_RESUMED_AT)
+    timeout = inp.settings.pause.timeout
+    if not resumed_at:
+        result.actions.append(
+            PatchNode(
+                node.name,
+                node.resource_version,
+                labels={names.DRIVER_READY_LABEL: names.DRIVER_READY_VALUE},
+                annotations={names.CLIENTS_RESUMED_AT: timestamps.format_seconds(inp.now)},
+            )
+        )
+        result.wake(min(PAUSE_POLL_SECONDS, timeout))
+        return result
+    waited = seconds_since(resumed_at, inp.now)
+    if waited >= timeout:
+        return None
+    result.wake(min(PAUSE_POLL_SECONDS, timeout - waited))
+    return result
 
 
 def _verify_removal(check: _Verification, report: ReportFacts) -> StepResult:

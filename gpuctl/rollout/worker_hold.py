@@ -81,7 +81,7 @@ def opened_since_the_check(inp: RolloutInput, node: NodeFacts, version: str) -> 
     report = _report_of_the_checked_module(inp, node, version)
     if report is None:
         return ""
-    block = unfixable_block(inp, report)
+    block = unfixable_block(inp, report, node)
     return block.words if block is not None else ""
 
 

@@ -174,9 +174,11 @@ def test_the_pod_watch_keeps_a_workers_state_and_still_sees_no_gpu_pod() -> None
     assert is_gpu_pod(kept) is is_gpu_pod(pod) is False
 
 
-def test_other_pods_keep_no_labels_or_container_states() -> None:
+def test_other_pods_keep_their_labels_but_no_container_states() -> None:
+    """A pod's labels are what the pause selects on (rollout.pause.podSelector); its
+    containers' states concern nobody but KMM's worker."""
     pod = worker()
     del pod["metadata"]["labels"][WORKER_ACTION_LABEL]
     kept = watched_part(pod)
-    assert "labels" not in kept["metadata"]
-    assert kept["status"] == {"phase": "Pending"}
+    assert kept["metadata"]["labels"] == pod["metadata"]["labels"]
+    assert kept["status"] == {"phase": "Pending", "conditions": []}

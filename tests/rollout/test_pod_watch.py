@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from gpuctl.common.gpu_pods import is_gpu_pod
-from gpuctl.rollout.pods import asks_for_gpus, pod_node, watched_part
+from gpuctl.rollout.pod_facts import pod_facts
+from gpuctl.rollout.pods import concerns_rollout, pod_node, watched_part
 from tests.rollout.test_controller import (
     DRIVER,
     LABELS,
@@ -62,19 +63,66 @@ def test_the_kept_part_answers_the_gpu_pod_rule_as_the_pod_does(
     kept = watched_part(pod)
     assert is_gpu_pod(kept, dra_served=dra_served) == is_gpu_pod(pod, dra_served=dra_served)
     assert pod_node(kept) == pod_node(pod)
-    assert asks_for_gpus(kept) == asks_for_gpus(pod)
+    assert concerns_rollout(kept) == concerns_rollout(pod)
 
 
 def test_the_kept_part_is_small() -> None:
     kept = watched_part(GPU_POD)
     assert kept == {
-        "metadata": {"namespace": "ml", "name": "train", "resourceVersion": "7"},
+        "metadata": {"namespace": "ml", "name": "train", "resourceVersion": "7", "uid": "u1"},
         "spec": {
             "nodeName": "n1",
             "containers": [{"resources": {"limits": {"gpu.intel.com/xe": "1"}}}],
         },
-        "status": {"phase": "Running"},
+        "status": {"phase": "Running", "conditions": []},
     }
+
+
+XPUMANAGER: dict[str, Any] = {
+    "metadata": {
+        "namespace": "monitoring",
+        "name": "xpumanager-7x2kq",
+        "uid": "u2",
+        "labels": {"app": "xpumanager"},
+        "annotations": {"big": "x" * 1000},
+        "ownerReferences": [
+            {"kind": "Node", "name": "n1"},
+            {"kind": "DaemonSet", "name": "xpumanager", "controller": True, "uid": "d1"},
+        ],
+    },
+    "spec": {"nodeName": "n1", "containers": [{"name": "xpumd", "image": "xpumd:1"}]},
+    "status": {
+        "phase": "Running",
+        "conditions": [
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-03T00:00:00Z"},
+        ],
+    },
+}
+
+
+def test_a_daemon_pod_keeps_what_names_pauses_and_waits_for_it() -> None:
+    """Its UID (the agent names it), labels (the pause's podSelector), its controller (the
+    DaemonSet a paused pod comes back from) and its readiness; not its annotations."""
+    kept = watched_part(XPUMANAGER)
+    assert kept["metadata"] == {
+        "namespace": "monitoring",
+        "name": "xpumanager-7x2kq",
+        "uid": "u2",
+        "labels": {"app": "xpumanager"},
+        "ownerReferences": [{"kind": "DaemonSet", "name": "xpumanager", "controller": True}],
+    }
+    assert kept["status"] == {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True"}],
+    }
+    facts = pod_facts(kept)
+    assert facts == pod_facts(XPUMANAGER)
+    assert facts.owner == "DaemonSet monitoring/xpumanager"
+    assert facts.ready
+    assert facts.daemon
+    assert not facts.gpu
+    assert concerns_rollout(kept)  # a daemon paused or back: the rollout looks
 
 
 def _pod_lists(api: Any) -> int:
@@ -131,5 +179,5 @@ def test_an_untrusted_watch_means_every_step_lists() -> None:
 def test_a_finished_gpu_pod_still_concerns_the_rollout_and_a_cpu_pod_never_does() -> None:
     finished = {**GPU_POD, "status": {"phase": "Succeeded"}}
     assert not is_gpu_pod(finished)
-    assert asks_for_gpus(watched_part(finished))  # its finishing may end a drain
-    assert not asks_for_gpus(watched_part(PODS[1]))
+    assert concerns_rollout(watched_part(finished))  # its finishing may end a drain
+    assert not concerns_rollout(watched_part(PODS[1]))

@@ -43,9 +43,14 @@ def booted(facts: NodeFacts, boot: str = BOOT_B, kernel: str = NEW_KERNEL) -> No
     return dataclasses.replace(facts, boot_id=boot, kernel_version=kernel)
 
 
-def done(*, recorded: str | None = encode_boot(BootRecord(BOOT_A, KERNEL))) -> NodeFacts:
+def done(
+    *, recorded: str | None = encode_boot(BootRecord(BOOT_A, KERNEL)), ready: bool = True
+) -> NodeFacts:
     annotations = {names.VERIFIED_BOOT: recorded} if recorded is not None else {}
-    return node(phase=Phase.DONE, labels=loaded_labels(), annotations=annotations)
+    labels = loaded_labels()
+    if ready:
+        labels[names.DRIVER_READY_LABEL] = names.DRIVER_READY_VALUE
+    return node(phase=Phase.DONE, labels=labels, annotations=annotations)
 
 
 def reverifying(*, held: bool = True, **annotations: str) -> NodeFacts:
@@ -100,6 +105,21 @@ def test_a_node_done_before_this_build_gets_its_boot_recorded_without_a_step() -
     assert write.annotations == {names.VERIFIED_BOOT: encode_boot(BootRecord(BOOT_A, KERNEL))}
 
 
+def test_a_done_node_without_the_driver_ready_label_gets_it_without_a_step() -> None:
+    """An older gpuctl wrote no driver-ready label (or someone took it off): a Done node in
+    the boot it was verified in gets it, the GPU daemons selecting on it start there."""
+    legacy = booted(done(ready=False), BOOT_A, KERNEL)
+    [write] = after_reboot(rollout([legacy]), legacy).actions
+    assert isinstance(write, PatchNode)
+    assert write.phase_to is None
+    assert write.labels == {names.DRIVER_READY_LABEL: names.DRIVER_READY_VALUE}
+    assert write.annotations == {}
+    rebooted = booted(done(ready=False))  # rebooted: verified again first, no label before
+    [_hold, again] = after_reboot(rollout([rebooted]), rebooted).actions
+    assert isinstance(again, PatchNode)
+    assert again.phase_to is Phase.VERIFYING
+
+
 # -- a new boot -----------------------------------------------------------------------------
 
 
@@ -137,14 +157,7 @@ def test_an_unreadable_boot_record_is_verified_again_not_trusted() -> None:
 
 
 def test_decide_rechecks_every_done_node_and_the_rollout_is_no_longer_complete() -> None:
-    steady = booted(node("a", phase=Phase.DONE, labels=loaded_labels()), BOOT_A, KERNEL)
-    steady = dataclasses.replace(
-        steady,
-        annotations={
-            **steady.annotations,
-            names.VERIFIED_BOOT: encode_boot(BootRecord(BOOT_A, KERNEL)),
-        },
-    )
+    steady = dataclasses.replace(booted(done(), BOOT_A, KERNEL), name="a")
     rebooted = dataclasses.replace(booted(done()), name="b")
     decision = decide(rollout([steady, rebooted]))
     assert [w.node for w in writes(decision.actions)] == ["b"]

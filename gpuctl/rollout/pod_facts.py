@@ -1,0 +1,109 @@
+"""A node's pods as the rollout names, pauses and drains them (plain values, no I/O).
+
+The agent names each process holding a GPU by its pod's UID (agent/cgroup_owner.py); the
+coordinator's Pod watch keeps of every pod what turns that UID into words an admin acts on
+(namespace, name, the controller that owns it) and what the pause and the drain select on
+(labels, readiness). `pod_facts` makes one PodFacts of a watched (or listed) Pod; a pod that
+has finished is not on the node any more and is left out (`on_node`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.common.gpu_pods import FINISHED_PHASES, is_gpu_pod
+
+DAEMON_SET = "DaemonSet"
+# A static pod's mirror is owned by its Node: nothing can evict or pause it.
+NODE_OWNER = "Node"
+
+
+@dataclass(frozen=True)
+class PodFacts:
+    namespace: str
+    name: str
+    uid: str
+    # The controller that owns the pod (its ownerReference with controller: true): kind and
+    # name, in the pod's namespace ("" for none).
+    owner_kind: str = ""
+    owner_name: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
+    # Running with its Ready condition True.
+    ready: bool = False
+    # A GPU pod (gpuctl.common.gpu_pods.is_gpu_pod).
+    gpu: bool = False
+    # Being deleted (deletionTimestamp set): going, not gone.
+    deleting: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def owner(self) -> str:
+        """The owning controller as `Kind namespace/name` ("" for none): what a paused pod
+        must come back from."""
+        if not self.owner_kind:
+            return ""
+        return f"{self.owner_kind} {self.namespace}/{self.owner_name}"
+
+    @property
+    def daemon(self) -> bool:
+        return self.owner_kind == DAEMON_SET
+
+    def has_labels(self, wanted: Mapping[str, str]) -> bool:
+        """Every label of `wanted` is on the pod, with that value (an empty `wanted`: none)."""
+        if not wanted:
+            return False
+        labels = dict(self.labels)
+        return all(labels.get(key) == value for key, value in wanted.items())
+
+
+def controller_of(meta: Mapping[str, Any]) -> tuple[str, str]:
+    """The kind and name of the ownerReference marked controller ("", "" for none)."""
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return str(ref.get("kind") or ""), str(ref.get("name") or "")
+    return "", ""
+
+
+def pod_ready(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running":
+        return False
+    conditions = status.get("conditions") or []
+    return any(
+        isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in conditions
+    )
+
+
+def on_node(pod: Mapping[str, Any]) -> bool:
+    """The pod has not finished (Succeeded or Failed): its processes may still run."""
+    return (pod.get("status") or {}).get("phase") not in FINISHED_PHASES
+
+
+def pod_facts(pod: Mapping[str, Any], *, dra_served: bool = True) -> PodFacts:
+    meta = pod.get("metadata") or {}
+    kind, name = controller_of(meta)
+    labels = meta.get("labels") or {}
+    return PodFacts(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        owner_kind=kind,
+        owner_name=name,
+        labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+        ready=pod_ready(pod),
+        gpu=is_gpu_pod(pod, dra_served=dra_served),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def node_pod_facts(
+    pods: Iterable[Mapping[str, Any]], *, dra_served: bool = True
+) -> tuple[PodFacts, ...]:
+    """The pods of one node that have not finished, sorted by namespace/name."""
+    found = [pod_facts(p, dra_served=dra_served) for p in pods if on_node(p)]
+    return tuple(sorted(found, key=str))
