@@ -5,6 +5,7 @@ from the step's first write until the new driver is verified."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
@@ -82,7 +83,7 @@ def checking(*pods: PodFacts, labels: dict[str, str] | None = None) -> NodeFacts
     return dataclasses.replace(facts, pods=pods)
 
 
-def only_write(actions: list[object]) -> PatchNode:
+def only_write(actions: Sequence[object]) -> PatchNode:
     [write] = [a for a in actions if isinstance(a, PatchNode)]
     return write
 
