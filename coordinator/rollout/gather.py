@@ -49,9 +49,11 @@ from gpuctl.rollout.settings import PrometheusGate, RolloutSettings
 log = logging.getLogger(__name__)
 
 POD_LIST_TTL_SECONDS = 1.0
-# Phases whose step looks at the node's GPU pods, and the one that lists them afresh: its
-# step hands the node to KMM.
-NEEDS_PODS = frozenset({Phase.CHECKING, Phase.DRAINING, Phase.PREPARING, Phase.BLOCKED})
+# Phases whose step looks at the node's pods (Verifying: for its paused GPU daemons to come
+# back, pause.py), and the one that lists them afresh: its step hands the node to KMM.
+NEEDS_PODS = frozenset(
+    {Phase.CHECKING, Phase.DRAINING, Phase.PREPARING, Phase.VERIFYING, Phase.BLOCKED}
+)
 LISTS_PODS = Phase.PREPARING
 
 

@@ -27,6 +27,10 @@ from pathlib import Path
 from testbed.harness.layout import LOOPBACK
 
 HEARTBEAT_LABEL = "kwok.gpuctl.dev/heartbeat"
+# On a Pod whose process a test's stand-in runtime runs on a fake host (testbed/rollout_live/
+# gpu_daemons.py): kwok runs it, but leaves its deletion to that runtime, which stops the
+# process first, as a kubelet confirms a deletion only once its containers are gone.
+HOST_PROCESS_LABEL = "testbed.gpuctl.dev/host-process"
 HEARTBEAT_STOPPED = "stopped"
 KWOK_ENV = "GPUCTL_KWOK"
 
@@ -115,6 +119,8 @@ spec:
     matchExpressions:
     - key: '.metadata.deletionTimestamp'
       operator: Exists
+    - key: '.metadata.labels."testbed.gpuctl.dev/host-process"'
+      operator: DoesNotExist
     - key: '.metadata.labels."kmm.node.kubernetes.io/worker-action"'
       operator: DoesNotExist
     - key: '.metadata.labels."kmm.node.kubernetes.io/pull-pod-type"'

@@ -9,7 +9,8 @@ tests that need those, ``start_node_lifecycle`` adds to a running control plane:
   Nodes and workloads: node-lifecycle (NotReady/Unknown conditions and their
   ``node.kubernetes.io/not-ready``/``unreachable`` taints, the ``unschedulable`` taint of a
   cordoned Node), taint-eviction, disruption (PodDisruptionBudget status, which the Eviction
-  API enforces with 429), ReplicaSet and Deployment (which replace evicted Pods);
+  API enforces with 429), ReplicaSet and Deployment (which replace evicted Pods), DaemonSet
+  (GPU daemons, which come and go with the labels they select on);
 - kwok (``testbed/harness/kwok.py``), playing every Node's kubelet.
 
 Because the node-lifecycle controller marks every Node without a heartbeat unreachable, this
@@ -42,6 +43,7 @@ CONTROLLERS = (
     "disruption-controller",
     "replicaset-controller",
     "deployment-controller",
+    "daemonset-controller",
 )
 
 

@@ -1,0 +1,169 @@
+"""GPU daemons on the test's nodes: a real DaemonSet whose pods hold the node's render node open.
+
+On a real GPU node XPU Manager, an exporter or a monitoring agent always holds `/dev/dri`: a
+DaemonSet's pod, which cordons and evictions do not keep off the node. Here the DaemonSet is
+real (the DaemonSet controller makes its pods, kube-scheduler binds them, kwok runs them: see
+testbed/harness/node_lifecycle.py); `DaemonRuntime` stands in for what a test cluster lacks
+under them, the container runtime: each of its Running pods bound to a node with a fake host
+gets a process there, in the pod's cgroup (systemd driver, containerd, as agent/
+cgroup_owner.py reads it), holding renderD128 open (and, as the kernel's DRM open does, a
+reference on the xe module); a pod being deleted has its process
+stopped first and is then deleted (grace period 0), as a kubelet confirms a deletion only once
+its containers are gone. kwok leaves such pods' deletion to it (HOST_PROCESS_LABEL,
+testbed/harness/kwok.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from coordinator.kube.client import Kube, KubeError, path
+from testbed.fakehost import FakeHost
+from testbed.fakehost.scenarios import B580
+from testbed.harness.kwok import HOST_PROCESS_LABEL
+
+POLL_SECONDS = 0.1
+FIRST_PID = 6000
+HTTP_NOT_FOUND = 404
+
+
+def daemon_set(kube: Kube, namespace: str, name: str, *, node_selector: Mapping[str, str]) -> None:
+    """A DaemonSet `name` whose pods run on the nodes with `node_selector` (its pods carry
+    app=<name> and HOST_PROCESS_LABEL=<name>: the command DaemonRuntime runs for them)."""
+    labels = {"app": name, HOST_PROCESS_LABEL: name}
+    kube.request(
+        "POST",
+        path("apps", "v1", "daemonsets", namespace=namespace),
+        body={
+            "metadata": {"name": name},
+            "spec": {
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "nodeSelector": dict(node_selector),
+                        "containers": [{"name": name, "image": f"registry.example.com/{name}:1"}],
+                    },
+                },
+            },
+        },
+    )
+
+
+def _hold_module(host: FakeHost, change: int) -> None:
+    """The xe module's reference count, as an open (or a close) of its DRM node changes it
+    (nothing while no xe is loaded)."""
+    refcnt = host.real("sys/module/xe/refcnt")
+    if refcnt.exists():
+        count = int(refcnt.read_text().strip() or "0")
+        refcnt.write_text(f"{max(0, count + change)}\n")
+
+
+def pod_cgroup(uid: str, container: str) -> str:
+    """/proc/<pid>/cgroup of a process in a container of pod `uid` (cgroup v2, systemd)."""
+    slice_uid = uid.replace("-", "_")
+    return (
+        "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"
+        f"{slice_uid}.slice/cri-containerd-{container}.scope\n"
+    )
+
+
+@dataclass(frozen=True)
+class Started:
+    node: str
+    pod: str
+    uid: str
+    pid: int
+
+
+class DaemonRuntime:
+    """Runs the processes of the pods with HOST_PROCESS_LABEL in `namespace` on `hosts`."""
+
+    def __init__(self, kube: Kube, namespace: str, hosts: Mapping[str, FakeHost]) -> None:
+        self._kube = kube
+        self._namespace = namespace
+        self._hosts = hosts
+        self._pids = itertools.count(FIRST_PID)
+        self._running: dict[str, Started] = {}  # pod uid -> its process
+        self._lock = threading.Lock()
+        # What happened, in order: ("started" | "stopped", Started).
+        self.history: list[tuple[str, Started]] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="daemon-runtime", daemon=True)
+
+    def start(self) -> DaemonRuntime:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def running(self) -> dict[str, Started]:
+        """The processes running now, by node."""
+        with self._lock:
+            return {s.node: s for s in self._running.values()}
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL_SECONDS):
+            try:
+                self._sync()
+            except KubeError as err:  # the API server restarting: try again
+                self.errors.append(str(err))
+
+    def _sync(self) -> None:
+        listed = self._kube.request(
+            "GET",
+            path("", "v1", "pods", namespace=self._namespace),
+            query={"labelSelector": HOST_PROCESS_LABEL},
+        )
+        pods = {p["metadata"]["uid"]: p for p in listed.get("items") or []}
+        for uid, pod in pods.items():
+            node = (pod.get("spec") or {}).get("nodeName") or ""
+            if pod["metadata"].get("deletionTimestamp"):
+                self._stop_process(uid)
+                self._confirm_deletion(pod)
+            elif node in self._hosts and (pod.get("status") or {}).get("phase") == "Running":
+                self._start_process(uid, pod, node)
+        for uid in set(self._running) - set(pods):
+            self._stop_process(uid)
+
+    def _start_process(self, uid: str, pod: dict[str, Any], node: str) -> None:
+        if uid in self._running:
+            return
+        command = str(pod["metadata"]["labels"][HOST_PROCESS_LABEL])[:15]
+        pid = next(self._pids)
+        host = self._hosts[node]
+        host.add_process(pid, command, cgroup=pod_cgroup(uid, f"{pid:064x}"))
+        host.add_drm_fd(pid, 5, "renderD128", pdev=B580, client_id=pid)
+        _hold_module(host, +1)
+        started = Started(node, str(pod["metadata"]["name"]), uid, pid)
+        with self._lock:
+            self._running[uid] = started
+            self.history.append(("started", started))
+
+    def _stop_process(self, uid: str) -> None:
+        with self._lock:
+            started = self._running.pop(uid, None)
+            if started is None:
+                return
+            self.history.append(("stopped", started))
+        host = self._hosts[started.node]
+        host.remove_process(started.pid)
+        _hold_module(host, -1)
+
+    def _confirm_deletion(self, pod: dict[str, Any]) -> None:
+        try:
+            self._kube.request(
+                "DELETE",
+                path("", "v1", "pods", namespace=self._namespace, name=pod["metadata"]["name"]),
+                body={"gracePeriodSeconds": 0, "preconditions": {"uid": pod["metadata"]["uid"]}},
+            )
+        except KubeError as err:
+            if err.status != HTTP_NOT_FOUND:
+                raise
