@@ -28,6 +28,7 @@ from gpuctl.cli.source_flags import Clock
 from gpuctl.common import names
 from gpuctl.common.gpu_claims import DRA_GROUP, served_dra_version
 from gpuctl.common.node_selectors import node_name
+from gpuctl.rollout.pod_facts import node_pod_facts
 from gpuctl.rollout.pods import gpu_pods
 
 CLAIMS = "resourceclaims.resource.k8s.io"
@@ -126,6 +127,7 @@ def gather_facts(api_client: Any, clock: Clock) -> PlanFacts:
                 node=node,
                 view=views.get(node_name(node)),
                 gpu_pods=gpu_pods(pods.get(node_name(node), []), dra_served=dra_served),
+                pods=node_pod_facts(pods.get(node_name(node), []), dra_served=dra_served),
             )
             for node in nodes
         ],

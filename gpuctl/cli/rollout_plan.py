@@ -53,6 +53,7 @@ from gpuctl.rollout.holds import Wait, WaitKind
 from gpuctl.rollout.node_step import image_not_ready
 from gpuctl.rollout.order import is_unavailable, start_order
 from gpuctl.rollout.pass_setup import PassSetup, pass_setup
+from gpuctl.rollout.pod_facts import PodFacts
 from gpuctl.rollout.refused import finishing_settings
 from gpuctl.rollout.rollout_input import Reads, module_container, pass_nodes
 
@@ -63,11 +64,13 @@ GATE_NOT_ASKED = "the plan does not ask the Prometheus gate: it starts if the ga
 
 @dataclass(frozen=True)
 class NodeFacts:
-    """One Node (as the API returns it), its agent's latest report and its GPU pods."""
+    """One Node (as the API returns it), its agent's latest report, its GPU pods and every
+    pod on it (who holds its GPU, what the pause takes off it)."""
 
     node: Mapping[str, Any]
     view: NodeView | None = None
     gpu_pods: tuple[GpuPod, ...] = ()
+    pods: tuple[PodFacts, ...] = ()
 
     @property
     def name(self) -> str:
@@ -161,6 +164,7 @@ def _reads(inp: PlanInput, setup: PassSetup) -> Reads:
     nodes, wanted = pass_nodes(inp.driver, all_nodes, target, finishing=finishing)
     ref = module_ref(inp.driver)
     pods = {facts.name: facts.gpu_pods for facts in inp.nodes}
+    all_pods = {facts.name: facts.pods for facts in inp.nodes if facts.pods}
     return Reads(
         driver=inp.driver,
         target=target,
@@ -175,6 +179,7 @@ def _reads(inp: PlanInput, setup: PassSetup) -> Reads:
         images_config=inp.images_config,
         now=inp.now,
         gpu_pods={node_name(n): pods.get(node_name(n), ()) for n in nodes},
+        node_pods={n: all_pods.get(n, ()) for n in {node_name(n) for n in nodes} if n in all_pods},
     )
 
 
