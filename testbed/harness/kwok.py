@@ -28,8 +28,8 @@ from testbed.harness.layout import LOOPBACK
 
 HEARTBEAT_LABEL = "kwok.gpuctl.dev/heartbeat"
 # On a Pod whose process a test's stand-in runtime runs on a fake host (testbed/rollout_live/
-# gpu_daemons.py): kwok runs it, but leaves its deletion to that runtime, which stops the
-# process first, as a kubelet confirms a deletion only once its containers are gone.
+# gpu_daemons.py): kwok leaves it to that runtime, which starts the process before it reports
+# the Pod Running and Ready, and stops it before it confirms a deletion, as a kubelet does.
 HOST_PROCESS_LABEL = "testbed.gpuctl.dev/host-process"
 HEARTBEAT_STOPPED = "stopped"
 KWOK_ENV = "GPUCTL_KWOK"
@@ -75,6 +75,8 @@ spec:
     - key: '.status.phase'
       operator: In
       values: ['Pending']
+    - key: '.metadata.labels."testbed.gpuctl.dev/host-process"'
+      operator: DoesNotExist
     - key: '.metadata.labels."kmm.node.kubernetes.io/worker-action"'
       operator: DoesNotExist
     - key: '.metadata.labels."kmm.node.kubernetes.io/pull-pod-type"'

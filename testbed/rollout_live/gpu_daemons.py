@@ -2,26 +2,28 @@
 
 On a real GPU node XPU Manager, an exporter or a monitoring agent always holds `/dev/dri`: a
 DaemonSet's pod, which cordons and evictions do not keep off the node. Here the DaemonSet is
-real (the DaemonSet controller makes its pods, kube-scheduler binds them, kwok runs them: see
+real (the DaemonSet controller makes its pods, kube-scheduler binds them: see
 testbed/harness/node_lifecycle.py); `DaemonRuntime` stands in for what a test cluster lacks
-under them, the container runtime: each of its Running pods bound to a node with a fake host
+under them, the kubelet and the container runtime. Each pod bound to a node with a fake host
 gets a process there, in the pod's cgroup (systemd driver, containerd, as agent/
 cgroup_owner.py reads it), holding renderD128 open (and, as the kernel's DRM open does, a
-reference on the xe module); a pod being deleted has its process
-stopped first and is then deleted (grace period 0), as a kubelet confirms a deletion only once
-its containers are gone. kwok leaves such pods' deletion to it (HOST_PROCESS_LABEL,
-testbed/harness/kwok.py).
+reference on the xe module); then the pod is reported Running and Ready. A pod being deleted
+has its process stopped first and is then deleted (grace period 0), as a kubelet confirms a
+deletion only once its containers are gone. kwok leaves such pods to it (HOST_PROCESS_LABEL,
+testbed/harness/kwok.py). `hold(node)` starts nothing more there: a daemon that does not come
+back.
 """
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from coordinator.kube.client import Kube, KubeError, path
+from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
 from testbed.fakehost import FakeHost
 from testbed.fakehost.scenarios import B580
 from testbed.harness.kwok import HOST_PROCESS_LABEL
@@ -49,6 +51,28 @@ def daemon_set(kube: Kube, namespace: str, name: str, *, node_selector: Mapping[
                         "containers": [{"name": name, "image": f"registry.example.com/{name}:1"}],
                     },
                 },
+            },
+        },
+    )
+
+
+def bare_pod(kube: Kube, namespace: str, name: str, *, node: str) -> None:
+    """A pod of no controller bound to `node` whose process holds the render node without
+    asking for a GPU (a privileged debug shell mounting /dev/dri)."""
+    kube.request(
+        "POST",
+        path("", "v1", "pods", namespace=namespace),
+        body={
+            "metadata": {"name": name, "labels": {HOST_PROCESS_LABEL: name}},
+            "spec": {
+                "nodeName": node,
+                "containers": [
+                    {
+                        "name": name,
+                        "image": "registry.example.com/debug:1",
+                        "securityContext": {"privileged": True},
+                    }
+                ],
             },
         },
     )
@@ -89,6 +113,7 @@ class DaemonRuntime:
         self._hosts = hosts
         self._pids = itertools.count(FIRST_PID)
         self._running: dict[str, Started] = {}  # pod uid -> its process
+        self._held: set[str] = set()
         self._lock = threading.Lock()
         # What happened, in order: ("started" | "stopped", Started).
         self.history: list[tuple[str, Started]] = []
@@ -128,10 +153,14 @@ class DaemonRuntime:
             if pod["metadata"].get("deletionTimestamp"):
                 self._stop_process(uid)
                 self._confirm_deletion(pod)
-            elif node in self._hosts and (pod.get("status") or {}).get("phase") == "Running":
+            elif node in self._hosts and node not in self._held:
                 self._start_process(uid, pod, node)
         for uid in set(self._running) - set(pods):
             self._stop_process(uid)
+
+    def hold(self, node: str) -> None:
+        """Start no more pods on `node` (they stay Pending): a daemon that does not come back."""
+        self._held.add(node)
 
     def _start_process(self, uid: str, pod: dict[str, Any], node: str) -> None:
         if uid in self._running:
@@ -146,6 +175,47 @@ class DaemonRuntime:
         with self._lock:
             self._running[uid] = started
             self.history.append(("started", started))
+        self._report_running(pod)
+
+    def _report_running(self, pod: dict[str, Any]) -> None:
+        """The pod Running and Ready, its container started, as a kubelet writes it."""
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        ready = [
+            {"type": kind, "status": "True", "lastTransitionTime": now}
+            for kind in ("Initialized", "ContainersReady", "Ready")
+        ]
+        container = pod["spec"]["containers"][0]
+        state = {"running": {"startedAt": now}}
+        self._kube.request(
+            "PATCH",
+            path(
+                "",
+                "v1",
+                "pods",
+                namespace=self._namespace,
+                name=pod["metadata"]["name"],
+                subresource="status",
+            ),
+            body={
+                "status": {
+                    "phase": "Running",
+                    "startTime": now,
+                    "conditions": ready,
+                    "containerStatuses": [
+                        {
+                            "name": container["name"],
+                            "image": container["image"],
+                            "imageID": "",
+                            "ready": True,
+                            "started": True,
+                            "restartCount": 0,
+                            "state": state,
+                        }
+                    ],
+                }
+            },
+            content_type=MERGE_PATCH,
+        )
 
     def _stop_process(self, uid: str) -> None:
         with self._lock:

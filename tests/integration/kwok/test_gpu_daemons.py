@@ -14,10 +14,17 @@ from collections.abc import Iterator
 
 import pytest
 
+from coordinator.kube.client import path
 from gpuctl.common import names
+from testbed.fakehost.scenarios import B580
 from testbed.harness.waiting import wait_until
 from testbed.kwok_nodes import give_gpus
-from testbed.rollout_live.gpu_daemons import DaemonRuntime, Started, daemon_set
+from testbed.rollout_live.gpu_daemons import (
+    DaemonRuntime,
+    Started,
+    bare_pod,
+    daemon_set,
+)
 from testbed.rollout_live.rig import NEW, OLD, RolloutRig
 from testbed.rollout_live.scenario import FAST, module_version, start, wait_complete
 
@@ -35,10 +42,10 @@ def runtime(rollout_rig: RolloutRig) -> Iterator[DaemonRuntime]:
     started.stop()
 
 
-def paused(rig: RolloutRig, *daemon_sets: str) -> dict[str, object]:
+def paused(rig: RolloutRig, *daemon_sets: str, timeout: str = "60s") -> dict[str, object]:
     return {
         **FAST,
-        "pause": {"daemonSets": [f"{rig.namespace}/{d}" for d in daemon_sets], "timeout": "60s"},
+        "pause": {"daemonSets": [f"{rig.namespace}/{d}" for d in daemon_sets], "timeout": timeout},
     }
 
 
@@ -114,4 +121,74 @@ def test_a_daemon_not_declared_pausable_blocks_the_node_named_by_its_pod(
     assert module_version(rig, node) == OLD
     assert rig.node(node)["metadata"]["labels"][names.DRIVER_READY_LABEL] == "true"
     assert not rig.node(node)["spec"].get("unschedulable")
+    assert rig.kernels.unloads == []
+
+
+def test_a_daemon_that_does_not_come_back_leaves_the_node_done_with_a_warning(
+    rollout_rig: RolloutRig, runtime: DaemonRuntime
+) -> None:
+    """The paused daemon's new pod never starts (its node's runtime holds it Pending): the
+    verified node waits pause.timeout for it, then is Done, uncordoned, with a Warning event
+    naming the DaemonSet; it is not Failed."""
+    rig = rollout_rig
+    [node] = start(rig, ["a"], paused(rig, XPUMANAGER, timeout="3s"))
+    give_gpus(rig.kube, node, 1)
+    daemon_set(rig.kube, rig.namespace, XPUMANAGER, node_selector=READY)
+    on_every_node(runtime, [node])
+    runtime.hold(node)
+
+    rig.set_version(NEW)
+    rig.wait_phases({node: "Done"}, timeout=120)
+    reason = rig.annotation(node, names.REASON)
+    warning = f"WARNING: paused pods not back and Ready after 3s: DaemonSet {rig.namespace}/"
+    assert warning + XPUMANAGER in reason, reason
+    assert module_version(rig, node) == NEW
+    assert rig.node(node)["metadata"]["labels"][names.DRIVER_READY_LABEL] == "true"
+    assert not rig.node(node)["spec"].get("unschedulable")
+    assert node not in runtime.running()
+    assert rig.kernels.violations == []
+
+
+def test_a_pod_holding_the_gpu_without_asking_for_one_is_evicted_like_a_gpu_pod(
+    rollout_rig: RolloutRig, runtime: DaemonRuntime
+) -> None:
+    """A privileged pod of no controller holds renderD128 without a gpu.intel.com request: the
+    agent names it, the coordinator drains it with the GPU pods (evictGPUPods), its process
+    ends before its pod is gone, and the node is reloaded idle."""
+    rig = rollout_rig
+    [node] = start(rig, ["a"], {**FAST, "evictGPUPods": True})
+    give_gpus(rig.kube, node, 1)
+    bare_pod(rig.kube, rig.namespace, "debug-shell", node=node)
+    [shell] = on_every_node(runtime, [node]).values()
+
+    rig.set_version(NEW)
+    rig.wait_phases({node: "Done"}, timeout=120)
+    assert ("stopped", shell) in runtime.history
+    gone = rig.kube.request(
+        "GET",
+        path("", "v1", "pods", namespace=rig.namespace),
+        query={"fieldSelector": "metadata.name=debug-shell"},
+    )
+    assert gone["items"] == []
+    assert module_version(rig, node) == NEW
+    assert rig.kernels.violations == []
+
+
+def test_a_host_process_holding_the_gpu_blocks_the_node_named_by_its_pid(
+    rollout_rig: RolloutRig,
+) -> None:
+    """Xorg runs on the host (its cgroup a systemd service, not a pod): nothing the rollout
+    may do ends it, so the node is Blocked before anything changes, naming the pid."""
+    rig = rollout_rig
+    [node] = start(rig, ["a"], FAST)
+    host = rig.hosts[node]
+    host.add_process(77, "Xorg", cgroup="0::/system.slice/display-manager.service\n")
+    host.add_drm_fd(77, 5, "renderD128", pdev=B580, client_id=77)
+    host.write("sys/module/xe/refcnt", "1\n")
+
+    rig.set_version(NEW)
+    rig.wait_phases({node: "Blocked"}, timeout=120)
+    reason = rig.annotation(node, names.REASON)
+    assert "host process pid 77 (Xorg), renderD128" in reason, reason
+    assert module_version(rig, node) == OLD
     assert rig.kernels.unloads == []
