@@ -17,6 +17,7 @@ from gpuctl.api.v1alpha1 import node_service_pb2 as service_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as service_grpc
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.node_view import NodeView, from_node_state
+from gpuctl.rollout.pod_facts import PodFacts
 from gpuctl.rpc.grpc_client import ClientTransport, bearer_metadata, open_channel
 from gpuctl.rpc.grpc_errors import describe_rpc_failure
 
@@ -38,6 +39,10 @@ class CoordinatorNodeSource:
             except grpc.RpcError as error:
                 raise self._failed("list nodes", error) from error
         return [from_node_state(state) for state in answer.nodes]
+
+    def pods_on(self, name: str) -> Sequence[PodFacts] | None:
+        """The coordinator's NodeService serves reports, not pods: GPU clients stay UIDs."""
+        return None
 
     def get_node(self, name: str, *, fresh: bool, timeout: float) -> NodeView:
         request = service_pb.GetNodeRequest(node_name=name, fresh=fresh)

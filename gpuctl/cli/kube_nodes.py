@@ -27,6 +27,7 @@ from gpuctl.cli.kube_errors import (
 )
 from gpuctl.cli.node_view import NodeView, from_gpunode
 from gpuctl.common import names, timestamps
+from gpuctl.rollout.pod_facts import PodFacts, node_pod_facts
 
 REQUEST_TIMEOUT = 20.0
 
@@ -39,6 +40,8 @@ class KubeNodeSource:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._api: Any = client.CustomObjectsApi(api_client)
+        self._core: Any = client.CoreV1Api(api_client)
+        self._api_client = api_client
         self._server = str(api_client.configuration.host)
         self._clock = clock
         self._monotonic = monotonic
@@ -58,6 +61,17 @@ class KubeNodeSource:
         if fresh:
             obj = self._request_fresh(name, timeout)
         return from_gpunode(obj, self._clock())
+
+    def pods_on(self, name: str) -> Sequence[PodFacts] | None:
+        """The node's pods, or None when they cannot be listed (the clients stay UIDs)."""
+        try:
+            listed = self._core.list_pod_for_all_namespaces(
+                field_selector=f"spec.nodeName={name}", _request_timeout=REQUEST_TIMEOUT
+            )
+        except (ApiException, OSError, urllib3.exceptions.HTTPError):
+            return None
+        pods = [self._api_client.sanitize_for_serialization(p) for p in listed.items]
+        return node_pod_facts(pods)
 
     def _get(self, name: str) -> Mapping[str, Any]:
         try:

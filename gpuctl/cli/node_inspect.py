@@ -114,18 +114,22 @@ def _run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _run_remote(args: argparse.Namespace, out: TextIO, clock: Clock) -> int:
-    view = make_source(args, clock).get_node(args.node, fresh=args.fresh, timeout=args.timeout)
+    source = make_source(args, clock)
+    view = source.get_node(args.node, fresh=args.fresh, timeout=args.timeout)
     if view.report is None:
         raise CommandError(f'no report for "{view.name}": {view.problem}')
     if args.output == "table":
         out.write(remote_header(view))
+        out.write(render_report(view.report, source.pods_on(view.name)))
+        return 0
     out.write(_render(view.report, args.output))
     return 0
 
 
 def _render(report: pb.NodeReport, output: str) -> str:
-    render = {"table": render_report, "json": to_json, "yaml": to_yaml}[output]
-    return render(report)
+    if output == "table":
+        return render_report(report)
+    return to_json(report) if output == "json" else to_yaml(report)
 
 
 def remote_header(view: NodeView) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from gpuctl.cli.node_view import NodeView
+from gpuctl.rollout.pod_facts import PodFacts
 
 DEFAULT_FRESH_TIMEOUT = 15.0
 
@@ -15,4 +16,8 @@ class NodeSource(Protocol):
 
     def get_node(self, name: str, *, fresh: bool, timeout: float) -> NodeView:
         """The node's latest view; with `fresh`, ask its agent now and wait up to `timeout`."""
+        ...
+
+    def pods_on(self, name: str) -> Sequence[PodFacts] | None:
+        """The node's pods, to name each GPU client's pod (None: this source cannot say)."""
         ...

@@ -6,17 +6,21 @@ never as zero, so an admin cannot mistake "could not look" for "idle".
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.table import format_table
 from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
 from gpuctl.common.unload_rule import module_state_name
+from gpuctl.rollout.gpu_clients import client_words, report_clients
+from gpuctl.rollout.pod_facts import PodFacts
 
 UNKNOWN = "unknown"
 
 
-def render_report(report: pb.NodeReport) -> str:
+def render_report(report: pb.NodeReport, pods: Sequence[PodFacts] | None = None) -> str:
+    """The report in words; `pods` (the node's, where the API server was asked) name each
+    GPU client's pod, else its pod UID is shown."""
     observed = report.observed_at.ToJsonString() if report.HasField("observed_at") else UNKNOWN
     parts = [
         f"Node {report.node_name or UNKNOWN}  kernel {report.kernel_release or UNKNOWN}"
@@ -26,6 +30,7 @@ def render_report(report: pb.NodeReport) -> str:
         "\n",
         f"Module {report.module.name or 'xe'}: {module_summary(report.module)}\n",
         boot_line(report),
+        clients_section(report, pods),
         _blockers_section(report),
     ]
     if report.warnings:
@@ -131,6 +136,23 @@ def module_summary(module: pb.Module) -> str:
     if module.filename:
         words.append(module.filename)
     return ", ".join(words)
+
+
+def clients_section(report: pb.NodeReport, pods: Sequence[PodFacts] | None) -> str:
+    """Each process holding a GPU, and whose it is (docs/gpu-daemons.md)."""
+    clients = report_clients(report)
+    if not clients:
+        return ""
+    by_uid = {pod.uid: pod for pod in pods or ()}
+    lines = [f"GPU clients ({len(clients)}):\n"]
+    for client in clients:
+        pod = by_uid.get(client.pod_uid) if client.owner_kind == pb.ProcessOwner.POD else None
+        if pod is None and client.owner_kind == pb.ProcessOwner.POD and pods is None:
+            lines.append(f"  - pod UID {client.pod_uid}, pid {client.pid} ({client.command}), ")
+            lines.append(f"{client.device}\n")
+            continue
+        lines.append(f"  - {client_words(client, pod)}\n")
+    return "".join(lines)
 
 
 def boot_line(report: pb.NodeReport) -> str:

@@ -123,10 +123,7 @@ def client_words(client: GpuClient, pod: PodFacts | None) -> str:
         owner = f" ({pod.owner_kind} {pod.namespace}/{pod.owner_name})" if pod.owner_kind else ""
         return f"pod {pod}{owner}, {_process(client)}"
     if client.owner_kind == pb.ProcessOwner.POD:
-        return (
-            f"a pod with UID {client.pod_uid} the coordinator does not know on this node, "
-            f"{_process(client)}"
-        )
+        return f"a pod with UID {client.pod_uid} not among the node's pods, {_process(client)}"
     if client.owner_kind == pb.ProcessOwner.HOST:
         return f"host process {_process(client)}"
     why = f" ({client.why_unknown})" if client.why_unknown else ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.report_table import clients_cell, module_summary, render_report
+from gpuctl.rollout.pod_facts import PodFacts
 
 
 def _pf_with_vfs() -> pb.NodeReport:
@@ -129,3 +130,42 @@ def test_warnings_are_listed_with_their_paths() -> None:
     report = _pf_with_vfs()
     report.warnings.add(path="sys/bus/pci/devices/0000:04:00.0/numa_node", message="not a number")
     assert "  sys/bus/pci/devices/0000:04:00.0/numa_node: not a number" in render_report(report)
+
+
+def _held_open() -> pb.NodeReport:
+    report = pb.NodeReport(node_name="n1")
+    device = report.devices.add(pci_address="0000:03:00.0", driver="xe")
+    device.drm.render = "renderD128"
+    pod = pb.ProcessOwner(kind=pb.ProcessOwner.POD, pod_uid="uid-xpum", container_id="c0ffee")
+    device.clients.add(pid=4242, command="xpumd", owner=pod)
+    device.clients.add(pid=77, command="Xorg", owner=pb.ProcessOwner(kind=pb.ProcessOwner.HOST))
+    unknown = pb.ProcessOwner(kind=pb.ProcessOwner.UNKNOWN, message="cannot read its cgroup")
+    device.clients.add(pid=9, command="ghost", owner=unknown)
+    return report
+
+
+def test_every_gpu_client_is_listed_with_its_pod_where_the_pods_are_known() -> None:
+    xpum = PodFacts(
+        "monitoring",
+        "xpumanager-7x2kq",
+        "uid-xpum",
+        owner_kind="DaemonSet",
+        owner_name="xpumanager",
+    )
+    named = render_report(_held_open(), [xpum])
+    assert "GPU clients (3):" in named
+    assert (
+        "  - pod monitoring/xpumanager-7x2kq (DaemonSet monitoring/xpumanager), pid 4242 (xpumd), "
+        "renderD128" in named
+    )
+    assert "  - host process pid 77 (Xorg), renderD128" in named
+    assert (
+        "  - a process of unknown owner (cannot read its cgroup), pid 9 (ghost), renderD128"
+        in named
+    )
+    # Pods not looked up (--local, or the coordinator as the source): the UID, never a guess.
+    local = render_report(_held_open())
+    assert "  - pod UID uid-xpum, pid 4242 (xpumd), renderD128" in local
+    # Pods looked up and the UID not among them: said so.
+    missing = render_report(_held_open(), [])
+    assert "a pod with UID uid-xpum not among the node's pods" in missing

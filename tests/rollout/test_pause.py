@@ -105,8 +105,7 @@ def test_every_client_is_named_by_its_pod_its_owner_or_what_is_not_known() -> No
         "pid 4242 (xpumd), renderD128",
         "host process pid 77 (Xorg), renderD128",
         "a process of unknown owner (cannot read cgroup), pid 5 (?), card0",
-        "a pod with UID uid-gone the coordinator does not know on this node, "
-        "pid 9 (ghost), renderD128",
+        "a pod with UID uid-gone not among the node's pods, pid 9 (ghost), renderD128",
     ]
     assert client_words(GpuClient(1, "x", "renderD129", 0), None).startswith("a process of")
 

@@ -136,6 +136,45 @@ def test_nodes_lists_reported_nodes_and_flags_the_disconnected_one(
     assert rows[gone][-1] == "disconnected"
 
 
+def test_node_inspect_names_each_gpu_client_by_the_pod_the_api_server_lists_on_the_node(
+    kube_cluster: KubeCluster, namespace: str, api: Api
+) -> None:
+    """The report carries the client's pod UID (agent/cgroup_owner.py); `gpuctl node
+    inspect` lists the node's pods and names the pod and its controller."""
+    node = f"{namespace}-daemon"
+    pod = api.kube.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/pods",
+        body={
+            "metadata": {
+                "name": "xpumanager-7x2kq",
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "DaemonSet",
+                        "name": "xpumanager",
+                        "uid": "00000000-0000-4000-8000-000000000001",
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {"nodeName": node, "containers": [{"name": "xpumd", "image": "xpumd:1"}]},
+        },
+    )
+    status = connected(node)
+    owner = {"kind": "POD", "podUid": pod["metadata"]["uid"], "containerId": "c0ffee"}
+    status["report"]["devices"][0]["clients"] = [
+        {"pid": 4242, "command": "xpumd", "clientIds": ["7"], "owner": owner}
+    ]
+    put_gpunode(api, node, status)
+    table = gpuctl(kube_cluster.kubeconfig, "node", "inspect", node)
+    assert table.returncode == 0, table.stderr
+    assert (
+        f"pod {namespace}/xpumanager-7x2kq (DaemonSet {namespace}/xpumanager), pid 4242 (xpumd)"
+        in table.stdout
+    ), table.stdout
+
+
 def test_node_inspect_shows_the_stored_report_and_json_is_the_contract(
     kube_cluster: KubeCluster, namespace: str, api: Api
 ) -> None:
