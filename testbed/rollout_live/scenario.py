@@ -77,9 +77,13 @@ def module_version(rig: RolloutRig, node: str) -> str:
     return text.split("using backports xeb_", 1)[1].split()[0]
 
 
+OLLAMA_CGROUP = "0::/system.slice/ollama.service\n"
+
+
 def busy_with_ollama(rig: RolloutRig, node: str) -> None:
+    """ollama, a systemd service on the host (not a pod), opens the node's render node."""
     host = rig.hosts[node]
-    host.add_process(4242, "ollama")
+    host.add_process(4242, "ollama", cgroup=OLLAMA_CGROUP)
     host.add_drm_fd(4242, 5, "renderD128", pdev=B580, client_id=7)
     host.write("sys/module/xe/refcnt", "1\n")
 

@@ -83,7 +83,7 @@ def test_the_demo_rolls_past_a_busy_node_and_leaves_nothing_behind() -> None:
     lines = output.splitlines()
     held = index_of(lines, r"\| Rollout of gpu to v7\.1\.4\.6_260728\.7-\w+: Held, 1 of 4")
     resumed = index_of(lines, r"rollout of gpu resumed", held)
-    blocked = index_of(lines, r"\|   gpu-node-2: Blocked \(.*pid 4242 \(ollama\)\)")
+    blocked = index_of(lines, r"\|   gpu-node-2: Blocked \(.*host process pid 4242 \(ollama\)")
     released = index_of(lines, r"pid 4242 is gone from gpu-node-2", blocked)
     loading = index_of(lines, r"\|   gpu-node-2: Loading ", released)
     complete = index_of(lines, r"\| Rollout of gpu to \S+: Complete, 4 of 4 nodes updated", loading)
