@@ -26,8 +26,9 @@ def add_parser(subcommands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="show a node's Intel GPUs, the xe module and what blocks unloading it",
         description=(
             "Show a node's Intel GPUs (PCI vendor 0x8086, display class): driver, SR-IOV VFs, "
-            "processes holding /dev/dri open; the loaded xe module (version, provenance, "
-            "refcnt); and every reason unloading xe now would fail or hurt."
+            "processes holding /dev/dri open and whose each is (a pod, named through the API "
+            "server, else by its UID; a host process; unknown); the loaded xe module (version, "
+            "provenance, refcnt); and every reason unloading xe now would fail or hurt."
         ),
         epilog=(
             "examples:\n"

@@ -53,6 +53,7 @@ from gpuctl.rollout.holds import Wait, WaitKind
 from gpuctl.rollout.node_step import image_not_ready
 from gpuctl.rollout.order import is_unavailable, start_order
 from gpuctl.rollout.pass_setup import PassSetup, pass_setup
+from gpuctl.rollout.pause import pausable_on_node
 from gpuctl.rollout.pod_facts import PodFacts
 from gpuctl.rollout.refused import finishing_settings
 from gpuctl.rollout.rollout_input import Reads, module_container, pass_nodes
@@ -338,15 +339,27 @@ def _followed(run: DryRun, node_run: NodeRun, facts: NodeFacts) -> Verdict:
     if last is Phase.CHECKING and not _reported(run, facts.name):
         why = _not_fresh(facts.view)
         return "blocked", (f"no fresh agent report ({why}): the check waits for one, then blocks",)
-    if last is Phase.DRAINING and not node_run.evicts:
+    pausing = _pause_note(run, facts.name)
+    if last is Phase.DRAINING and not node_run.evicts and not pausing:
         return _drain_waits(run, facts)
     notes = list(_preparation_notes(run, facts))
     if node_run.evicts:
         notes.insert(0, "would evict GPU pods: " + ", ".join(str(p) for p in node_run.evicts))
+    notes[:0] = pausing
     if last in (Phase.PREPARING, Phase.DRAINING):
         return "go", tuple(notes or ["nothing blocks"])
     phase = last or parse_phase(node_labels(facts.node).get(names.STATE_LABEL))
     return "go", (f"under way: {phase.value if phase is not None else 'in a step'}", *notes)
+
+
+def _pause_note(run: DryRun, name: str) -> tuple[str, ...]:
+    """The node's GPU daemons its step would pause (rollout.pause), in words (() for none)."""
+    node = _in_run(run, name)
+    pods = pausable_on_node(run.inp, node) if node is not None else ()
+    if not pods:
+        return ()
+    named = ", ".join(f"{p} ({p.owner})" if p.owner else str(p) for p in pods)
+    return (f"would pause ({names.DRIVER_READY_LABEL} off until verified): {named}",)
 
 
 def _drain_waits(run: DryRun, facts: NodeFacts) -> Verdict:

@@ -18,8 +18,10 @@ from gpuctl.cli.rollout_plan import (
     plan_rollout,
     render_plan,
 )
+from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import kmm_version
 from gpuctl.rollout.facts import GpuPod
+from gpuctl.rollout.pod_facts import PodFacts
 from tests.support.samples import claim
 
 AGE = datetime.timedelta(seconds=5)
@@ -597,3 +599,45 @@ def test_the_plan_names_the_rollout_wide_gate_the_coordinator_applies() -> None:
     failed = _facts(_node("c", labels=failed_labels, annotations={STATE_VERSION: VERSION}))
     assert "failed: 1 node(s) Failed at the target" in _plan([failed, pending]).gate
     assert "No node starts now" not in render_plan(_plan([pending]))
+
+
+def test_the_plan_names_the_gpu_daemons_a_step_would_pause_and_the_one_that_blocks() -> None:
+    """XPU Manager (declared in rollout.pause) holds node a's GPU: the plan says the step
+    pauses it. On node b an exporter nobody declared holds it: blocked, named by its pod."""
+    xpum = PodFacts("monitoring", "xpumanager-7x2kq", "uid-x", "DaemonSet", "xpumanager")
+    exporter = PodFacts("monitoring", "exporter-abcde", "uid-e", "DaemonSet", "exporter")
+
+    def held_by(uid: str) -> pb.NodeReport:
+        report = _idle()
+        device = report.devices.add(pci_address="0000:03:00.0", driver="xe")
+        device.drm.render = "renderD128"
+        owner = pb.ProcessOwner(kind=pb.ProcessOwner.POD, pod_uid=uid)
+        device.clients.add(pid=4242, command="xpumd", owner=owner)
+        report.blockers.add(
+            reason=pb.Blocker.OPEN_CLIENTS, pci_address="0000:03:00.0", message="pid 4242"
+        )
+        return report
+
+    pause = {"holdAfterFirstNode": False, "maxUnavailable": 2}
+    pause["pause"] = {"daemonSets": ["monitoring/xpumanager"]}  # type: ignore[assignment]
+    plan = _by_name(
+        _plan(
+            [
+                _facts(_node("a", labels=_carrying(OLD)), held_by("uid-x"), pods=(xpum,)),
+                _facts(_node("b", labels=_carrying(OLD)), held_by("uid-e"), pods=(exporter,)),
+            ],
+            driver=_driver(_spec(rollout=pause)),
+        )
+    )
+    assert _row(plan["a"]) == (
+        "reload",
+        "go",
+        f"would pause ({names.DRIVER_READY_LABEL} off until verified): "
+        "monitoring/xpumanager-7x2kq (DaemonSet monitoring/xpumanager)",
+    )
+    action, verdict, reasons = _row(plan["b"])
+    assert (action, verdict) == ("reload", "blocked")
+    assert (
+        "pod monitoring/exporter-abcde (DaemonSet monitoring/exporter), pid 4242 (xpumd), "
+        "renderD128" in reasons
+    )
