@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from gpuctl.common.gpu_pods import is_gpu_pod, requests_gpu
+from gpuctl.rollout.pod_facts import pod_facts
+from gpuctl.rollout.pods import watched_part
+from gpuctl.rollout.settings import SettingsError, rollout_settings
 
 
 def _pod(resources: dict[str, Any], phase: str = "Running", init: bool = False) -> dict[str, Any]:
@@ -40,3 +45,35 @@ def test_a_pod_referencing_claims_counts_only_where_dra_is_not_served() -> None:
     pod["status"]["phase"] = "Succeeded"
     assert not is_gpu_pod(pod, dra_served=False)
     assert not is_gpu_pod(_pod({"limits": {"cpu": "1"}}), dra_served=False)
+
+
+def test_a_gpudriver_names_its_own_gpu_resources_by_prefix_or_whole_name() -> None:
+    """rollout.gpuResources: KubeVirt's and SR-IOV device plugins name theirs differently."""
+    resources = ("devices.kubevirt.io/", "intel.com/sriov_gpu")
+    vm = _pod({"limits": {"devices.kubevirt.io/xe-vf": "1"}})
+    sriov = _pod({"requests": {"intel.com/sriov_gpu": "1"}})
+    near_miss = _pod({"requests": {"intel.com/sriov_gpu_other": "1"}})
+    assert not is_gpu_pod(vm)  # not by default
+    assert is_gpu_pod(vm, resources=resources)
+    assert is_gpu_pod(sriov, resources=resources)
+    assert not is_gpu_pod(near_miss, resources=resources)  # a whole name is not a prefix
+    assert not is_gpu_pod(_pod({"limits": {"gpu.intel.com/xe": "1"}}), resources=resources)
+    settings = rollout_settings({"rollout": {"gpuResources": list(resources)}})
+    assert settings.gpu_resources == resources
+    assert rollout_settings({}).gpu_resources == ("gpu.intel.com/",)
+    with pytest.raises(SettingsError, match="gpuResources"):
+        rollout_settings({"rollout": {"gpuResources": ["no slash"]}})
+
+
+def test_the_pod_watch_keeps_every_extended_resource_and_the_rule_answers_the_same() -> None:
+    pod = {
+        **_pod({"limits": {"devices.kubevirt.io/xe-vf": "1", "cpu": "1", "gpu.intel.com/xe": "1"}}),
+        "metadata": {"name": "vm", "namespace": "vms", "uid": "u"},
+    }
+    kept = watched_part(pod)
+    assert kept["spec"]["containers"] == [
+        {"resources": {"limits": {"devices.kubevirt.io/xe-vf": "1", "gpu.intel.com/xe": "1"}}}
+    ]
+    facts = pod_facts(kept)
+    for resources in (("devices.kubevirt.io/",), ("gpu.intel.com/",), ("nvidia.com/",)):
+        assert facts.uses_gpu(resources) == is_gpu_pod(pod, resources=resources)

@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from gpuctl.common.gpu_pods import DEFAULT_GPU_RESOURCES
+
 DEFAULT_MODULE_NAME = "xe"
 
 # Kernel module names are short; the bound keeps the CEL rules' cost estimate small.
@@ -301,6 +303,10 @@ class RolloutGates(_Model):
     prometheus: PrometheusGate | None = Field(default=None, description="A Prometheus query.")
 
 
+# An extended resource name ("gpu.intel.com/xe") or a prefix of some ("gpu.intel.com/").
+GpuResourceStr = Annotated[
+    str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[-A-Za-z0-9_.]*$", max_length=253)
+]
 # A namespaced object's "namespace/name".
 NAMESPACED_NAME_PATTERN = (
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
@@ -445,6 +451,20 @@ class Rollout(_Model):
     )
     drain: RolloutDrain | None = Field(
         default=None, description="Other pods drained with the GPU pods."
+    )
+    gpu_resources: list[
+        Annotated[
+            str,
+            Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/([-A-Za-z0-9_.]*)$", max_length=253),
+        ]
+    ] = Field(
+        default_factory=lambda: list(DEFAULT_GPU_RESOURCES),
+        alias="gpuResources",
+        min_length=1,
+        max_length=16,
+        description="Extended resources that make a pod a GPU pod (drained before the "
+        'unload): a prefix ending in "/" (default gpu.intel.com/) or a whole resource '
+        "name, e.g. devices.kubevirt.io/ or intel.com/sriov_gpu.",
     )
 
 

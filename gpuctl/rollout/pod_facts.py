@@ -9,11 +9,17 @@ has finished is not on the node any more and is left out (`on_node`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuctl.common.gpu_pods import FINISHED_PHASES, is_gpu_pod
+from gpuctl.common.gpu_pods import (
+    DEFAULT_GPU_RESOURCES,
+    FINISHED_PHASES,
+    extended_resources,
+    is_gpu_resource,
+    references_claims,
+)
 
 DAEMON_SET = "DaemonSet"
 # A static pod's mirror is owned by its Node: nothing can evict or pause it.
@@ -32,8 +38,10 @@ class PodFacts:
     labels: tuple[tuple[str, str], ...] = ()
     # Running with its Ready condition True.
     ready: bool = False
-    # A GPU pod (gpuctl.common.gpu_pods.is_gpu_pod).
-    gpu: bool = False
+    # The extended resources it requests or limits; and whether it is a GPU pod because it
+    # references ResourceClaims where DRA is not served (gpuctl.common.gpu_pods).
+    extended: tuple[str, ...] = ()
+    unreadable_claims: bool = False
     # Being deleted (deletionTimestamp set): going, not gone.
     deleting: bool = False
 
@@ -47,6 +55,10 @@ class PodFacts:
         if not self.owner_kind:
             return ""
         return f"{self.owner_kind} {self.namespace}/{self.owner_name}"
+
+    def uses_gpu(self, resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> bool:
+        """A GPU pod (gpuctl.common.gpu_pods.is_gpu_pod) under the GPUDriver's `resources`."""
+        return self.unreadable_claims or any(is_gpu_resource(r, resources) for r in self.extended)
 
     @property
     def daemon(self) -> bool:
@@ -96,7 +108,8 @@ def pod_facts(pod: Mapping[str, Any], *, dra_served: bool = True) -> PodFacts:
         owner_name=name,
         labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
         ready=pod_ready(pod),
-        gpu=is_gpu_pod(pod, dra_served=dra_served),
+        extended=extended_resources(pod),
+        unreadable_claims=not dra_served and references_claims(pod),
         deleting=bool(meta.get("deletionTimestamp")),
     )
 

@@ -18,10 +18,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpuctl.common.gpu_pods import (
-    GPU_RESOURCE_PREFIX,
+    extended_resources,
     is_gpu_pod,
     references_claims,
-    requests_gpu,
 )
 from gpuctl.rollout.facts import GpuPod
 from gpuctl.rollout.kmm_activity import is_worker_pod, worker_pod_part
@@ -49,14 +48,12 @@ def eviction(pod: GpuPod) -> dict[str, Any]:
 
 
 def _gpu_resources(container: Mapping[str, Any]) -> dict[str, Any]:
+    """The container's extended resources (any of them may be a GPUDriver's GPU resource,
+    rollout.gpuResources), without cpu, memory and the like."""
     resources = container.get("resources") or {}
     kept = {}
     for kind in ("requests", "limits"):
-        gpu = {
-            k: v
-            for k, v in (resources.get(kind) or {}).items()
-            if str(k).startswith(GPU_RESOURCE_PREFIX)
-        }
+        gpu = {k: v for k, v in (resources.get(kind) or {}).items() if "/" in str(k)}
         if gpu:
             kept[kind] = gpu
     return kept
@@ -115,8 +112,9 @@ def pod_node(pod: Mapping[str, Any]) -> str:
 
 def concerns_rollout(pod: Mapping[str, Any]) -> bool:
     """A Pod whose changes (started, Ready, finished, gone) the rollout waits on: one its
-    checks may count as a GPU pod (see is_gpu_pod, either way DRA is served), or a
-    DaemonSet's (a GPU daemon paused or coming back). Other Pods' churn concerns nobody; a
-    step waiting on them looks again by itself."""
+    checks may count as a GPU pod (any extended resource: which are GPUs is each GPUDriver's
+    rollout.gpuResources; see is_gpu_pod, either way DRA is served), or a DaemonSet's (a GPU
+    daemon paused or coming back). Other Pods' churn concerns nobody; a step waiting on them
+    looks again by itself."""
     kind, _ = controller_of(pod.get("metadata") or {})
-    return requests_gpu(pod) or references_claims(pod) or kind == DAEMON_SET
+    return bool(extended_resources(pod)) or references_claims(pod) or kind == DAEMON_SET

@@ -162,6 +162,11 @@ def _unfinished_workers(
     )
 
 
+def _gpu_pods(pods: Sequence[PodFacts], resources: Sequence[str]) -> tuple[GpuPod, ...]:
+    """The GPU pods among a node's pods, under the GPUDriver's rollout.gpuResources."""
+    return tuple(GpuPod(p.namespace, p.name) for p in pods if p.uses_gpu(resources))
+
+
 def rollout_input(reads: Reads) -> RolloutInput:
     """The decision's input of one pass's reads."""
     name = str(reads.driver["metadata"]["name"])
@@ -185,9 +190,7 @@ def rollout_input(reads: Reads) -> RolloutInput:
         pods = reads.node_pods.get(called, ())
         gpu = reads.gpu_pods.get(called, ())
         if called in reads.node_pods:
-            gpu = (
-                None if pods is None else tuple(GpuPod(p.namespace, p.name) for p in pods if p.gpu)
-            )
+            gpu = None if pods is None else _gpu_pods(pods, reads.settings.gpu_resources)
         facts.append(
             node_facts(
                 node,

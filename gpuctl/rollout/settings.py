@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pydantic
 
+from gpuctl.common.gpu_pods import DEFAULT_GPU_RESOURCES
 from gpuctl.gpudriver import model
 from gpuctl.rollout.windows import DAYS, MAX_DURATION, Window
 
@@ -89,6 +90,8 @@ class RolloutSettings:
     soak_each_batch: bool = False
     timeouts: Timeouts = Timeouts()
     pause: PauseSettings = PauseSettings()
+    # spec.rollout.gpuResources: the extended resources that make a pod a GPU pod.
+    gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES
     # spec.rollout.drain.podSelector: other pods drained like GPU pods (empty: none).
     drain_pod_selector: Mapping[str, str] = field(default_factory=dict)
 
@@ -206,5 +209,6 @@ def rollout_settings(spec: Mapping[str, Any]) -> RolloutSettings:
         soak_each_batch=parsed.soak_each_batch,
         timeouts=Timeouts(**timeouts),
         pause=_pause(parsed.pause),
+        gpu_resources=tuple(parsed.gpu_resources),
         drain_pod_selector=dict((parsed.drain.pod_selector or {}) if parsed.drain else {}),
     )

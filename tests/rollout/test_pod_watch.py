@@ -121,7 +121,7 @@ def test_a_daemon_pod_keeps_what_names_pauses_and_waits_for_it() -> None:
     assert facts.owner == "DaemonSet monitoring/xpumanager"
     assert facts.ready
     assert facts.daemon
-    assert not facts.gpu
+    assert not facts.uses_gpu()
     assert concerns_rollout(kept)  # a daemon paused or back: the rollout looks
 
 
