@@ -177,9 +177,10 @@ def judged_clients(
     return judge_clients(clients, node.pods, inp.settings.pause)
 
 
-def drain_block(inp: RolloutInput, node: NodeFacts) -> Block | None:
-    """What a drain waits for, as a Block (None: nothing)."""
-    words = drain_words(inp, node)
+def drain_block(inp: RolloutInput, node: NodeFacts, *, paused: bool = True) -> Block | None:
+    """What a drain waits for, as a Block (None: nothing); without the paused pods unless
+    `paused` (a node not draining has not paused them: they do not hold it up)."""
+    words = drain_words(inp, node, paused=paused)
     if not words:
         return None
     if drained_pods(inp, node):
@@ -191,18 +192,18 @@ def drain_block(inp: RolloutInput, node: NodeFacts) -> Block | None:
     return Block(kind, words)
 
 
-def drain_words(inp: RolloutInput, node: NodeFacts) -> str:
+def drain_words(inp: RolloutInput, node: NodeFacts, *, paused: bool = True) -> str:
     """What a drain waits for on the node: its GPU pods (and the pods drained with them),
-    allocated claims and paused pods not gone yet ("" for none)."""
+    allocated claims and (with `paused`) paused pods not gone yet ("" for none)."""
     parts = []
     drained = drained_pods(inp, node)
     if drained:
         parts.append("GPU pods " + ", ".join(str(p) for p in drained))
     if node.claims:
         parts.append("allocated GPU ResourceClaims " + ", ".join(node.claims))
-    paused = paused_left(inp, node)
-    if paused:
-        pods = ", ".join(f"{p} ({p.owner})" if p.owner else str(p) for p in paused)
+    left = paused_left(inp, node) if paused else ()
+    if left:
+        pods = ", ".join(f"{p} ({p.owner})" if p.owner else str(p) for p in left)
         parts.append(f"paused pods to leave ({names.DRIVER_READY_LABEL} is off): {pods}")
     return "; ".join(parts)
 

@@ -60,7 +60,7 @@ def _blocker(inp: RolloutInput, node: NodeFacts) -> Block | None:
     for block in (*standing, image_not_ready(inp, node)):
         if block is not None:
             return block
-    waiting = drain_block(inp, node)
+    waiting = drain_block(inp, node, paused=False)  # its daemons run: not paused yet
     if waiting is not None:
         return Block(waiting.kind, f"waiting for {waiting.words}")
     call = node.call(INSPECT)

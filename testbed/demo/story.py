@@ -5,7 +5,11 @@ Nodes (fake host roots with real sysfs/proc layouts, testbed/fakehost):
 - gpu-node-2: one Arc B580 whose render node `ollama` (pid 4242) holds open;
 - gpu-node-3: two Pro B70, whose 4 SR-IOV VFs each (on `xe`, idle) are enabled once KMM has
   loaded the PF driver; the GPUDriver lets the rollout disable idle VFs for the unload and
-  re-enable them after (`disableIdleVFs`).
+  re-enable them after (`disableIdleVFs`);
+- every node: `xpumanager`, a real DaemonSet selecting on gpuctl.dev/driver-ready=true, whose
+  pod holds the render node open (testbed/rollout_live/gpu_daemons.py runs its process on the
+  node's host root); the GPUDriver declares it in `rollout.pause`, so each node's step pauses
+  it and the node is Done only once it is back.
 Nodes 1, 2 and 4 run the real `gpuctl-agent run`. Node 3 runs the rollout rig's protocol
 agent (the same inspection over the same gRPC stream): a fake root cannot make VFs vanish when
 `sriov_numvfs` is written, so that agent applies the kernel's effect itself.
@@ -32,10 +36,12 @@ from typing import IO
 from gpuctl.common import names
 from testbed.cluster_agents import get_gpunode
 from testbed.demo.narrator import Narrator
-from testbed.demo.system import System
+from testbed.demo.system import NAMESPACE, System
 from testbed.fakehost.scenarios import B70_PFS
 from testbed.harness.waiting import wait_until
+from testbed.kwok_nodes import give_gpus
 from testbed.rollout_live.fake_nodes import VF_COUNT, enable_vfs, vf_node_root_before_vfs
+from testbed.rollout_live.gpu_daemons import DaemonRuntime, Started, daemon_set
 from testbed.rollout_live.rig import NEW, OLD, image_of
 from testbed.rollout_live.scenario import (
     busy_with_ollama,
@@ -47,9 +53,11 @@ from testbed.rollout_live.scenario import (
 
 BIN = Path(sys.executable).parent
 STEP_TIMEOUT = "60s"
+DAEMON = "xpumanager"
 ROLLOUT = {
     "holdAfterFirstNode": True,  # the default: the admin checks the first node, then resumes
     "disableIdleVFs": True,
+    "pause": {"daemonSets": [f"{NAMESPACE}/{DAEMON}"]},
     "timeouts": dict.fromkeys(("check", "drain", "prepare", "load", "verify"), STEP_TIMEOUT),
 }
 WAIT_SECONDS = 300.0
@@ -121,9 +129,15 @@ def tell(
 ) -> None:
     nodes = _install(system, narrator, load_seconds=load_seconds, pause=pause)
     _, busy, vfs, _ = nodes
-    _ollama(system, narrator, busy, pause=pause)
-    _upgrade(system, narrator, nodes, busy_seconds=busy_seconds, pause=pause)
-    _check_updated(system, nodes)
+    runtime = DaemonRuntime(system.rig.kube, NAMESPACE, system.rig.hosts).start()
+    try:
+        before = _daemons(system, narrator, runtime, nodes)
+        _ollama(system, narrator, busy, pause=pause)
+        _upgrade(system, narrator, nodes, busy_seconds=busy_seconds, pause=pause)
+        _check_updated(system, nodes)
+        _daemons_back(narrator, runtime, nodes, before)
+    finally:
+        runtime.stop()
     rig = system.rig
     wait_until(
         f"{vfs}'s agent reports its VFs enabled again",
@@ -184,6 +198,36 @@ def _install(system: System, narrator: Narrator, *, load_seconds: float, pause: 
     show(system, narrator, "nodes")
     time.sleep(pause)
     return nodes
+
+
+def _daemons(
+    system: System, narrator: Narrator, runtime: DaemonRuntime, nodes: list[str]
+) -> dict[str, Started]:
+    """XPU Manager on every node, holding its render node: what a real GPU node runs."""
+    rig = system.rig
+    narrator.step(f"DaemonSet {DAEMON} on every node where gpuctl.dev/driver-ready=true")
+    for node in nodes:
+        give_gpus(rig.kube, node, 1)
+    daemon_set(rig.kube, NAMESPACE, DAEMON, node_selector={names.DRIVER_READY_LABEL: "true"})
+    running = wait_until(
+        f"{DAEMON} holding every node's render node",
+        lambda: runtime.running() if set(runtime.running()) >= set(nodes) else None,
+        WAIT_SECONDS,
+    )
+    narrator.note("its pod holds /dev/dri/renderD128 open on each node; the GPUDriver declares")
+    narrator.note("it in rollout.pause: each node's step pauses it, and waits for it back")
+    return running
+
+
+def _daemons_back(
+    narrator: Narrator, runtime: DaemonRuntime, nodes: list[str], before: dict[str, Started]
+) -> None:
+    after = runtime.running()
+    for node in nodes:
+        stopped = ("stopped", before[node]) in runtime.history
+        if not stopped or node not in after or after[node].uid == before[node].uid:
+            raise RuntimeError(f"{DAEMON} on {node} was not paused and back: {runtime.history}")
+    narrator.note(f"{DAEMON} was paused on every node for its step, and is back on each")
 
 
 def _ollama(system: System, narrator: Narrator, busy: str, *, pause: float) -> None:

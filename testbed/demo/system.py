@@ -1,7 +1,9 @@
 """The whole gpuctl system on this machine, started in order and stopped in reverse.
 
 `running_system` starts a local control plane (testbed/harness: etcd, kube-apiserver,
-kube-controller-manager, with KMM's CRDs and the chart's), the coordinator's ServiceAccount
+kube-controller-manager, with KMM's CRDs and the chart's), kube-scheduler, the node and
+DaemonSet controllers and kwok as the nodes' kubelets (testbed/harness/node_lifecycle.py: the
+GPU daemons are a real DaemonSet), the coordinator's ServiceAccount
 under the chart's RBAC (coordinator/policies/rbac.py, which the chart's template is generated from),
 KMM's own operator (testbed/harness/real_kmm.py), and the rollout rig that runs the coordinator
 and the agents as real processes (testbed/rollout_live). Everything lives in one temporary
@@ -25,8 +27,11 @@ from testbed.cluster_agents import serving_tls
 from testbed.coordinator_rbac import bound_coordinator, token_kubeconfig
 from testbed.demo.narrator import Narrator
 from testbed.harness.access import KubeCluster
+from testbed.harness.binaries import find_binaries
 from testbed.harness.cluster import repository_root, start_cluster
 from testbed.harness.kmm_build import find_kmm
+from testbed.harness.kwok import find_kwok
+from testbed.harness.node_lifecycle import start_node_lifecycle
 from testbed.harness.nodes import DEFAULT_KERNEL, create_node
 from testbed.harness.real_kmm import RealKmm
 from testbed.rollout_live.rig import RolloutRig
@@ -67,6 +72,15 @@ def running_system(environ: Mapping[str, str], narrator: Narrator) -> Iterator[S
         stack.callback(narrator.note, "stopping the control plane")
         narrator.note(f"API server {cluster.server}; CRDs: KMM's Module and the chart's")
         narrator.note("(charts/gpuctl/crds: GPUDriver, GPUNode)")
+        lifecycle = start_node_lifecycle(
+            control_plane.layout,
+            kube_folder=find_binaries(repository_root(), environ).apiserver.parent,
+            kwok_binary=find_kwok(repository_root(), environ),
+            die_with_parent=True,
+        )
+        stack.callback(lifecycle.stop)
+        narrator.note("kube-scheduler, the node and DaemonSet controllers, and kwok playing")
+        narrator.note("each node's kubelet (Leases, pods Running)")
         admin = stack.enter_context(cluster.admin_client())
         kube = Kube(admin)
 

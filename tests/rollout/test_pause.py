@@ -14,6 +14,7 @@ from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import EvictPods, PatchNode
+from gpuctl.rollout.decide import decide
 from gpuctl.rollout.facts import GpuPod, NodeFacts, ReportFacts
 from gpuctl.rollout.gpu_clients import ClientFate, GpuClient, client_words, judge_clients
 from gpuctl.rollout.pause import PausedRecord, decode_paused, encode_paused
@@ -73,6 +74,7 @@ def held_by(*clients: tuple[int, str, int, str]) -> ReportFacts:
 
 
 XPUMD = (4242, "xpumd", POD, "uid-xpum")
+XORG = (77, "Xorg", HOST, "")
 
 
 def checking(*pods: PodFacts, labels: dict[str, str] | None = None) -> NodeFacts:
@@ -332,3 +334,21 @@ def test_a_record_that_cannot_be_read_is_refused_with_its_name() -> None:
         with pytest.raises(RecordError, match=names.PAUSED_CLIENTS):
             decode_paused(garbage)
     assert decode_paused("") is None
+
+
+def test_a_blocked_nodes_running_daemons_are_not_what_it_waits_for() -> None:
+    """A node Blocked by a host process runs its GPU daemons as ever (nothing paused them):
+    the status names the host process, never the daemons as something to leave."""
+    facts = node(
+        phase=Phase.BLOCKED,
+        reason="held open by host process pid 77 (Xorg), renderD128",
+        labels={**loaded_labels(), names.DRIVER_READY_LABEL: "true"},
+        annotations={names.REASON_KIND: "open-clients"},
+    )
+    facts = answered(dataclasses.replace(facts, pods=(XPUM,)), report=held_by(XPUMD, XORG))
+    decision = decide(rollout([facts], settings=settings()))
+    assert not [a for a in decision.actions if isinstance(a, PatchNode)]  # no new reason
+    assert decision.status is not None
+    [listed] = decision.status["nodes"]
+    assert "host process pid 77 (Xorg)" in listed["reason"]
+    assert "paused pods to leave" not in listed["reason"]

@@ -1,5 +1,6 @@
 """`hack/demo --fast` end to end, as a user runs it: the rollout completes, the busy node is
-Blocked with its pid and then updated, and nothing is left behind (no process, no folder);
+Blocked with its pid and then updated, every node's GPU daemon (a real DaemonSet) is paused
+for its step and back, and nothing is left behind (no process, no folder);
 Ctrl-C in the middle stops it as cleanly.
 
 The demo starts its own control plane (about 30 s on a loaded 2-core machine) and runs in
@@ -92,6 +93,7 @@ def test_the_demo_rolls_past_a_busy_node_and_leaves_nothing_behind() -> None:
     for node in ("gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"):
         assert re.search(rf"{node} .* xeb_v7\.1\.4\.6_260728\.7 ", "\n".join(final_nodes))
     assert re.search(r"gpu-node-3 +2 \(\+8 VF\)", "\n".join(final_nodes))  # VFs restored
+    assert "xpumanager was paused on every node for its step, and is back on each" in output
     assert "KMM never unloaded xe from a busy node" in output
     assert_nothing_left(output)
 
