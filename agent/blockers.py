@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from agent.drm_clients import ClientScanOutcome, ScanState, client_count
 from agent.kmod import ModuleFacts, ModuleState
 from agent.pci import GpuFunction
+from agent.vfio_holders import VfioScanOutcome
 from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
 
 
@@ -47,6 +48,7 @@ def compute_blockers(
     client_scan: ClientScanOutcome,
     *,
     pci_listed: bool = True,
+    vfio_scan: VfioScanOutcome | None = None,
 ) -> list[BlockerFact]:
     if module.state is ModuleState.NOT_LOADED:
         return []
@@ -86,7 +88,7 @@ def compute_blockers(
             )
         )
     bound = [gpu for gpu in gpus if gpu.driver == name]
-    blockers += _device_blockers(name, gpus, bound, client_scan)
+    blockers += _device_blockers(name, gpus, bound, client_scan, vfio_scan)
     blockers += _scan_blockers(module, bound, client_scan)
     return blockers
 
@@ -96,6 +98,7 @@ def _device_blockers(
     gpus: Sequence[GpuFunction],
     bound: Sequence[GpuFunction],
     client_scan: ClientScanOutcome,
+    vfio_scan: VfioScanOutcome | None,
 ) -> list[BlockerFact]:
     blockers = [
         BlockerFact(
@@ -131,19 +134,22 @@ def _device_blockers(
             )
         elif gpu.sriov.num_vfs > 0:
             blockers.append(
-                BlockerFact(BlockerReason.ACTIVE_VFS, _active_vfs_message(gpu), gpu.address)
+                BlockerFact(
+                    BlockerReason.ACTIVE_VFS, _active_vfs_message(gpu, vfio_scan), gpu.address
+                )
             )
     return blockers
 
 
-def _active_vfs_message(gpu: GpuFunction) -> str:
+def _active_vfs_message(gpu: GpuFunction, vfio_scan: VfioScanOutcome | None) -> str:
     assert gpu.sriov is not None
     described = []
     for vf in gpu.sriov.vfs:
         if vf.driver is None:
             described.append(f"{vf.address} (driver unknown)")
         elif vf.driver in VM_PASSTHROUGH_DRIVERS:
-            described.append(f"{vf.address} ({vf.driver}: handed to a VM)")
+            held = _vm_holders(vf.address, vfio_scan)
+            described.append(f"{vf.address} ({vf.driver}: handed to a VM{held})")
         else:
             described.append(f"{vf.address} ({vf.driver or 'no driver'})")
     num_vfs = gpu.sriov.num_vfs or 0
@@ -151,6 +157,21 @@ def _active_vfs_message(gpu: GpuFunction) -> str:
     return (
         f"{gpu.address} has {_plural(num_vfs, 'VF')} enabled{listed}; set sriov_numvfs to 0 first"
     )
+
+
+def _vm_holders(address: str, vfio_scan: VfioScanOutcome | None) -> str:
+    """Who holds a passthrough VF open, in words (", held by pid 4711 (qemu-kvm)"); "" when
+    that is unknown."""
+    if vfio_scan is None:
+        return ""
+    holders = vfio_scan.holders_by_device.get(address, [])
+    if holders:
+        return ", held by pid " + ", ".join(f"{h.pid} ({h.command or '?'})" for h in holders)
+    if vfio_scan.state is ScanState.COMPLETE:
+        return ", open by no process"
+    if vfio_scan.state is ScanState.SKIPPED_UNUSED:
+        return ", no VFIO device open"
+    return ""
 
 
 def _scan_blockers(

@@ -28,7 +28,7 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from agent.cgroup_owner import OwnerKind, ProcessOwner, owner_of
+from agent.cgroup_owner import ProcessOwner
 from agent.drm_debugfs import (
     DEBUGFS_DRI_DIR,
     DebugfsFormatError,
@@ -40,6 +40,7 @@ from agent.drm_debugfs import (
 from agent.fdscan import OS_SYSCALLS, FdScanResult, ProcSyscalls, find_fd_holders
 from agent.hostfs import HostFiles
 from agent.pci import GpuFunction
+from agent.process_facts import read_command, read_owner
 from agent.warninglog import WarningLog, describe_error
 from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
 
@@ -304,11 +305,11 @@ def _attribute(
         )
         if not per_device:
             continue
-        command = _read_command(files, pid, log)
+        command = read_command(files, pid, log)
         if command is None:  # exited since its fds were read
             continue
         found.holders.add(pid)
-        owner = _read_owner(files, pid)
+        owner = read_owner(files, pid)
         for address, (fd_count, client_ids) in per_device.items():
             facts = DrmClientFacts(pid, command, client_ids, fd_count, owner)
             found.clients[(address, pid)] = facts
@@ -380,27 +381,3 @@ def _classify_fds(
                 log.add(fdinfo_path, f"drm-client-id is not a number: {client_id!r}")
         per_device[address] = (count + 1, client_ids)
     return per_device
-
-
-def _read_owner(files: HostFiles, pid: int) -> ProcessOwner:
-    """Whose process `pid` is, from /proc/<pid>/cgroup; unknown (never a host process) when
-    that cannot be read."""
-    try:
-        text = files.read_bytes(f"proc/{pid}/cgroup").decode(errors="replace")
-    except OSError as error:
-        why = error.strerror or type(error).__name__
-        return ProcessOwner(OwnerKind.UNKNOWN, why=f"/proc/{pid}/cgroup: {why}")
-    return owner_of(text)
-
-
-def _read_command(files: HostFiles, pid: int, log: WarningLog) -> str | None:
-    """/proc/<pid>/comm; None when the process has exited, "" when unreadable."""
-    path = f"proc/{pid}/comm"
-    try:
-        # A command name is any bytes the process chose: never fail on its encoding.
-        return files.read_bytes(path).decode(errors="replace").rstrip("\n")
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    except OSError as error:
-        log.add_error(path, error)
-        return ""

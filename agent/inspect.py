@@ -1,9 +1,9 @@
 """Inspect one node under a host root and return its NodeReport.
 
 The one entry point the agent's server and `python -m agent inspect` use. It runs the
-readers (PCI, module, module file, /proc clients), then the pure decisions (provenance,
-blockers), then the conversion to protobuf. The clock and the root are parameters; tests
-may also pass hand-written `HostFiles` / `ProcSyscalls` that fail chosen reads.
+readers (PCI, module, module file, /proc clients, VFIO holders), then the pure decisions
+(provenance, blockers), then the conversion to protobuf. The clock and the root are
+parameters; tests may also pass hand-written `HostFiles` / `ProcSyscalls` that fail chosen reads.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from agent.pci import GpuFunction, scan_intel_gpus
 from agent.provenance import judge_provenance, parse_backport_tag
 from agent.report import build_report, module_message
 from agent.sysattr import read_attribute
+from agent.vfio_holders import scan_vfio_holders
 from agent.warninglog import WarningLog
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 
@@ -65,6 +66,7 @@ def inspect_node(
         )
     else:
         client_scan = scan_drm_clients(files, pci.gpus, log, syscalls=proc_syscalls)
+    vfio_scan = scan_vfio_holders(files, pci.gpus, log, syscalls=proc_syscalls)
     loaded = module.state not in (ModuleState.NOT_LOADED, ModuleState.BUILTIN)
     module_file = (
         find_loaded_module_file(files, release, MODULE_NAME, module.srcversion, log)
@@ -92,10 +94,13 @@ def inspect_node(
             filename=module_file.host_path if module_file else "",
         ),
         client_scan=client_scan,
-        blockers=compute_blockers(module, pci.gpus, client_scan, pci_listed=pci.listed),
+        blockers=compute_blockers(
+            module, pci.gpus, client_scan, pci_listed=pci.listed, vfio_scan=vfio_scan
+        ),
         warnings=log.entries,
         kernel_tainted=tainted,
         autoload=autoload,
+        vfio_scan=vfio_scan,
     )
 
 

@@ -17,6 +17,7 @@ from agent.kmod import ModuleFacts, ModuleState
 from agent.pci import GpuFunction
 from agent.platforms import platform_name
 from agent.provenance import ProvenanceVerdict
+from agent.vfio_holders import VfioScanOutcome
 from agent.warninglog import ReadWarning
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 
@@ -25,7 +26,9 @@ def _hex(value: int | None, digits: int) -> str:
     return "" if value is None else f"0x{value:0{digits}x}"
 
 
-def device_message(gpu: GpuFunction, client_scan: ClientScanOutcome) -> pb.Device:
+def device_message(
+    gpu: GpuFunction, client_scan: ClientScanOutcome, vfio_scan: VfioScanOutcome | None = None
+) -> pb.Device:
     device = pb.Device(
         pci_address=gpu.address,
         vendor_id=_hex(gpu.vendor_id, 4),
@@ -68,7 +71,30 @@ def device_message(gpu: GpuFunction, client_scan: ClientScanOutcome) -> pb.Devic
                 owner=owner_message(client.owner),
             )
         )
+    if vfio_scan is not None:
+        device.iommu_group = vfio_scan.iommu_groups.get(gpu.address, "")
+        for holder in vfio_scan.holders_by_device.get(gpu.address, []):
+            device.vfio_holders.append(
+                pb.VfioHolder(
+                    pid=holder.pid,
+                    command=holder.command,
+                    paths=holder.paths,
+                    fd_count=holder.fd_count,
+                    owner=owner_message(holder.owner),
+                )
+            )
     return device
+
+
+def scan_message(
+    scan: ClientScanOutcome | VfioScanOutcome,
+) -> pb.ClientScan:
+    return pb.ClientScan(
+        state=pb.ClientScan.State.Value(scan.state.value),
+        processes_scanned=scan.processes_scanned,
+        processes_denied=scan.processes_denied,
+        message=scan.message,
+    )
 
 
 _OWNER_KINDS = {
@@ -134,12 +160,13 @@ def build_report(
     warnings: Sequence[ReadWarning],
     kernel_tainted: int | None = None,
     autoload: AutoloadFacts | None = None,
+    vfio_scan: VfioScanOutcome | None = None,
 ) -> pb.NodeReport:
     report = pb.NodeReport(
         node_name=node_name,
         kernel_release=kernel_release,
         agent_version=agent_version,
-        devices=[device_message(gpu, client_scan) for gpu in gpus],
+        devices=[device_message(gpu, client_scan, vfio_scan) for gpu in gpus],
         module=module,
         blockers=[
             pb.Blocker(
@@ -150,13 +177,10 @@ def build_report(
             for b in blockers
         ],
         warnings=[pb.Warning(path=w.path, message=w.message) for w in warnings],
-        client_scan=pb.ClientScan(
-            state=pb.ClientScan.State.Value(client_scan.state.value),
-            processes_scanned=client_scan.processes_scanned,
-            processes_denied=client_scan.processes_denied,
-            message=client_scan.message,
-        ),
+        client_scan=scan_message(client_scan),
     )
+    if vfio_scan is not None:
+        report.vfio_scan.CopyFrom(scan_message(vfio_scan))
     report.observed_at.FromDatetime(now)
     if kernel_tainted is not None:
         report.kernel_tainted = kernel_tainted

@@ -11,7 +11,10 @@ Printed:
 - the same node when no GPU driver module holds a reference, so the client scan is skipped
   (ratio = the floor: PCI, module and report alone);
 - the full inspection where no /proc/<pid>/cgroup can be found, so no client's owner is read
-  (ratio = what naming each client's pod from its cgroup costs).
+  (ratio = what naming each client's pod from its cgroup costs);
+- the same node where 16 of the processes are VMs holding the 64 vfio-pci VFs open, so the
+  VFIO holder sweep runs (no kernel list names them), against the node where no VM runs
+  (ratio = what naming every VF's VM costs).
 Both inspections must give the same devices, clients and blockers, or the benchmark fails.
 Wall-clock medians move with the machine's load; the CPU time per inspection (this
 process's user + system time, `time.process_time`) moves much less, so it is printed too.
@@ -35,7 +38,7 @@ from agent.inspect import inspect_node
 from bench.timing import measure, measure_interleaved, ratio_line
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from testbed.fakehost import HostFilesWithoutDebugfs
-from testbed.fakehost.scenarios import LARGE_CLIENTS, large_node
+from testbed.fakehost.scenarios import LARGE_CLIENTS, LARGE_PFS, LARGE_VFS_PER_PF, large_node
 
 NOW = datetime.datetime(2026, 11, 29, tzinfo=datetime.UTC)
 
@@ -113,6 +116,21 @@ def main() -> int:
         if not pods:
             print("no client was named by its pod", file=sys.stderr)
             return 1
+        vm_root = root / "with-vms"
+        vm_root.mkdir()
+        large_node(vm_root, vms=True)
+        vm_report = inspect(vm_root)
+        held = [h for d in vm_report.devices for h in d.vfio_holders if h.owner.pod_uid]
+        if len(held) != LARGE_PFS * LARGE_VFS_PER_PF // 2:
+            print(f"{len(held)} VFs named by their VM's pod, not every one", file=sys.stderr)
+            return 1
+        with_vms, without_vms = measure_interleaved(
+            {
+                "full inspection (16 VMs: VFIO holders swept)": lambda: inspect(vm_root),
+                "full inspection (no VM runs)": lambda: inspect(root),
+            },
+            runs,
+        )
         listed_cpu = cpu_ms(lambda: inspect(root), runs)
         sweep_cpu = cpu_ms(lambda: inspect_by_sweep(root), runs)
         # Nothing holds the drivers now: xe's only reference is its xe_compat holder.
@@ -123,7 +141,7 @@ def main() -> int:
             print("the client scan was not skipped for an unused module", file=sys.stderr)
             return 1
         skipped = measure("inspection, client scan skipped", lambda: inspect(root), runs)
-    for timings in (listed, sweep, skipped, owned, unowned):
+    for timings in (listed, sweep, skipped, owned, unowned, with_vms, without_vms):
         print(timings.summary())
     print(
         f"CPU per inspection: kernel client lists {listed_cpu:.1f} ms, /proc sweep "
@@ -132,6 +150,7 @@ def main() -> int:
     print(ratio_line(listed, sweep))
     print(ratio_line(skipped, listed))
     print(ratio_line(owned, unowned))
+    print(ratio_line(with_vms, without_vms))
     return 0
 
 

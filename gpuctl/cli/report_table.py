@@ -12,7 +12,13 @@ from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.table import format_table
 from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
 from gpuctl.common.unload_rule import module_state_name
-from gpuctl.rollout.gpu_clients import client_words, report_clients
+from gpuctl.rollout.gpu_clients import (
+    GpuClient,
+    client_words,
+    pod_of,
+    report_clients,
+    report_vm_holders,
+)
 from gpuctl.rollout.pod_facts import PodFacts
 
 UNKNOWN = "unknown"
@@ -139,20 +145,28 @@ def module_summary(module: pb.Module) -> str:
 
 
 def clients_section(report: pb.NodeReport, pods: Sequence[PodFacts] | None) -> str:
-    """Each process holding a GPU, and whose it is (docs/gpu-daemons.md)."""
+    """Each process holding a GPU, and whose it is (docs/gpu-daemons.md); then each process
+    holding a function handed to a VM (a VM's QEMU), the same way."""
+    parts = []
     clients = report_clients(report)
-    if not clients:
-        return ""
-    by_uid = {pod.uid: pod for pod in pods or ()}
-    lines = [f"GPU clients ({len(clients)}):\n"]
-    for client in clients:
-        pod = by_uid.get(client.pod_uid) if client.owner_kind == pb.ProcessOwner.POD else None
-        if pod is None and client.owner_kind == pb.ProcessOwner.POD and pods is None:
-            lines.append(f"  - pod UID {client.pod_uid}, pid {client.pid} ({client.command}), ")
-            lines.append(f"{client.device}\n")
-            continue
-        lines.append(f"  - {client_words(client, pod)}\n")
-    return "".join(lines)
+    if clients:
+        parts.append(f"GPU clients ({len(clients)}):\n")
+        parts.extend(_holder_line(client, pods) for client in clients)
+    holders = report_vm_holders(report)
+    if holders:
+        parts.append(f"VM holders, through VFIO ({len(holders)}):\n")
+        parts.extend(_holder_line(holder, pods) for holder in holders)
+    return "".join(parts)
+
+
+def _holder_line(client: GpuClient, pods: Sequence[PodFacts] | None) -> str:
+    """One process in words: by its pod where `pods` know it, by its pod's UID where no pods
+    were asked for."""
+    if pods is None and client.owner_kind == pb.ProcessOwner.POD:
+        return (
+            f"  - pod UID {client.pod_uid}, pid {client.pid} ({client.command}), {client.device}\n"
+        )
+    return f"  - {client_words(client, pod_of(client, pods or ()))}\n"
 
 
 def boot_line(report: pb.NodeReport) -> str:

@@ -17,6 +17,11 @@ judged:
 The words name the pod, its owner, the pid and command and the device:
 "pod monitoring/xpumanager-7x2kq (DaemonSet monitoring/xpumanager), pid 4242 (xpumd),
 renderD128". Unknown stays unknown: it is never cleared.
+
+A VF handed to a VM is held through VFIO, not DRM (agent/vfio_holders.py): its holders (the
+VM's QEMU, in KubeVirt a virt-launcher pod) are named the same way, one per process with the
+VFs it holds as its device, in the words of the PF's ACTIVE_VFS blocker (`vm_holders_words`).
+Such VFs always block (gpuctl.common.unload_rule): the words only say whose VM to stop.
 """
 
 from __future__ import annotations
@@ -82,6 +87,46 @@ def report_clients(
                 )
             )
     return tuple(found)
+
+
+def report_vm_holders(report: pb.NodeReport, pf: str | None = None) -> tuple[GpuClient, ...]:
+    """Every process holding a function handed to a VM (VFIO), once, with the functions it
+    holds as its device ("0000:03:00.1, 0000:03:00.2"); only of PF `pf`'s VFs when given."""
+    found: dict[int, tuple[pb.VfioHolder, list[str]]] = {}
+    for device in report.devices:
+        if pf is not None and device.physfn != pf:
+            continue
+        for holder in device.vfio_holders:
+            found.setdefault(holder.pid, (holder, []))[1].append(device.pci_address)
+    return tuple(
+        GpuClient(
+            pid=holder.pid,
+            command=holder.command,
+            device=", ".join(held),
+            owner_kind=holder.owner.kind if holder.HasField("owner") else 0,
+            pod_uid=holder.owner.pod_uid,
+            why_unknown=holder.owner.message,
+        )
+        for holder, held in found.values()
+    )
+
+
+def pod_of(client: GpuClient, pods: Sequence[PodFacts]) -> PodFacts | None:
+    """The pod the client's process runs in, where the pods know its UID."""
+    if client.owner_kind != pb.ProcessOwner.POD or not client.pod_uid:
+        return None
+    return next((pod for pod in pods if pod.uid == client.pod_uid), None)
+
+
+def vm_holders_words(report: pb.NodeReport, pf: str, pods: Sequence[PodFacts]) -> str:
+    """Whose VMs hold PF `pf`'s VFs, to follow its ACTIVE_VFS blocker's words ("" for none
+    known): "; its VFs are held by pod vms/virt-launcher-win11-x7k2p (VirtualMachineInstance
+    vms/win11), pid 4711 (qemu-kvm), 0000:03:00.1, 0000:03:00.2"."""
+    holders = report_vm_holders(report, pf)
+    if not holders:
+        return ""
+    named = "; ".join(client_words(holder, pod_of(holder, pods)) for holder in holders)
+    return f"; its VFs are held by {named}"
 
 
 def is_pausable(pause: PauseSettings, pod: PodFacts) -> bool:

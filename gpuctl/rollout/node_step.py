@@ -16,7 +16,7 @@ from datetime import datetime
 
 from gpuctl.common import names, timestamps
 from gpuctl.common.names import Phase
-from gpuctl.common.unload_rule import reason_name, unload_verdict
+from gpuctl.common.unload_rule import ACTIVE_VFS, reason_name, unload_verdict
 from gpuctl.rollout.actions import Action, PatchNode, RequestReport
 from gpuctl.rollout.event_notes import NORMAL, WARNING, EventNote, EventType
 from gpuctl.rollout.facts import CallState, NodeFacts, ReportFacts, RolloutInput
@@ -26,6 +26,7 @@ from gpuctl.rollout.gpu_clients import (
     clients_words,
     judge_clients,
     report_clients,
+    vm_holders_words,
 )
 from gpuctl.rollout.holds import Block, BlockKind
 from gpuctl.rollout.pause import drained_pods, paused_left, released_labels
@@ -155,6 +156,10 @@ def unfixable_block(
                 messages.append(clients_words(clients))
             continue
         reasons.append(blocker.reason)
+        if blocker.reason == ACTIVE_VFS:
+            vms = vm_holders_words(report.report, blocker.pci_address, node.pods)
+            messages.append(blocker.message + vms)
+            continue
         messages.append(blocker.message)
     return report_block(reasons, messages)
 

@@ -95,6 +95,7 @@ class FakeHost:
         self._kernel_clients: dict[str, list[tuple[str, int, int, int]]] = {}
         self._debugfs_style: str | None = None
         self._next_client_id = 1_000_000
+        self._next_iommu_group = 0
         for directory in ("sys/bus/pci/devices", "sys/bus/pci/drivers", "sys/module", "dev/dri"):
             self._mkdir(directory)
         self._mkdir(f"lib/modules/{kernel_release}")
@@ -197,11 +198,37 @@ class FakeHost:
         for name, value in attributes.items():
             self.write(f"{directory}/{name}", value + "\n")
         self.link_relative(f"{PCI_DEVICES}/{address}", directory)
+        self._add_iommu_group(directory)
         if driver:
             self.bind(address, driver)
         for node in drm:
             self.add_drm_node(address, node)
         return directory
+
+    def _add_iommu_group(self, directory: str) -> None:
+        """The function's `iommu_group` link: each function in a group of its own, numbered
+        in the order added (an IOMMU with ACS, as SR-IOV needs)."""
+        group = self._next_iommu_group
+        self._next_iommu_group += 1
+        self._mkdir(f"sys/kernel/iommu_groups/{group}/devices")
+        self.link_relative(f"{directory}/iommu_group", f"sys/kernel/iommu_groups/{group}")
+
+    def functions_bound_to(self, driver: str) -> list[str]:
+        """The addresses of the functions bound to `driver` now."""
+        directory = self.real(f"{PCI_DRIVERS}/{driver}")
+        if not directory.is_dir():
+            return []
+        return sorted(
+            entry.name for entry in directory.iterdir() if entry.is_symlink() and ":" in entry.name
+        )
+
+    def iommu_group(self, address: str) -> str:
+        """The IOMMU group number of a function added before."""
+        return self.real(f"{self._device_dirs[address]}/iommu_group").readlink().name
+
+    def add_vfio_cdev(self, address: str, name: str) -> None:
+        """The function's iommufd device file: sysfs `vfio-dev/<name>` (e.g. "vfio0")."""
+        self._mkdir(f"{self._device_dirs[address]}/vfio-dev/{name}")
 
     def set_attribute(self, address: str, name: str, text: str) -> None:
         """Overwrite one attribute file with raw text (e.g. garbage)."""
@@ -327,6 +354,7 @@ class FakeHost:
             }.items():
                 self.write(f"{directory}/{name}", value + "\n")
             self.link_relative(f"{PCI_DEVICES}/{address}", directory)
+            self._add_iommu_group(directory)
             self.symlink(f"{directory}/physfn", f"../{pf}")
             self.symlink(f"{pf_dir}/virtfn{index}", f"../{address}")
             vf_driver = drivers[index]
@@ -465,6 +493,12 @@ class FakeHost:
         command = self.real(f"proc/{pid}/comm").read_text().rstrip("\n")
         minor = int(node.removeprefix("renderD").removeprefix("card"))
         self.add_kernel_client(address, command=command, tgid=pid, minor=minor, client_id=client_id)
+
+    def add_vfio_fd(self, pid: int, fd: int, address: str, *, cdev: str | None = None) -> None:
+        """Give an existing process an fd on the VFIO file of function `address`: its group
+        file /dev/vfio/<group>, or with `cdev` its device file /dev/vfio/devices/<cdev>."""
+        target = f"/dev/vfio/devices/{cdev}" if cdev else f"/dev/vfio/{self.iommu_group(address)}"
+        self.symlink(f"proc/{pid}/fd/{fd}", target)
 
     def set_children(self, pid: int, children: Sequence[int]) -> None:
         """/proc/<pid>/task/<pid>/children: the processes `pid` forked."""

@@ -183,6 +183,7 @@ def two_pro_b70_with_vfs(root: Path, *, vf_driver: str = "xe") -> FakeHost:
     xe-vfio-pci); xe-bound VFs get their own DRM nodes."""
     host = FakeHost(root)
     _host_bridge(host)
+    vfs_of_pf = []
     for index, pf in enumerate(B70_PFS):
         card = index * 5
         _battlemage_card(
@@ -196,12 +197,27 @@ def two_pro_b70_with_vfs(root: Path, *, vf_driver: str = "xe") -> FakeHost:
             ("sriov_vf_device", "e223"),
         ):
             host.set_attribute(pf, name, value + "\n")
-        host.add_vfs(pf, 4, driver=vf_driver, first_drm_minor=card + 1)
+        vfs_of_pf.append(host.add_vfs(pf, 4, driver=vf_driver, first_drm_minor=card + 1))
     in_tree_xe(host, parameters={"max_vfs": "12"})
     if vf_driver != "xe":
-        # A VM holds each passed-through VF open through /dev/vfio.
+        # A VM per PF holds its 4 passed-through VFs open through /dev/vfio: the first a
+        # KubeVirt VM (QEMU in a virt-launcher pod), the second one libvirt runs on the host.
         host.add_module(vf_driver.replace("-", "_"), refcnt=8)
+        for pid, cgroup, vfs in zip(VM_PIDS, VM_CGROUPS, vfs_of_pf, strict=True):
+            host.add_process(pid, "qemu-kvm", cgroup=cgroup)
+            for fd, vf in enumerate(vfs, start=20):
+                host.add_vfio_fd(pid, fd, vf)
     return host
+
+
+# The VMs of scenario 3's passthrough variants: QEMU in a KubeVirt pod, then QEMU on the host.
+VM_PIDS = (4711, 4712)
+VIRT_LAUNCHER_UID = "5c0ffee0-1111-4222-8333-000000004711"
+VM_CGROUPS = (
+    "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+    f"{VIRT_LAUNCHER_UID.replace('-', '_')}.slice/cri-containerd-{'ab' * 32}.scope\n",
+    "0::/machine.slice/machine-qemu\\x2d1\\x2dwin11.scope/libvirt/emulator\n",
+)
 
 
 def arc_a770_on_i915(root: Path) -> FakeHost:
@@ -415,12 +431,15 @@ def large_node_render(index: int) -> str:
     return f"renderD{LARGE_RENDER_BASE + index * 17}"
 
 
-def large_node(root: Path, *, debugfs: str | None = "id") -> FakeHost:
+def large_node(root: Path, *, debugfs: str | None = "id", vms: bool = False) -> FakeHost:
     """8 Pro B70 PFs with 16 active VFs each (even VFs on xe, odd on vfio-pci), 60 other
     PCI functions, and 3,000 processes x 40 fds of which 200 DRM fds belong to 60 clients
     (60 owners with 3 dup'd fds each, 10 forked children sharing an owner's id with 2 fds).
     xe's refcnt is 60 plus its xe_compat holder, so the client scan must run. debugfs is
-    mounted (the kernel's client lists in `debugfs` style) unless `debugfs` is None."""
+    mounted (the kernel's client lists in `debugfs` style) unless `debugfs` is None.
+    With `vms`, 16 of the processes are VMs (QEMU in pods) each holding 4 of the vfio-pci
+    VFs open through /dev/vfio, so the VFIO holder sweep must run; without, no VM runs
+    (vfio_pci holds no reference)."""
     host = FakeHost(root)
     if debugfs is not None:
         host.enable_debugfs(debugfs)
@@ -472,8 +491,9 @@ def large_node(root: Path, *, debugfs: str | None = "id") -> FakeHost:
         taint="OE",
     )
     host.add_module("xe_compat", taint="OE")
-    host.add_module("vfio_pci", refcnt=LARGE_PFS * LARGE_VFS_PER_PF // 2)
-    _large_node_processes(host)
+    passthrough = host.functions_bound_to("vfio-pci")
+    host.add_module("vfio_pci", refcnt=len(passthrough) if vms else 0)
+    _large_node_processes(host, passthrough if vms else [])
     return host
 
 
@@ -488,18 +508,22 @@ def _large_node_cgroup(pid: int, in_pod: object) -> str:
     )
 
 
-def _large_node_processes(host: FakeHost) -> None:
+def _large_node_processes(host: FakeHost, passthrough: list[str]) -> None:
+    """The 3,000 processes; with `passthrough` VFs, a VM (not a DRM client) per 4 of them."""
     drm_fds: dict[int, list[tuple[int, int]]] = {}  # pid -> [(client id, PF index)]
     owners = [LARGE_FIRST_PID + 7 + 41 * k for k in range(LARGE_CLIENTS)]
+    children = [pid + 1 for pid in owners[:10]]
+    free = (p for p in range(LARGE_FIRST_PID + 2, 10**6, 97) if p not in {*owners, *children})
+    vms = {next(free): passthrough[k : k + 4] for k in range(0, len(passthrough), 4)}
     for k, pid in enumerate(owners):
         drm_fds[pid] = [(100 + k, k % LARGE_PFS)] * 3
-    children = [pid + 1 for pid in owners[:10]]
     for k, pid in enumerate(children):
         drm_fds[pid] = [(100 + k, k % LARGE_PFS)] * 2
     assert sum(len(v) for v in drm_fds.values()) == LARGE_DRM_FDS
     for pid in range(LARGE_FIRST_PID, LARGE_FIRST_PID + LARGE_PROCESSES):
         held = drm_fds.get(pid, [])
-        ordinary = LARGE_FDS_PER_PROCESS - 3 - len(held)
+        vfs = vms.get(pid, [])
+        ordinary = LARGE_FDS_PER_PROCESS - 3 - len(held) - len(vfs)
         fds = {
             3 + n: (
                 f"socket:[{pid * 64 + n}]",
@@ -511,10 +535,12 @@ def _large_node_processes(host: FakeHost) -> None:
         }
         host.add_process(
             pid,
-            "worker" if not held else "inference",
+            "qemu-kvm" if vfs else "worker" if not held else "inference",
             fds=fds,
-            cgroup=_large_node_cgroup(pid, held),
+            cgroup=_large_node_cgroup(pid, held or vfs),
         )
+        for offset, vf in enumerate(vfs):
+            host.add_vfio_fd(pid, 3 + ordinary + offset, vf)
         for offset, (client_id, pf_index) in enumerate(held):
             node = large_node_render(pf_index)
             # Every fifth client's kernel does not print drm-pdev: matched by node name.

@@ -20,6 +20,7 @@ from testbed.fakehost.scenarios import (
     IGPU,
     IN_TREE_SRCVERSION,
     IN_TREE_XE_FILE,
+    VIRT_LAUNCHER_UID,
 )
 
 Reason = pb.Blocker.Reason
@@ -116,10 +117,22 @@ def test_3_two_pro_b70_with_vfs_handed_to_vms(tmp_path: Path, vf_driver: str) ->
     assert {vf.driver for vf in vfs} == {vf_driver}
     assert all(not vf.HasField("drm") for vf in vfs)
     assert reasons(report) == [Reason.ACTIVE_VFS, Reason.ACTIVE_VFS]
-    assert f"0000:83:00.2 ({vf_driver}: handed to a VM)" in report.blockers[1].message
+    held = f"0000:83:00.2 ({vf_driver}: handed to a VM, held by pid 4712 (qemu-kvm))"
+    assert held in report.blockers[1].message
     # The VF driver holds references (VMs), so the client scan ran, and found no DRM client.
     assert report.client_scan.state == pb.ClientScan.COMPLETE
     assert all(len(d.clients) == 0 for d in report.devices)
+    # Each VM is named by the VFIO files it holds, and by its pod or as a host process.
+    assert report.vfio_scan.state == pb.ClientScan.COMPLETE
+    first, second = (vf.vfio_holders for vf in vfs[:1] + vfs[4:5])
+    assert [(h.pid, h.command, h.owner.kind) for h in first] == [
+        (4711, "qemu-kvm", pb.ProcessOwner.POD)
+    ]
+    assert first[0].owner.pod_uid == VIRT_LAUNCHER_UID
+    assert list(first[0].paths) == [f"/dev/vfio/{vfs[0].iommu_group}"]
+    assert [(h.pid, h.owner.kind) for h in second] == [(4712, pb.ProcessOwner.HOST)]
+    assert all(len(vf.vfio_holders) == 1 and vf.iommu_group for vf in vfs)
+    assert len({vf.iommu_group for vf in vfs}) == len(vfs)
 
 
 def test_4_arc_a770_on_i915_is_no_xe_blocker(tmp_path: Path) -> None:

@@ -169,3 +169,24 @@ def test_every_gpu_client_is_listed_with_its_pod_where_the_pods_are_known() -> N
     # Pods looked up and the UID not among them: said so.
     missing = render_report(_held_open(), [])
     assert "a pod with UID uid-xpum not among the node's pods" in missing
+
+
+def test_vm_holders_are_listed_by_their_pod_once_per_process() -> None:
+    report = pb.NodeReport(node_name="n1")
+    owner = pb.ProcessOwner(kind=pb.ProcessOwner.POD, pod_uid="uid-vm")
+    for vf in ("0000:03:00.1", "0000:03:00.2"):
+        device = report.devices.add(pci_address=vf, driver="vfio-pci", physfn="0000:03:00.0")
+        device.vfio_holders.add(pid=4711, command="qemu-kvm", owner=owner)
+    host = pb.ProcessOwner(kind=pb.ProcessOwner.HOST)
+    device = report.devices.add(pci_address="0000:83:00.1", driver="vfio-pci")
+    device.vfio_holders.add(pid=4712, command="qemu-kvm", owner=host)
+    vm = PodFacts("vms", "virt-launcher-win11-x7k2p", "uid-vm", "VirtualMachineInstance", "win11")
+    named = render_report(report, [vm])
+    assert "VM holders, through VFIO (2):" in named
+    assert (
+        "  - pod vms/virt-launcher-win11-x7k2p (VirtualMachineInstance vms/win11), pid 4711 "
+        "(qemu-kvm), 0000:03:00.1, 0000:03:00.2\n" in named
+    )
+    assert "  - host process pid 4712 (qemu-kvm), 0000:83:00.1\n" in named
+    assert "GPU clients" not in named
+    assert "pod UID uid-vm, pid 4711" in render_report(report)

@@ -24,6 +24,7 @@ from gpuctl.rollout.settings import PauseSettings, RolloutSettings
 from gpuctl.rollout.steps import step_checking, step_draining, step_loading, step_preparing
 from gpuctl.rollout.verify import step_verifying
 from tests.support.rollout_samples import (
+    ACTIVE_VFS,
     KMM,
     NOW,
     OPEN_CLIENT,
@@ -352,3 +353,32 @@ def test_a_blocked_nodes_running_daemons_are_not_what_it_waits_for() -> None:
     [listed] = decision.status["nodes"]
     assert "host process pid 77 (Xorg)" in listed["reason"]
     assert "paused pods to leave" not in listed["reason"]
+
+
+# -- VMs ----------------------------------------------------------------------------------
+
+VIRT_LAUNCHER = PodFacts(
+    "vms",
+    "virt-launcher-win11-x7k2p",
+    "uid-vm",
+    owner_kind="VirtualMachineInstance",
+    owner_name="win11",
+)
+
+
+def test_a_vf_handed_to_a_vm_blocks_naming_the_vms_pod() -> None:
+    facts = checking(VIRT_LAUNCHER)
+    vms = report(blockers=[ACTIVE_VFS], vf_driver="vfio-pci")
+    for device in vms.report.devices:
+        if device.physfn == PF:
+            owner = pb.ProcessOwner(kind=POD, pod_uid="uid-vm")
+            device.vfio_holders.add(pid=4711, command="qemu-kvm", owner=owner)
+    write = only_write(
+        step_checking(rollout([facts], settings=settings()), answered(facts, report=vms)).actions
+    )
+    assert write.phase_to is Phase.BLOCKED
+    assert str(write.annotations[names.REASON]).endswith(
+        "0000:03:00.0 has 2 VFs enabled; its VFs are held by pod vms/virt-launcher-win11-x7k2p "
+        "(VirtualMachineInstance vms/win11), pid 4711 (qemu-kvm), 0000:03:00.1, 0000:03:00.2"
+    )
+    assert write.annotations[names.REASON_KIND] == "vfs"

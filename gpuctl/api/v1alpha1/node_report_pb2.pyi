@@ -44,6 +44,7 @@ class NodeReport(_message.Message):
     AGENT_VERSION_FIELD_NUMBER: _builtins.int
     KERNEL_TAINTED_FIELD_NUMBER: _builtins.int
     IN_TREE_AUTOLOAD_FIELD_NUMBER: _builtins.int
+    VFIO_SCAN_FIELD_NUMBER: _builtins.int
     node_name: _builtins.str
     """Kubernetes node name (or the host name for a local inspection)."""
     kernel_release: _builtins.str
@@ -84,6 +85,12 @@ class NodeReport(_message.Message):
         device is idle: a GPU daemon started on it in between loses its driver (docs/reboots.md).
         """
 
+    @_builtins.property
+    def vfio_scan(self) -> Global___ClientScan:
+        """How the search for processes holding functions handed to a VM (VFIO) went. Unset from
+        an older agent: VM holders unknown.
+        """
+
     def __init__(
         self,
         *,
@@ -98,10 +105,11 @@ class NodeReport(_message.Message):
         agent_version: _builtins.str = ...,
         kernel_tainted: _builtins.int | None = ...,
         in_tree_autoload: Global___InTreeAutoload | None = ...,
+        vfio_scan: Global___ClientScan | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "client_scan", b"client_scan", "in_tree_autoload", b"in_tree_autoload", "kernel_tainted", b"kernel_tainted", "module", b"module", "observed_at", b"observed_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "client_scan", b"client_scan", "in_tree_autoload", b"in_tree_autoload", "kernel_tainted", b"kernel_tainted", "module", b"module", "observed_at", b"observed_at", "vfio_scan", b"vfio_scan"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "agent_version", b"agent_version", "blockers", b"blockers", "client_scan", b"client_scan", "devices", b"devices", "in_tree_autoload", b"in_tree_autoload", "kernel_release", b"kernel_release", "kernel_tainted", b"kernel_tainted", "module", b"module", "node_name", b"node_name", "observed_at", b"observed_at", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "agent_version", b"agent_version", "blockers", b"blockers", "client_scan", b"client_scan", "devices", b"devices", "in_tree_autoload", b"in_tree_autoload", "kernel_release", b"kernel_release", "kernel_tainted", b"kernel_tainted", "module", b"module", "node_name", b"node_name", "observed_at", b"observed_at", "vfio_scan", b"vfio_scan", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__kernel_tainted: _TypeAlias = _typing.Literal["kernel_tainted"]  # noqa: Y015
     _WhichOneofArgType__kernel_tainted: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted"]  # noqa: Y015
@@ -207,6 +215,8 @@ class Device(_message.Message):
     DRIVER_OVERRIDE_FIELD_NUMBER: _builtins.int
     BOOT_VGA_FIELD_NUMBER: _builtins.int
     REVISION_FIELD_NUMBER: _builtins.int
+    IOMMU_GROUP_FIELD_NUMBER: _builtins.int
+    VFIO_HOLDERS_FIELD_NUMBER: _builtins.int
     pci_address: _builtins.str
     """Domain:bus:device.function, e.g. "0000:03:00.0"."""
     vendor_id: _builtins.str
@@ -230,6 +240,10 @@ class Device(_message.Message):
     """Firmware marks this as the boot display device."""
     revision: _builtins.str
     """PCI revision, "0x00"."""
+    iommu_group: _builtins.str
+    """For a function bound to a passthrough driver (vfio-pci, xe-vfio-pci): its IOMMU group,
+    "12" for /dev/vfio/12. Empty otherwise, or when unreadable (a warning says).
+    """
     @_builtins.property
     def sriov(self) -> Global___Sriov:
         """For a PF: SR-IOV totals and the VFs that exist now."""
@@ -241,6 +255,12 @@ class Device(_message.Message):
     @_builtins.property
     def clients(self) -> _containers.RepeatedCompositeFieldContainer[Global___DrmClient]:
         """Processes holding this function's DRM nodes open."""
+
+    @_builtins.property
+    def vfio_holders(self) -> _containers.RepeatedCompositeFieldContainer[Global___VfioHolder]:
+        """Processes holding this function's VFIO files open (`vfio_scan` says how complete the
+        search was): the VM using it, e.g. QEMU in a KubeVirt virt-launcher pod.
+        """
 
     def __init__(
         self,
@@ -262,16 +282,57 @@ class Device(_message.Message):
         driver_override: _builtins.str = ...,
         boot_vga: _builtins.bool = ...,
         revision: _builtins.str = ...,
+        iommu_group: _builtins.str = ...,
+        vfio_holders: _abc.Iterable[Global___VfioHolder] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_numa_node", b"_numa_node", "drm", b"drm", "numa_node", b"numa_node", "sriov", b"sriov"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_numa_node", b"_numa_node", "boot_vga", b"boot_vga", "class_code", b"class_code", "clients", b"clients", "device_id", b"device_id", "driver", b"driver", "driver_override", b"driver_override", "drm", b"drm", "numa_node", b"numa_node", "pci_address", b"pci_address", "physfn", b"physfn", "platform", b"platform", "revision", b"revision", "role", b"role", "sriov", b"sriov", "subsystem_device_id", b"subsystem_device_id", "subsystem_vendor_id", b"subsystem_vendor_id", "vendor_id", b"vendor_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_numa_node", b"_numa_node", "boot_vga", b"boot_vga", "class_code", b"class_code", "clients", b"clients", "device_id", b"device_id", "driver", b"driver", "driver_override", b"driver_override", "drm", b"drm", "iommu_group", b"iommu_group", "numa_node", b"numa_node", "pci_address", b"pci_address", "physfn", b"physfn", "platform", b"platform", "revision", b"revision", "role", b"role", "sriov", b"sriov", "subsystem_device_id", b"subsystem_device_id", "subsystem_vendor_id", b"subsystem_vendor_id", "vendor_id", b"vendor_id", "vfio_holders", b"vfio_holders"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__numa_node: _TypeAlias = _typing.Literal["numa_node"]  # noqa: Y015
     _WhichOneofArgType__numa_node: _TypeAlias = _typing.Literal["_numa_node", b"_numa_node"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__numa_node) -> _WhichOneofReturnType__numa_node | None: ...
 
 Global___Device: _TypeAlias = Device  # noqa: Y015
+
+@_typing.final
+class VfioHolder(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PID_FIELD_NUMBER: _builtins.int
+    COMMAND_FIELD_NUMBER: _builtins.int
+    PATHS_FIELD_NUMBER: _builtins.int
+    FD_COUNT_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
+    pid: _builtins.int
+    command: _builtins.str
+    """/proc/<pid>/comm."""
+    fd_count: _builtins.int
+    """Open file descriptors on those files in this process."""
+    @_builtins.property
+    def paths(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The VFIO files of this function it holds: "/dev/vfio/12", "/dev/vfio/devices/vfio0"."""
+
+    @_builtins.property
+    def owner(self) -> Global___ProcessOwner:
+        """Whose process it is, from /proc/<pid>/cgroup."""
+
+    def __init__(
+        self,
+        *,
+        pid: _builtins.int = ...,
+        command: _builtins.str = ...,
+        paths: _abc.Iterable[_builtins.str] | None = ...,
+        fd_count: _builtins.int = ...,
+        owner: Global___ProcessOwner | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "fd_count", b"fd_count", "owner", b"owner", "paths", b"paths", "pid", b"pid"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VfioHolder: _TypeAlias = VfioHolder  # noqa: Y015
 
 @_typing.final
 class Sriov(_message.Message):
