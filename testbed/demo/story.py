@@ -2,7 +2,8 @@
 
 Nodes (fake host roots with real sysfs/proc layouts, testbed/fakehost):
 - gpu-node-1 and gpu-node-4: one Arc B580 each, idle;
-- gpu-node-2: one Arc B580 whose render node `ollama` (pid 4242) holds open;
+- gpu-node-2: one Arc B580 whose render node an inference pod (`ml/ollama`, asking for a
+  gpu.intel.com/xe) holds open;
 - gpu-node-3: two Pro B70, whose 4 SR-IOV VFs each (on `xe`, idle) are enabled once KMM has
   loaded the PF driver; the GPUDriver lets the rollout disable idle VFs for the unload and
   re-enable them after (`disableIdleVFs`);
@@ -16,10 +17,11 @@ agent (the same inspection over the same gRPC stream): a fake root cannot make V
 
 The GPUDriver moves from OLD to NEW; `gpuctl rollout status --watch` runs beside it. The
 rollout holds after its first node (the default) until `gpuctl rollout resume`; node 2 is
-Blocked naming pid 4242 while the others are updated; then the demo closes the fd and node 2
-is updated too. KMM's worker takes `load_seconds` per node so the steps can be seen. Every
-wait is for an exact state (phase about the new version), with generous timeouts, so a loaded
-machine is slow, not wrong.
+Blocked naming the pod while the others are updated (the GPUDriver does not evict GPU pods);
+then the inference job ends (the demo deletes the pod) and node 2 is updated too. KMM's
+worker takes `load_seconds` per node so the steps can be seen. Every wait is for an exact
+state (phase about the new version), with generous timeouts, so a loaded machine is slow, not
+wrong.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import time
 from pathlib import Path
 from typing import IO
 
+from coordinator.kube.client import path
 from gpuctl.common import names
 from testbed.cluster_agents import get_gpunode
 from testbed.demo.narrator import Narrator
@@ -41,19 +44,20 @@ from testbed.fakehost.scenarios import B70_PFS
 from testbed.harness.waiting import wait_until
 from testbed.kwok_nodes import give_gpus
 from testbed.rollout_live.fake_nodes import VF_COUNT, enable_vfs, vf_node_root_before_vfs
-from testbed.rollout_live.gpu_daemons import DaemonRuntime, Started, daemon_set
-from testbed.rollout_live.rig import NEW, OLD, image_of
-from testbed.rollout_live.scenario import (
-    busy_with_ollama,
-    idle_again,
-    module_version,
-    old_root,
-    wait_status,
+from testbed.rollout_live.gpu_daemons import (
+    DaemonRuntime,
+    Started,
+    daemon_set,
+    gpu_workload_pod,
 )
+from testbed.rollout_live.rig import NEW, OLD, image_of
+from testbed.rollout_live.scenario import module_version, old_root, wait_status
 
 BIN = Path(sys.executable).parent
 STEP_TIMEOUT = "60s"
 DAEMON = "xpumanager"
+WORKLOAD_NAMESPACE = "ml"
+WORKLOAD = "ollama"
 ROLLOUT = {
     "holdAfterFirstNode": True,  # the default: the admin checks the first node, then resumes
     "disableIdleVFs": True,
@@ -129,10 +133,10 @@ def tell(
 ) -> None:
     nodes = _install(system, narrator, load_seconds=load_seconds, pause=pause)
     _, busy, vfs, _ = nodes
-    runtime = DaemonRuntime(system.rig.kube, NAMESPACE, system.rig.hosts).start()
+    runtime = DaemonRuntime(system.rig.kube, None, system.rig.hosts).start()
     try:
         before = _daemons(system, narrator, runtime, nodes)
-        _ollama(system, narrator, busy, pause=pause)
+        _workload(system, narrator, runtime, busy, pause=pause)
         _upgrade(system, narrator, nodes, busy_seconds=busy_seconds, pause=pause)
         _check_updated(system, nodes)
         _daemons_back(narrator, runtime, nodes, before)
@@ -222,7 +226,7 @@ def _daemons(
 def _daemons_back(
     narrator: Narrator, runtime: DaemonRuntime, nodes: list[str], before: dict[str, Started]
 ) -> None:
-    after = runtime.running()
+    after = {s.node: s for s in runtime.running().values() if s.pod.startswith(DAEMON)}
     for node in nodes:
         stopped = ("stopped", before[node]) in runtime.history
         if not stopped or node not in after or after[node].uid == before[node].uid:
@@ -230,13 +234,24 @@ def _daemons_back(
     narrator.note(f"{DAEMON} was paused on every node for its step, and is back on each")
 
 
-def _ollama(system: System, narrator: Narrator, busy: str, *, pause: float) -> None:
+def _workload(
+    system: System, narrator: Narrator, runtime: DaemonRuntime, busy: str, *, pause: float
+) -> None:
+    """An inference pod on `busy` holding its render node: a workload the rollout waits for."""
     rig = system.rig
-    narrator.step(f"ollama (pid 4242) opens {busy}'s render node /dev/dri/renderD128")
-    busy_with_ollama(rig, busy)
+    narrator.step(f"an inference pod {WORKLOAD_NAMESPACE}/{WORKLOAD} on {busy}, holding its GPU")
+    rig.kube.request("POST", path("", "v1", "namespaces"), body={"metadata": {"name": "ml"}})
+    gpu_workload_pod(rig.kube, WORKLOAD_NAMESPACE, WORKLOAD, node=busy)
+    started = wait_until(
+        f"{WORKLOAD} running on {busy}",
+        lambda: next((s for s in runtime.running().values() if s.pod == WORKLOAD), None),
+        WAIT_SECONDS,
+    )
+    narrator.note(f"it asks for a gpu.intel.com/xe; its process {WORKLOAD} (pid {started.pid})")
+    narrator.note("holds /dev/dri/renderD128 open. The GPUDriver does not evict GPU pods.")
     wait_until(
-        f"{busy}'s agent reports pid 4242",
-        lambda: "4242" in json.dumps(get_gpunode(rig.kube, busy)),
+        f"{busy}'s agent reports pid {started.pid}",
+        lambda: f'"pid": {started.pid}' in json.dumps(get_gpunode(rig.kube, busy)),
         WAIT_SECONDS,
     )
     show(system, narrator, "node", "inspect", busy)
@@ -246,7 +261,8 @@ def _ollama(system: System, narrator: Narrator, busy: str, *, pause: float) -> N
 def _upgrade(
     system: System, narrator: Narrator, nodes: list[str], *, busy_seconds: float, pause: float
 ) -> None:
-    """OLD -> NEW: the first node, the hold, resume; the busy node Blocked until ollama goes."""
+    """OLD -> NEW: the first node, the hold, resume; the busy node Blocked until its inference
+    pod goes."""
     rig = system.rig
     idle_1, busy, vfs, idle_4 = nodes
     narrator.step(f"upgrade: the GPUDriver's kernelModule.version {OLD} -> {NEW}, and its image")
@@ -277,12 +293,13 @@ def _upgrade(
         narrator.step(f"{busy} is Blocked and left alone; the idle nodes went on")
         narrator.note(f"its reason: {rig.annotation(busy, names.REASON)}")
         show(system, narrator, "nodes")
-        narrator.step(
-            f"in {busy_seconds:g}s ollama closes the render node (the demo closes the fd)"
-        )
+        narrator.step(f"in {busy_seconds:g}s the inference job ends (the demo deletes its pod)")
         time.sleep(busy_seconds)
-        narrator.note(f"pid 4242 is gone from {busy}; the coordinator rechecks it")
-        idle_again(rig, busy)
+        narrator.typed(f"kubectl delete pod -n {WORKLOAD_NAMESPACE} {WORKLOAD}")
+        rig.kube.request(
+            "DELETE", path("", "v1", "pods", namespace=WORKLOAD_NAMESPACE, name=WORKLOAD)
+        )
+        narrator.note(f"{WORKLOAD} is gone from {busy}; the coordinator rechecks it")
         code = watch.wait()
     finally:
         watch.stop()

@@ -78,6 +78,28 @@ def bare_pod(kube: Kube, namespace: str, name: str, *, node: str) -> None:
     )
 
 
+def gpu_workload_pod(kube: Kube, namespace: str, name: str, *, node: str) -> None:
+    """A workload pod of no controller bound to `node`, asking for one gpu.intel.com/xe, whose
+    process `name` holds the render node (an inference server): a GPU pod."""
+    kube.request(
+        "POST",
+        path("", "v1", "pods", namespace=namespace),
+        body={
+            "metadata": {"name": name, "labels": {"app": name, HOST_PROCESS_LABEL: name}},
+            "spec": {
+                "nodeName": node,
+                "containers": [
+                    {
+                        "name": name,
+                        "image": f"registry.example.com/{name}:1",
+                        "resources": {"limits": {"gpu.intel.com/xe": "1"}},
+                    }
+                ],
+            },
+        },
+    )
+
+
 def _hold_module(host: FakeHost, change: int) -> None:
     """The xe module's reference count, as an open (or a close) of its DRM node changes it
     (nothing while no xe is loaded)."""
@@ -105,9 +127,10 @@ class Started:
 
 
 class DaemonRuntime:
-    """Runs the processes of the pods with HOST_PROCESS_LABEL in `namespace` on `hosts`."""
+    """Runs the processes of the pods with HOST_PROCESS_LABEL on `hosts`: in `namespace`, or in
+    every namespace when it is None."""
 
-    def __init__(self, kube: Kube, namespace: str, hosts: Mapping[str, FakeHost]) -> None:
+    def __init__(self, kube: Kube, namespace: str | None, hosts: Mapping[str, FakeHost]) -> None:
         self._kube = kube
         self._namespace = namespace
         self._hosts = hosts
@@ -192,7 +215,7 @@ class DaemonRuntime:
                 "",
                 "v1",
                 "pods",
-                namespace=self._namespace,
+                namespace=pod["metadata"]["namespace"],
                 name=pod["metadata"]["name"],
                 subresource="status",
             ),
@@ -231,7 +254,13 @@ class DaemonRuntime:
         try:
             self._kube.request(
                 "DELETE",
-                path("", "v1", "pods", namespace=self._namespace, name=pod["metadata"]["name"]),
+                path(
+                    "",
+                    "v1",
+                    "pods",
+                    namespace=pod["metadata"]["namespace"],
+                    name=pod["metadata"]["name"],
+                ),
                 body={"gracePeriodSeconds": 0, "preconditions": {"uid": pod["metadata"]["uid"]}},
             )
         except KubeError as err:

@@ -1,5 +1,6 @@
 """`hack/demo --fast` end to end, as a user runs it: the rollout completes, the busy node is
-Blocked with its pid and then updated, every node's GPU daemon (a real DaemonSet) is paused
+cordoned and waits for its inference pod (named), Blocked when the drain times out, then
+updated once the pod is gone; every node's GPU daemon (a real DaemonSet) is paused
 for its step and back, and nothing is left behind (no process, no folder);
 Ctrl-C in the middle stops it as cleanly.
 
@@ -84,8 +85,13 @@ def test_the_demo_rolls_past_a_busy_node_and_leaves_nothing_behind() -> None:
     lines = output.splitlines()
     held = index_of(lines, r"\| Rollout of gpu to v7\.1\.4\.6_260728\.7-\w+: Held, 1 of 4")
     resumed = index_of(lines, r"rollout of gpu resumed", held)
-    blocked = index_of(lines, r"\|   gpu-node-2: Blocked \(.*host process pid 4242 \(ollama\)")
-    released = index_of(lines, r"pid 4242 is gone from gpu-node-2", blocked)
+    waits = index_of(
+        lines, r"\|   gpu-node-2: Draining \(cordoned.* waiting for GPU pods ml/ollama;"
+    )
+    blocked = index_of(
+        lines, r"\|   gpu-node-2: Blocked \(still on the node after 60s: GPU pods ml/ollama", waits
+    )
+    released = index_of(lines, r"ollama is gone from gpu-node-2", blocked)
     loading = index_of(lines, r"\|   gpu-node-2: Loading ", released)
     complete = index_of(lines, r"\| Rollout of gpu to \S+: Complete, 4 of 4 nodes updated", loading)
     assert resumed < complete
