@@ -29,7 +29,7 @@ from gpuctl.rollout.gpu_clients import (
     vm_holders_words,
 )
 from gpuctl.rollout.holds import Block, BlockKind
-from gpuctl.rollout.pause import drained_pods, paused_left, released_labels
+from gpuctl.rollout.pause import drained_pods, pausable_on_node, released_labels
 from gpuctl.rollout.records import BootRecord, encode_boot
 
 # Seconds between retries of a failed agent request, and between verification polls.
@@ -206,7 +206,7 @@ def drain_words(inp: RolloutInput, node: NodeFacts, *, paused: bool = True) -> s
         parts.append("GPU pods " + ", ".join(str(p) for p in drained))
     if node.claims:
         parts.append("allocated GPU ResourceClaims " + ", ".join(node.claims))
-    left = paused_left(inp, node) if paused else ()
+    left = pausable_on_node(inp, node) if paused else ()
     if left:
         pods = ", ".join(f"{p} ({p.owner})" if p.owner else str(p) for p in left)
         parts.append(f"paused pods to leave ({names.DRIVER_READY_LABEL} is off): {pods}")

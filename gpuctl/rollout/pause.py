@@ -6,7 +6,7 @@ daemons select on names.DRIVER_READY_LABEL, and the rollout takes the label off 
 that cordons the node for its step (`pause_write`): the DaemonSet controller deletes their
 pods. The node drains until the GPU pods, the pods holding the GPU that are drained with them
 (gpu_clients.ClientFate.EVICTED, recorded), the pods of rollout.drain.podSelector and every
-pod the GPUDriver declares pausable are gone (`drained_pods`, `paused_left`); the fresh check
+pod the GPUDriver declares pausable are gone (`drained_pods`, `pausable_on_node`); the fresh check
 before the KMM write then sees nothing holding the GPU, or blocks naming what does. Once the
 new driver is verified the label goes back, and the node waits (at most rollout.pause.timeout;
 past it, Done with a warning) until a pod of every controller recorded is back and Ready
@@ -88,7 +88,8 @@ def driver_ready(node: NodeFacts) -> bool:
 
 
 def pausable_on_node(inp: RolloutInput, node: NodeFacts) -> tuple[PodFacts, ...]:
-    """The node's pods the GPUDriver declares pausable."""
+    """The node's pods the GPUDriver declares pausable (being deleted or not): a draining node
+    waits until none is left."""
     return tuple(p for p in node.pods if is_pausable(inp.settings.pause, p))
 
 
@@ -120,11 +121,6 @@ def drained_pods(inp: RolloutInput, node: NodeFacts) -> tuple[GpuPod, ...]:
         if str(pod) in evict or pod.has_labels(selector):
             found[str(pod)] = GpuPod(pod.namespace, pod.name)
     return tuple(found[k] for k in sorted(found))
-
-
-def paused_left(inp: RolloutInput, node: NodeFacts) -> tuple[PodFacts, ...]:
-    """The pausable pods still on the node (being deleted or not): the drain waits for them."""
-    return pausable_on_node(inp, node)
 
 
 def not_back(node: NodeFacts) -> tuple[str, ...]:

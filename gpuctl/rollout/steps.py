@@ -72,7 +72,7 @@ from gpuctl.rollout.node_step import (
     unfixable_block,
     written,
 )
-from gpuctl.rollout.pause import PAUSE_POLL_SECONDS, drained_pods, pause_write, paused_left
+from gpuctl.rollout.pause import PAUSE_POLL_SECONDS, drained_pods, pausable_on_node, pause_write
 from gpuctl.rollout.reboots import step_reverifying
 from gpuctl.rollout.records import (
     RecordError,
@@ -251,7 +251,7 @@ def step_draining(inp: RolloutInput, node: NodeFacts) -> StepResult:
     if drained and inp.settings.evict_gpu_pods:
         result.actions.append(EvictPods(node.name, drained))
         result.wake(EVICT_RETRY_SECONDS)
-    if paused_left(inp, node):  # the DaemonSet controller deletes them; look again soon
+    if pausable_on_node(inp, node):  # the DaemonSet controller deletes them; look again soon
         result.wake(PAUSE_POLL_SECONDS)
     if timeout > 0:
         result.wake(timeout - elapsed)
@@ -263,7 +263,7 @@ def _drain_hint(inp: RolloutInput, node: NodeFacts) -> str:
     hints = []
     if drained_pods(inp, node) and not inp.settings.evict_gpu_pods:
         hints.append("evictGPUPods is off")
-    if paused_left(inp, node):
+    if pausable_on_node(inp, node):
         hints.append(
             f"a paused pod's DaemonSet must select on {names.DRIVER_READY_LABEL}="
             f"{names.DRIVER_READY_VALUE} (docs/gpu-daemons.md)"
@@ -423,7 +423,7 @@ def step_preparing(inp: RolloutInput, node: NodeFacts) -> StepResult:
     if node.gpu_pods is None:
         result.wake(CALL_RETRY_SECONDS)
         return result
-    if node.claims or drained_pods(inp, node) or paused_left(inp, node):
+    if node.claims or drained_pods(inp, node) or pausable_on_node(inp, node):
         reason = f"back to draining: {drain_words(inp, node)}"
         result.actions.append(transition(inp, node, Phase.DRAINING, reason, version=version))
         return result
