@@ -3,7 +3,8 @@
 A GPU is a PCI function with vendor 0x8086 and base class 0x03 (0x0300 VGA, 0x0380
 display controller); device ids alone never decide, and Intel host bridges, PCIe switch
 ports and audio functions are skipped. For each GPU this reads identity, the bound driver,
-SR-IOV state (PF totals, active VFs and their drivers, or a VF's parent) and DRM nodes.
+SR-IOV state (PF totals, active VFs and their drivers, or a VF's parent), DRM nodes, and
+whether xe holds it in survivability mode (agent/survivability.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,12 @@ import re
 from dataclasses import dataclass, field
 
 from agent.hostfs import HostFiles
+from agent.survivability import (
+    NOT_IN_SURVIVABILITY,
+    SURVIVABILITY_FILE,
+    Survivability,
+    parse_survivability,
+)
 from agent.sysattr import parse_hex, read_attribute, read_decimal, read_hex
 from agent.warninglog import WarningLog
 
@@ -66,6 +73,8 @@ class GpuFunction:
     sriov: SriovState | None = None
     # DRM node names ("card1", "renderD129"), cards first, in number order.
     drm_nodes: list[str] = field(default_factory=list)
+    # xe's survivability mode; None when the device's directory could not be listed.
+    survivability: Survivability | None = None
 
     @property
     def drm_card(self) -> str:
@@ -145,9 +154,13 @@ def read_gpu_function(
     gpu.boot_vga = read_attribute(files, f"{base}/boot_vga", log, missing_ok=True) == "1"
     try:
         entries = files.list_dir(base)
+        gpu.survivability = NOT_IN_SURVIVABILITY
     except OSError as error:
         log.add_error(base, error)
         entries = []
+    if SURVIVABILITY_FILE in entries:
+        text = read_attribute(files, f"{base}/{SURVIVABILITY_FILE}", log)
+        gpu.survivability = parse_survivability(text)
     if "physfn" in entries:
         gpu.role = Role.VIRTUAL
         gpu.physfn = _link_basename(files, f"{base}/physfn", log)

@@ -71,6 +71,13 @@ def device_message(
                 owner=owner_message(client.owner),
             )
         )
+    if gpu.survivability is not None:
+        device.survivability.CopyFrom(
+            pb.Survivability(
+                mode=pb.Survivability.Mode.Value(gpu.survivability.mode.value),
+                details=gpu.survivability.details,
+            )
+        )
     if vfio_scan is not None:
         device.iommu_group = vfio_scan.iommu_groups.get(gpu.address, "")
         for holder in vfio_scan.holders_by_device.get(gpu.address, []):

@@ -67,7 +67,29 @@ def _devices_section(report: pb.NodeReport) -> str:
         table += (
             "Clients were not scanned: the GPU drivers hold no references, so nothing is open.\n"
         )
-    return table
+    return table + survivability_lines(report.devices)
+
+
+_SURVIVABILITY_WORDS = {
+    pb.Survivability.BOOT: "boot survivability mode: pcode reported a firmware boot failure",
+    pb.Survivability.RUNTIME: "runtime survivability mode: a firmware error wedged it",
+    pb.Survivability.TYPE_UNKNOWN: "survivability mode (type unknown)",
+}
+
+
+def survivability_lines(devices: Iterable[pb.Device]) -> str:
+    """A WARNING per function xe holds in survivability mode, with xe's own details."""
+    lines = []
+    for device in devices:
+        words = _SURVIVABILITY_WORDS.get(device.survivability.mode)
+        if words is None:
+            continue
+        lines.append(
+            f"WARNING: {device.pci_address} is in {words}; it serves nothing until its "
+            "firmware is flashed (e.g. fwupd)\n"
+        )
+        lines.extend(f"  {detail}\n" for detail in device.survivability.details)
+    return "".join(lines)
 
 
 def _pfs_then_their_vfs(devices: Iterable[pb.Device]) -> list[pb.Device]:

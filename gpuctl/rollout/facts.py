@@ -74,6 +74,27 @@ class ReportFacts:
     def bound_to(self, driver: str) -> list[BoundFunction]:
         return sorted(BoundFunction(a, d) for a, d in self.drivers.items() if d == driver)
 
+    def in_survivability(self) -> str:
+        """The functions xe holds in survivability mode, in words ("" for none): a load that
+        ends there failed, though each is bound. A function whose mode is unknown (an older
+        agent) is not counted: the binding and version checks stand for it as before."""
+        modes = {
+            report_pb.Survivability.BOOT: "Boot",
+            report_pb.Survivability.RUNTIME: "Runtime",
+            report_pb.Survivability.TYPE_UNKNOWN: "type unknown",
+        }
+        found = [
+            f"{device.pci_address} ({modes[device.survivability.mode]})"
+            for device in self.report.devices
+            if device.survivability.mode in modes
+        ]
+        if not found:
+            return ""
+        return (
+            f"in survivability mode: {', '.join(found)}: xe found the GPU's firmware failed; "
+            "it serves nothing until the firmware is flashed (docs/agent.md#survivability-mode)"
+        )
+
 
 def _blocker(blocker: report_pb.Blocker) -> BlockerFact:
     reason = reason_name(blocker.reason)

@@ -9,8 +9,9 @@ target only, or for every node with `soakEachBatch`. While a node has a baseline
 - during `soakSeconds` after its Done, its agent is asked for a report every
   SOAK_POLL_SECONDS; any answer that shows it degraded fails it (`soak: ...`): the module
   not live any more or another srcversion, a function of the baseline no longer bound to its
-  driver, a kernel taint flag the baseline did not have. A failed node counts against the
-  failure budget, and with `onNodeFailure: Rollback` rolls the GPUDriver back (decide.py);
+  driver, a GPU in xe's survivability mode, a kernel taint flag the baseline did not have. A
+  failed node counts against the failure budget, and with `onNodeFailure: Rollback` rolls the
+  GPUDriver back (decide.py);
 - after `soakSeconds`, it passes on a clean answer asked for after the soak ended (with a
   readable taint mask: unknown is not healthy), and the write that drops its baseline
   records that it passed; until then the soak holds.
@@ -77,6 +78,9 @@ def degraded(record: dict[str, Any], report: ReportFacts) -> str:
         now = report.drivers.get(str(address))
         if now != record.get("driver"):
             problems.append(f"{address} not bound to {record.get('driver')} ({now or 'unbound'})")
+    survivability = report.in_survivability()
+    if survivability:
+        problems.append(survivability)
     before, tainted = record.get("tainted"), report.kernel_tainted
     if isinstance(before, int) and tainted is not None and tainted & ~before:
         problems.append(f"new kernel taint flag(s): {taint_words(tainted & ~before)}")

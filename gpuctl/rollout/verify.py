@@ -3,7 +3,9 @@
 On the load path the loaded module must be the one asked for: live, and with `verifyBy:
 backportTag` its backport tag is the user's `kernelModule.version` (not the Module's KMM
 version, which only names the configuration); without a `kernelModule.version`, or with
-`verifyBy: srcversion`, its srcversion differs from the one recorded before the pass. The
+`verifyBy: srcversion`, its srcversion differs from the one recorded before the pass. A GPU
+that xe put in survivability mode (its firmware failed) fails the node at once: it is bound,
+but serves nothing until a firmware flash. The
 changes preparation made are restored (RestoreRequest), every function bound before is bound
 again, and KMM still reports the version loaded. Then the driver-ready label goes back and the
 node waits (rollout.pause.timeout at most) for its paused GPU daemons (pause.py): Done,
@@ -232,16 +234,19 @@ def _verify_report(check: _Verification, report: ReportFacts) -> StepResult:
     inp, node = check.inp, check.node
     try:
         mismatch = module_mismatch(inp, node, report)
-        if mismatch:
-            return check.not_yet(mismatch)
-        restoring = check.restore_step()
-        if restoring is not None:
-            return restoring
-        missing = bindings_restored(node, report)
+        # A GPU in survivability mode is not transient: only a firmware flash ends it.
+        failure = "" if mismatch else report.in_survivability()
+        restoring = None if mismatch or failure else check.restore_step()
+        done_before = mismatch or failure or restoring is not None
+        missing = "" if done_before else bindings_restored(node, report)
     except RecordError as err:
-        result = StepResult()
-        result.actions.append(failed(inp, node, str(err), check.version))
-        return result
+        mismatch, failure, restoring, missing = "", str(err), None, ""
+    if failure:
+        return StepResult(actions=[failed(inp, node, failure, check.version)])
+    if mismatch:
+        return check.not_yet(mismatch)
+    if restoring is not None:
+        return restoring
     if missing:
         return check.not_yet(missing)
     if not kmm_loaded(inp, node, check.version):

@@ -230,6 +230,20 @@ class FakeHost:
         """The function's iommufd device file: sysfs `vfio-dev/<name>` (e.g. "vfio0")."""
         self._mkdir(f"{self._device_dirs[address]}/vfio-dev/{name}")
 
+    def enter_survivability(
+        self,
+        address: str,
+        mode: str = "Boot",
+        details: Sequence[str] = (
+            "Capability Info: 0x138344 - 0x1f",
+            "Postcode Info: 0x138348 - 0x5",
+        ),
+    ) -> None:
+        """xe puts the function in survivability mode: its `survivability_mode` file, as
+        xe_survivability_mode.c prints it ("Survivability mode type: Boot", then details)."""
+        lines = [f"Survivability mode type: {mode}", *details]
+        self.set_attribute(address, "survivability_mode", "".join(f"{line}\n" for line in lines))
+
     def set_attribute(self, address: str, name: str, text: str) -> None:
         """Overwrite one attribute file with raw text (e.g. garbage)."""
         self.write(f"{self._device_dirs[address]}/{name}", text)

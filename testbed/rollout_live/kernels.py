@@ -87,6 +87,11 @@ class NodeKernels:
         """``version``'s probe of the node's GPUs fails: it loads, but binds nothing."""
         self._write(node, kernel.PROBE_FAILS, user_module_version(version) + "\n")
 
+    def enter_survivability(self, node: str, version: str, mode: str = "Boot") -> None:
+        """``version``'s probe of the node's GPUs lands in xe's survivability mode (`mode`):
+        bound, serving nothing, as a GPU whose firmware failed."""
+        self._write(node, kernel.SURVIVABILITY, f"{user_module_version(version)} {mode}\n")
+
     def refuse_loads(self, node: str, reason: str | None = "Key was rejected by service") -> None:
         """The node's kernel refuses every module load (``reason``), or no longer (None)."""
         if reason is None:

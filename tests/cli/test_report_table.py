@@ -190,3 +190,19 @@ def test_vm_holders_are_listed_by_their_pod_once_per_process() -> None:
     assert "  - host process pid 4712 (qemu-kvm), 0000:83:00.1\n" in named
     assert "GPU clients" not in named
     assert "pod UID uid-vm, pid 4711" in render_report(report)
+
+
+def test_a_gpu_in_survivability_mode_is_a_warning_with_xes_details() -> None:
+    report = pb.NodeReport(node_name="n1")
+    device = report.devices.add(pci_address="0000:03:00.0", driver="xe")
+    device.survivability.mode = pb.Survivability.BOOT
+    device.survivability.details.append("Capability Info: 0x138344 - 0x1f")
+    healthy = report.devices.add(pci_address="0000:83:00.0", driver="xe")
+    healthy.survivability.mode = pb.Survivability.NONE
+    text = render_report(report)
+    assert (
+        "WARNING: 0000:03:00.0 is in boot survivability mode: pcode reported a firmware boot "
+        "failure; it serves nothing until its firmware is flashed (e.g. fwupd)\n"
+        "  Capability Info: 0x138344 - 0x1f\n" in text
+    )
+    assert "0000:83:00.0 is in" not in text

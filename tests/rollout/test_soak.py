@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode, RequestReport
@@ -139,3 +140,14 @@ def test_a_baseline_goes_with_any_move_so_a_node_never_soaks_on_a_stale_one() ->
     [placed] = [a for a in decision.actions if isinstance(a, PatchNode)]
     assert placed.phase_to is Phase.DONE
     assert placed.annotations[names.SOAK_BASELINE] is None
+
+
+def test_a_gpu_entering_survivability_mode_during_the_soak_fails_the_node() -> None:
+    sick = healthy()
+    device = sick.report.devices.add(pci_address=PF, driver="xe")
+    device.survivability.mode = pb.Survivability.RUNTIME
+    decision = decide(rollout([soaking_node(10, sick)], settings=SOAK))
+    [fail] = [a for a in decision.actions if isinstance(a, PatchNode)]
+    assert str(fail.annotations[names.REASON]).startswith(
+        f"soak: in survivability mode: {PF} (Runtime)"
+    )

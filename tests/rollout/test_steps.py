@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import (
@@ -605,6 +606,30 @@ def test_verifying_restores_recorded_changes_before_done() -> None:
     patch = only_patch(step_verifying(rollout([broken]), broken).actions)
     assert patch.phase_to is Phase.FAILED
     assert "EBUSY" in str(patch.annotations[names.REASON])
+
+
+def in_survivability(facts_report: Any, mode: int) -> Any:
+    """The report with its PF in xe's survivability mode (`mode`)."""
+    device = facts_report.report.devices.add(pci_address=PF, driver="xe")
+    device.survivability.mode = mode
+    return facts_report
+
+
+def test_verifying_a_gpu_in_survivability_mode_fails_at_once_though_it_is_bound() -> None:
+    healthy = in_survivability(new_report(vfs={PF: 2}), report_pb.Survivability.NONE)
+    facts = answered(verifying(), report=healthy)
+    assert only_patch(step_verifying(rollout([facts]), facts).actions).phase_to is Phase.DONE
+    sick = in_survivability(new_report(vfs={PF: 2}), report_pb.Survivability.BOOT)
+    facts = answered(verifying(since=1), report=sick)
+    patch = only_patch(step_verifying(rollout([facts]), facts).actions)
+    assert patch.phase_to is Phase.FAILED
+    assert str(patch.annotations[names.REASON]).startswith(
+        f"in survivability mode: {PF} (Boot): xe found the GPU's firmware failed"
+    )
+    # While the old module is still loaded, it is not the new driver's failure: wait for it.
+    old = in_survivability(report(vfs={PF: 2}), report_pb.Survivability.RUNTIME)
+    facts = answered(verifying(), report=old, finished_ago=2)
+    assert step_verifying(rollout([facts]), facts).actions == [RequestReport("n1", facts.attempt)]
 
 
 def test_verifying_missing_functions_are_named() -> None:

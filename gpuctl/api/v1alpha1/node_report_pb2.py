@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%gpuctl/api/v1alpha1/node_report.proto\x12\x13gpuctl.api.v1alpha1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x93\x04\n\nNodeReport\x12\x11\n\tnode_name\x18\x01 \x01(\t\x12\x16\n\x0ekernel_release\x18\x02 \x01(\t\x12/\n\x0bobserved_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x07\x64\x65vices\x18\x04 \x03(\x0b\x32\x1b.gpuctl.api.v1alpha1.Device\x12+\n\x06module\x18\x05 \x01(\x0b\x32\x1b.gpuctl.api.v1alpha1.Module\x12.\n\x08\x62lockers\x18\x06 \x03(\x0b\x32\x1c.gpuctl.api.v1alpha1.Blocker\x12.\n\x08warnings\x18\x07 \x03(\x0b\x32\x1c.gpuctl.api.v1alpha1.Warning\x12\x34\n\x0b\x63lient_scan\x18\x08 \x01(\x0b\x32\x1f.gpuctl.api.v1alpha1.ClientScan\x12\x15\n\ragent_version\x18\t \x01(\t\x12\x1b\n\x0ekernel_tainted\x18\n \x01(\x04H\x00\x88\x01\x01\x12=\n\x10in_tree_autoload\x18\x0b \x01(\x0b\x32#.gpuctl.api.v1alpha1.InTreeAutoload\x12\x32\n\tvfio_scan\x18\x0c \x01(\x0b\x32\x1f.gpuctl.api.v1alpha1.ClientScanB\x11\n\x0f_kernel_tainted\"\xc0\x01\n\x0eInTreeAutoload\x12\x38\n\x05state\x18\x01 \x01(\x0e\x32).gpuctl.api.v1alpha1.InTreeAutoload.State\x12\x0f\n\x07sources\x18\x02 \x03(\t\"c\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11NO_IN_TREE_MODULE\x10\x01\x12\x0f\n\x0b\x42LACKLISTED\x10\x02\x12\r\n\tAUTOLOADS\x10\x03\x12\x0c\n\x08\x44ISABLED\x10\x04\"\xf3\x04\n\x06\x44\x65vice\x12\x13\n\x0bpci_address\x18\x01 \x01(\t\x12\x11\n\tvendor_id\x18\x02 \x01(\t\x12\x11\n\tdevice_id\x18\x03 \x01(\t\x12\x12\n\nclass_code\x18\x04 \x01(\t\x12\x1b\n\x13subsystem_vendor_id\x18\x05 \x01(\t\x12\x1b\n\x13subsystem_device_id\x18\x06 \x01(\t\x12\x0e\n\x06\x64river\x18\x07 \x01(\t\x12.\n\x04role\x18\x08 \x01(\x0e\x32 .gpuctl.api.v1alpha1.Device.Role\x12\x0e\n\x06physfn\x18\t \x01(\t\x12)\n\x05sriov\x18\n \x01(\x0b\x32\x1a.gpuctl.api.v1alpha1.Sriov\x12*\n\x03\x64rm\x18\x0b \x01(\x0b\x32\x1d.gpuctl.api.v1alpha1.DrmNodes\x12/\n\x07\x63lients\x18\x0c \x03(\x0b\x32\x1e.gpuctl.api.v1alpha1.DrmClient\x12\x10\n\x08platform\x18\r \x01(\t\x12\x16\n\tnuma_node\x18\x0e \x01(\x05H\x00\x88\x01\x01\x12\x17\n\x0f\x64river_override\x18\x0f \x01(\t\x12\x10\n\x08\x62oot_vga\x18\x10 \x01(\x08\x12\x10\n\x08revision\x18\x11 \x01(\t\x12\x13\n\x0biommu_group\x18\x12 \x01(\t\x12\x35\n\x0cvfio_holders\x18\x13 \x03(\x0b\x32\x1f.gpuctl.api.v1alpha1.VfioHolder\"G\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0c\n\x08PHYSICAL\x10\x01\x12\x0b\n\x07VIRTUAL\x10\x02\x12\x0e\n\nSTANDALONE\x10\x03\x42\x0c\n\n_numa_node\"}\n\nVfioHolder\x12\x0b\n\x03pid\x18\x01 \x01(\x05\x12\x0f\n\x07\x63ommand\x18\x02 \x01(\t\x12\r\n\x05paths\x18\x03 \x03(\t\x12\x10\n\x08\x66\x64_count\x18\x04 \x01(\r\x12\x30\n\x05owner\x18\x05 \x01(\x0b\x32!.gpuctl.api.v1alpha1.ProcessOwner\"\xb3\x01\n\x05Sriov\x12\x16\n\ttotal_vfs\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x14\n\x07num_vfs\x18\x02 \x01(\rH\x01\x88\x01\x01\x12\x31\n\x03vfs\x18\x03 \x03(\x0b\x32$.gpuctl.api.v1alpha1.VirtualFunction\x12\x19\n\x11\x64rivers_autoprobe\x18\x04 \x01(\x08\x12\x14\n\x0cvf_device_id\x18\x05 \x01(\tB\x0c\n\n_total_vfsB\n\n\x08_num_vfs\"6\n\x0fVirtualFunction\x12\x13\n\x0bpci_address\x18\x01 \x01(\t\x12\x0e\n\x06\x64river\x18\x02 \x01(\t\"(\n\x08\x44rmNodes\x12\x0c\n\x04\x63\x61rd\x18\x01 \x01(\t\x12\x0e\n\x06render\x18\x02 \x01(\t\"\x81\x01\n\tDrmClient\x12\x0b\n\x03pid\x18\x01 \x01(\x05\x12\x0f\n\x07\x63ommand\x18\x02 \x01(\t\x12\x12\n\nclient_ids\x18\x03 \x03(\x04\x12\x10\n\x08\x66\x64_count\x18\x04 \x01(\r\x12\x30\n\x05owner\x18\x05 \x01(\x0b\x32!.gpuctl.api.v1alpha1.ProcessOwner\"\xba\x01\n\x0cProcessOwner\x12\x34\n\x04kind\x18\x01 \x01(\x0e\x32&.gpuctl.api.v1alpha1.ProcessOwner.Kind\x12\x0f\n\x07pod_uid\x18\x02 \x01(\t\x12\x14\n\x0c\x63ontainer_id\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\"<\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x08\n\x04HOST\x10\x01\x12\x07\n\x03POD\x10\x02\x12\x0b\n\x07UNKNOWN\x10\x03\"\xd5\x04\n\x06Module\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x30\n\x05state\x18\x02 \x01(\x0e\x32!.gpuctl.api.v1alpha1.Module.State\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x12\n\nsrcversion\x18\x04 \x01(\t\x12\r\n\x05taint\x18\x05 \x01(\t\x12\x13\n\x06refcnt\x18\x06 \x01(\x05H\x00\x88\x01\x01\x12\x0f\n\x07holders\x18\x07 \x03(\t\x12?\n\nparameters\x18\x08 \x03(\x0b\x32+.gpuctl.api.v1alpha1.Module.ParametersEntry\x12:\n\nprovenance\x18\t \x01(\x0e\x32&.gpuctl.api.v1alpha1.Module.Provenance\x12\x14\n\x0c\x62\x61\x63kport_tag\x18\n \x01(\t\x12\x10\n\x08\x66ilename\x18\x0b \x01(\t\x12\x1b\n\x13provenance_evidence\x18\x0c \x01(\t\x1a\x31\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\\\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x0e\n\nNOT_LOADED\x10\x01\x12\x08\n\x04LIVE\x10\x02\x12\n\n\x06\x43OMING\x10\x03\x12\t\n\x05GOING\x10\x04\x12\x0b\n\x07\x42UILTIN\x10\x05\"S\n\nProvenance\x12\x1a\n\x16PROVENANCE_UNSPECIFIED\x10\x00\x12\x0b\n\x07IN_TREE\x10\x01\x12\x0f\n\x0bOUT_OF_TREE\x10\x02\x12\x0b\n\x07UNKNOWN\x10\x03\x42\t\n\x07_refcnt\"\x98\x02\n\x07\x42locker\x12\x33\n\x06reason\x18\x01 \x01(\x0e\x32#.gpuctl.api.v1alpha1.Blocker.Reason\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x13\n\x0bpci_address\x18\x03 \x01(\t\"\xb1\x01\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x10\n\x0cOPEN_CLIENTS\x10\x01\x12\x0e\n\nACTIVE_VFS\x10\x02\x12\x12\n\x0eMODULE_HOLDERS\x10\x03\x12\x0b\n\x07\x42UILTIN\x10\x04\x12\x11\n\rTRANSITIONING\x10\x05\x12\x13\n\x0f\x43LIENTS_UNKNOWN\x10\x06\x12\x11\n\rMODULE_IN_USE\x10\x07\x12\x11\n\rSTATE_UNKNOWN\x10\x08\"(\n\x07Warning\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xe6\x01\n\nClientScan\x12\x34\n\x05state\x18\x01 \x01(\x0e\x32%.gpuctl.api.v1alpha1.ClientScan.State\x12\x19\n\x11processes_scanned\x18\x02 \x01(\r\x12\x18\n\x10processes_denied\x18\x03 \x01(\r\x12\x0f\n\x07message\x18\x04 \x01(\t\"\\\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x0c\n\x08\x43OMPLETE\x10\x01\x12\x12\n\x0eSKIPPED_UNUSED\x10\x02\x12\x0e\n\nINCOMPLETE\x10\x03\x12\n\n\x06\x46\x41ILED\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%gpuctl/api/v1alpha1/node_report.proto\x12\x13gpuctl.api.v1alpha1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x93\x04\n\nNodeReport\x12\x11\n\tnode_name\x18\x01 \x01(\t\x12\x16\n\x0ekernel_release\x18\x02 \x01(\t\x12/\n\x0bobserved_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x07\x64\x65vices\x18\x04 \x03(\x0b\x32\x1b.gpuctl.api.v1alpha1.Device\x12+\n\x06module\x18\x05 \x01(\x0b\x32\x1b.gpuctl.api.v1alpha1.Module\x12.\n\x08\x62lockers\x18\x06 \x03(\x0b\x32\x1c.gpuctl.api.v1alpha1.Blocker\x12.\n\x08warnings\x18\x07 \x03(\x0b\x32\x1c.gpuctl.api.v1alpha1.Warning\x12\x34\n\x0b\x63lient_scan\x18\x08 \x01(\x0b\x32\x1f.gpuctl.api.v1alpha1.ClientScan\x12\x15\n\ragent_version\x18\t \x01(\t\x12\x1b\n\x0ekernel_tainted\x18\n \x01(\x04H\x00\x88\x01\x01\x12=\n\x10in_tree_autoload\x18\x0b \x01(\x0b\x32#.gpuctl.api.v1alpha1.InTreeAutoload\x12\x32\n\tvfio_scan\x18\x0c \x01(\x0b\x32\x1f.gpuctl.api.v1alpha1.ClientScanB\x11\n\x0f_kernel_tainted\"\xc0\x01\n\x0eInTreeAutoload\x12\x38\n\x05state\x18\x01 \x01(\x0e\x32).gpuctl.api.v1alpha1.InTreeAutoload.State\x12\x0f\n\x07sources\x18\x02 \x03(\t\"c\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11NO_IN_TREE_MODULE\x10\x01\x12\x0f\n\x0b\x42LACKLISTED\x10\x02\x12\r\n\tAUTOLOADS\x10\x03\x12\x0c\n\x08\x44ISABLED\x10\x04\"\xae\x05\n\x06\x44\x65vice\x12\x13\n\x0bpci_address\x18\x01 \x01(\t\x12\x11\n\tvendor_id\x18\x02 \x01(\t\x12\x11\n\tdevice_id\x18\x03 \x01(\t\x12\x12\n\nclass_code\x18\x04 \x01(\t\x12\x1b\n\x13subsystem_vendor_id\x18\x05 \x01(\t\x12\x1b\n\x13subsystem_device_id\x18\x06 \x01(\t\x12\x0e\n\x06\x64river\x18\x07 \x01(\t\x12.\n\x04role\x18\x08 \x01(\x0e\x32 .gpuctl.api.v1alpha1.Device.Role\x12\x0e\n\x06physfn\x18\t \x01(\t\x12)\n\x05sriov\x18\n \x01(\x0b\x32\x1a.gpuctl.api.v1alpha1.Sriov\x12*\n\x03\x64rm\x18\x0b \x01(\x0b\x32\x1d.gpuctl.api.v1alpha1.DrmNodes\x12/\n\x07\x63lients\x18\x0c \x03(\x0b\x32\x1e.gpuctl.api.v1alpha1.DrmClient\x12\x10\n\x08platform\x18\r \x01(\t\x12\x16\n\tnuma_node\x18\x0e \x01(\x05H\x00\x88\x01\x01\x12\x17\n\x0f\x64river_override\x18\x0f \x01(\t\x12\x10\n\x08\x62oot_vga\x18\x10 \x01(\x08\x12\x10\n\x08revision\x18\x11 \x01(\t\x12\x13\n\x0biommu_group\x18\x12 \x01(\t\x12\x35\n\x0cvfio_holders\x18\x13 \x03(\x0b\x32\x1f.gpuctl.api.v1alpha1.VfioHolder\x12\x39\n\rsurvivability\x18\x14 \x01(\x0b\x32\".gpuctl.api.v1alpha1.Survivability\"G\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0c\n\x08PHYSICAL\x10\x01\x12\x0b\n\x07VIRTUAL\x10\x02\x12\x0e\n\nSTANDALONE\x10\x03\x42\x0c\n\n_numa_node\"\xa8\x01\n\rSurvivability\x12\x35\n\x04mode\x18\x01 \x01(\x0e\x32\'.gpuctl.api.v1alpha1.Survivability.Mode\x12\x0f\n\x07\x64\x65tails\x18\x02 \x03(\t\"O\n\x04Mode\x12\x14\n\x10MODE_UNSPECIFIED\x10\x00\x12\x08\n\x04NONE\x10\x01\x12\x08\n\x04\x42OOT\x10\x02\x12\x0b\n\x07RUNTIME\x10\x03\x12\x10\n\x0cTYPE_UNKNOWN\x10\x04\"}\n\nVfioHolder\x12\x0b\n\x03pid\x18\x01 \x01(\x05\x12\x0f\n\x07\x63ommand\x18\x02 \x01(\t\x12\r\n\x05paths\x18\x03 \x03(\t\x12\x10\n\x08\x66\x64_count\x18\x04 \x01(\r\x12\x30\n\x05owner\x18\x05 \x01(\x0b\x32!.gpuctl.api.v1alpha1.ProcessOwner\"\xb3\x01\n\x05Sriov\x12\x16\n\ttotal_vfs\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x14\n\x07num_vfs\x18\x02 \x01(\rH\x01\x88\x01\x01\x12\x31\n\x03vfs\x18\x03 \x03(\x0b\x32$.gpuctl.api.v1alpha1.VirtualFunction\x12\x19\n\x11\x64rivers_autoprobe\x18\x04 \x01(\x08\x12\x14\n\x0cvf_device_id\x18\x05 \x01(\tB\x0c\n\n_total_vfsB\n\n\x08_num_vfs\"6\n\x0fVirtualFunction\x12\x13\n\x0bpci_address\x18\x01 \x01(\t\x12\x0e\n\x06\x64river\x18\x02 \x01(\t\"(\n\x08\x44rmNodes\x12\x0c\n\x04\x63\x61rd\x18\x01 \x01(\t\x12\x0e\n\x06render\x18\x02 \x01(\t\"\x81\x01\n\tDrmClient\x12\x0b\n\x03pid\x18\x01 \x01(\x05\x12\x0f\n\x07\x63ommand\x18\x02 \x01(\t\x12\x12\n\nclient_ids\x18\x03 \x03(\x04\x12\x10\n\x08\x66\x64_count\x18\x04 \x01(\r\x12\x30\n\x05owner\x18\x05 \x01(\x0b\x32!.gpuctl.api.v1alpha1.ProcessOwner\"\xba\x01\n\x0cProcessOwner\x12\x34\n\x04kind\x18\x01 \x01(\x0e\x32&.gpuctl.api.v1alpha1.ProcessOwner.Kind\x12\x0f\n\x07pod_uid\x18\x02 \x01(\t\x12\x14\n\x0c\x63ontainer_id\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\"<\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x08\n\x04HOST\x10\x01\x12\x07\n\x03POD\x10\x02\x12\x0b\n\x07UNKNOWN\x10\x03\"\xd5\x04\n\x06Module\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x30\n\x05state\x18\x02 \x01(\x0e\x32!.gpuctl.api.v1alpha1.Module.State\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x12\n\nsrcversion\x18\x04 \x01(\t\x12\r\n\x05taint\x18\x05 \x01(\t\x12\x13\n\x06refcnt\x18\x06 \x01(\x05H\x00\x88\x01\x01\x12\x0f\n\x07holders\x18\x07 \x03(\t\x12?\n\nparameters\x18\x08 \x03(\x0b\x32+.gpuctl.api.v1alpha1.Module.ParametersEntry\x12:\n\nprovenance\x18\t \x01(\x0e\x32&.gpuctl.api.v1alpha1.Module.Provenance\x12\x14\n\x0c\x62\x61\x63kport_tag\x18\n \x01(\t\x12\x10\n\x08\x66ilename\x18\x0b \x01(\t\x12\x1b\n\x13provenance_evidence\x18\x0c \x01(\t\x1a\x31\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\\\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x0e\n\nNOT_LOADED\x10\x01\x12\x08\n\x04LIVE\x10\x02\x12\n\n\x06\x43OMING\x10\x03\x12\t\n\x05GOING\x10\x04\x12\x0b\n\x07\x42UILTIN\x10\x05\"S\n\nProvenance\x12\x1a\n\x16PROVENANCE_UNSPECIFIED\x10\x00\x12\x0b\n\x07IN_TREE\x10\x01\x12\x0f\n\x0bOUT_OF_TREE\x10\x02\x12\x0b\n\x07UNKNOWN\x10\x03\x42\t\n\x07_refcnt\"\x98\x02\n\x07\x42locker\x12\x33\n\x06reason\x18\x01 \x01(\x0e\x32#.gpuctl.api.v1alpha1.Blocker.Reason\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x13\n\x0bpci_address\x18\x03 \x01(\t\"\xb1\x01\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x10\n\x0cOPEN_CLIENTS\x10\x01\x12\x0e\n\nACTIVE_VFS\x10\x02\x12\x12\n\x0eMODULE_HOLDERS\x10\x03\x12\x0b\n\x07\x42UILTIN\x10\x04\x12\x11\n\rTRANSITIONING\x10\x05\x12\x13\n\x0f\x43LIENTS_UNKNOWN\x10\x06\x12\x11\n\rMODULE_IN_USE\x10\x07\x12\x11\n\rSTATE_UNKNOWN\x10\x08\"(\n\x07Warning\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xe6\x01\n\nClientScan\x12\x34\n\x05state\x18\x01 \x01(\x0e\x32%.gpuctl.api.v1alpha1.ClientScan.State\x12\x19\n\x11processes_scanned\x18\x02 \x01(\r\x12\x18\n\x10processes_denied\x18\x03 \x01(\r\x12\x0f\n\x07message\x18\x04 \x01(\t\"\\\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x0c\n\x08\x43OMPLETE\x10\x01\x12\x12\n\x0eSKIPPED_UNUSED\x10\x02\x12\x0e\n\nINCOMPLETE\x10\x03\x12\n\n\x06\x46\x41ILED\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,39 +41,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INTREEAUTOLOAD_STATE']._serialized_start=723
   _globals['_INTREEAUTOLOAD_STATE']._serialized_end=822
   _globals['_DEVICE']._serialized_start=825
-  _globals['_DEVICE']._serialized_end=1452
-  _globals['_DEVICE_ROLE']._serialized_start=1367
-  _globals['_DEVICE_ROLE']._serialized_end=1438
-  _globals['_VFIOHOLDER']._serialized_start=1454
-  _globals['_VFIOHOLDER']._serialized_end=1579
-  _globals['_SRIOV']._serialized_start=1582
-  _globals['_SRIOV']._serialized_end=1761
-  _globals['_VIRTUALFUNCTION']._serialized_start=1763
-  _globals['_VIRTUALFUNCTION']._serialized_end=1817
-  _globals['_DRMNODES']._serialized_start=1819
-  _globals['_DRMNODES']._serialized_end=1859
-  _globals['_DRMCLIENT']._serialized_start=1862
-  _globals['_DRMCLIENT']._serialized_end=1991
-  _globals['_PROCESSOWNER']._serialized_start=1994
-  _globals['_PROCESSOWNER']._serialized_end=2180
-  _globals['_PROCESSOWNER_KIND']._serialized_start=2120
-  _globals['_PROCESSOWNER_KIND']._serialized_end=2180
-  _globals['_MODULE']._serialized_start=2183
-  _globals['_MODULE']._serialized_end=2780
-  _globals['_MODULE_PARAMETERSENTRY']._serialized_start=2541
-  _globals['_MODULE_PARAMETERSENTRY']._serialized_end=2590
-  _globals['_MODULE_STATE']._serialized_start=2592
-  _globals['_MODULE_STATE']._serialized_end=2684
-  _globals['_MODULE_PROVENANCE']._serialized_start=2686
-  _globals['_MODULE_PROVENANCE']._serialized_end=2769
-  _globals['_BLOCKER']._serialized_start=2783
-  _globals['_BLOCKER']._serialized_end=3063
-  _globals['_BLOCKER_REASON']._serialized_start=2886
-  _globals['_BLOCKER_REASON']._serialized_end=3063
-  _globals['_WARNING']._serialized_start=3065
-  _globals['_WARNING']._serialized_end=3105
-  _globals['_CLIENTSCAN']._serialized_start=3108
-  _globals['_CLIENTSCAN']._serialized_end=3338
-  _globals['_CLIENTSCAN_STATE']._serialized_start=3246
-  _globals['_CLIENTSCAN_STATE']._serialized_end=3338
+  _globals['_DEVICE']._serialized_end=1511
+  _globals['_DEVICE_ROLE']._serialized_start=1426
+  _globals['_DEVICE_ROLE']._serialized_end=1497
+  _globals['_SURVIVABILITY']._serialized_start=1514
+  _globals['_SURVIVABILITY']._serialized_end=1682
+  _globals['_SURVIVABILITY_MODE']._serialized_start=1603
+  _globals['_SURVIVABILITY_MODE']._serialized_end=1682
+  _globals['_VFIOHOLDER']._serialized_start=1684
+  _globals['_VFIOHOLDER']._serialized_end=1809
+  _globals['_SRIOV']._serialized_start=1812
+  _globals['_SRIOV']._serialized_end=1991
+  _globals['_VIRTUALFUNCTION']._serialized_start=1993
+  _globals['_VIRTUALFUNCTION']._serialized_end=2047
+  _globals['_DRMNODES']._serialized_start=2049
+  _globals['_DRMNODES']._serialized_end=2089
+  _globals['_DRMCLIENT']._serialized_start=2092
+  _globals['_DRMCLIENT']._serialized_end=2221
+  _globals['_PROCESSOWNER']._serialized_start=2224
+  _globals['_PROCESSOWNER']._serialized_end=2410
+  _globals['_PROCESSOWNER_KIND']._serialized_start=2350
+  _globals['_PROCESSOWNER_KIND']._serialized_end=2410
+  _globals['_MODULE']._serialized_start=2413
+  _globals['_MODULE']._serialized_end=3010
+  _globals['_MODULE_PARAMETERSENTRY']._serialized_start=2771
+  _globals['_MODULE_PARAMETERSENTRY']._serialized_end=2820
+  _globals['_MODULE_STATE']._serialized_start=2822
+  _globals['_MODULE_STATE']._serialized_end=2914
+  _globals['_MODULE_PROVENANCE']._serialized_start=2916
+  _globals['_MODULE_PROVENANCE']._serialized_end=2999
+  _globals['_BLOCKER']._serialized_start=3013
+  _globals['_BLOCKER']._serialized_end=3293
+  _globals['_BLOCKER_REASON']._serialized_start=3116
+  _globals['_BLOCKER_REASON']._serialized_end=3293
+  _globals['_WARNING']._serialized_start=3295
+  _globals['_WARNING']._serialized_end=3335
+  _globals['_CLIENTSCAN']._serialized_start=3338
+  _globals['_CLIENTSCAN']._serialized_end=3568
+  _globals['_CLIENTSCAN_STATE']._serialized_start=3476
+  _globals['_CLIENTSCAN_STATE']._serialized_end=3568
 # @@protoc_insertion_point(module_scope)

@@ -217,6 +217,7 @@ class Device(_message.Message):
     REVISION_FIELD_NUMBER: _builtins.int
     IOMMU_GROUP_FIELD_NUMBER: _builtins.int
     VFIO_HOLDERS_FIELD_NUMBER: _builtins.int
+    SURVIVABILITY_FIELD_NUMBER: _builtins.int
     pci_address: _builtins.str
     """Domain:bus:device.function, e.g. "0000:03:00.0"."""
     vendor_id: _builtins.str
@@ -262,6 +263,12 @@ class Device(_message.Message):
         search was): the VM using it, e.g. QEMU in a KubeVirt virt-launcher pod.
         """
 
+    @_builtins.property
+    def survivability(self) -> Global___Survivability:
+        """Whether xe put this function in survivability mode (its firmware failed: a flash is
+        needed). Unset from an older agent: unknown.
+        """
+
     def __init__(
         self,
         *,
@@ -284,16 +291,76 @@ class Device(_message.Message):
         revision: _builtins.str = ...,
         iommu_group: _builtins.str = ...,
         vfio_holders: _abc.Iterable[Global___VfioHolder] | None = ...,
+        survivability: Global___Survivability | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_numa_node", b"_numa_node", "drm", b"drm", "numa_node", b"numa_node", "sriov", b"sriov"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_numa_node", b"_numa_node", "drm", b"drm", "numa_node", b"numa_node", "sriov", b"sriov", "survivability", b"survivability"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_numa_node", b"_numa_node", "boot_vga", b"boot_vga", "class_code", b"class_code", "clients", b"clients", "device_id", b"device_id", "driver", b"driver", "driver_override", b"driver_override", "drm", b"drm", "iommu_group", b"iommu_group", "numa_node", b"numa_node", "pci_address", b"pci_address", "physfn", b"physfn", "platform", b"platform", "revision", b"revision", "role", b"role", "sriov", b"sriov", "subsystem_device_id", b"subsystem_device_id", "subsystem_vendor_id", b"subsystem_vendor_id", "vendor_id", b"vendor_id", "vfio_holders", b"vfio_holders"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_numa_node", b"_numa_node", "boot_vga", b"boot_vga", "class_code", b"class_code", "clients", b"clients", "device_id", b"device_id", "driver", b"driver", "driver_override", b"driver_override", "drm", b"drm", "iommu_group", b"iommu_group", "numa_node", b"numa_node", "pci_address", b"pci_address", "physfn", b"physfn", "platform", b"platform", "revision", b"revision", "role", b"role", "sriov", b"sriov", "subsystem_device_id", b"subsystem_device_id", "subsystem_vendor_id", b"subsystem_vendor_id", "survivability", b"survivability", "vendor_id", b"vendor_id", "vfio_holders", b"vfio_holders"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__numa_node: _TypeAlias = _typing.Literal["numa_node"]  # noqa: Y015
     _WhichOneofArgType__numa_node: _TypeAlias = _typing.Literal["_numa_node", b"_numa_node"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__numa_node) -> _WhichOneofReturnType__numa_node | None: ...
 
 Global___Device: _TypeAlias = Device  # noqa: Y015
+
+@_typing.final
+class Survivability(_message.Message):
+    """xe's survivability mode of one function: the sysfs file `survivability_mode` under the PCI
+    device exists only while the device is in it (drivers/gpu/drm/xe/xe_survivability_mode.c).
+    A device in it is bound to xe but serves nothing: no DRM node, no clients.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _Mode:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _ModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[Survivability._Mode.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        MODE_UNSPECIFIED: Survivability._Mode.ValueType  # 0
+        """Not known: the device's sysfs directory could not be listed."""
+        NONE: Survivability._Mode.ValueType  # 1
+        """Not in survivability mode (no `survivability_mode` file)."""
+        BOOT: Survivability._Mode.ValueType  # 2
+        """Boot survivability: pcode reported a firmware boot failure at probe."""
+        RUNTIME: Survivability._Mode.ValueType  # 3
+        """Runtime survivability: a firmware error wedged the device after probe."""
+        TYPE_UNKNOWN: Survivability._Mode.ValueType  # 4
+        """In survivability mode, of a type the file does not say (unreadable, or new words)."""
+
+    class Mode(_Mode, metaclass=_ModeEnumTypeWrapper): ...
+    MODE_UNSPECIFIED: Survivability.Mode.ValueType  # 0
+    """Not known: the device's sysfs directory could not be listed."""
+    NONE: Survivability.Mode.ValueType  # 1
+    """Not in survivability mode (no `survivability_mode` file)."""
+    BOOT: Survivability.Mode.ValueType  # 2
+    """Boot survivability: pcode reported a firmware boot failure at probe."""
+    RUNTIME: Survivability.Mode.ValueType  # 3
+    """Runtime survivability: a firmware error wedged the device after probe."""
+    TYPE_UNKNOWN: Survivability.Mode.ValueType  # 4
+    """In survivability mode, of a type the file does not say (unreadable, or new words)."""
+
+    MODE_FIELD_NUMBER: _builtins.int
+    DETAILS_FIELD_NUMBER: _builtins.int
+    mode: Global___Survivability.Mode.ValueType
+    @_builtins.property
+    def details(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The file's lines after the type ("Capability Info: 0x... - 0x..."), as xe prints them."""
+
+    def __init__(
+        self,
+        *,
+        mode: Global___Survivability.Mode.ValueType = ...,
+        details: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["details", b"details", "mode", b"mode"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Survivability: _TypeAlias = Survivability  # noqa: Y015
 
 @_typing.final
 class VfioHolder(_message.Message):

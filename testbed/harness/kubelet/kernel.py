@@ -13,8 +13,11 @@ module changes such a root the way the kernel would, from another process than t
   parameters, taint ``OE`` (out-of-tree, unsigned); if its ``alias`` lines name Intel PCI
   devices (a driver, not a helper module), it probes every Intel display PF no driver holds -
   unless the node's probe of that version fails (``PROBE_FAILS``, a file in the root listing
-  versions whose probe fails there). A node whose root holds ``REFUSES_LOADS`` refuses every
-  load with the words it holds (a kernel enforcing module signatures).
+  versions whose probe fails there). A version listed in ``SURVIVABILITY`` (``<version>
+  <Boot|Runtime>`` lines) probes into xe's survivability mode: bound, with its
+  ``survivability_mode`` file, as a GPU whose firmware failed; unbinding takes the file
+  away. A node whose root holds ``REFUSES_LOADS`` refuses every load with the words it holds
+  (a kernel enforcing module signatures).
 
 ``busy_reasons`` is the oracle's question - would unloading hurt now? - asked at the moment of
 every unload attempt. It counts what makes ``remove`` fail and also what does not but still
@@ -35,6 +38,8 @@ INTEL_PCI_ALIAS = "pci:v00008086"  # a module whose aliases match Intel PCI devi
 DISPLAY_CLASS_PREFIX = "0x03"
 PROBE_FAILS = "fake-kernel/probe-fails"
 REFUSES_LOADS = "fake-kernel/refuses-loads"
+SURVIVABILITY = "fake-kernel/survivability"
+SURVIVABILITY_FILE = "survivability_mode"
 
 
 class ModuleInUseError(RuntimeError):
@@ -137,6 +142,7 @@ def _unlink(path: Path) -> None:
 def _unbind(root: Path, address: str) -> None:
     driver = driver_of(root, address)
     _unlink(_function_dir(root, address) / "driver")
+    _unlink(_function_dir(root, address) / SURVIVABILITY_FILE)
     if driver is not None:
         _unlink(root / PCI_DRIVERS / driver / address)
 
@@ -182,6 +188,18 @@ def _bind(root: Path, address: str, module: str) -> None:
         _link(root, f"{PCI_DRIVERS}/{module}/module", root / "sys/module" / module)
     _link(root, str((device / "driver").relative_to(root)), driver_dir)
     _link(root, f"{PCI_DRIVERS}/{module}/{address}", device)
+
+
+def survivability_of(root: Path, version: str) -> str | None:
+    """The survivability mode ("Boot", "Runtime") `version`'s probe lands in, if listed."""
+    path = root / SURVIVABILITY
+    if not path.is_file():
+        return None
+    for line in path.read_text().splitlines():
+        listed, _, mode = line.strip().rpartition(" ")
+        if listed == version.strip():
+            return mode
+    return None
 
 
 def probe_fails(root: Path, version: str) -> bool:
@@ -230,4 +248,9 @@ def load(
         if intel and display and not is_vf and driver_of(root, address) is None:
             _bind(root, address, module)
             bound.append(address)
+            mode = survivability_of(root, version)
+            if mode is not None:
+                (device / SURVIVABILITY_FILE).write_text(
+                    f"Survivability mode type: {mode}\nCapability Info: 0x138344 - 0x1f\n"
+                )
     return bound
