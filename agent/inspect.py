@@ -19,11 +19,12 @@ from agent.drm_clients import ClientScanOutcome, ScanState, scan_drm_clients
 from agent.fdscan import OS_SYSCALLS, ProcSyscalls
 from agent.hostfs import HostFiles
 from agent.hostroot import validate_host_root
+from agent.kernel_trust import loaded_signature, read_kernel_trust
 from agent.kmod import ModuleFacts, ModuleState, driver_module_name, open_references, read_module
 from agent.module_files import RELEASE_PATH, find_loaded_module_file
 from agent.pci import GpuFunction, scan_intel_gpus
 from agent.provenance import judge_provenance, parse_backport_tag
-from agent.report import build_report, module_message
+from agent.report import build_report, module_message, signature_message
 from agent.sysattr import read_attribute
 from agent.vfio_holders import scan_vfio_holders
 from agent.warninglog import WarningLog
@@ -81,18 +82,23 @@ def inspect_node(
         filename=module_file.host_path if module_file else "",
     )
     autoload = read_autoload(files, release, MODULE_NAME, log)
+    trust = read_kernel_trust(files, log)
+    module_proto = module_message(
+        module,
+        verdict,
+        backport_tag=parse_backport_tag(module.version or ""),
+        filename=module_file.host_path if module_file else "",
+    )
+    if loaded:
+        verified = loaded_signature(module.taint, trust)
+        module_proto.signature.CopyFrom(signature_message(verified, module_file))
     return build_report(
         node_name=node_name,
         kernel_release=release,
         now=now,
         agent_version=agent_version(),
         gpus=pci.gpus,
-        module=module_message(
-            module,
-            verdict,
-            backport_tag=parse_backport_tag(module.version or ""),
-            filename=module_file.host_path if module_file else "",
-        ),
+        module=module_proto,
         client_scan=client_scan,
         blockers=compute_blockers(
             module, pci.gpus, client_scan, pci_listed=pci.listed, vfio_scan=vfio_scan
@@ -101,6 +107,7 @@ def inspect_node(
         kernel_tainted=tainted,
         autoload=autoload,
         vfio_scan=vfio_scan,
+        trust=trust,
     )
 
 

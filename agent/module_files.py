@@ -2,7 +2,8 @@
 
 Candidates come from lib/modules/<release>/modules.dep plus the directories out-of-tree
 builds use (updates/, updates/dkms/, extra/) and the in-tree location. A candidate matches
-when its `.modinfo` srcversion equals the loaded module's. A module KMM loaded from its
+when its `.modinfo` srcversion equals the loaded module's; its appended signature is read
+then (agent/module_signature.py). A module KMM loaded from its
 container (under /opt there) has no file on the host: no match, and that is not an error.
 """
 
@@ -11,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.hostfs import HostFiles
-from agent.modinfo import ModinfoError, read_modinfo
+from agent.modinfo import ModinfoError, decompress_module, elf_section, parse_modinfo
+from agent.module_signature import SignatureFacts, SignatureFormatError, read_signature
 from agent.warninglog import WarningLog
 
 MODULE_SUFFIXES = (".ko", ".ko.zst", ".ko.xz", ".ko.gz")
@@ -23,6 +25,9 @@ class ModuleFile:
     # Path on the host, e.g. "/lib/modules/6.8.0-60-generic/updates/dkms/xe.ko.zst".
     host_path: str
     modinfo: dict[str, list[str]]
+    # Its appended signature; None when unsigned (or unreadable: `signature_error` says).
+    signature: SignatureFacts | None = None
+    signature_error: str = ""
 
     def first(self, key: str) -> str:
         values = self.modinfo.get(key)
@@ -90,10 +95,16 @@ def find_loaded_module_file(
             log.add_error(relative, error)
             continue
         try:
-            modinfo = read_modinfo(data, relative)
+            image = decompress_module(data, relative)
+            modinfo = parse_modinfo(elf_section(image, ".modinfo"))
         except ModinfoError as error:
             log.add(relative, f"unreadable module file: {error}")
             continue
         if srcversion in modinfo.get("srcversion", []):
-            return ModuleFile(host_path="/" + relative, modinfo=modinfo)
+            try:
+                signature, problem = read_signature(image), ""
+            except SignatureFormatError as error:
+                signature, problem = None, str(error)
+                log.add(relative, f"unreadable module signature: {error}")
+            return ModuleFile("/" + relative, modinfo, signature, problem)
     return None

@@ -13,7 +13,9 @@ from agent.autoload import Autoload, AutoloadFacts
 from agent.blockers import BlockerFact
 from agent.cgroup_owner import OwnerKind, ProcessOwner
 from agent.drm_clients import ClientScanOutcome
+from agent.kernel_trust import KernelTrust, Verified
 from agent.kmod import ModuleFacts, ModuleState
+from agent.module_files import ModuleFile
 from agent.pci import GpuFunction
 from agent.platforms import platform_name
 from agent.provenance import ProvenanceVerdict
@@ -154,6 +156,34 @@ def module_message(
     return message
 
 
+def signature_message(verified: Verified, module_file: ModuleFile | None) -> pb.ModuleSignature:
+    """The loaded module's signature: the kernel's word (taint), then its file's, if found."""
+    message = pb.ModuleSignature(verified=pb.ModuleSignature.Verified.Value(verified.value))
+    if module_file is None or module_file.signature_error:
+        return message
+    signature = module_file.signature
+    if signature is None:
+        message.file = pb.ModuleSignature.FILE_UNSIGNED
+        return message
+    message.file = pb.ModuleSignature.FILE_SIGNED
+    message.signer = signature.signer
+    message.key_id = signature.key_id
+    message.hash_algorithm = signature.hash_algorithm
+    return message
+
+
+def trust_message(trust: KernelTrust) -> pb.KernelTrust:
+    message = pb.KernelTrust(
+        secure_boot=pb.KernelTrust.SecureBoot.Value(trust.secure_boot.value),
+        lockdown=pb.KernelTrust.Lockdown.Value(trust.lockdown.value),
+        sig_enforce=pb.KernelTrust.SigEnforce.Value(trust.sig_enforce.value),
+        signatures=pb.KernelTrust.Signatures.Value(trust.signatures.value),
+    )
+    if trust.shim_validation_disabled is not None:
+        message.shim_validation_disabled = trust.shim_validation_disabled
+    return message
+
+
 def build_report(
     *,
     node_name: str,
@@ -168,6 +198,7 @@ def build_report(
     kernel_tainted: int | None = None,
     autoload: AutoloadFacts | None = None,
     vfio_scan: VfioScanOutcome | None = None,
+    trust: KernelTrust | None = None,
 ) -> pb.NodeReport:
     report = pb.NodeReport(
         node_name=node_name,
@@ -188,6 +219,8 @@ def build_report(
     )
     if vfio_scan is not None:
         report.vfio_scan.CopyFrom(scan_message(vfio_scan))
+    if trust is not None:
+        report.kernel_trust.CopyFrom(trust_message(trust))
     report.observed_at.FromDatetime(now)
     if kernel_tainted is not None:
         report.kernel_tainted = kernel_tainted

@@ -35,6 +35,8 @@ def render_report(report: pb.NodeReport, pods: Sequence[PodFacts] | None = None)
         _devices_section(report),
         "\n",
         f"Module {report.module.name or 'xe'}: {module_summary(report.module)}\n",
+        signature_line(report.module),
+        trust_line(report),
         boot_line(report),
         clients_section(report, pods),
         _blockers_section(report),
@@ -189,6 +191,63 @@ def _holder_line(client: GpuClient, pods: Sequence[PodFacts] | None) -> str:
             f"  - pod UID {client.pod_uid}, pid {client.pid} ({client.command}), {client.device}\n"
         )
     return f"  - {client_words(client, pod_of(client, pods or ()))}\n"
+
+
+_SECURE_BOOT = {
+    pb.KernelTrust.SECURE_BOOT_NOT_EFI: "no (BIOS boot)",
+    pb.KernelTrust.SECURE_BOOT_DISABLED: "off",
+    pb.KernelTrust.SECURE_BOOT_ENABLED: "on",
+}
+_LOCKDOWN = {
+    pb.KernelTrust.LOCKDOWN_NOT_AVAILABLE: "not in this kernel",
+    pb.KernelTrust.LOCKDOWN_NONE: "none",
+    pb.KernelTrust.LOCKDOWN_INTEGRITY: "integrity",
+    pb.KernelTrust.LOCKDOWN_CONFIDENTIALITY: "confidentiality",
+}
+_SIG_ENFORCE = {
+    pb.KernelTrust.SIG_ENFORCE_NOT_BUILT: "not built",
+    pb.KernelTrust.SIG_ENFORCE_OFF: "off",
+    pb.KernelTrust.SIG_ENFORCE_ON: "on",
+}
+_SIGNATURES = {
+    pb.KernelTrust.SIGNATURES_NOT_ENFORCED: "any module loads",
+    pb.KernelTrust.SIGNATURES_ENFORCED: "only modules signed with a key it trusts load",
+}
+
+
+def trust_line(report: pb.NodeReport) -> str:
+    """What the kernel will accept as a module (docs/agent.md#what-the-kernel-accepts)."""
+    if not report.HasField("kernel_trust"):
+        return f"Module signatures: {UNKNOWN} (an older agent).\n"
+    trust = report.kernel_trust
+    shim = " (shim validation off)" if trust.shim_validation_disabled else ""
+    verdict = _SIGNATURES.get(trust.signatures, f"{UNKNOWN} whether unsigned modules load")
+    return (
+        f"Kernel: Secure Boot {_SECURE_BOOT.get(trust.secure_boot, UNKNOWN)}{shim}, lockdown "
+        f"{_LOCKDOWN.get(trust.lockdown, UNKNOWN)}, sig_enforce "
+        f"{_SIG_ENFORCE.get(trust.sig_enforce, UNKNOWN)}: {verdict}.\n"
+    )
+
+
+def signature_line(module: pb.Module) -> str:
+    """The loaded module's signature: the kernel's word, then its file's ("" when none)."""
+    if not module.HasField("signature"):
+        return ""
+    signature = module.signature
+    verified = {
+        pb.ModuleSignature.VERIFIED: "verified by the kernel",
+        pb.ModuleSignature.UNVERIFIED: "NOT verified by the kernel (unsigned or untrusted: E)",
+    }.get(signature.verified, f"verification {UNKNOWN}")
+    if signature.file == pb.ModuleSignature.FILE_SIGNED:
+        file = (
+            f"; its file signed by {signature.signer or UNKNOWN!r}, key "
+            f"{signature.key_id or UNKNOWN}, {signature.hash_algorithm or UNKNOWN}"
+        )
+    elif signature.file == pb.ModuleSignature.FILE_UNSIGNED:
+        file = "; its file is unsigned"
+    else:
+        file = ""
+    return f"  signature: {verified}{file}\n"
 
 
 def boot_line(report: pb.NodeReport) -> str:

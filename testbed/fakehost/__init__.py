@@ -32,11 +32,14 @@ from agent.hostfs import HostFiles
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from testbed.fakehost.elf import module_image
+from testbed.fakehost.signing import SigningKey, signed
 
 PCI_DEVICES = "sys/bus/pci/devices"
 PCI_DRIVERS = "sys/bus/pci/drivers"
 DRM_MAJOR = 226
 DEFAULT_RELEASE = "6.8.0-60-generic"
+EFI_GLOBAL_GUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
+SHIM_GUID = "605dab50-e046-4300-abb6-3dd810dd8b23"
 # The clock fake hosts are inspected at.
 FIXED_NOW = datetime.datetime(2026, 11, 29, 23, 0, tzinfo=datetime.UTC)
 
@@ -102,6 +105,9 @@ class FakeHost:
         self.write("proc/sys/kernel/osrelease", kernel_release + "\n")
         self.write("proc/sys/kernel/hostname", hostname + "\n")
         self.write("proc/sys/kernel/tainted", "0\n")  # an untainted kernel
+        # A BIOS boot, lockdown off, signatures checked but not enforced: a common default.
+        self.set_lockdown("none")
+        self.set_sig_enforce("N")
         self.write("proc/cmdline", f"BOOT_IMAGE=/boot/vmlinuz-{kernel_release} ro quiet\n")
         # Every Linux system has an init process; an empty proc/ means /proc is not mounted.
         self.add_process(1, "systemd")
@@ -243,6 +249,42 @@ class FakeHost:
         xe_survivability_mode.c prints it ("Survivability mode type: Boot", then details)."""
         lines = [f"Survivability mode type: {mode}", *details]
         self.set_attribute(address, "survivability_mode", "".join(f"{line}\n" for line in lines))
+
+    # -- what the kernel accepts ------------------------------------------------------------
+
+    def boot_efi(
+        self, *, secure_boot: bool | None, shim_validation_disabled: bool | None = None
+    ) -> None:
+        """An EFI boot: efivarfs with BootCurrent, and the SecureBoot variable (4 attribute
+        bytes, then 1 or 0) unless `secure_boot` is None (firmware without Secure Boot);
+        shim's MokSBStateRT when `shim_validation_disabled` is not None."""
+        efivars = "sys/firmware/efi/efivars"
+        self.write(f"{efivars}/BootCurrent-{EFI_GLOBAL_GUID}", b"\x06\x00\x00\x00\x01\x00")
+        if secure_boot is not None:
+            value = b"\x06\x00\x00\x00" + bytes([1 if secure_boot else 0])
+            self.write(f"{efivars}/SecureBoot-{EFI_GLOBAL_GUID}", value)
+        if shim_validation_disabled is not None:
+            value = b"\x06\x00\x00\x00" + bytes([1 if shim_validation_disabled else 0])
+            self.write(f"{efivars}/MokSBStateRT-{SHIM_GUID}", value)
+
+    def set_lockdown(self, mode: str | None) -> None:
+        """/sys/kernel/security/lockdown with `mode` selected; None: securityfs without it
+        (a kernel without the lockdown LSM)."""
+        self.write("sys/kernel/security/lsm", "capability,landlock,yama,apparmor\n")
+        path = "sys/kernel/security/lockdown"
+        if mode is None:
+            self.remove(path)
+            return
+        words = ("none", "integrity", "confidentiality")
+        self.write(path, " ".join(f"[{w}]" if w == mode else w for w in words) + "\n")
+
+    def set_sig_enforce(self, value: str | None) -> None:
+        """module.sig_enforce ("Y", "N"); None: no such parameter (no module signing)."""
+        path = "sys/module/module/parameters/sig_enforce"
+        if value is None:
+            self.remove(path)
+        else:
+            self.write(path, value + "\n")
 
     def set_attribute(self, address: str, name: str, text: str) -> None:
         """Overwrite one attribute file with raw text (e.g. garbage)."""
@@ -427,10 +469,14 @@ class FakeHost:
         *,
         compression: str | None = None,
         in_modules_dep: bool = True,
+        signed_by: SigningKey | None = None,
     ) -> str:
         """A module file at lib/modules/<release>/<relative> (".zst"/".xz" appended when
-        compressed) listed in modules.dep. Returns its host path ("/lib/modules/...")."""
+        compressed) listed in modules.dep, signed by `signed_by` as sign-file signs. Returns
+        its host path ("/lib/modules/...")."""
         image = module_image(modinfo)
+        if signed_by is not None:
+            image = signed(image, signed_by)
         if compression == "zst":
             relative, data = relative + ".zst", zstandard.ZstdCompressor().compress(image)
         elif compression == "xz":

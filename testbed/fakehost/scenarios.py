@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from testbed.fakehost import DEFAULT_RELEASE, FakeHost
+from testbed.fakehost.signing import SigningKey, signing_key
 
 HOST_BRIDGE = "0000:00:00.0"
 B580 = "0000:03:00.0"
@@ -117,17 +118,24 @@ def in_tree_xe(
     )
 
 
-def _backport_xe(host: FakeHost, *, file_on_host: bool, refcnt: int = 1) -> None:
+def _backport_xe(
+    host: FakeHost,
+    *,
+    file_on_host: bool,
+    refcnt: int = 1,
+    signed_by: SigningKey | None = None,
+) -> None:
     """The out-of-tree backport: taint OE, backport version, held by xe_compat. With
     `file_on_host` it is a DKMS install under updates/dkms; without, KMM loaded it from its
-    container. The kernel's own xe.ko (another srcversion) is on the host either way."""
+    container. The kernel's own xe.ko (another srcversion) is on the host either way. With
+    `signed_by`, the backport is signed with that key and the kernel trusted it (taint O)."""
     host.add_module(
         "xe",
         refcnt=refcnt,
         holders=("xe_compat",),
         srcversion=BACKPORT_SRCVERSION,
         version=BACKPORT_VERSION,
-        taint="OE",
+        taint="O" if signed_by else "OE",
         parameters={"force_probe": "", "max_vfs": "4294967295"},
     )
     host.add_module("xe_compat", refcnt=0, taint="OE", version=BACKPORT_VERSION)
@@ -146,7 +154,24 @@ def _backport_xe(host: FakeHost, *, file_on_host: bool, refcnt: int = 1) -> None
                 "depends": "xe_compat,drm_gpuvm",
             },
             compression="zst",
+            signed_by=signed_by,
         )
+
+
+def secure_boot_signed_backport(root: Path) -> FakeHost:
+    """A Secure Boot node (lockdown integrity) running the DKMS backport signed with the
+    admin's enrolled key (MOK): the kernel checked it, so its taint has no E."""
+    host = FakeHost(root)
+    host.boot_efi(secure_boot=True, shim_validation_disabled=False)
+    host.set_lockdown("integrity")
+    _host_bridge(host)
+    _battlemage_card(host)
+    _backport_xe(host, file_on_host=True, signed_by=signing_key(MOK_COMMON_NAME, MOK_SERIAL))
+    return host
+
+
+MOK_COMMON_NAME = "ACME GPU fleet module signing"
+MOK_SERIAL = 0x1D5E7A
 
 
 # -- ../shared/fixtures.md scenarios ------------------------------------------------------

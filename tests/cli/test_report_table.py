@@ -206,3 +206,31 @@ def test_a_gpu_in_survivability_mode_is_a_warning_with_xes_details() -> None:
         "  Capability Info: 0x138344 - 0x1f\n" in text
     )
     assert "0000:83:00.0 is in" not in text
+
+
+def test_what_the_kernel_accepts_and_the_modules_signature_are_spelled_out() -> None:
+    report = pb.NodeReport(node_name="n1")
+    report.module.name = "xe"
+    report.module.state = pb.Module.LIVE
+    report.module.signature.verified = pb.ModuleSignature.UNVERIFIED
+    report.module.signature.file = pb.ModuleSignature.FILE_UNSIGNED
+    text = render_report(report)
+    assert "Module signatures: unknown (an older agent).\n" in text
+    assert (
+        "  signature: NOT verified by the kernel (unsigned or untrusted: E); its file is "
+        "unsigned\n" in text
+    )
+    report.kernel_trust.secure_boot = pb.KernelTrust.SECURE_BOOT_ENABLED
+    report.kernel_trust.shim_validation_disabled = True
+    report.kernel_trust.lockdown = pb.KernelTrust.LOCKDOWN_INTEGRITY
+    report.kernel_trust.sig_enforce = pb.KernelTrust.SIG_ENFORCE_OFF
+    report.kernel_trust.signatures = pb.KernelTrust.SIGNATURES_ENFORCED
+    assert (
+        "Kernel: Secure Boot on (shim validation off), lockdown integrity, sig_enforce off: "
+        "only modules signed with a key it trusts load.\n" in render_report(report)
+    )
+    report.kernel_trust.lockdown = pb.KernelTrust.LOCKDOWN_UNSPECIFIED
+    report.kernel_trust.signatures = pb.KernelTrust.SIGNATURES_UNSPECIFIED
+    assert "lockdown unknown, sig_enforce off: unknown whether unsigned modules load." in (
+        render_report(report)
+    )

@@ -45,6 +45,7 @@ class NodeReport(_message.Message):
     KERNEL_TAINTED_FIELD_NUMBER: _builtins.int
     IN_TREE_AUTOLOAD_FIELD_NUMBER: _builtins.int
     VFIO_SCAN_FIELD_NUMBER: _builtins.int
+    KERNEL_TRUST_FIELD_NUMBER: _builtins.int
     node_name: _builtins.str
     """Kubernetes node name (or the host name for a local inspection)."""
     kernel_release: _builtins.str
@@ -91,6 +92,12 @@ class NodeReport(_message.Message):
         an older agent: VM holders unknown.
         """
 
+    @_builtins.property
+    def kernel_trust(self) -> Global___KernelTrust:
+        """What the kernel will accept as a module: Secure Boot, lockdown, signature enforcement
+        (agent/kernel_trust.py). Unset from an older agent: unknown.
+        """
+
     def __init__(
         self,
         *,
@@ -106,16 +113,146 @@ class NodeReport(_message.Message):
         kernel_tainted: _builtins.int | None = ...,
         in_tree_autoload: Global___InTreeAutoload | None = ...,
         vfio_scan: Global___ClientScan | None = ...,
+        kernel_trust: Global___KernelTrust | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "client_scan", b"client_scan", "in_tree_autoload", b"in_tree_autoload", "kernel_tainted", b"kernel_tainted", "module", b"module", "observed_at", b"observed_at", "vfio_scan", b"vfio_scan"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "client_scan", b"client_scan", "in_tree_autoload", b"in_tree_autoload", "kernel_tainted", b"kernel_tainted", "kernel_trust", b"kernel_trust", "module", b"module", "observed_at", b"observed_at", "vfio_scan", b"vfio_scan"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "agent_version", b"agent_version", "blockers", b"blockers", "client_scan", b"client_scan", "devices", b"devices", "in_tree_autoload", b"in_tree_autoload", "kernel_release", b"kernel_release", "kernel_tainted", b"kernel_tainted", "module", b"module", "node_name", b"node_name", "observed_at", b"observed_at", "vfio_scan", b"vfio_scan", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "agent_version", b"agent_version", "blockers", b"blockers", "client_scan", b"client_scan", "devices", b"devices", "in_tree_autoload", b"in_tree_autoload", "kernel_release", b"kernel_release", "kernel_tainted", b"kernel_tainted", "kernel_trust", b"kernel_trust", "module", b"module", "node_name", b"node_name", "observed_at", b"observed_at", "vfio_scan", b"vfio_scan", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__kernel_tainted: _TypeAlias = _typing.Literal["kernel_tainted"]  # noqa: Y015
     _WhichOneofArgType__kernel_tainted: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__kernel_tainted) -> _WhichOneofReturnType__kernel_tainted | None: ...
 
 Global___NodeReport: _TypeAlias = NodeReport  # noqa: Y015
+
+@_typing.final
+class KernelTrust(_message.Message):
+    """Whether the kernel checks module signatures, and why. Every field unknown stays unset or
+    *_UNSPECIFIED, never "off".
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _SecureBoot:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _SecureBootEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[KernelTrust._SecureBoot.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        SECURE_BOOT_UNSPECIFIED: KernelTrust._SecureBoot.ValueType  # 0
+        """Unknown: efivarfs not mounted, or the variable unreadable."""
+        SECURE_BOOT_NOT_EFI: KernelTrust._SecureBoot.ValueType  # 1
+        """Booted without EFI (no /sys/firmware/efi): no Secure Boot."""
+        SECURE_BOOT_DISABLED: KernelTrust._SecureBoot.ValueType  # 2
+        SECURE_BOOT_ENABLED: KernelTrust._SecureBoot.ValueType  # 3
+
+    class SecureBoot(_SecureBoot, metaclass=_SecureBootEnumTypeWrapper): ...
+    SECURE_BOOT_UNSPECIFIED: KernelTrust.SecureBoot.ValueType  # 0
+    """Unknown: efivarfs not mounted, or the variable unreadable."""
+    SECURE_BOOT_NOT_EFI: KernelTrust.SecureBoot.ValueType  # 1
+    """Booted without EFI (no /sys/firmware/efi): no Secure Boot."""
+    SECURE_BOOT_DISABLED: KernelTrust.SecureBoot.ValueType  # 2
+    SECURE_BOOT_ENABLED: KernelTrust.SecureBoot.ValueType  # 3
+
+    class _Lockdown:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _LockdownEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[KernelTrust._Lockdown.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        LOCKDOWN_UNSPECIFIED: KernelTrust._Lockdown.ValueType  # 0
+        """Unknown: securityfs not mounted, or the file unreadable."""
+        LOCKDOWN_NOT_AVAILABLE: KernelTrust._Lockdown.ValueType  # 1
+        """securityfs is mounted but has no `lockdown`: the kernel has no lockdown LSM."""
+        LOCKDOWN_NONE: KernelTrust._Lockdown.ValueType  # 2
+        LOCKDOWN_INTEGRITY: KernelTrust._Lockdown.ValueType  # 3
+        """Unsigned modules are refused (as with Secure Boot on most distribution kernels)."""
+        LOCKDOWN_CONFIDENTIALITY: KernelTrust._Lockdown.ValueType  # 4
+
+    class Lockdown(_Lockdown, metaclass=_LockdownEnumTypeWrapper): ...
+    LOCKDOWN_UNSPECIFIED: KernelTrust.Lockdown.ValueType  # 0
+    """Unknown: securityfs not mounted, or the file unreadable."""
+    LOCKDOWN_NOT_AVAILABLE: KernelTrust.Lockdown.ValueType  # 1
+    """securityfs is mounted but has no `lockdown`: the kernel has no lockdown LSM."""
+    LOCKDOWN_NONE: KernelTrust.Lockdown.ValueType  # 2
+    LOCKDOWN_INTEGRITY: KernelTrust.Lockdown.ValueType  # 3
+    """Unsigned modules are refused (as with Secure Boot on most distribution kernels)."""
+    LOCKDOWN_CONFIDENTIALITY: KernelTrust.Lockdown.ValueType  # 4
+
+    class _SigEnforce:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _SigEnforceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[KernelTrust._SigEnforce.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        SIG_ENFORCE_UNSPECIFIED: KernelTrust._SigEnforce.ValueType  # 0
+        """Unknown: the parameter unreadable."""
+        SIG_ENFORCE_NOT_BUILT: KernelTrust._SigEnforce.ValueType  # 1
+        """No `module.sig_enforce` parameter: the kernel is built without module signatures."""
+        SIG_ENFORCE_OFF: KernelTrust._SigEnforce.ValueType  # 2
+        SIG_ENFORCE_ON: KernelTrust._SigEnforce.ValueType  # 3
+
+    class SigEnforce(_SigEnforce, metaclass=_SigEnforceEnumTypeWrapper): ...
+    SIG_ENFORCE_UNSPECIFIED: KernelTrust.SigEnforce.ValueType  # 0
+    """Unknown: the parameter unreadable."""
+    SIG_ENFORCE_NOT_BUILT: KernelTrust.SigEnforce.ValueType  # 1
+    """No `module.sig_enforce` parameter: the kernel is built without module signatures."""
+    SIG_ENFORCE_OFF: KernelTrust.SigEnforce.ValueType  # 2
+    SIG_ENFORCE_ON: KernelTrust.SigEnforce.ValueType  # 3
+
+    class _Signatures:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _SignaturesEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[KernelTrust._Signatures.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        SIGNATURES_UNSPECIFIED: KernelTrust._Signatures.ValueType  # 0
+        """Cannot tell from what could be read."""
+        SIGNATURES_NOT_ENFORCED: KernelTrust._Signatures.ValueType  # 1
+        """An unsigned or untrusted module loads (tainting the kernel with E)."""
+        SIGNATURES_ENFORCED: KernelTrust._Signatures.ValueType  # 2
+        """Only a module signed with a key the kernel trusts loads: sig_enforce, or lockdown."""
+
+    class Signatures(_Signatures, metaclass=_SignaturesEnumTypeWrapper): ...
+    SIGNATURES_UNSPECIFIED: KernelTrust.Signatures.ValueType  # 0
+    """Cannot tell from what could be read."""
+    SIGNATURES_NOT_ENFORCED: KernelTrust.Signatures.ValueType  # 1
+    """An unsigned or untrusted module loads (tainting the kernel with E)."""
+    SIGNATURES_ENFORCED: KernelTrust.Signatures.ValueType  # 2
+    """Only a module signed with a key the kernel trusts loads: sig_enforce, or lockdown."""
+
+    SECURE_BOOT_FIELD_NUMBER: _builtins.int
+    SHIM_VALIDATION_DISABLED_FIELD_NUMBER: _builtins.int
+    LOCKDOWN_FIELD_NUMBER: _builtins.int
+    SIG_ENFORCE_FIELD_NUMBER: _builtins.int
+    SIGNATURES_FIELD_NUMBER: _builtins.int
+    secure_boot: Global___KernelTrust.SecureBoot.ValueType
+    shim_validation_disabled: _builtins.bool
+    """shim's MokSBStateRT: Secure Boot validation turned off with `mokutil
+    --disable-validation`. Absent when there is no such variable or it is unreadable.
+    """
+    lockdown: Global___KernelTrust.Lockdown.ValueType
+    sig_enforce: Global___KernelTrust.SigEnforce.ValueType
+    signatures: Global___KernelTrust.Signatures.ValueType
+    """The verdict from the three: what a new module must satisfy on this node."""
+    def __init__(
+        self,
+        *,
+        secure_boot: Global___KernelTrust.SecureBoot.ValueType = ...,
+        shim_validation_disabled: _builtins.bool | None = ...,
+        lockdown: Global___KernelTrust.Lockdown.ValueType = ...,
+        sig_enforce: Global___KernelTrust.SigEnforce.ValueType = ...,
+        signatures: Global___KernelTrust.Signatures.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_shim_validation_disabled", b"_shim_validation_disabled", "shim_validation_disabled", b"shim_validation_disabled"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_shim_validation_disabled", b"_shim_validation_disabled", "lockdown", b"lockdown", "secure_boot", b"secure_boot", "shim_validation_disabled", b"shim_validation_disabled", "sig_enforce", b"sig_enforce", "signatures", b"signatures"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__shim_validation_disabled: _TypeAlias = _typing.Literal["shim_validation_disabled"]  # noqa: Y015
+    _WhichOneofArgType__shim_validation_disabled: _TypeAlias = _typing.Literal["_shim_validation_disabled", b"_shim_validation_disabled"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__shim_validation_disabled) -> _WhichOneofReturnType__shim_validation_disabled | None: ...
+
+Global___KernelTrust: _TypeAlias = KernelTrust  # noqa: Y015
 
 @_typing.final
 class InTreeAutoload(_message.Message):
@@ -673,6 +810,7 @@ class Module(_message.Message):
     BACKPORT_TAG_FIELD_NUMBER: _builtins.int
     FILENAME_FIELD_NUMBER: _builtins.int
     PROVENANCE_EVIDENCE_FIELD_NUMBER: _builtins.int
+    SIGNATURE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     state: Global___Module.State.ValueType
     version: _builtins.str
@@ -695,6 +833,10 @@ class Module(_message.Message):
 
     @_builtins.property
     def parameters(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def signature(self) -> Global___ModuleSignature:
+        """The loaded module's signature. Unset from an older agent, or when not loaded."""
+
     def __init__(
         self,
         *,
@@ -710,16 +852,89 @@ class Module(_message.Message):
         backport_tag: _builtins.str = ...,
         filename: _builtins.str = ...,
         provenance_evidence: _builtins.str = ...,
+        signature: Global___ModuleSignature | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_refcnt", b"_refcnt", "refcnt", b"refcnt"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_refcnt", b"_refcnt", "refcnt", b"refcnt", "signature", b"signature"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_refcnt", b"_refcnt", "backport_tag", b"backport_tag", "filename", b"filename", "holders", b"holders", "name", b"name", "parameters", b"parameters", "provenance", b"provenance", "provenance_evidence", b"provenance_evidence", "refcnt", b"refcnt", "srcversion", b"srcversion", "state", b"state", "taint", b"taint", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_refcnt", b"_refcnt", "backport_tag", b"backport_tag", "filename", b"filename", "holders", b"holders", "name", b"name", "parameters", b"parameters", "provenance", b"provenance", "provenance_evidence", b"provenance_evidence", "refcnt", b"refcnt", "signature", b"signature", "srcversion", b"srcversion", "state", b"state", "taint", b"taint", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__refcnt: _TypeAlias = _typing.Literal["refcnt"]  # noqa: Y015
     _WhichOneofArgType__refcnt: _TypeAlias = _typing.Literal["_refcnt", b"_refcnt"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__refcnt) -> _WhichOneofReturnType__refcnt | None: ...
 
 Global___Module: _TypeAlias = Module  # noqa: Y015
+
+@_typing.final
+class ModuleSignature(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _Verified:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _VerifiedEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[ModuleSignature._Verified.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        VERIFIED_UNSPECIFIED: ModuleSignature._Verified.ValueType  # 0
+        """Unknown: no taint to read, or a kernel that does not check signatures."""
+        VERIFIED: ModuleSignature._Verified.ValueType  # 1
+        """Loaded with a signature the kernel checked against a trusted key (no `E` taint)."""
+        UNVERIFIED: ModuleSignature._Verified.ValueType  # 2
+        """Loaded unsigned or with an untrusted signature: the module's taint has `E`."""
+
+    class Verified(_Verified, metaclass=_VerifiedEnumTypeWrapper): ...
+    VERIFIED_UNSPECIFIED: ModuleSignature.Verified.ValueType  # 0
+    """Unknown: no taint to read, or a kernel that does not check signatures."""
+    VERIFIED: ModuleSignature.Verified.ValueType  # 1
+    """Loaded with a signature the kernel checked against a trusted key (no `E` taint)."""
+    UNVERIFIED: ModuleSignature.Verified.ValueType  # 2
+    """Loaded unsigned or with an untrusted signature: the module's taint has `E`."""
+
+    class _FileSignature:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _FileSignatureEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[ModuleSignature._FileSignature.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        FILE_SIGNATURE_UNSPECIFIED: ModuleSignature._FileSignature.ValueType  # 0
+        """The loaded file was not found on the host (KMM loads from its container), or unread."""
+        FILE_UNSIGNED: ModuleSignature._FileSignature.ValueType  # 1
+        FILE_SIGNED: ModuleSignature._FileSignature.ValueType  # 2
+
+    class FileSignature(_FileSignature, metaclass=_FileSignatureEnumTypeWrapper): ...
+    FILE_SIGNATURE_UNSPECIFIED: ModuleSignature.FileSignature.ValueType  # 0
+    """The loaded file was not found on the host (KMM loads from its container), or unread."""
+    FILE_UNSIGNED: ModuleSignature.FileSignature.ValueType  # 1
+    FILE_SIGNED: ModuleSignature.FileSignature.ValueType  # 2
+
+    VERIFIED_FIELD_NUMBER: _builtins.int
+    FILE_FIELD_NUMBER: _builtins.int
+    SIGNER_FIELD_NUMBER: _builtins.int
+    KEY_ID_FIELD_NUMBER: _builtins.int
+    HASH_ALGORITHM_FIELD_NUMBER: _builtins.int
+    verified: Global___ModuleSignature.Verified.ValueType
+    file: Global___ModuleSignature.FileSignature.ValueType
+    signer: _builtins.str
+    """From the file's appended PKCS#7 signature, as modinfo prints them: the issuer's common
+    name, the certificate serial as colon-separated hex, the digest ("sha256").
+    """
+    key_id: _builtins.str
+    hash_algorithm: _builtins.str
+    def __init__(
+        self,
+        *,
+        verified: Global___ModuleSignature.Verified.ValueType = ...,
+        file: Global___ModuleSignature.FileSignature.ValueType = ...,
+        signer: _builtins.str = ...,
+        key_id: _builtins.str = ...,
+        hash_algorithm: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["file", b"file", "hash_algorithm", b"hash_algorithm", "key_id", b"key_id", "signer", b"signer", "verified", b"verified"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ModuleSignature: _TypeAlias = ModuleSignature  # noqa: Y015
 
 @_typing.final
 class Blocker(_message.Message):

@@ -1,0 +1,82 @@
+"""Sign fake kernel-module images the way `scripts/sign-file` does, with a test key pair.
+
+sign-file appends a detached PKCS#7 (CMS) signature in DER - no certificates, no signed
+attributes, the signer named by issuer and serial number - then `struct module_signature`
+(id_type 2, the DER's length big-endian) and the magic "~Module signature appended~\\n". The
+keys here are made for tests only (testbed; `cryptography` is a development dependency, never
+the agent's).
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import struct
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.serialization import pkcs7
+from cryptography.x509.oid import NameOID
+
+from agent.module_signature import MAGIC, PKEY_ID_PKCS7
+
+_NOT_BEFORE = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+_TRAILER = struct.Struct(">BBBBB3xI")
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    common_name: str
+    serial: int
+    key: rsa.RSAPrivateKey
+    certificate: x509.Certificate
+
+    @property
+    def key_id(self) -> str:
+        """The serial as modinfo prints a sig_key: colon-separated upper-case hex."""
+        raw = self.serial.to_bytes((self.serial.bit_length() + 8) // 8, "big").lstrip(b"\0")
+        return ":".join(f"{byte:02X}" for byte in raw)
+
+
+@functools.cache
+def signing_key(
+    common_name: str = "gpuctl test signing key", serial: int = 0x5B0A1122
+) -> SigningKey:
+    """A self-signed RSA-2048 certificate and its key (made once per arguments)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "gpuctl tests"),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+        ]
+    )
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(serial)
+        .not_valid_before(_NOT_BEFORE)
+        .not_valid_after(_NOT_BEFORE + datetime.timedelta(days=3650))
+        .sign(key, hashes.SHA256())
+    )
+    return SigningKey(common_name, serial, key, certificate)
+
+
+def signed(image: bytes, key: SigningKey) -> bytes:
+    """`image` with key's sign-file signature appended."""
+    options = [
+        pkcs7.PKCS7Options.DetachedSignature,
+        pkcs7.PKCS7Options.NoCerts,
+        pkcs7.PKCS7Options.NoAttributes,
+        pkcs7.PKCS7Options.Binary,
+    ]
+    signature = (
+        pkcs7.PKCS7SignatureBuilder()
+        .set_data(image)
+        .add_signer(key.certificate, key.key, hashes.SHA256())
+        .sign(serialization.Encoding.DER, options)
+    )
+    return image + signature + _TRAILER.pack(0, 0, PKEY_ID_PKCS7, 0, 0, len(signature)) + MAGIC

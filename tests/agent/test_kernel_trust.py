@@ -1,0 +1,206 @@
+"""What the kernel will accept as a module (agent/kernel_trust.py) and the loaded module's
+signature (agent/module_signature.py), on fake host roots: each state read from where the
+kernel puts it, and unknown whenever it cannot be read, never "off"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from agent.kernel_trust import (
+    Lockdown,
+    SigEnforce,
+    Signatures,
+    judge_signatures,
+)
+from agent.module_signature import MAGIC, SignatureFormatError, read_signature
+from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+from testbed.fakehost import FakeHost, scenarios
+from testbed.fakehost.scenarios import MOK_COMMON_NAME, MOK_SERIAL
+from testbed.fakehost.signing import signed, signing_key
+
+Trust = pb.KernelTrust
+Signature = pb.ModuleSignature
+
+
+def trust_of(host: FakeHost) -> tuple[pb.KernelTrust, list[str]]:
+    report = host.inspect()
+    return report.kernel_trust, [w.path for w in report.warnings]
+
+
+def test_a_bios_node_without_lockdown_or_enforcement_accepts_any_module(tmp_path: Path) -> None:
+    trust, warnings = trust_of(FakeHost(tmp_path))
+    assert trust.secure_boot == Trust.SECURE_BOOT_NOT_EFI
+    assert trust.lockdown == Trust.LOCKDOWN_NONE
+    assert trust.sig_enforce == Trust.SIG_ENFORCE_OFF
+    assert trust.signatures == Trust.SIGNATURES_NOT_ENFORCED
+    assert not trust.HasField("shim_validation_disabled")
+    assert warnings == []
+
+
+def test_secure_boot_with_lockdown_integrity_enforces_signatures(tmp_path: Path) -> None:
+    trust, _ = trust_of(scenarios.secure_boot_signed_backport(tmp_path))
+    assert trust.secure_boot == Trust.SECURE_BOOT_ENABLED
+    assert trust.shim_validation_disabled is False
+    assert trust.lockdown == Trust.LOCKDOWN_INTEGRITY
+    assert trust.signatures == Trust.SIGNATURES_ENFORCED
+
+
+def test_sig_enforce_alone_enforces_and_shim_validation_off_is_reported(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path)
+    host.boot_efi(secure_boot=True, shim_validation_disabled=True)
+    host.set_sig_enforce("Y")
+    trust, _ = trust_of(host)
+    assert trust.shim_validation_disabled is True
+    assert trust.signatures == Trust.SIGNATURES_ENFORCED
+
+
+def test_efi_firmware_without_secure_boot_is_disabled(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path)
+    host.boot_efi(secure_boot=None)
+    assert trust_of(host)[0].secure_boot == Trust.SECURE_BOOT_DISABLED
+    host.boot_efi(secure_boot=False)
+    assert trust_of(host)[0].secure_boot == Trust.SECURE_BOOT_DISABLED
+
+
+def test_efivarfs_not_mounted_is_unknown_with_a_warning(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path)
+    host.write("sys/firmware/efi/runtime", "")
+    host.write("sys/firmware/efi/efivars/.keep", "")
+    host.remove("sys/firmware/efi/efivars/.keep")
+    trust, warnings = trust_of(host)
+    assert trust.secure_boot == Trust.SECURE_BOOT_UNSPECIFIED
+    assert "sys/firmware/efi/efivars" in warnings
+
+
+@pytest.mark.parametrize("raw", [b"", b"\x06\x00\x00\x00"])
+def test_a_secure_boot_variable_without_a_value_is_unknown(tmp_path: Path, raw: bytes) -> None:
+    host = FakeHost(tmp_path)
+    host.boot_efi(secure_boot=True)
+    host.write("sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c", raw)
+    trust, warnings = trust_of(host)
+    assert trust.secure_boot == Trust.SECURE_BOOT_UNSPECIFIED
+    assert any("SecureBoot-" in w for w in warnings)
+
+
+def test_an_unreadable_secure_boot_variable_is_unknown(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path)
+    host.boot_efi(secure_boot=True)
+    host.deny("sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c")
+    assert trust_of(host)[0].secure_boot == Trust.SECURE_BOOT_UNSPECIFIED
+
+
+def test_lockdown_states(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path)
+    host.set_lockdown("confidentiality")
+    assert trust_of(host)[0].lockdown == Trust.LOCKDOWN_CONFIDENTIALITY
+    host.set_lockdown(None)
+    assert trust_of(host)[0].lockdown == Trust.LOCKDOWN_NOT_AVAILABLE
+    host.write("sys/kernel/security/lockdown", "integrity confidentiality\n")
+    trust, warnings = trust_of(host)
+    assert trust.lockdown == Trust.LOCKDOWN_UNSPECIFIED
+    assert "sys/kernel/security/lockdown" in warnings
+    host.remove("sys/kernel/security")
+    trust, warnings = trust_of(host)
+    assert trust.lockdown == Trust.LOCKDOWN_UNSPECIFIED
+    assert "sys/kernel/security" in warnings
+    assert trust.signatures == Trust.SIGNATURES_UNSPECIFIED  # sig_enforce N, lockdown unknown
+
+
+def test_sig_enforce_states(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path)
+    host.set_sig_enforce(None)
+    trust, _ = trust_of(host)
+    assert trust.sig_enforce == Trust.SIG_ENFORCE_NOT_BUILT
+    assert trust.signatures == Trust.SIGNATURES_NOT_ENFORCED
+    host.set_sig_enforce("maybe")
+    trust, warnings = trust_of(host)
+    assert trust.sig_enforce == Trust.SIG_ENFORCE_UNSPECIFIED
+    assert "sys/module/module/parameters/sig_enforce" in warnings
+    host.set_sig_enforce("Y")
+    host.deny("sys/module/module/parameters/sig_enforce")
+    assert trust_of(host)[0].sig_enforce == Trust.SIG_ENFORCE_UNSPECIFIED
+
+
+def test_the_verdict_from_lockdown_and_sig_enforce() -> None:
+    enforced, not_enforced, unknown = (
+        Signatures.ENFORCED,
+        Signatures.NOT_ENFORCED,
+        Signatures.UNKNOWN,
+    )
+    table = {
+        (Lockdown.NONE, SigEnforce.ON): enforced,
+        (Lockdown.INTEGRITY, SigEnforce.OFF): enforced,
+        (Lockdown.CONFIDENTIALITY, SigEnforce.OFF): enforced,
+        (Lockdown.NONE, SigEnforce.OFF): not_enforced,
+        (Lockdown.NOT_AVAILABLE, SigEnforce.OFF): not_enforced,
+        (Lockdown.INTEGRITY, SigEnforce.NOT_BUILT): not_enforced,
+        (Lockdown.UNKNOWN, SigEnforce.OFF): unknown,
+        (Lockdown.INTEGRITY, SigEnforce.UNKNOWN): unknown,
+        (Lockdown.UNKNOWN, SigEnforce.ON): enforced,
+    }
+    assert {key: judge_signatures(*key) for key in table} == table
+
+
+def test_a_signed_backport_the_kernel_verified(tmp_path: Path) -> None:
+    signature = scenarios.secure_boot_signed_backport(tmp_path).inspect().module.signature
+    key = signing_key(MOK_COMMON_NAME, MOK_SERIAL)
+    assert signature == Signature(
+        verified=Signature.VERIFIED,
+        file=Signature.FILE_SIGNED,
+        signer=MOK_COMMON_NAME,
+        key_id=key.key_id,
+        hash_algorithm="sha256",
+    )
+
+
+def test_an_unsigned_backport_is_unverified_and_its_file_unsigned(tmp_path: Path) -> None:
+    signature = scenarios.dkms_out_of_tree(tmp_path).inspect().module.signature
+    assert signature.verified == Signature.UNVERIFIED  # taint OE
+    assert signature.file == Signature.FILE_UNSIGNED
+
+
+def test_a_module_kmm_loaded_from_its_container_has_no_file_to_read(tmp_path: Path) -> None:
+    signature = scenarios.kmm_out_of_tree(tmp_path).inspect().module.signature
+    assert signature.file == Signature.FILE_SIGNATURE_UNSPECIFIED
+    assert not signature.signer
+
+
+def test_without_module_signing_no_e_taint_proves_nothing(tmp_path: Path) -> None:
+    host = scenarios.arc_b580_in_tree(tmp_path)
+    host.set_sig_enforce(None)
+    assert host.inspect().module.signature.verified == Signature.VERIFIED_UNSPECIFIED
+
+
+def test_signature_trailers_that_do_not_parse_are_errors_not_guesses() -> None:
+    image = b"\x7fELF module"
+    assert read_signature(image) is None
+    with pytest.raises(SignatureFormatError):
+        read_signature(MAGIC)
+    with pytest.raises(SignatureFormatError, match="exceeds"):
+        read_signature(image + bytes([0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF]) + MAGIC)
+    with pytest.raises(SignatureFormatError, match="not PKCS#7"):
+        read_signature(image + bytes([0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]) + MAGIC)
+    good = signed(image, signing_key())
+    assert read_signature(good) is not None
+    not_a_sequence = bytearray(good)
+    not_a_sequence[len(image)] = 0x31  # the ContentInfo's tag
+    with pytest.raises(SignatureFormatError, match="ContentInfo"):
+        read_signature(bytes(not_a_sequence))
+    too_long = bytearray(good)
+    too_long[len(image) + 1] = 0x84  # a 4-byte length: far past the signature
+    with pytest.raises(SignatureFormatError):
+        read_signature(bytes(too_long))
+
+
+def test_an_unreadable_signature_is_a_warning_and_the_file_unknown(tmp_path: Path) -> None:
+    host = scenarios.dkms_out_of_tree(tmp_path)
+    path = f"lib/modules/{host.kernel_release}/updates/dkms/xe.ko.zst"
+    image = zstandard.ZstdDecompressor().decompress(host.real(path).read_bytes())
+    garbage = image + bytes([0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 3]) + b"\x30\x01" + MAGIC
+    host.write(path, zstandard.ZstdCompressor().compress(garbage))
+    report = host.inspect()
+    assert report.module.signature.file == Signature.FILE_SIGNATURE_UNSPECIFIED
+    assert any("unreadable module signature" in w.message for w in report.warnings)
