@@ -93,6 +93,57 @@ class Build(_Model):
     )
 
 
+# KMM's modprobe.dirName, which gpuctl always writes; the files to sign are under it.
+KMM_DIR_NAME = "/opt"
+SIGNED_FILES_RULE = f"self.filesToSign.all(f, f.startsWith('{KMM_DIR_NAME}/'))"
+SIGNED_FILES_MESSAGE = (
+    f"filesToSign must be paths in the image under {KMM_DIR_NAME}/ (KMM's dirName), e.g. "
+    f"{KMM_DIR_NAME}/lib/modules/$KERNEL_FULL_VERSION/updates/xe.ko"
+)
+UNSIGNED_IMAGE_MESSAGE = (
+    "a mapping that is signed and has no build needs sign.unsignedImage (its own or "
+    "kernelModule.sign's): KMM signs that image and pushes the result to containerImage"
+)
+
+
+class Sign(_Model):
+    """KMM's in-cluster signing of the driver's modules with the admin's key, for nodes that
+    enforce module signatures (Secure Boot): KMM's `sign`, field for field."""
+
+    model_config = ConfigDict(json_schema_extra=_cel((SIGNED_FILES_RULE, SIGNED_FILES_MESSAGE)))
+
+    key_secret: LocalObjectReference = Field(
+        alias="keySecret",
+        description="Secret in the coordinator's namespace holding the private signing key "
+        "under the data key `key` (KMM's keySecret).",
+    )
+    cert_secret: LocalObjectReference = Field(
+        alias="certSecret",
+        description="Secret in the coordinator's namespace holding the key's public "
+        "certificate under the data key `cert`: the certificate the nodes trust (enrolled "
+        "as a MOK, or in the kernel's keyring).",
+    )
+    files_to_sign: list[Annotated[str, Field(min_length=2, max_length=512)]] = Field(
+        alias="filesToSign",
+        min_length=1,
+        max_length=64,
+        description="Paths of the modules to sign inside the image, under /opt; KMM's "
+        "template variables ($KERNEL_FULL_VERSION) may be used.",
+    )
+    unsigned_image: str | None = Field(
+        default=None,
+        alias="unsignedImage",
+        min_length=1,
+        description="The unsigned image KMM signs when the mapping has no build; the signed "
+        "image is pushed to the mapping's containerImage.",
+    )
+    unsigned_image_registry_tls: RegistryTLS | None = Field(
+        default=None,
+        alias="unsignedImageRegistryTLS",
+        description="Registry TLS options for pulling unsignedImage.",
+    )
+
+
 class KernelMapping(_Model):
     """Which driver image serves the kernels whose version matches `regexp`."""
 
@@ -123,6 +174,12 @@ class KernelMapping(_Model):
         "($KERNEL_FULL_VERSION, $MOD_NAME, ${VAR}) may be used.",
     )
     build: Build | None = Field(default=None, description="In-cluster build of the image.")
+    sign: Sign | None = Field(
+        default=None,
+        description="In-cluster signing for this mapping's kernels; merged with "
+        "kernelModule.sign as KMM merges them (this one's secrets and unsignedImage win, "
+        "its filesToSign are added).",
+    )
     registry_tls: RegistryTLS | None = Field(
         default=None,
         alias="registryTLS",
@@ -154,6 +211,12 @@ class KernelModule(_Model):
                 "!has(self.modulesLoadingOrder) || self.modulesLoadingOrder.all(m, "
                 "self.modulesLoadingOrder.filter(n, n == m).size() == 1)",
                 "modulesLoadingOrder must not contain duplicates",
+            ),
+            (
+                "self.kernelMappings.all(m, !(has(m.sign) || has(self.sign)) || has(m.build) "
+                "|| (has(m.sign) && has(m.sign.unsignedImage)) "
+                "|| (has(self.sign) && has(self.sign.unsignedImage)))",
+                UNSIGNED_IMAGE_MESSAGE,
             ),
         )
     )
@@ -204,6 +267,11 @@ class KernelModule(_Model):
     )
     registry_tls: RegistryTLS | None = Field(
         default=None, alias="registryTLS", description="Registry TLS options."
+    )
+    sign: Sign | None = Field(
+        default=None,
+        description="In-cluster signing of the modules with the admin's key, for every "
+        "mapping (KMM's moduleLoader.container.sign); a change is rolled out node by node.",
     )
 
 

@@ -38,7 +38,7 @@ MODULE_API_VERSION = f"{names.KMM_GROUP}/{names.KMM_VERSION}"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "gpuctl-coordinator"
 # KMM's default for modprobe.dirName; written explicitly so the stored Module equals ours.
-KMM_DEFAULT_DIR_NAME = "/opt"
+KMM_DEFAULT_DIR_NAME = model.KMM_DIR_NAME
 # KMM builds node label names from "<namespace>.<module>"; its webhook refuses longer pairs
 # (v2.6.0: 40 characters, internal/webhook/module.go maxCombinedLength; main de3f8c9: 41).
 KMM_MAX_NAMESPACE_PLUS_NAME = 40
@@ -93,12 +93,29 @@ def _build(build: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _sign(sign: Mapping[str, Any]) -> dict[str, Any]:
+    """KMM's `sign`, as the GPUDriver has it (the same fields)."""
+    out: dict[str, Any] = {
+        "keySecret": {"name": sign["keySecret"]["name"]},
+        "certSecret": {"name": sign["certSecret"]["name"]},
+        "filesToSign": list(sign["filesToSign"]),
+    }
+    if sign.get("unsignedImage"):
+        out["unsignedImage"] = sign["unsignedImage"]
+    tls = _tls(sign.get("unsignedImageRegistryTLS"))
+    if tls is not None:
+        out["unsignedImageRegistryTLS"] = tls
+    return out
+
+
 def _mapping(mapping: Mapping[str, Any], module: str) -> dict[str, Any]:
     out: dict[str, Any] = {"regexp": mapping["regexp"]}
     if mapping.get("containerImage"):
         out["containerImage"] = mapping["containerImage"]
     if mapping.get("build"):
         out["build"] = _build(mapping["build"])
+    if mapping.get("sign"):
+        out["sign"] = _sign(mapping["sign"])
     tls = _tls(mapping.get("registryTLS"))
     if tls is not None:
         out["registryTLS"] = tls
@@ -125,6 +142,8 @@ def _loader_config(kernel_module: Mapping[str, Any]) -> dict[str, Any]:
     tls = _tls(kernel_module.get("registryTLS"))
     if tls is not None:
         container["registryTLS"] = tls
+    if kernel_module.get("sign"):
+        container["sign"] = _sign(kernel_module["sign"])
     return container
 
 

@@ -17,6 +17,9 @@ anything, and reported as a status error and a Warning Event that name the field
 - `version` and `parameters` as the CEL rules have them (model.VERSION_PATTERN,
   model.PARAMETER_PATTERN), for a GPUDriver stored before those rules existed: a version that
   is not a label value would break every Node write of the rollout;
+- `sign` (kernelModule.sign and each mapping's) as the CEL rules and KMM's webhook have it:
+  filesToSign under KMM's dirName (/opt), an unsignedImage for a signed mapping without a
+  build, and that image with an explicit tag;
 - a `nodeSelector` on the labels gpuctl itself writes (names.STATE_LABEL,
   names.TARGET_LABEL): each rollout step would change which nodes are wanted (and the
   coordinator does not reconcile on its own state label's changes).
@@ -158,6 +161,37 @@ def _kernel_module_errors(kernel_module: dict[str, Any]) -> list[FieldError]:
             problem = image_problem(str(image))
             if problem:
                 errors.append(FieldError(f"{where}.containerImage", problem))
+        errors.extend(_sign_errors(kernel_module.get("sign"), mapping, where))
+    if kernel_module.get("sign"):
+        errors.extend(_sign_section_errors(kernel_module["sign"], "spec.kernelModule.sign"))
+    return errors
+
+
+def _sign_section_errors(sign: dict[str, Any], where: str) -> list[FieldError]:
+    """One `sign` section: its files under KMM's dirName, its unsignedImage a usable image."""
+    errors = []
+    for i, path in enumerate(sign.get("filesToSign") or []):
+        if not str(path).startswith(model.KMM_DIR_NAME + "/"):
+            errors.append(FieldError(f"{where}.filesToSign[{i}]", model.SIGNED_FILES_MESSAGE))
+    image = sign.get("unsignedImage")
+    if image:
+        problem = image_problem(str(image))
+        if problem:
+            errors.append(FieldError(f"{where}.unsignedImage", problem))
+    return errors
+
+
+def _sign_errors(
+    module_sign: dict[str, Any] | None, mapping: dict[str, Any], where: str
+) -> list[FieldError]:
+    """A mapping's own sign section, and whether what KMM signs for it is known: with a sign
+    (its own or the module's) and no build, an unsignedImage must be given."""
+    own = mapping.get("sign")
+    errors = _sign_section_errors(own, f"{where}.sign") if own else []
+    if not (own or module_sign) or mapping.get("build"):
+        return errors
+    if not any(section and section.get("unsignedImage") for section in (own, module_sign)):
+        errors.append(FieldError(f"{where}.sign", model.UNSIGNED_IMAGE_MESSAGE))
     return errors
 
 

@@ -66,7 +66,11 @@ def test_cel_rules_carry_clear_messages() -> None:
         "modulesLoadingOrder must have at least 2 entries",
         "modulesLoadingOrder must start with moduleName",
         "modulesLoadingOrder must not contain duplicates",
+        model.UNSIGNED_IMAGE_MESSAGE,
     ]
+    sign = kernel_module["properties"]["sign"]
+    assert [r["message"] for r in sign["x-kubernetes-validations"]] == [model.SIGNED_FILES_MESSAGE]
+    assert sign["required"] == ["keySecret", "certSecret", "filesToSign"]
     mapping = kernel_module["properties"]["kernelMappings"]["items"]
     assert next(r["message"] for r in mapping["x-kubernetes-validations"]) == (
         "containerImage or build must be set"

@@ -201,6 +201,12 @@ def _km(spec: dict[str, Any]) -> dict[str, Any]:
     return kernel_module
 
 
+SIGN: dict[str, Any] = {
+    "keySecret": {"name": "mok-key"},
+    "certSecret": {"name": "mok-cert"},
+    "filesToSign": ["/opt/lib/modules/$KERNEL_FULL_VERSION/updates/xe.ko"],
+}
+
 CONFIG_CHANGES: dict[str, Callable[[dict[str, Any]], None]] = {
     "image": lambda s: _km(s)["kernelMappings"][1].update(containerImage="reg.example.com/x:2"),
     "regexp": lambda s: _km(s)["kernelMappings"][1].update(regexp="^6\\.13\\..*"),
@@ -222,6 +228,8 @@ CONFIG_CHANGES: dict[str, Callable[[dict[str, Any]], None]] = {
     "registryTLS": lambda s: _km(s).update(registryTLS={"insecure": True}),
     "moduleName": lambda s: _km(s).update(moduleName="xe_oot", modulesLoadingOrder=None),
     "version": lambda s: _km(s).update(version="v7.1.4.7"),
+    "sign": lambda s: _km(s).update(sign=SIGN),
+    "mapping sign": lambda s: _km(s)["kernelMappings"][0].update(sign=SIGN),
 }
 
 NOT_CONFIG: dict[str, Callable[[dict[str, Any]], None]] = {
@@ -288,3 +296,20 @@ def test_stored_version_and_mappings_of_a_module() -> None:
     ]
     assert ms.stored_version({"spec": {}}) == ""
     assert ms.stored_mappings({}) == []
+
+
+def test_sign_maps_to_kmms_sign_field_for_field_and_another_key_is_another_version() -> None:
+    spec = samples.full_spec()
+    unsigned = {"unsignedImage": "reg.example.com/xe-unsigned:1", "unsignedImageRegistryTLS": {}}
+    _km(spec).update(sign={**SIGN, "unsignedImageRegistryTLS": {"insecure": True}})
+    _km(spec)["kernelMappings"][1].update(sign={**SIGN, **unsigned})
+    container = ms.module_spec(D, spec)["moduleLoader"]["container"]
+    assert container["sign"] == {**SIGN, "unsignedImageRegistryTLS": {"insecure": True}}
+    assert container["kernelMappings"][1]["sign"] == {
+        **SIGN,
+        "unsignedImage": "reg.example.com/xe-unsigned:1",
+    }
+    assert "sign" not in container["kernelMappings"][0]
+    signed = ms.kmm_version(spec)
+    _km(spec)["sign"]["certSecret"] = {"name": "mok-cert-2027"}
+    assert ms.kmm_version(spec) != signed

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from gpuctl.gpudriver import model
 from gpuctl.gpudriver.model import PARAMETER_MESSAGE, VERSION_MESSAGE
 from gpuctl.gpudriver.validation import (
     FieldError,
@@ -178,3 +181,47 @@ def test_a_node_selector_on_the_admins_labels_is_accepted() -> None:
     spec = samples.minimal_spec()
     spec["nodeSelector"] = {"pool": "gpu", "gpuctl.dev/rollout": "skip"}
     assert validate(samples.driver("gpu", spec), samples.NAMESPACE) == []
+
+
+SIGN = {
+    "keySecret": {"name": "mok-key"},
+    "certSecret": {"name": "mok-cert"},
+    "filesToSign": ["/opt/lib/modules/$KERNEL_FULL_VERSION/updates/xe.ko"],
+}
+
+
+def _signed(**changes: Any) -> dict[str, Any]:
+    spec = samples.full_spec()
+    spec["kernelModule"]["sign"] = {**SIGN, **changes}
+    return spec
+
+
+def test_a_sign_without_its_secrets_is_refused_naming_the_field() -> None:
+    spec = _signed()
+    del spec["kernelModule"]["sign"]["keySecret"]
+    errors = validate(samples.driver(spec=spec), samples.NAMESPACE)
+    assert "spec.kernelModule.sign.keySecret" in [e.field for e in errors]
+
+
+def test_files_to_sign_must_be_under_kmms_dir_name() -> None:
+    spec = _signed(filesToSign=["/lib/modules/xe.ko"], unsignedImage="reg.example.com/x:1")
+    errors = validate(samples.driver(spec=spec), samples.NAMESPACE)
+    assert [str(e) for e in errors if "filesToSign" in e.field] == [
+        f"spec.kernelModule.sign.filesToSign[0]: {model.SIGNED_FILES_MESSAGE}"
+    ]
+
+
+def test_a_signed_mapping_without_a_build_needs_an_unsigned_image() -> None:
+    spec = _signed()  # the full spec's mapping 0 builds, mapping 1 does not
+    errors = validate(samples.driver(spec=spec), samples.NAMESPACE)
+    assert [str(e) for e in errors] == [
+        f"spec.kernelModule.kernelMappings[1].sign: {model.UNSIGNED_IMAGE_MESSAGE}"
+    ]
+    spec["kernelModule"]["kernelMappings"][1]["sign"] = {
+        **SIGN,
+        "unsignedImage": "reg.example.com/xe-unsigned:v7-$KERNEL_FULL_VERSION",
+    }
+    assert validate(samples.driver(spec=spec), samples.NAMESPACE) == []
+    spec["kernelModule"]["kernelMappings"][1]["sign"]["unsignedImage"] = "reg.example.com/x"
+    [error] = validate(samples.driver(spec=spec), samples.NAMESPACE)
+    assert error.field == "spec.kernelModule.kernelMappings[1].sign.unsignedImage"

@@ -35,7 +35,11 @@ def documents(name: str) -> list[dict[str, Any]]:
 
 
 def test_there_are_examples_to_test() -> None:
-    assert DRIVER_FILES == ["xe-driver-prebuilt-image.yaml", "xe-driver-ubuntu-26.04-build.yaml"]
+    assert DRIVER_FILES == [
+        "xe-driver-prebuilt-image.yaml",
+        "xe-driver-secure-boot-signed.yaml",
+        "xe-driver-ubuntu-26.04-build.yaml",
+    ]
 
 
 @pytest.mark.parametrize("file", DRIVER_FILES)
@@ -57,9 +61,15 @@ def test_an_example_gpudriver_is_accepted_and_gets_its_module(
     module = api.get_module(namespace, module_name(name))
     assert module is not None
     container = module["spec"]["moduleLoader"]["container"]
+    kernel_module = driver["spec"]["kernelModule"]
     assert (
         container["kernelMappings"][0]["containerImage"]
-        == (driver["spec"]["kernelModule"]["kernelMappings"][0]["containerImage"])
+        == (kernel_module["kernelMappings"][0]["containerImage"])
+    )
+    # KMM's real CRD stored the signing settings as the GPUDriver has them.
+    assert container.get("sign") == kernel_module.get("sign")
+    assert container["kernelMappings"][0].get("sign") == (
+        kernel_module["kernelMappings"][0].get("sign")
     )
 
 

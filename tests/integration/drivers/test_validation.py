@@ -29,6 +29,8 @@ def kernel_module(**fields: Any) -> dict[str, Any]:
     return {"kernelModule": {"kernelMappings": [mapping()], **fields}}
 
 
+SIGN = {"keySecret": {"name": "k"}, "certSecret": {"name": "c"}, "filesToSign": ["/opt/x.ko"]}
+
 REJECTED = [
     ("no-mappings", {"kernelModule": {"kernelMappings": []}}, "should have at least 1 items"),
     ("no-mapping-list", {"kernelModule": {"moduleName": "xe"}}, "kernelMappings: Required value"),
@@ -103,6 +105,21 @@ REJECTED = [
         "parameter-with-space",
         kernel_module(parameters=["max_vfs=7", "force_probe=a b"]),
         "each parameter is name=value or name",
+    ),
+    (
+        "sign-without-key-secret",
+        kernel_module(sign={"certSecret": {"name": "c"}, "filesToSign": ["/opt/x.ko"]}),
+        "sign.keySecret: Required value",
+    ),
+    (
+        "sign-file-outside-opt",
+        kernel_module(sign={**SIGN, "filesToSign": ["/lib/x.ko"], "unsignedImage": "r.io/u:1"}),
+        "filesToSign must be paths in the image under /opt/",
+    ),
+    (
+        "signed-mapping-without-build-or-unsigned-image",
+        kernel_module(kernelMappings=[mapping(sign=SIGN)]),
+        "needs sign.unsignedImage",
     ),
     (
         "bad-toleration-operator",
@@ -205,3 +222,15 @@ def test_coordinator_refuses_names_over_kmm_limit_or_with_a_dot(
             gpudriver(short, namespace, {**kernel_module(), "nodeSelector": {"x": "y"}})
         )
         wait_status(api, short, lambda s: s.get("kmmStatus") == "0/0", "reports 0/0")
+
+
+def test_a_signed_mapping_with_an_unsigned_image_or_a_build_is_accepted(
+    namespace: str, api: Api
+) -> None:
+    build = {"dockerfileConfigMap": {"name": "d"}}
+    spec = kernel_module(
+        sign={**SIGN, "unsignedImage": "r.example.com/u:1"},
+        kernelMappings=[mapping(), mapping(regexp="^6", build=build, sign=SIGN)],
+    )
+    created = api.create_driver(gpudriver(f"{namespace}-signed", namespace, spec))
+    assert created["spec"]["kernelModule"]["sign"]["keySecret"] == {"name": "k"}
