@@ -453,6 +453,13 @@ class Rollout(_Model):
         description="Evict pods using gpu.intel.com resources (Eviction API, PDBs respected); "
         "otherwise wait for them to finish.",
     )
+    trust_image_signatures: bool = Field(
+        default=False,
+        alias="trustImageSignatures",
+        description="The images' modules are signed outside the cluster with a key the nodes "
+        "trust: a node that enforces module signatures (Secure Boot) is not Blocked for a "
+        "target without kernelModule.sign.",
+    )
     unbind_idle_devices: bool = Field(
         default=False,
         alias="unbindIdleDevices",

@@ -119,6 +119,9 @@ class BlockKind(enum.StrEnum):
     # KMM has not found the target's image for the node's kernel: a reload would unload the
     # old module and strand the node without a driver, so nothing is unloaded.
     IMAGE_NOT_READY = "image-not-ready"
+    # The node enforces module signatures (Secure Boot, lockdown, sig_enforce) and the target
+    # is not signed: its load would be refused after the unload (preflight.py).
+    UNSIGNED_TARGET = "unsigned-target"
     # The node rebooted and the module it came back with (the in-tree one, autoloaded) is in
     # use: KMM's loader would remove it, so KMM's worker is held off the node (reboots.py).
     REBOOTED_IN_USE = "rebooted-in-use"

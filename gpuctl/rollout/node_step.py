@@ -30,6 +30,7 @@ from gpuctl.rollout.gpu_clients import (
 )
 from gpuctl.rollout.holds import Block, BlockKind
 from gpuctl.rollout.pause import drained_pods, pausable_on_node, released_labels
+from gpuctl.rollout.preflight import unsigned_target
 from gpuctl.rollout.records import BootRecord, encode_boot
 
 # Seconds between retries of a failed agent request, and between verification polls.
@@ -132,7 +133,9 @@ OPEN_CLIENTS = "OPEN_CLIENTS"
 def unfixable_block(
     inp: RolloutInput, report: ReportFacts, node: NodeFacts, *, clearable: bool = False
 ) -> Block | None:
-    """The blockers neither draining nor the allowed preparation can clear (None: none).
+    """The blockers neither draining nor the allowed preparation can clear (None: none),
+    and the preflight's: a node enforcing module signatures with an unsigned target
+    (preflight.py) is Blocked before anything is unloaded.
 
     The shared unload rule (gpuctl.common.unload_rule) decides: VFs preparation may disable
     block nothing; a holder module always blocks (KMM removes the module first). Open clients
@@ -161,7 +164,15 @@ def unfixable_block(
             messages.append(blocker.message + vms)
             continue
         messages.append(blocker.message)
-    return report_block(reasons, messages)
+    agent = report_block(reasons, messages)
+    version = inp.target_for(node)
+    if removing(version):
+        return agent
+    trusted = inp.settings.trust_image_signatures
+    preflight = unsigned_target(report.report, inp.kernel_module, trusted=trusted, version=version)
+    if preflight is None or agent is None:
+        return preflight or agent
+    return Block(preflight.kind, f"{preflight.words}; {agent.words}")
 
 
 def _cleared(inp: RolloutInput) -> frozenset[ClientFate]:

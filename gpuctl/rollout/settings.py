@@ -79,6 +79,8 @@ class RolloutSettings:
     hold_after_first_node: bool = True
     cordon: bool = True
     evict_gpu_pods: bool = False
+    # spec.rollout.trustImageSignatures: unsigned-looking targets load on enforcing nodes.
+    trust_image_signatures: bool = False
     unbind_idle_devices: bool = False
     disable_idle_vfs: bool = False
     verify_by: str = "backportTag"
@@ -198,6 +200,7 @@ def rollout_settings(spec: Mapping[str, Any]) -> RolloutSettings:
         hold_after_first_node=parsed.hold_after_first_node,
         cordon=parsed.cordon,
         evict_gpu_pods=parsed.evict_gpu_pods,
+        trust_image_signatures=parsed.trust_image_signatures,
         unbind_idle_devices=parsed.unbind_idle_devices,
         disable_idle_vfs=parsed.disable_idle_vfs,
         verify_by=parsed.verify_by,
