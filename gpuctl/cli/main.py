@@ -8,7 +8,13 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 
-from gpuctl.cli import driver_command, node_inspect, nodes_command, rollout_command
+from gpuctl.cli import (
+    driver_command,
+    node_inspect,
+    nodes_command,
+    preflight_command,
+    rollout_command,
+)
 from gpuctl.cli.errors import CommandError
 
 
@@ -28,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     nodes_command.add_parser(commands)
     rollout_command.add_parser(commands)
     driver_command.add_parser(commands)
+    preflight_command.add_parser(commands)
     return parser
 
 

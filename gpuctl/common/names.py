@@ -86,6 +86,13 @@ KMM_MODULES = f"{KMM_MODULE_PLURAL}.{KMM_GROUP}"
 KMM_IMAGES_CONFIG_PLURAL = "moduleimagesconfigs"
 # KMM's per-node record (cluster-scoped, named after the node): what to load, what is loaded.
 KMM_NODE_CONFIG_PLURAL = "nodemodulesconfigs"
+# KMM's check of every Module against a kernel (cluster-scoped): `gpuctl preflight`.
+KMM_PREFLIGHT_VERSION = "v1beta2"
+KMM_PREFLIGHT_PLURAL = "preflightvalidations"
+# The label KMM puts on an image pull Pod: the ModuleImagesConfig it pulls for.
+KMM_IMAGE_OWNER_LABEL = "kmm.node.kubernetes.io/image-owner"
+# ModuleImagesConfig KMM makes for a Module's PreflightValidation check: "<module>-preflight".
+KMM_PREFLIGHT_SUFFIX = "-preflight"
 
 
 def kmm_version_label(namespace: str, module: str) -> str:
