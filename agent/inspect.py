@@ -22,6 +22,7 @@ from agent.hostroot import validate_host_root
 from agent.kernel_trust import loaded_signature, read_kernel_trust
 from agent.kmod import ModuleFacts, ModuleState, driver_module_name, open_references, read_module
 from agent.module_files import RELEASE_PATH, find_loaded_module_file
+from agent.next_kernel import read_next_kernel
 from agent.pci import GpuFunction, scan_intel_gpus
 from agent.provenance import judge_provenance, parse_backport_tag
 from agent.report import build_report, module_message, signature_message
@@ -83,6 +84,7 @@ def inspect_node(
     )
     autoload = read_autoload(files, release, MODULE_NAME, log)
     trust = read_kernel_trust(files, log)
+    next_kernel = read_next_kernel(files, release, log)
     module_proto = module_message(
         module,
         verdict,
@@ -108,6 +110,7 @@ def inspect_node(
         autoload=autoload,
         vfio_scan=vfio_scan,
         trust=trust,
+        next_kernel=next_kernel,
     )
 
 

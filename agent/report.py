@@ -16,6 +16,7 @@ from agent.drm_clients import ClientScanOutcome
 from agent.kernel_trust import KernelTrust, Verified
 from agent.kmod import ModuleFacts, ModuleState
 from agent.module_files import ModuleFile
+from agent.next_kernel import NextKernel
 from agent.pci import GpuFunction
 from agent.platforms import platform_name
 from agent.provenance import ProvenanceVerdict
@@ -199,6 +200,7 @@ def build_report(
     autoload: AutoloadFacts | None = None,
     vfio_scan: VfioScanOutcome | None = None,
     trust: KernelTrust | None = None,
+    next_kernel: NextKernel | None = None,
 ) -> pb.NodeReport:
     report = pb.NodeReport(
         node_name=node_name,
@@ -221,6 +223,10 @@ def build_report(
         report.vfio_scan.CopyFrom(scan_message(vfio_scan))
     if trust is not None:
         report.kernel_trust.CopyFrom(trust_message(trust))
+    if next_kernel is not None:
+        report.next_kernel.CopyFrom(
+            pb.NextKernel(release=next_kernel.release, source=next_kernel.source)
+        )
     report.observed_at.FromDatetime(now)
     if kernel_tainted is not None:
         report.kernel_tainted = kernel_tainted

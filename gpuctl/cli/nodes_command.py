@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Callable
 from typing import TextIO
 
+from gpuctl.cli.gpudriver_api import GpuDriverApi
+from gpuctl.cli.kernel_check import exit_code, kernel_check, render
+from gpuctl.cli.kube_client import load_api_client
 from gpuctl.cli.nodes_table import render_nodes
 from gpuctl.cli.source_flags import Clock, add_source_flags, make_source, utc_now
 
@@ -20,12 +25,46 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "how old the report is, and whether the agent is connected. A node whose agent "
             "is not connected shows its blockers as unknown."
         ),
-        epilog="exit codes: 0 listed; 1 the nodes could not be read (the reason is printed)",
+        epilog=(
+            "exit codes: 0 listed; 1 the nodes could not be read (the reason is printed). "
+            "With --kernel-check: 0 every node's next kernel has a driver; 1 one has not; 3 "
+            "one could not be checked."
+        ),
+    )
+    parser.add_argument(
+        "--kernel-check",
+        action="store_true",
+        help="list the nodes that would boot another kernel (the newest installed one) and "
+        "whether each GPUDriver targeting them has a driver for it: a mapping, an image "
+        "(through KMM's PreflightValidation) and, where the node enforces module signatures, "
+        "a signed one (docs/kernel-upgrades.md)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="with --kernel-check: how long to wait for KMM's image check (default 300)",
     )
     add_source_flags(parser)
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock = utc_now) -> int:
-    out.write(render_nodes(make_source(args, clock).list_nodes()))
-    return 0
+def run(
+    args: argparse.Namespace,
+    out: TextIO = sys.stdout,
+    clock: Clock = utc_now,
+    now: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    views = make_source(args, clock).list_nodes()
+    if not args.kernel_check:
+        out.write(render_nodes(views))
+        return 0
+    api_client = load_api_client(args.kubeconfig, args.context)
+    drivers = [
+        d for d in GpuDriverApi(api_client).list_all() if (d.get("spec") or {}).get("kernelModule")
+    ]
+    rows = kernel_check(api_client, views, drivers, timeout=args.timeout, now=now, sleep=sleep)
+    out.write(render(rows))
+    return exit_code(rows)

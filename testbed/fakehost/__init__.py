@@ -102,6 +102,7 @@ class FakeHost:
         for directory in ("sys/bus/pci/devices", "sys/bus/pci/drivers", "sys/module", "dev/dri"):
             self._mkdir(directory)
         self._mkdir(f"lib/modules/{kernel_release}")
+        self.install_kernel(kernel_release)
         self.write("proc/sys/kernel/osrelease", kernel_release + "\n")
         self.write("proc/sys/kernel/hostname", hostname + "\n")
         self.write("proc/sys/kernel/tainted", "0\n")  # an untainted kernel
@@ -251,6 +252,12 @@ class FakeHost:
         self.set_attribute(address, "survivability_mode", "".join(f"{line}\n" for line in lines))
 
     # -- what the kernel accepts ------------------------------------------------------------
+
+    def install_kernel(self, release: str, *, bls: bool = False) -> None:
+        """An installed kernel: /boot/vmlinuz-<release>, or with `bls` /lib/modules/<release>/
+        vmlinuz (Fedora's layout); its modules directory either way."""
+        self._mkdir(f"lib/modules/{release}")
+        self.write(f"lib/modules/{release}/vmlinuz" if bls else f"boot/vmlinuz-{release}", b"")
 
     def boot_efi(
         self, *, secure_boot: bool | None, shim_validation_disabled: bool | None = None

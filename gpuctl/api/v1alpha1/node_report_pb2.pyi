@@ -46,6 +46,7 @@ class NodeReport(_message.Message):
     IN_TREE_AUTOLOAD_FIELD_NUMBER: _builtins.int
     VFIO_SCAN_FIELD_NUMBER: _builtins.int
     KERNEL_TRUST_FIELD_NUMBER: _builtins.int
+    NEXT_KERNEL_FIELD_NUMBER: _builtins.int
     node_name: _builtins.str
     """Kubernetes node name (or the host name for a local inspection)."""
     kernel_release: _builtins.str
@@ -98,6 +99,12 @@ class NodeReport(_message.Message):
         (agent/kernel_trust.py). Unset from an older agent: unknown.
         """
 
+    @_builtins.property
+    def next_kernel(self) -> Global___NextKernel:
+        """The kernel the node would boot next: the newest installed one (agent/next_kernel.py).
+        Unset when none could be read; equal to kernel_release when no other is installed.
+        """
+
     def __init__(
         self,
         *,
@@ -114,16 +121,41 @@ class NodeReport(_message.Message):
         in_tree_autoload: Global___InTreeAutoload | None = ...,
         vfio_scan: Global___ClientScan | None = ...,
         kernel_trust: Global___KernelTrust | None = ...,
+        next_kernel: Global___NextKernel | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "client_scan", b"client_scan", "in_tree_autoload", b"in_tree_autoload", "kernel_tainted", b"kernel_tainted", "kernel_trust", b"kernel_trust", "module", b"module", "observed_at", b"observed_at", "vfio_scan", b"vfio_scan"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "client_scan", b"client_scan", "in_tree_autoload", b"in_tree_autoload", "kernel_tainted", b"kernel_tainted", "kernel_trust", b"kernel_trust", "module", b"module", "next_kernel", b"next_kernel", "observed_at", b"observed_at", "vfio_scan", b"vfio_scan"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "agent_version", b"agent_version", "blockers", b"blockers", "client_scan", b"client_scan", "devices", b"devices", "in_tree_autoload", b"in_tree_autoload", "kernel_release", b"kernel_release", "kernel_tainted", b"kernel_tainted", "kernel_trust", b"kernel_trust", "module", b"module", "node_name", b"node_name", "observed_at", b"observed_at", "vfio_scan", b"vfio_scan", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted", "agent_version", b"agent_version", "blockers", b"blockers", "client_scan", b"client_scan", "devices", b"devices", "in_tree_autoload", b"in_tree_autoload", "kernel_release", b"kernel_release", "kernel_tainted", b"kernel_tainted", "kernel_trust", b"kernel_trust", "module", b"module", "next_kernel", b"next_kernel", "node_name", b"node_name", "observed_at", b"observed_at", "vfio_scan", b"vfio_scan", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__kernel_tainted: _TypeAlias = _typing.Literal["kernel_tainted"]  # noqa: Y015
     _WhichOneofArgType__kernel_tainted: _TypeAlias = _typing.Literal["_kernel_tainted", b"_kernel_tainted"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__kernel_tainted) -> _WhichOneofReturnType__kernel_tainted | None: ...
 
 Global___NodeReport: _TypeAlias = NodeReport  # noqa: Y015
+
+@_typing.final
+class NextKernel(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RELEASE_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    release: _builtins.str
+    """Its release, as `uname -r` will print it."""
+    source: _builtins.str
+    """Where it was found, e.g. "/boot/vmlinuz-6.17.0-9-generic"."""
+    def __init__(
+        self,
+        *,
+        release: _builtins.str = ...,
+        source: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["release", b"release", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NextKernel: _TypeAlias = NextKernel  # noqa: Y015
 
 @_typing.final
 class KernelTrust(_message.Message):
