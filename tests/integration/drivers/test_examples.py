@@ -36,6 +36,7 @@ def documents(name: str) -> list[dict[str, Any]]:
 
 def test_there_are_examples_to_test() -> None:
     assert DRIVER_FILES == [
+        "xe-driver-kernel-upgrade.yaml",
         "xe-driver-prebuilt-image.yaml",
         "xe-driver-secure-boot-signed.yaml",
         "xe-driver-ubuntu-26.04-build.yaml",
