@@ -5,7 +5,8 @@ rollout must know before the unload whether this node checks module signatures:
 
 - Secure Boot: the EFI variable `SecureBoot-8be4df61-...` under efivarfs (4 attribute bytes,
   then 1 = on); no `/sys/firmware/efi` at all is a BIOS boot (no Secure Boot); shim's
-  `MokSBStateRT-605dab50-...` = 1 means validation was turned off with mokutil;
+  `MokSBStateRT-605dab50-...` = 1 means validation was turned off with mokutil, and its
+  `MokListRT-605dab50-...` lists the enrolled Machine Owner Keys (agent/efi_signature_list.py);
 - lockdown (`/sys/kernel/security/lockdown`, the bracketed word): `integrity` and
   `confidentiality` refuse unsigned modules, and distribution kernels turn it on with Secure
   Boot; no such file on a mounted securityfs means the kernel has no lockdown;
@@ -24,13 +25,20 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from agent.efi_signature_list import EfiListError, x509_keys
 from agent.hostfs import HostFiles
+from agent.module_signature import SignatureFacts
 from agent.warninglog import WarningLog
 
 EFI_DIR = "sys/firmware/efi"
 EFIVARS_DIR = "sys/firmware/efi/efivars"
 SECURE_BOOT_VARIABLE = "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
-SHIM_STATE_VARIABLE = "MokSBStateRT-605dab50-e046-4300-abb6-3dd810dd8b23"
+SHIM_GUID = "605dab50-e046-4300-abb6-3dd810dd8b23"
+SHIM_STATE_VARIABLE = f"MokSBStateRT-{SHIM_GUID}"
+# shim's runtime copy of the enrolled Machine Owner Keys; a long list continues in
+# MokListRT1, MokListRT2, ...
+MOK_LIST_VARIABLE = "MokListRT"
+_MOK_LIST_PARTS = 16
 SECURITYFS_DIR = "sys/kernel/security"
 LOCKDOWN_PATH = "sys/kernel/security/lockdown"
 SIG_ENFORCE_PATH = "sys/module/module/parameters/sig_enforce"
@@ -71,6 +79,8 @@ class KernelTrust:
     shim_validation_disabled: bool | None
     lockdown: Lockdown
     sig_enforce: SigEnforce
+    # The enrolled Machine Owner Keys; None when there is no MokListRT or it is unreadable.
+    enrolled_keys: tuple[SignatureFacts, ...] | None = None
 
     @property
     def signatures(self) -> Signatures:
@@ -102,6 +112,7 @@ def read_kernel_trust(files: HostFiles, log: WarningLog) -> KernelTrust:
         shim_validation_disabled=_shim_validation_disabled(files, log),
         lockdown=_lockdown(files, log),
         sig_enforce=_sig_enforce(files, log),
+        enrolled_keys=_enrolled_keys(files, log),
     )
 
 
@@ -152,6 +163,29 @@ def _shim_validation_disabled(files: HostFiles, log: WarningLog) -> bool | None:
     except ValueError:
         return None
     return None if data is None else data[0] == 1
+
+
+def _enrolled_keys(files: HostFiles, log: WarningLog) -> tuple[SignatureFacts, ...] | None:
+    """The certificates in MokListRT (and its continuations), as modinfo names keys."""
+    if not files.exists(EFI_DIR):
+        return None
+    data = b""
+    for part in range(_MOK_LIST_PARTS):
+        name = f"{MOK_LIST_VARIABLE}{part or ''}-{SHIM_GUID}"
+        try:
+            value = _efi_variable(files, name, log)
+        except ValueError:
+            return None
+        if value is None:
+            if part == 0:
+                return None
+            break
+        data += value
+    try:
+        return tuple(x509_keys(data))
+    except EfiListError as error:
+        log.add(f"{EFIVARS_DIR}/{MOK_LIST_VARIABLE}-{SHIM_GUID}", f"not a MOK list: {error}")
+        return None
 
 
 def _lockdown(files: HostFiles, log: WarningLog) -> Lockdown:

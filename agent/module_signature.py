@@ -158,3 +158,21 @@ def _oid_text(body: bytes) -> str:
 def _hex(body: bytes) -> str:
     """Colon-separated upper-case hex, as modinfo prints a key id ("5B:0A:...")."""
     return ":".join(f"{byte:02X}" for byte in body)
+
+
+def certificate_identity(der: bytes) -> SignatureFacts:
+    """The issuer's name and serial of an X.509 certificate in DER: how modinfo would name a
+    module signed with its key (hash_algorithm empty)."""
+    try:
+        certificate = _expect(_tlv(der, 0, len(der)), _SEQUENCE, "Certificate")
+        tbs = _children(der, certificate[1], certificate[2])[0]
+        fields = _children(der, *_expect(tbs, _SEQUENCE, "TBSCertificate")[1:])
+        if fields and fields[0][0] == _CONTEXT_0:
+            fields = fields[1:]  # [0] EXPLICIT version
+        serial, _, issuer = fields[:3]
+    except (IndexError, ValueError) as error:
+        if isinstance(error, SignatureFormatError):
+            raise
+        raise SignatureFormatError(f"not an X.509 certificate: {error}") from error
+    _expect(serial, _INTEGER, "serialNumber")
+    return SignatureFacts(_issuer_name(der, issuer), _hex(der[serial[1] : serial[2]]), "")

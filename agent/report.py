@@ -182,6 +182,12 @@ def trust_message(trust: KernelTrust) -> pb.KernelTrust:
     )
     if trust.shim_validation_disabled is not None:
         message.shim_validation_disabled = trust.shim_validation_disabled
+    if trust.enrolled_keys is not None:
+        message.mok_list.CopyFrom(
+            pb.MokList(
+                keys=[pb.EnrolledKey(signer=k.signer, key_id=k.key_id) for k in trust.enrolled_keys]
+            )
+        )
     return message
 
 

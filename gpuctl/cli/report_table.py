@@ -35,7 +35,7 @@ def render_report(report: pb.NodeReport, pods: Sequence[PodFacts] | None = None)
         _devices_section(report),
         "\n",
         f"Module {report.module.name or 'xe'}: {module_summary(report.module)}\n",
-        signature_line(report.module),
+        signature_line(report),
         trust_line(report),
         boot_line(report),
         clients_section(report, pods),
@@ -222,18 +222,30 @@ def trust_line(report: pb.NodeReport) -> str:
     trust = report.kernel_trust
     shim = " (shim validation off)" if trust.shim_validation_disabled else ""
     verdict = _SIGNATURES.get(trust.signatures, f"{UNKNOWN} whether unsigned modules load")
-    return (
+    line = (
         f"Kernel: Secure Boot {_SECURE_BOOT.get(trust.secure_boot, UNKNOWN)}{shim}, lockdown "
         f"{_LOCKDOWN.get(trust.lockdown, UNKNOWN)}, sig_enforce "
         f"{_SIG_ENFORCE.get(trust.sig_enforce, UNKNOWN)}: {verdict}.\n"
     )
+    if trust.HasField("mok_list"):
+        keys = ", ".join(f"{k.signer!r} {k.key_id}" for k in trust.mok_list.keys) or "none"
+        line += f"  enrolled MOK keys: {keys}\n"
+    return line
 
 
-def signature_line(module: pb.Module) -> str:
+def _enrolled(report: pb.NodeReport, signature: pb.ModuleSignature) -> str:
+    """ " (an enrolled MOK)" when the file's key is one of the node's MOK keys."""
+    keys = report.kernel_trust.mok_list.keys
+    if any((k.signer, k.key_id) == (signature.signer, signature.key_id) for k in keys):
+        return " (an enrolled MOK)"
+    return ""
+
+
+def signature_line(report: pb.NodeReport) -> str:
     """The loaded module's signature: the kernel's word, then its file's ("" when none)."""
-    if not module.HasField("signature"):
+    if not report.module.HasField("signature"):
         return ""
-    signature = module.signature
+    signature = report.module.signature
     verified = {
         pb.ModuleSignature.VERIFIED: "verified by the kernel",
         pb.ModuleSignature.UNVERIFIED: "NOT verified by the kernel (unsigned or untrusted: E)",
@@ -241,7 +253,8 @@ def signature_line(module: pb.Module) -> str:
     if signature.file == pb.ModuleSignature.FILE_SIGNED:
         file = (
             f"; its file signed by {signature.signer or UNKNOWN!r}, key "
-            f"{signature.key_id or UNKNOWN}, {signature.hash_algorithm or UNKNOWN}"
+            f"{signature.key_id or UNKNOWN}{_enrolled(report, signature)}, "
+            f"{signature.hash_algorithm or UNKNOWN}"
         )
     elif signature.file == pb.ModuleSignature.FILE_UNSIGNED:
         file = "; its file is unsigned"

@@ -32,7 +32,7 @@ from agent.hostfs import HostFiles
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from testbed.fakehost.elf import module_image
-from testbed.fakehost.signing import SigningKey, signed
+from testbed.fakehost.signing import SigningKey, efi_signature_lists, signed
 
 PCI_DEVICES = "sys/bus/pci/devices"
 PCI_DRIVERS = "sys/bus/pci/drivers"
@@ -260,11 +260,16 @@ class FakeHost:
         self.write(f"lib/modules/{release}/vmlinuz" if bls else f"boot/vmlinuz-{release}", b"")
 
     def boot_efi(
-        self, *, secure_boot: bool | None, shim_validation_disabled: bool | None = None
+        self,
+        *,
+        secure_boot: bool | None,
+        shim_validation_disabled: bool | None = None,
+        mok_keys: Sequence[SigningKey] = (),
     ) -> None:
         """An EFI boot: efivarfs with BootCurrent, and the SecureBoot variable (4 attribute
         bytes, then 1 or 0) unless `secure_boot` is None (firmware without Secure Boot);
-        shim's MokSBStateRT when `shim_validation_disabled` is not None."""
+        shim's MokSBStateRT when `shim_validation_disabled` is not None, and its MokListRT
+        with `mok_keys` enrolled (and a blocklisted hash, which names no key)."""
         efivars = "sys/firmware/efi/efivars"
         self.write(f"{efivars}/BootCurrent-{EFI_GLOBAL_GUID}", b"\x06\x00\x00\x00\x01\x00")
         if secure_boot is not None:
@@ -273,6 +278,9 @@ class FakeHost:
         if shim_validation_disabled is not None:
             value = b"\x06\x00\x00\x00" + bytes([1 if shim_validation_disabled else 0])
             self.write(f"{efivars}/MokSBStateRT-{SHIM_GUID}", value)
+        if mok_keys:
+            lists = efi_signature_lists(mok_keys, hashes=[bytes(32)])
+            self.write(f"{efivars}/MokListRT-{SHIM_GUID}", b"\x06\x00\x00\x00" + lists)
 
     def set_lockdown(self, mode: str | None) -> None:
         """/sys/kernel/security/lockdown with `mode` selected; None: securityfs without it

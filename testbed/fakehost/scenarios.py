@@ -162,11 +162,12 @@ def secure_boot_signed_backport(root: Path) -> FakeHost:
     """A Secure Boot node (lockdown integrity) running the DKMS backport signed with the
     admin's enrolled key (MOK): the kernel checked it, so its taint has no E."""
     host = FakeHost(root)
-    host.boot_efi(secure_boot=True, shim_validation_disabled=False)
+    mok = signing_key(MOK_COMMON_NAME, MOK_SERIAL)
+    host.boot_efi(secure_boot=True, shim_validation_disabled=False, mok_keys=[mok])
     host.set_lockdown("integrity")
     _host_bridge(host)
     _battlemage_card(host)
-    _backport_xe(host, file_on_host=True, signed_by=signing_key(MOK_COMMON_NAME, MOK_SERIAL))
+    _backport_xe(host, file_on_host=True, signed_by=mok)
     return host
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import datetime
 import functools
 import struct
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cryptography import x509
@@ -20,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import pkcs7
 from cryptography.x509.oid import NameOID
 
+from agent.efi_signature_list import EFI_CERT_X509_GUID
 from agent.module_signature import MAGIC, PKEY_ID_PKCS7
 
 _NOT_BEFORE = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -80,3 +83,26 @@ def signed(image: bytes, key: SigningKey) -> bytes:
         .sign(serialization.Encoding.DER, options)
     )
     return image + signature + _TRAILER.pack(0, 0, PKEY_ID_PKCS7, 0, 0, len(signature)) + MAGIC
+
+
+_EFI_LIST_HEADER = struct.Struct("<16sIII")
+_SHA256_GUID = uuid.UUID("c1c41626-504c-4092-aca9-41f936934328")
+OWNER_GUID = uuid.UUID("605dab50-e046-4300-abb6-3dd810dd8b23")  # shim's, as mokutil writes
+
+
+def efi_signature_lists(keys: Sequence[SigningKey], hashes: Sequence[bytes] = ()) -> bytes:
+    """EFI signature lists as MokListRT holds them: one X.509 list per certificate (their
+    sizes differ), then one sha256 list of `hashes` (entries that name no key)."""
+    lists = b""
+    for key in keys:
+        der = key.certificate.public_bytes(serialization.Encoding.DER)
+        entry = OWNER_GUID.bytes_le + der
+        header = _EFI_LIST_HEADER.pack(
+            EFI_CERT_X509_GUID.bytes_le, _EFI_LIST_HEADER.size + len(entry), 0, len(entry)
+        )
+        lists += header + entry
+    if hashes:
+        entries = b"".join(OWNER_GUID.bytes_le + digest for digest in hashes)
+        size = _EFI_LIST_HEADER.size + len(entries)
+        lists += _EFI_LIST_HEADER.pack(_SHA256_GUID.bytes_le, size, 0, 16 + 32) + entries
+    return lists

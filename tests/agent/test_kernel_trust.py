@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from agent.efi_signature_list import EfiListError, x509_keys
 from agent.kernel_trust import (
     Lockdown,
     SigEnforce,
@@ -204,3 +205,38 @@ def test_an_unreadable_signature_is_a_warning_and_the_file_unknown(tmp_path: Pat
     report = host.inspect()
     assert report.module.signature.file == Signature.FILE_SIGNATURE_UNSPECIFIED
     assert any("unreadable module signature" in w.message for w in report.warnings)
+
+
+def test_the_enrolled_mok_keys_are_named_like_modinfo_names_a_signing_key(tmp_path: Path) -> None:
+    trust, _ = trust_of(scenarios.secure_boot_signed_backport(tmp_path))
+    key = signing_key(MOK_COMMON_NAME, MOK_SERIAL)
+    assert [(k.signer, k.key_id) for k in trust.mok_list.keys] == [(MOK_COMMON_NAME, key.key_id)]
+
+
+def test_several_keys_and_hash_lists_and_none_enrolled(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path)
+    other = signing_key("Another fleet key", 0x42)
+    host.boot_efi(secure_boot=True, mok_keys=[signing_key(), other])
+    trust, _ = trust_of(host)
+    assert [k.signer for k in trust.mok_list.keys] == [
+        "gpuctl test signing key",
+        "Another fleet key",
+    ]
+    assert trust.mok_list.keys[1].key_id == "42"
+    plain = FakeHost(tmp_path / "plain")
+    plain.boot_efi(secure_boot=True)  # shim without enrolled keys: no MokListRT
+    assert not trust_of(plain)[0].HasField("mok_list")
+
+
+def test_a_mok_list_that_does_not_parse_is_a_warning_and_unknown(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path)
+    host.boot_efi(secure_boot=True, mok_keys=[signing_key()])
+    path = "sys/firmware/efi/efivars/MokListRT-605dab50-e046-4300-abb6-3dd810dd8b23"
+    raw = host.real(path).read_bytes()
+    host.write(path, raw[:-7])  # a truncated certificate
+    trust, warnings = trust_of(host)
+    assert not trust.HasField("mok_list")
+    assert path in warnings
+    with pytest.raises(EfiListError, match="too short"):
+        x509_keys(b"\x00" * 10)
+    assert x509_keys(b"") == []

@@ -234,3 +234,18 @@ def test_what_the_kernel_accepts_and_the_modules_signature_are_spelled_out() -> 
     assert "lockdown unknown, sig_enforce off: unknown whether unsigned modules load." in (
         render_report(report)
     )
+
+
+def test_a_module_signed_with_an_enrolled_mok_says_so() -> None:
+    report = pb.NodeReport(node_name="n1")
+    report.module.state = pb.Module.LIVE
+    signature = report.module.signature
+    signature.verified = pb.ModuleSignature.VERIFIED
+    signature.file = pb.ModuleSignature.FILE_SIGNED
+    signature.signer, signature.key_id, signature.hash_algorithm = "ACME", "1D:5E:7A", "sha256"
+    report.kernel_trust.mok_list.keys.add(signer="ACME", key_id="1D:5E:7A")
+    text = render_report(report)
+    assert "key 1D:5E:7A (an enrolled MOK), sha256" in text
+    assert "  enrolled MOK keys: 'ACME' 1D:5E:7A\n" in text
+    report.kernel_trust.mok_list.keys[0].key_id = "99"
+    assert "(an enrolled MOK)" not in render_report(report)

@@ -258,6 +258,7 @@ class KernelTrust(_message.Message):
     LOCKDOWN_FIELD_NUMBER: _builtins.int
     SIG_ENFORCE_FIELD_NUMBER: _builtins.int
     SIGNATURES_FIELD_NUMBER: _builtins.int
+    MOK_LIST_FIELD_NUMBER: _builtins.int
     secure_boot: Global___KernelTrust.SecureBoot.ValueType
     shim_validation_disabled: _builtins.bool
     """shim's MokSBStateRT: Secure Boot validation turned off with `mokutil
@@ -267,6 +268,13 @@ class KernelTrust(_message.Message):
     sig_enforce: Global___KernelTrust.SigEnforce.ValueType
     signatures: Global___KernelTrust.Signatures.ValueType
     """The verdict from the three: what a new module must satisfy on this node."""
+    @_builtins.property
+    def mok_list(self) -> Global___MokList:
+        """The X.509 keys enrolled with shim as Machine Owner Keys (MokListRT): the keys, besides
+        the kernel's own, an out-of-tree module may be signed with. Unset when there is no such
+        variable or it cannot be read.
+        """
+
     def __init__(
         self,
         *,
@@ -275,16 +283,63 @@ class KernelTrust(_message.Message):
         lockdown: Global___KernelTrust.Lockdown.ValueType = ...,
         sig_enforce: Global___KernelTrust.SigEnforce.ValueType = ...,
         signatures: Global___KernelTrust.Signatures.ValueType = ...,
+        mok_list: Global___MokList | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_shim_validation_disabled", b"_shim_validation_disabled", "shim_validation_disabled", b"shim_validation_disabled"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_shim_validation_disabled", b"_shim_validation_disabled", "mok_list", b"mok_list", "shim_validation_disabled", b"shim_validation_disabled"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_shim_validation_disabled", b"_shim_validation_disabled", "lockdown", b"lockdown", "secure_boot", b"secure_boot", "shim_validation_disabled", b"shim_validation_disabled", "sig_enforce", b"sig_enforce", "signatures", b"signatures"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_shim_validation_disabled", b"_shim_validation_disabled", "lockdown", b"lockdown", "mok_list", b"mok_list", "secure_boot", b"secure_boot", "shim_validation_disabled", b"shim_validation_disabled", "sig_enforce", b"sig_enforce", "signatures", b"signatures"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__shim_validation_disabled: _TypeAlias = _typing.Literal["shim_validation_disabled"]  # noqa: Y015
     _WhichOneofArgType__shim_validation_disabled: _TypeAlias = _typing.Literal["_shim_validation_disabled", b"_shim_validation_disabled"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__shim_validation_disabled) -> _WhichOneofReturnType__shim_validation_disabled | None: ...
 
 Global___KernelTrust: _TypeAlias = KernelTrust  # noqa: Y015
+
+@_typing.final
+class MokList(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEYS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def keys(self) -> _containers.RepeatedCompositeFieldContainer[Global___EnrolledKey]: ...
+    def __init__(
+        self,
+        *,
+        keys: _abc.Iterable[Global___EnrolledKey] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["keys", b"keys"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MokList: _TypeAlias = MokList  # noqa: Y015
+
+@_typing.final
+class EnrolledKey(_message.Message):
+    """One enrolled certificate, named the way modinfo names a module's signing key."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SIGNER_FIELD_NUMBER: _builtins.int
+    KEY_ID_FIELD_NUMBER: _builtins.int
+    signer: _builtins.str
+    """The certificate issuer's common name (else its last attribute)."""
+    key_id: _builtins.str
+    """Its serial number, colon-separated hex."""
+    def __init__(
+        self,
+        *,
+        signer: _builtins.str = ...,
+        key_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key_id", b"key_id", "signer", b"signer"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EnrolledKey: _TypeAlias = EnrolledKey  # noqa: Y015
 
 @_typing.final
 class InTreeAutoload(_message.Message):
