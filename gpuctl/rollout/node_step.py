@@ -133,9 +133,7 @@ OPEN_CLIENTS = "OPEN_CLIENTS"
 def unfixable_block(
     inp: RolloutInput, report: ReportFacts, node: NodeFacts, *, clearable: bool = False
 ) -> Block | None:
-    """The blockers neither draining nor the allowed preparation can clear (None: none),
-    and the preflight's: a node enforcing module signatures with an unsigned target
-    (preflight.py) is Blocked before anything is unloaded.
+    """The blockers neither draining nor the allowed preparation can clear (None: none).
 
     The shared unload rule (gpuctl.common.unload_rule) decides: VFs preparation may disable
     block nothing; a holder module always blocks (KMM removes the module first). Open clients
@@ -164,15 +162,18 @@ def unfixable_block(
             messages.append(blocker.message + vms)
             continue
         messages.append(blocker.message)
-    agent = report_block(reasons, messages)
+    return report_block(reasons, messages)
+
+
+def preflight_block(inp: RolloutInput, report: ReportFacts, node: NodeFacts) -> Block | None:
+    """Will the target load on this node at all (preflight.py)? None when it will, or on the
+    removal path (nothing is loaded there). Asked by the checks before the drain and by a
+    Blocked node's rechecks: a node that fails it is Blocked before anything is unloaded."""
     version = inp.target_for(node)
     if removing(version):
-        return agent
+        return None
     trusted = inp.settings.trust_image_signatures
-    preflight = unsigned_target(report.report, inp.kernel_module, trusted=trusted, version=version)
-    if preflight is None or agent is None:
-        return preflight or agent
-    return Block(preflight.kind, f"{preflight.words}; {agent.words}")
+    return unsigned_target(report.report, inp.kernel_module, trusted=trusted, version=version)
 
 
 def _cleared(inp: RolloutInput) -> frozenset[ClientFate]:

@@ -30,6 +30,7 @@ from gpuctl.rollout.node_step import (
     epoch,
     foreign_target,
     image_not_ready,
+    preflight_block,
     removing,
     transition,
     unfixable_block,
@@ -50,7 +51,9 @@ def _unblocked(inp: RolloutInput, node: NodeFacts) -> bool:
     call = node.call(INSPECT)
     if call is None or not call.answered or call.report is None:
         return False
-    return unfixable_block(inp, call.report, node, clearable=True) is None
+    report = call.report
+    refused = preflight_block(inp, report, node)
+    return refused is None and unfixable_block(inp, report, node, clearable=True) is None
 
 
 def _blocker(inp: RolloutInput, node: NodeFacts) -> Block | None:
@@ -66,7 +69,8 @@ def _blocker(inp: RolloutInput, node: NodeFacts) -> Block | None:
     call = node.call(INSPECT)
     if call is None or not call.answered or call.report is None:
         return None
-    return unfixable_block(inp, call.report, node, clearable=True)
+    refused = preflight_block(inp, call.report, node)
+    return refused or unfixable_block(inp, call.report, node, clearable=True)
 
 
 def _recheck(inp: RolloutInput, node: NodeFacts, decision: Decision) -> None:

@@ -65,6 +65,7 @@ from gpuctl.rollout.node_step import (
     judged_clients,
     kmm_loaded,
     kmm_write_labels,
+    preflight_block,
     removing,
     report_block,
     step_elapsed,
@@ -206,8 +207,10 @@ def step_checking(inp: RolloutInput, node: NodeFacts) -> StepResult:
         else:
             result.wake(CALL_RETRY_SECONDS)
         return result
-    unfixable = unfixable_block(inp, call.report, node, clearable=True)
-    if unfixable is not None and not node.gpu_pods and not node.claims:
+    # The preflight blocks whatever the pods: nothing may be unloaded for this target.
+    refused = preflight_block(inp, call.report, node)
+    unfixable = refused or unfixable_block(inp, call.report, node, clearable=True)
+    if unfixable is not None and (refused or not (node.gpu_pods or node.claims)):
         result.actions.append(blocked(inp, node, unfixable, version))
         return result
     result.actions.append(_enter_draining(inp, node, call.report))

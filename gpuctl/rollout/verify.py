@@ -5,9 +5,9 @@ backportTag` its backport tag is the user's `kernelModule.version` (not the Modu
 version, which only names the configuration); without a `kernelModule.version`, or with
 `verifyBy: srcversion`, its srcversion differs from the one recorded before the pass. A GPU
 that xe put in survivability mode (its firmware failed) fails the node at once: it is bound,
-but serves nothing until a firmware flash. The
-changes preparation made are restored (RestoreRequest), every function bound before is bound
-again, and KMM still reports the version loaded. Then the driver-ready label goes back and the
+but serves nothing until a firmware flash. The changes preparation made are restored
+(RestoreRequest), every function bound before is bound again, and KMM still reports the
+version loaded. Then the driver-ready label goes back and the
 node waits (rollout.pause.timeout at most) for its paused GPU daemons (pause.py): Done,
 uncordoned, records dropped.
 
@@ -237,8 +237,8 @@ def _verify_report(check: _Verification, report: ReportFacts) -> StepResult:
         # A GPU in survivability mode is not transient: only a firmware flash ends it.
         failure = "" if mismatch else report.in_survivability()
         restoring = None if mismatch or failure else check.restore_step()
-        done_before = mismatch or failure or restoring is not None
-        missing = "" if done_before else bindings_restored(node, report)
+        decided = mismatch or failure or restoring is not None
+        missing = "" if decided else bindings_restored(node, report)
     except RecordError as err:
         mismatch, failure, restoring, missing = "", str(err), None, ""
     if failure:

@@ -11,7 +11,7 @@ from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode
-from gpuctl.rollout.facts import ReportFacts
+from gpuctl.rollout.facts import GpuPod, ReportFacts
 from gpuctl.rollout.preflight import signed_for, unsigned_target
 from gpuctl.rollout.settings import RolloutSettings
 from gpuctl.rollout.steps import step_checking
@@ -43,8 +43,13 @@ def enforcing(signatures: int = pb.KernelTrust.SIGNATURES_ENFORCED) -> ReportFac
     return facts
 
 
-def check(report: ReportFacts, kernel_module: dict[str, Any], **settings: Any) -> PatchNode:
-    facts = node(phase=Phase.CHECKING, labels=loaded_labels())
+def check(
+    report: ReportFacts,
+    kernel_module: dict[str, Any],
+    pods: tuple[GpuPod, ...] = (),
+    **settings: Any,
+) -> PatchNode:
+    facts = node(phase=Phase.CHECKING, labels=loaded_labels(), pods=pods)
     inp = rollout([facts], settings=RolloutSettings(hold_after_first_node=False, **settings))
     inp = dataclasses.replace(inp, kernel_module=kernel_module)
     [write] = [
@@ -71,6 +76,10 @@ def test_an_enforcing_node_with_an_unsigned_target_is_blocked_before_the_unload(
     )
     assert f"is not signed for kernel {KERNEL}" in str(write.annotations[names.REASON])
     assert KMM.version not in write.labels  # KMM is not asked for anything: nothing unloads
+    # GPU pods on the node change nothing: it is not drained for a target that cannot load.
+    busy = check(enforcing(), {"kernelMappings": MAPPINGS}, pods=(GpuPod("ml", "trainer-0"),))
+    assert busy.phase_to is Phase.BLOCKED
+    assert busy.annotations[names.REASON_KIND] == "unsigned-target"
 
 
 def test_a_signed_target_or_trusted_images_or_a_node_that_does_not_enforce_go_on() -> None:
