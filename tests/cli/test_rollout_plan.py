@@ -641,3 +641,26 @@ def test_the_plan_names_the_gpu_daemons_a_step_would_pause_and_the_one_that_bloc
         "pod monitoring/exporter-abcde (DaemonSet monitoring/exporter), pid 4242 (xpumd), "
         "renderD128" in reasons
     )
+
+
+def test_a_secure_boot_node_with_an_unsigned_target_is_blocked_in_the_plan() -> None:
+    """The preflight (gpuctl/rollout/preflight.py) is the plan's as much as the rollout's."""
+    locked = _idle()
+    locked.kernel_release = "6.8.0-60-generic"
+    locked.kernel_trust.secure_boot = pb.KernelTrust.SECURE_BOOT_ENABLED
+    locked.kernel_trust.lockdown = pb.KernelTrust.LOCKDOWN_INTEGRITY
+    locked.kernel_trust.signatures = pb.KernelTrust.SIGNATURES_ENFORCED
+    rollout = {"holdAfterFirstNode": False, "maxUnavailable": 2}
+    plan = _by_name(
+        _plan(
+            [
+                _facts(_node("a", labels=_carrying(OLD)), locked),
+                _facts(_node("b", labels=_carrying(OLD)), _idle()),
+            ],
+            driver=_driver(_spec(rollout=rollout)),
+        )
+    )
+    action, verdict, reasons = _row(plan["a"])
+    assert (action, verdict) == ("reload", "blocked")
+    assert "the node enforces module signatures (Secure Boot, lockdown integrity)" in reasons
+    assert _row(plan["b"])[1] == "go"
