@@ -40,13 +40,12 @@ from agent.drm_debugfs import (
 from agent.fdscan import OS_SYSCALLS, FdScanResult, ProcSyscalls, find_fd_holders
 from agent.hostfs import HostFiles
 from agent.pci import GpuFunction
-from agent.process_facts import read_command, read_owner
+from agent.process_facts import denied_words, read_command, read_owner
 from agent.warninglog import WarningLog, describe_error
 from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
 
 DRM_DEVICE_PREFIX = "/dev/dri/"
 _DELETED_SUFFIX = " (deleted)"
-_DENIED_PIDS_SHOWN = 10
 
 
 class ScanState(enum.Enum):
@@ -330,16 +329,9 @@ def _outcome(found: _Found, how: str) -> ClientScanOutcome:
     for (address, _), client in sorted(found.clients.items()):
         outcome.clients_by_device.setdefault(address, []).append(client)
     if denied:
-        shown = ", ".join(str(p) for p in sorted(denied)[:_DENIED_PIDS_SHOWN])
-        more = (
-            ""
-            if len(denied) <= _DENIED_PIDS_SHOWN
-            else f" and {len(denied) - _DENIED_PIDS_SHOWN} more"
-        )
         outcome.message = (
-            f"{len(denied)} of {scanned + len(denied)} processes could not be "
-            f"examined (permission denied: pid {shown}{more}); the agent needs hostPID and "
-            "CAP_SYS_PTRACE to see every client"
+            f"{denied_words(denied, scanned)}; the agent needs hostPID and CAP_SYS_PTRACE to "
+            "see every client"
         )
     else:
         outcome.message = how

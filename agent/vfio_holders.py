@@ -28,13 +28,12 @@ from agent.fdscan import OS_SYSCALLS, ProcSyscalls, find_fd_holders
 from agent.hostfs import HostFiles
 from agent.kmod import driver_module_name, open_references
 from agent.pci import PCI_DEVICES_DIR, GpuFunction
-from agent.process_facts import read_command, read_owner
+from agent.process_facts import denied_words, read_command, read_owner
 from agent.warninglog import WarningLog, describe_error
 from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
 
 VFIO_GROUP_DIR = "/dev/vfio/"
 VFIO_DEVICE_DIR = "/dev/vfio/devices/"
-_DENIED_PIDS_SHOWN = 10
 
 
 @dataclass(slots=True)
@@ -150,12 +149,7 @@ def _message(scanned: int, denied: Iterable[int], unknown: list[str]) -> str:
     if unknown:
         parts.append(f"the IOMMU group of {', '.join(unknown)} cannot be read")
     if denied:
-        shown = ", ".join(str(pid) for pid in denied[:_DENIED_PIDS_SHOWN])
-        more = "" if len(denied) <= _DENIED_PIDS_SHOWN else f" and {len(denied) - 10} more"
-        parts.append(
-            f"{len(denied)} of {scanned + len(denied)} processes could not be examined "
-            f"(permission denied: pid {shown}{more})"
-        )
+        parts.append(denied_words(denied, scanned))
     if parts:
         return "; ".join(parts) + ": VM holders are unknown"
     return f"swept /proc for VFIO files, examined every process ({scanned})"
