@@ -17,6 +17,7 @@ image missing, in the kubelet's words.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -29,8 +30,21 @@ from gpuctl.cli.preflight_verdict import ImageCheck
 from gpuctl.common import names
 
 POLL_SECONDS = 1.0
+DEFAULT_TIMEOUT_SECONDS = 300.0
 HTTP_NOT_FOUND = 404
 _DONE = {"Success": True, "Failure": False}
+
+
+def add_timeout_flag(parser: argparse.ArgumentParser, *, when: str = "") -> None:
+    """--timeout: how long a command waits for KMM's image check (`when`: the flag it goes
+    with, for the help)."""
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_SECONDS,
+        metavar="S",
+        help=f"{when}how long to wait for KMM's image check (default {DEFAULT_TIMEOUT_SECONDS:g})",
+    )
 
 
 def _api(api_client: Any) -> tuple[Any, str]:

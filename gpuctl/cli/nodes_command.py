@@ -10,6 +10,7 @@ from typing import TextIO
 
 from gpuctl.cli.gpudriver_api import GpuDriverApi
 from gpuctl.cli.kernel_check import exit_code, kernel_check, render
+from gpuctl.cli.kmm_preflight import add_timeout_flag
 from gpuctl.cli.kube_client import load_api_client
 from gpuctl.cli.nodes_table import render_nodes
 from gpuctl.cli.source_flags import Clock, add_source_flags, make_source, utc_now
@@ -39,13 +40,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(through KMM's PreflightValidation) and, where the node enforces module signatures, "
         "a signed one (docs/kernel-upgrades.md)",
     )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=300.0,
-        metavar="S",
-        help="with --kernel-check: how long to wait for KMM's image check (default 300)",
-    )
+    add_timeout_flag(parser, when="with --kernel-check: ")
     add_source_flags(parser)
     parser.set_defaults(run=run)
 

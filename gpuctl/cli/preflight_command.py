@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from gpuctl.cli.gpudriver_api import GpuDriverApi
-from gpuctl.cli.kmm_preflight import check_images
+from gpuctl.cli.kmm_preflight import add_timeout_flag, check_images
 from gpuctl.cli.kmm_touch import module_ref
 from gpuctl.cli.kube_client import load_api_client
 from gpuctl.cli.preflight_verdict import ImageCheck, exit_code, render, verdict
@@ -51,13 +51,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--kernel", required=True, metavar="KERNEL", help="the kernel release, as `uname -r`"
     )
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=300.0,
-        metavar="S",
-        help="how long to wait for KMM's image check (default 300)",
-    )
+    add_timeout_flag(parser)
     add_kube_flags(parser)
     parser.set_defaults(run=run)
 
