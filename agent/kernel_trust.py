@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from agent.efi_signature_list import EfiListError, x509_keys
 from agent.hostfs import HostFiles
-from agent.module_signature import SignatureFacts
+from gpuctl.common.module_signature import SignatureFacts
 from agent.warninglog import WarningLog
 
 EFI_DIR = "sys/firmware/efi"

@@ -3,7 +3,7 @@
 Candidates come from lib/modules/<release>/modules.dep plus the directories out-of-tree
 builds use (updates/, updates/dkms/, extra/) and the in-tree location. A candidate matches
 when its `.modinfo` srcversion equals the loaded module's; its appended signature is read
-then (agent/module_signature.py). A module KMM loaded from its
+then (gpuctl/common/module_signature.py). A module KMM loaded from its
 container (under /opt there) has no file on the host: no match, and that is not an error.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from agent.hostfs import HostFiles
 from agent.modinfo import ModinfoError, decompress_module, elf_section, parse_modinfo
-from agent.module_signature import SignatureFacts, SignatureFormatError, read_signature
+from gpuctl.common.module_signature import SignatureFacts, SignatureFormatError, read_signature
 from agent.warninglog import WarningLog
 
 MODULE_SUFFIXES = (".ko", ".ko.zst", ".ko.xz", ".ko.gz")

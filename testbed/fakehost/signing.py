@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.serialization import pkcs7
 from cryptography.x509.oid import NameOID
 
 from agent.efi_signature_list import EFI_CERT_X509_GUID
-from agent.module_signature import MAGIC, PKEY_ID_PKCS7
+from gpuctl.common.module_signature import MAGIC, PKEY_ID_PKCS7
 
 _NOT_BEFORE = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 _TRAILER = struct.Struct(">BBBBB3xI")

@@ -1,5 +1,5 @@
 """What the kernel will accept as a module (agent/kernel_trust.py) and the loaded module's
-signature (agent/module_signature.py), on fake host roots: each state read from where the
+signature (gpuctl/common/module_signature.py), on fake host roots: each state read from where the
 kernel puts it, and unknown whenever it cannot be read, never "off"."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from agent.kernel_trust import (
     Signatures,
     judge_signatures,
 )
-from agent.module_signature import MAGIC, SignatureFormatError, read_signature
+from gpuctl.common.module_signature import MAGIC, SignatureFormatError, read_signature
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from testbed.fakehost import FakeHost, scenarios
 from testbed.fakehost.scenarios import MOK_COMMON_NAME, MOK_SERIAL

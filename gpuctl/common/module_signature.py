@@ -11,6 +11,8 @@ serial, or the key identifier, as colon-separated hex) and `sig_hashalgo`.
 Pure, over bytes, with a small bounded DER reader: the agent's image carries no crypto
 library, and it needs none: it reads names, it verifies nothing (the kernel did, and says so
 in the module's taint). Anything that does not parse is SignatureFormatError, never a guess.
+Shared: the agent names a module's signer and the enrolled keys with it, the rollout's
+preflight names the key KMM signs with (`certificate_identity` of the certSecret's PEM).
 """
 
 from __future__ import annotations
