@@ -12,7 +12,11 @@ from __future__ import annotations
 import struct
 import uuid
 
-from gpuctl.common.module_signature import SignatureFacts, SignatureFormatError, certificate_identity
+from gpuctl.common.module_signature import (
+    SignatureFacts,
+    SignatureFormatError,
+    certificate_identity,
+)
 
 EFI_CERT_X509_GUID = uuid.UUID("a5c059a1-94e4-4aa7-87b5-ab155c2bf072")
 _HEADER = struct.Struct("<16sIII")

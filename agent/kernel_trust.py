@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 from agent.efi_signature_list import EfiListError, x509_keys
 from agent.hostfs import HostFiles
-from gpuctl.common.module_signature import SignatureFacts
 from agent.warninglog import WarningLog
+from gpuctl.common.module_signature import SignatureFacts
 
 EFI_DIR = "sys/firmware/efi"
 EFIVARS_DIR = "sys/firmware/efi/efivars"

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from agent.hostfs import HostFiles
 from agent.modinfo import ModinfoError, decompress_module, elf_section, parse_modinfo
-from gpuctl.common.module_signature import SignatureFacts, SignatureFormatError, read_signature
 from agent.warninglog import WarningLog
+from gpuctl.common.module_signature import SignatureFacts, SignatureFormatError, read_signature
 
 MODULE_SUFFIXES = (".ko", ".ko.zst", ".ko.xz", ".ko.gz")
 SEARCH_DIRS = ("updates", "updates/dkms", "extra", "kernel/drivers/gpu/drm/xe")

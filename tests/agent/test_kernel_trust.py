@@ -16,8 +16,8 @@ from agent.kernel_trust import (
     Signatures,
     judge_signatures,
 )
-from gpuctl.common.module_signature import MAGIC, SignatureFormatError, read_signature
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+from gpuctl.common.module_signature import MAGIC, SignatureFormatError, read_signature
 from testbed.fakehost import FakeHost, scenarios
 from testbed.fakehost.scenarios import MOK_COMMON_NAME, MOK_SERIAL
 from testbed.fakehost.signing import signed, signing_key
