@@ -27,6 +27,8 @@ from coordinator.policies.rbac import (
     NAMESPACE_RULES,
     OWN_NAMESPACE,
     SELF_SIGNED_TLS_RULES,
+    SIGNING_CERTIFICATE_RULES,
+    SIGNING_CERTIFICATES,
     TLS_CONFIGMAP_NAME,
     TLS_SECRET_NAME,
 )
@@ -68,17 +70,30 @@ def tls_rules(secret: str, configmap: str) -> list[dict[str, Any]]:
     )
 
 
+def signing_rules(secrets: Sequence[str]) -> list[dict[str, Any]]:
+    """SIGNING_CERTIFICATE_RULES with the chart's coordinator.signingCertificateSecrets."""
+    return [
+        {**rule, "resourceNames": list(secrets)}
+        if rule.get("resourceNames") == [SIGNING_CERTIFICATES]
+        else rule
+        for rule in SIGNING_CERTIFICATE_RULES
+    ]
+
+
 def cluster_rules(namespace: str) -> list[dict[str, Any]]:
     """CLUSTER_RULES with the coordinator's own namespace put in, as the chart does."""
     return list(json.loads(json.dumps(CLUSTER_RULES).replace(OWN_NAMESPACE, namespace)))
 
 
-def declared_grants(*, tls: bool = False) -> set[Grant]:
-    """The grants of the chart's rule sets; with `tls`, only the self-signed TLS Role's."""
+def declared_grants(*, tls: bool = False, signing: bool = False) -> set[Grant]:
+    """The grants of the chart's rule sets; with `tls`, only the self-signed TLS Role's; with
+    `signing`, only the signing certificates' Role's (coordinator.signingCertificateSecrets)."""
     grants: set[Grant] = set()
     sets = (
         [("tls", SELF_SIGNED_TLS_RULES)]
         if tls
+        else [("signing", SIGNING_CERTIFICATE_RULES)]
+        if signing
         else [("cluster", CLUSTER_RULES), ("namespace", NAMESPACE_RULES), ("events", EVENTS_RULES)]
     )
     for name, rules in sets:
@@ -93,12 +108,12 @@ def grant_of(call: Call, namespace: str, events_namespace: str) -> set[Grant]:
     """The declared grants that allow `call` (empty: the chart does not allow it)."""
     scopes = {"cluster"}
     if call.namespace == namespace:
-        scopes |= {"namespace", "tls"}
+        scopes |= {"namespace", "tls", "signing"}
     if call.namespace == events_namespace:
         scopes.add("events")
     return {
         g
-        for g in declared_grants() | declared_grants(tls=True)
+        for g in declared_grants() | declared_grants(tls=True) | declared_grants(signing=True)
         if g.rules in scopes
         and (g.group, g.resource, g.verb) == (call.group, call.resource, call.verb)
     }
@@ -176,9 +191,11 @@ def bound_coordinator(
     namespace: str,
     events_namespace: str = "default",
     tls_names: tuple[str, str] | None = None,
+    signing_certificates: Sequence[str] = (),
 ) -> Iterator[str]:
     """ServiceAccount `coordinator` in `namespace` with the chart's rules; yields its name.
-    With `tls_names` (Secret, ConfigMap) also the selfSigned mode's TLS Role."""
+    With `tls_names` (Secret, ConfigMap) also the selfSigned mode's TLS Role; with
+    `signing_certificates` the Role coordinator.signingCertificateSecrets adds."""
     kube.request(
         "POST",
         path("", "v1", "serviceaccounts", namespace=namespace),
@@ -194,6 +211,8 @@ def bound_coordinator(
     ]
     if tls_names is not None:
         roles.append(("Role", f"{ACCOUNT}-tls", namespace, tls_rules(*tls_names)))
+    if signing_certificates:
+        roles.append(("Role", f"{ACCOUNT}-signing", namespace, signing_rules(signing_certificates)))
     for kind, name, scope, rules in roles:
         _role_and_binding(kube, kind=kind, name=name, namespace=scope, rules=rules, subject=subject)
     try:

@@ -130,6 +130,20 @@ SELF_SIGNED_TLS_RULES: list[dict[str, Any]] = [
     },
 ]
 
+# With coordinator.signingCertificateSecrets, in its namespace: the certSecrets GPUDrivers
+# sign with, read by name for the preflight's signing-key check
+# (coordinator/rollout/signing_certificates.py). The generator puts the chart's list for the
+# placeholder; the keySecrets are never readable.
+SIGNING_CERTIFICATES = "__SIGNING_CERTIFICATES__"
+SIGNING_CERTIFICATE_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": [""],
+        "resources": ["secrets"],
+        "resourceNames": [SIGNING_CERTIFICATES],
+        "verbs": ["get"],
+    },
+]
+
 # In --events-namespace only (Events about cluster-scoped GPUDrivers live in `default`): a new
 # Event (create), a repeat bumps its count (patch).
 EVENTS_RULES: list[dict[str, Any]] = [

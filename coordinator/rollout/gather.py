@@ -1,5 +1,6 @@
 """The rollout's reads: one pass's facts from the watch caches, fresh pod lists, the agents'
-call table and the Prometheus gate, made into the decision's input by rollout_input.py.
+call table, the Prometheus gate and the certSecrets the spec names (signing_certificates.py),
+made into the decision's input by rollout_input.py.
 
 Nodes, claims, Modules and Pods come from the coordinator's watch caches (claims with why
 they cannot be trusted, when they cannot), with our own last node writes laid over them
@@ -26,6 +27,7 @@ from coordinator.kube.client import KubeApi, KubeError, path
 from coordinator.rollout.agent_calls import CallTable
 from coordinator.rollout.config import RolloutConfig
 from coordinator.rollout.overlay import NodeOverlay
+from coordinator.rollout.signing_certificates import SigningCertificates
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.common.node_selectors import node_labels, node_name
@@ -45,6 +47,7 @@ from gpuctl.rollout.rollout_input import (
     rollout_input,
 )
 from gpuctl.rollout.settings import PrometheusGate, RolloutSettings
+from gpuctl.rollout.signing_key import cert_secrets
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +117,7 @@ class RolloutGatherer:
         self._observing_since = observing_since
         self._pods: dict[str, tuple[float, tuple[PodFacts, ...] | None]] = {}
         self._gate_answers: dict[tuple[str, str, str], tuple[float, GateResult]] = {}
+        self._certificates = SigningCertificates(kube, monotonic)
 
     def gather(
         self,
@@ -154,6 +158,9 @@ class RolloutGatherer:
                 else max(0.0, self._monotonic() - self._observing_since())
             ),
             blocked_recheck_seconds=self._config.blocked_recheck_seconds,
+            signing_certificates=self._certificates.read(
+                namespace, cert_secrets((driver.get("spec") or {}).get("kernelModule") or {})
+            ),
         )
         inp = rollout_input(reads)
         gate = self._gate(name, settings, inp.nodes)

@@ -11,7 +11,12 @@ from gpuctl.cli.errors import CommandError
 from gpuctl.cli.gpudriver_api import GpuDriverApi
 from gpuctl.cli.kmm_touch import module_ref, module_version
 from gpuctl.cli.kube_client import load_api_client
-from gpuctl.cli.rollout_facts import gather_facts, get_images_config, get_module
+from gpuctl.cli.rollout_facts import (
+    gather_facts,
+    get_images_config,
+    get_module,
+    get_signing_certificates,
+)
 from gpuctl.cli.rollout_history import plan_undo, render_history
 from gpuctl.cli.rollout_plan import PlanInput, plan_rollout, render_plan
 from gpuctl.cli.rollout_view import (
@@ -240,6 +245,7 @@ def run_plan(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock = 
             drivers=GpuDriverApi(api_client).list_all(),
             images_config=images_config,
             images_unknown=images_unknown,
+            signing_certificates=get_signing_certificates(api_client, driver),
             now=clock(),
         )
     )

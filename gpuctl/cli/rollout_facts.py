@@ -30,6 +30,7 @@ from gpuctl.common.gpu_claims import DRA_GROUP, served_dra_version
 from gpuctl.common.node_selectors import node_name
 from gpuctl.rollout.pod_facts import node_pod_facts
 from gpuctl.rollout.pods import gpu_pods
+from gpuctl.rollout.signing_key import SigningCertificate, cert_secrets, certificate_of
 
 CLAIMS = "resourceclaims.resource.k8s.io"
 
@@ -98,6 +99,33 @@ def get_images_config(
     except (urllib3.exceptions.HTTPError, OSError) as error:
         raise unreachable(server, error) from error
     return found, ""
+
+
+def get_signing_certificates(
+    api_client: Any, driver: Mapping[str, Any]
+) -> dict[str, SigningCertificate]:
+    """The certSecrets the GPUDriver names, as read with the user's own credentials: the
+    key KMM signs the target with (signing_key.py). One that cannot be read says why."""
+    kernel_module = (driver.get("spec") or {}).get("kernelModule") or {}
+    ref = module_ref(driver)
+    if ref is None:
+        return {}
+    core: Any = client.CoreV1Api(api_client)
+    server = str(api_client.configuration.host)
+    found = {}
+    for name in cert_secrets(kernel_module):
+        secret_ref = f"{ref[0]}/{name}"
+        try:
+            secret = core.read_namespaced_secret(name, ref[0], _request_timeout=REQUEST_TIMEOUT)
+            found[name] = certificate_of(secret_ref, api_client.sanitize_for_serialization(secret))
+        except ApiException as error:
+            problem = (
+                "" if error.status == 404 else describe_api_error(error, "get", "secrets", server)
+            )
+            found[name] = certificate_of(secret_ref, None, "" if error.status == 404 else problem)
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise unreachable(server, error) from error
+    return found
 
 
 def gather_facts(api_client: Any, clock: Clock) -> PlanFacts:

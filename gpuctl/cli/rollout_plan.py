@@ -57,6 +57,7 @@ from gpuctl.rollout.pause import pausable_on_node
 from gpuctl.rollout.pod_facts import PodFacts
 from gpuctl.rollout.refused import finishing_settings
 from gpuctl.rollout.rollout_input import Reads, module_container, pass_nodes
+from gpuctl.rollout.signing_key import SigningCertificate
 
 CLAIMS_UNKNOWN = "allocated GPU ResourceClaims are unknown (unknown is never safe)"
 DONE = ("nothing to do",)
@@ -96,6 +97,8 @@ class PlanInput:
     images_config: Mapping[str, Any] | None = None
     # Why it could not be read ("" when it could): then no image counts as found.
     images_unknown: str = ""
+    # The certSecrets the GPUDriver names, as read (signing_key.py), by name.
+    signing_certificates: Mapping[str, SigningCertificate] = field(default_factory=dict)
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
@@ -181,6 +184,7 @@ def _reads(inp: PlanInput, setup: PassSetup) -> Reads:
         now=inp.now,
         gpu_pods={node_name(n): pods.get(node_name(n), ()) for n in nodes},
         node_pods={n: all_pods.get(n, ()) for n in {node_name(n) for n in nodes} if n in all_pods},
+        signing_certificates=inp.signing_certificates,
     )
 
 

@@ -34,6 +34,7 @@ from gpuctl.rollout.pod_facts import PodFacts
 from gpuctl.rollout.prometheus_gate import GateResult
 from gpuctl.rollout.records import BoundFunction
 from gpuctl.rollout.settings import RolloutSettings
+from gpuctl.rollout.signing_key import SigningCertificate
 
 INSPECT = "inspect"
 # ReportFacts.provenance of the kernel's own module and of one built out of its tree.
@@ -358,6 +359,9 @@ class RolloutInput:
     rollback: Mapping[str, Any] = field(default_factory=dict)
     # The Prometheus gate's latest verdict (None: no gate, or not evaluated in this pass).
     gate: GateResult | None = None
+    # The certSecrets the spec names, as read, by name (signing_key.py): the key KMM signs
+    # the target with, for the preflight on nodes that enforce module signatures.
+    signing_certificates: Mapping[str, SigningCertificate] = field(default_factory=dict)
 
     def target_for(self, node: NodeFacts) -> str:
         """The version `node` is taken to: the target, or REMOVAL_VERSION when not wanted."""

@@ -122,6 +122,9 @@ class BlockKind(enum.StrEnum):
     # The node enforces module signatures (Secure Boot, lockdown, sig_enforce) and the target
     # is not signed: its load would be refused after the unload (preflight.py).
     UNSIGNED_TARGET = "unsigned-target"
+    # The node enforces module signatures and the target is signed with a key it does not
+    # trust, or one whose trust cannot be told (signing_key.py): refused after the unload too.
+    SIGNING_KEY = "signing-key"
     # The node rebooted and the module it came back with (the in-tree one, autoloaded) is in
     # use: KMM's loader would remove it, so KMM's worker is held off the node (reboots.py).
     REBOOTED_IN_USE = "rebooted-in-use"

@@ -30,7 +30,7 @@ from gpuctl.rollout.gpu_clients import (
 )
 from gpuctl.rollout.holds import Block, BlockKind
 from gpuctl.rollout.pause import drained_pods, pausable_on_node, released_labels
-from gpuctl.rollout.preflight import unsigned_target
+from gpuctl.rollout.preflight import signature_block
 from gpuctl.rollout.records import BootRecord, encode_boot
 
 # Seconds between retries of a failed agent request, and between verification polls.
@@ -172,8 +172,13 @@ def preflight_block(inp: RolloutInput, report: ReportFacts, node: NodeFacts) -> 
     version = inp.target_for(node)
     if removing(version):
         return None
-    trusted = inp.settings.trust_image_signatures
-    return unsigned_target(report.report, inp.kernel_module, trusted=trusted, version=version)
+    return signature_block(
+        report.report,
+        inp.kernel_module,
+        inp.signing_certificates,
+        trusted=inp.settings.trust_image_signatures,
+        version=version,
+    )
 
 
 def _cleared(inp: RolloutInput) -> frozenset[ClientFate]:

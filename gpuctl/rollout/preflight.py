@@ -6,11 +6,11 @@ unloaded the old one: the node would be left without a GPU driver. So a node tha
 signatures is Blocked before the unload when the target is not signed: no `sign` in the
 GPUDriver (kernelModule.sign, or that of the mapping KMM picks for the node's kernel, the
 first whose regexp matches, in Go's RE2 semantics), unless the admin says the images are
-signed already (rollout.trustImageSignatures). A report that does not say (an older agent,
-an unreadable lockdown) blocks nothing here: the load's own verification still stands.
-
-What it cannot know yet: whether the key KMM signs with is one the node trusts (the
-certificate is in a Secret the coordinator does not read); docs/secure-boot.md.
+signed already (rollout.trustImageSignatures). A target KMM signs is Blocked the same way
+when the node does not trust the key, or when that cannot be told (signing_key.py: the
+certSecret's certificate against the node's enrolled MOK keys). A report that does not say
+whether signatures are enforced (an older agent, an unreadable lockdown) blocks nothing
+here: the load's own verification still stands.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.common.targeting import mapping_for
 from gpuctl.rollout.holds import Block, BlockKind
+from gpuctl.rollout.signing_key import SigningCertificate, cert_secret_for, untrusted_words
 
 _WHY_ENFORCED = {
     pb.KernelTrust.LOCKDOWN_INTEGRITY: "lockdown integrity",
@@ -49,16 +50,34 @@ def enforcement_words(trust: pb.KernelTrust) -> str:
     return ", ".join(parts) or "its kernel"
 
 
-def unsigned_target(
-    report: pb.NodeReport, kernel_module: Mapping[str, Any], *, trusted: bool, version: str
+def signature_block(
+    report: pb.NodeReport,
+    kernel_module: Mapping[str, Any],
+    certificates: Mapping[str, SigningCertificate],
+    *,
+    trusted: bool,
+    version: str,
 ) -> Block | None:
-    """The preflight's signature check on one node's report (None: it passes)."""
+    """The preflight's signature check on one node's report (None: it passes).
+    `certificates`: the certSecrets as read, by name."""
     trust = report.kernel_trust
     if trusted or trust.signatures != pb.KernelTrust.SIGNATURES_ENFORCED:
         return None
     kernel = report.kernel_release
     if signed_for(kernel_module, kernel):
-        return None
+        name = cert_secret_for(kernel_module, kernel)
+        certificate = certificates.get(name) or SigningCertificate(
+            name, problem=f"certSecret {name} was not read"
+        )
+        why = untrusted_words(report, certificate)
+        if not why:
+            return None
+        return Block(
+            BlockKind.SIGNING_KEY,
+            f"the node enforces module signatures ({enforcement_words(trust)}): {why}; the "
+            f"target {version} would be refused after the unload, leaving the node without a "
+            "driver (or set rollout.trustImageSignatures if the node trusts it)",
+        )
     return Block(
         BlockKind.UNSIGNED_TARGET,
         f"the node enforces module signatures ({enforcement_words(trust)}) and the target "

@@ -29,6 +29,7 @@ from gpuctl.rollout.prometheus_gate import GateResult
 from gpuctl.rollout.refused import finishes_loaded, mid_step
 from gpuctl.rollout.rollout_status import resumed_version
 from gpuctl.rollout.settings import RolloutSettings
+from gpuctl.rollout.signing_key import SigningCertificate
 
 
 def module_container(module: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -133,6 +134,8 @@ class Reads:
     gate: GateResult | None = None
     observed_for: float = math.inf
     blocked_recheck_seconds: float = 30.0
+    # The certSecrets the spec names (signing_key.cert_secrets), as read, by name.
+    signing_certificates: Mapping[str, SigningCertificate] = field(default_factory=dict)
 
 
 def reads_kmm_workers(node: Mapping[str, Any]) -> bool:
@@ -232,4 +235,5 @@ def rollout_input(reads: Reads) -> RolloutInput:
         kernel_module=dict(kernel_module),
         rollback=revisions.read_rollback(reads.driver),
         gate=reads.gate,
+        signing_certificates=reads.signing_certificates,
     )

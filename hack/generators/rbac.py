@@ -1,7 +1,9 @@
 """The chart's RBAC templates, from the rules in coordinator/policies/rbac.py.
 
 templates/coordinator-rbac.yaml: the coordinator's ClusterRole, its Role in the release
-namespace and its Role in the Events namespace, with their bindings. templates/user-rbac.yaml:
+namespace and its Role in the Events namespace, with their bindings (and, where the values
+ask for them, the self-signed TLS Role and the signing certificates' Role).
+templates/user-rbac.yaml:
 the view/edit ClusterRoles aggregated into Kubernetes' `view`/`edit`, and the rollout-retry
 ClusterRole. Integration tests run the coordinator under the same rules and compare them with
 the API server's audit log, so the chart grants what the code calls and nothing else.
@@ -20,6 +22,8 @@ from coordinator.policies.rbac import (
     OWN_NAMESPACE,
     RETRY_RULES,
     SELF_SIGNED_TLS_RULES,
+    SIGNING_CERTIFICATE_RULES,
+    SIGNING_CERTIFICATES,
     TLS_CONFIGMAP_NAME,
     TLS_SECRET_NAME,
     VIEW_RULES,
@@ -87,7 +91,21 @@ def coordinator_text() -> str:
         + _binding("RoleBinding", "Role", tls, release)
         + "{{- end }}\n"
     )
-    return HEADER + "---\n".join(parts) + self_signed
+    signing = f"{name}-signing"
+    listed = "  {{- toYaml .Values.coordinator.signingCertificateSecrets | nindent 2 }}\n"
+    signing_rules = _role("Role", signing, release, SIGNING_CERTIFICATE_RULES).replace(
+        f"  - {SIGNING_CERTIFICATES}\n", listed
+    )
+    certificates = (
+        "{{- if .Values.coordinator.signingCertificateSecrets }}\n---\n"
+        "# coordinator.signingCertificateSecrets: the certSecrets GPUDrivers sign with, read by\n"
+        "# name (coordinator/rollout/signing_certificates.py).\n"
+        + signing_rules
+        + "---\n"
+        + _binding("RoleBinding", "Role", signing, release)
+        + "{{- end }}\n"
+    )
+    return HEADER + "---\n".join(parts) + self_signed + certificates
 
 
 def _aggregated(name: str, to: str, rules: list[dict[str, Any]]) -> str:

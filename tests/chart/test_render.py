@@ -158,6 +158,20 @@ def check_ca_from_the_system(rendered: Rendered) -> None:
     )
 
 
+def check_signing_certificates(rendered: Rendered) -> None:
+    role = find(rendered, "Role", "-coordinator-signing")
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["xe-signing-cert", "fleet-cert"],
+            "verbs": ["get"],
+        }
+    ]
+    binding = find(rendered, "RoleBinding", "-coordinator-signing")
+    assert binding["subjects"][0]["name"] == "gpuctl-coordinator"
+
+
 def check_service_monitor(rendered: Rendered) -> None:
     monitor = find(rendered, "ServiceMonitor")
     service = find(rendered, "Service", "-coordinator-metrics")
@@ -323,6 +337,10 @@ CASES: dict[str, tuple[dict[str, Any], Callable[[Rendered], None]]] = {
     "ServiceMonitor": (
         {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}}},
         check_service_monitor,
+    ),
+    "coordinator.signingCertificateSecrets": (
+        {"coordinator": {"signingCertificateSecrets": ["xe-signing-cert", "fleet-cert"]}},
+        check_signing_certificates,
     ),
     "podSecurity.labelNamespace": (
         {"podSecurity": {"labelNamespace": True}},

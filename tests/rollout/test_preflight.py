@@ -1,22 +1,35 @@
-"""The preflight before the unload (gpuctl/rollout/preflight.py): a node whose kernel enforces
-module signatures is Blocked while the target is unsigned, naming why, and goes on once the
-GPUDriver signs it or says its images are signed already."""
+"""The preflight before the unload (gpuctl/rollout/preflight.py, signing_key.py): a node whose
+kernel enforces module signatures is Blocked while the target is unsigned, or signed with a key
+the node does not trust (or one whose trust cannot be told), naming why, and goes on once the
+GPUDriver signs it with a key the node trusts or says its images are signed already."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
+
+from cryptography.hazmat.primitives import serialization
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.facts import GpuPod, ReportFacts
-from gpuctl.rollout.preflight import signed_for, unsigned_target
+from gpuctl.rollout.preflight import signature_block, signed_for
 from gpuctl.rollout.settings import RolloutSettings
+from gpuctl.rollout.signing_key import (
+    SigningCertificate,
+    cert_secret_for,
+    cert_secrets,
+    certificate_of,
+)
 from gpuctl.rollout.steps import step_checking
+from testbed.fakehost.signing import SigningKey, signing_key
 from tests.support.rollout_samples import (
     KMM,
+    TARGET,
     answered,
     loaded_labels,
     new_report,
@@ -30,6 +43,27 @@ MAPPINGS = [
     {"regexp": "^6\\.17\\.", "containerImage": "r.example.com/xe:617", "sign": SIGN},
     {"regexp": "^6\\.8\\.", "containerImage": "r.example.com/xe:68"},
 ]
+
+
+def secret_of(key: SigningKey, *, pem: bool = True) -> dict[str, Any]:
+    """A certSecret as the API serves it: the certificate under `cert`, base64."""
+    encoding = serialization.Encoding.PEM if pem else serialization.Encoding.DER
+    data = key.certificate.public_bytes(encoding)
+    return {"data": {"cert": base64.b64encode(data).decode()}}
+
+
+def certificates(key: SigningKey | None = None) -> dict[str, SigningCertificate]:
+    key = key or signing_key()
+    return {"c": certificate_of("gpu-system/c", secret_of(key))}
+
+
+def enrol(facts: ReportFacts, *keys: SigningKey) -> ReportFacts:
+    """The node's MOK list: `keys` enrolled (none: a readable, empty list)."""
+    mok = facts.report.kernel_trust.mok_list
+    mok.SetInParent()
+    for key in keys:
+        mok.keys.add(signer=key.common_name, key_id=key.key_id)
+    return facts
 
 
 def enforcing(signatures: int = pb.KernelTrust.SIGNATURES_ENFORCED) -> ReportFacts:
@@ -47,11 +81,13 @@ def check(
     report: ReportFacts,
     kernel_module: dict[str, Any],
     pods: tuple[GpuPod, ...] = (),
+    read: Mapping[str, SigningCertificate] | None = None,
     **settings: Any,
 ) -> PatchNode:
     facts = node(phase=Phase.CHECKING, labels=loaded_labels(), pods=pods)
     inp = rollout([facts], settings=RolloutSettings(hold_after_first_node=False, **settings))
-    inp = dataclasses.replace(inp, kernel_module=kernel_module)
+    read = certificates() if read is None else read
+    inp = dataclasses.replace(inp, kernel_module=kernel_module, signing_certificates=read)
     [write] = [
         a
         for a in step_checking(inp, answered(facts, report=report)).actions
@@ -82,9 +118,9 @@ def test_an_enforcing_node_with_an_unsigned_target_is_blocked_before_the_unload(
     assert busy.annotations[names.REASON_KIND] == "unsigned-target"
 
 
-def test_a_signed_target_or_trusted_images_or_a_node_that_does_not_enforce_go_on() -> None:
+def test_a_target_signed_with_an_enrolled_key_or_trusted_images_or_a_lax_node_go_on() -> None:
     signed = {"kernelMappings": MAPPINGS, "sign": SIGN}
-    assert check(enforcing(), signed).phase_to is not Phase.BLOCKED
+    assert check(enrol(enforcing(), signing_key()), signed).phase_to is not Phase.BLOCKED
     trusted = check(enforcing(), {"kernelMappings": MAPPINGS}, trust_image_signatures=True)
     assert trusted.phase_to is not Phase.BLOCKED
     relaxed = enforcing(pb.KernelTrust.SIGNATURES_NOT_ENFORCED)
@@ -99,6 +135,81 @@ def test_the_words_say_why_the_node_enforces() -> None:
     report.kernel_trust.lockdown = pb.KernelTrust.LOCKDOWN_NONE
     report.kernel_trust.secure_boot = pb.KernelTrust.SECURE_BOOT_DISABLED
     report.kernel_trust.sig_enforce = pb.KernelTrust.SIG_ENFORCE_ON
-    block = unsigned_target(report, {"kernelMappings": MAPPINGS}, trusted=False, version="v1")
+    block = signature_block(report, {"kernelMappings": MAPPINGS}, {}, trusted=False, version="v1")
     assert block is not None
     assert "(module.sig_enforce=Y)" in block.words
+
+
+def test_a_key_the_node_has_not_enrolled_blocks_naming_the_key_and_the_fix() -> None:
+    other = signing_key("someone else's key", 0x77)
+    write = check(enrol(enforcing(), other), {"kernelMappings": MAPPINGS, "sign": SIGN})
+    assert write.phase_to is Phase.BLOCKED
+    assert write.annotations[names.REASON_KIND] == "signing-key"
+    key = signing_key()
+    assert str(write.annotations[names.REASON]) == (
+        "the node enforces module signatures (Secure Boot, lockdown integrity): KMM signs the "
+        f"target with '{key.common_name}' (serial {key.key_id}, Secret gpu-system/c), which the "
+        "node does not trust: not among its 1 enrolled MOK key, nor the key its loaded module "
+        "was verified with; enroll it (mokutil --import, docs/secure-boot.md); the target "
+        f"{TARGET} would be refused after the unload, leaving the node without a "
+        "driver (or set rollout.trustImageSignatures if the node trusts it)"
+    )
+    # Trusting the images (the admin vouches for the key) lets it go on.
+    vouched = check(
+        enrol(enforcing(), other),
+        {"kernelMappings": MAPPINGS, "sign": SIGN},
+        trust_image_signatures=True,
+    )
+    assert vouched.phase_to is not Phase.BLOCKED
+
+
+def test_trust_that_cannot_be_told_blocks_and_a_verified_load_with_the_key_tells_it() -> None:
+    signed = {"kernelMappings": MAPPINGS, "sign": SIGN}
+    # No readable MOK list, and the loaded module was not verified with the key.
+    unknown = check(enforcing(), signed)
+    assert unknown.phase_to is Phase.BLOCKED
+    assert "cannot tell whether the node trusts 'gpuctl test signing key'" in str(
+        unknown.annotations[names.REASON]
+    )
+    # The kernel verified the loaded module with that key (a key of its built-in keyring).
+    facts = enforcing()
+    key = signing_key()
+    signature = facts.report.module.signature
+    signature.verified = pb.ModuleSignature.VERIFIED
+    signature.signer, signature.key_id = key.common_name, key.key_id.lower()
+    assert check(facts, signed).phase_to is not Phase.BLOCKED
+    # ...but not when the kernel did not verify it (an E taint).
+    signature.verified = pb.ModuleSignature.UNVERIFIED
+    assert check(facts, signed).phase_to is Phase.BLOCKED
+    # A certificate that could not be read is not trusted either.
+    unread = check(enrol(enforcing(), key), signed, read={})
+    assert unread.phase_to is Phase.BLOCKED
+    assert "certSecret c was not read" in str(unread.annotations[names.REASON])
+
+
+def test_the_certificate_is_read_from_pem_or_der_and_every_problem_is_named() -> None:
+    key = signing_key()
+    for pem in (True, False):
+        read = certificate_of("ns/c", secret_of(key, pem=pem))
+        assert read.identity is not None
+        assert (read.identity.signer, read.identity.key_id) == (key.common_name, key.key_id)
+    assert certificate_of("ns/c", None).problem == "Secret ns/c not found"
+    assert certificate_of("ns/c", None, "forbidden").problem == "forbidden"
+    assert certificate_of("ns/c", {"data": {}}).problem == "Secret ns/c has no data key `cert`"
+    garbage = certificate_of("ns/c", {"data": {"cert": base64.b64encode(b"hello").decode()}})
+    assert garbage.identity is None
+    assert garbage.problem.startswith("`cert` of Secret ns/c is not a PEM certificate: ")
+    not_base64 = certificate_of("ns/c", {"data": {"cert": "%%%"}})
+    assert not_base64.problem.startswith("`cert` of Secret ns/c is not a PEM certificate: ")
+
+
+def test_kmm_takes_the_mappings_cert_secret_over_the_modules() -> None:
+    own = {**SIGN, "certSecret": {"name": "mapping-cert"}}
+    spec = {
+        "sign": SIGN,
+        "kernelMappings": [{"regexp": "^6\\.17\\.", "containerImage": "x", "sign": own}],
+    }
+    assert cert_secret_for(spec, "6.17.0-7-generic") == "mapping-cert"
+    assert cert_secret_for(spec, KERNEL) == "c"
+    assert cert_secret_for({"kernelMappings": MAPPINGS}, KERNEL) == ""
+    assert cert_secrets(spec) == ["c", "mapping-cert"]
