@@ -1,13 +1,24 @@
-"""Which kernel the node would boot next: the newest one installed.
+"""Which kernel the node would boot next: GRUB's pinned entry, else the newest one installed.
 
 A node that reboots into a new kernel needs a driver image for it (docs/kernel-upgrades.md),
-so the agent reports the kernel it would come back with. Boot loaders on the distributions
-GPU nodes run (GRUB with GRUB_DEFAULT=0 on Debian and Ubuntu, BLS entries on Fedora and RHEL)
-boot the newest installed kernel by default, so that is what is reported: the highest release
-among `/boot/vmlinuz-<release>` (with its `/lib/modules/<release>`: a kernel installed, not
-a stray file) and `/lib/modules/<release>/vmlinuz` (where BLS distributions keep it),
-compared as version strings (numbers as numbers). A pinned default
-entry (grub-set-default, grubby --set-default) is not read; docs/kernel-upgrades.md says so.
+so the agent reports the kernel it would come back with. The installed kernels are
+`/boot/vmlinuz-<release>` (with its `/lib/modules/<release>`: a kernel installed, not a stray
+file) and `/lib/modules/<release>/vmlinuz` (where BLS distributions keep it). Which of them:
+
+- GRUB's one-time entry, `next_entry` in grubenv (`grub-reboot`), wins: GRUB's own config
+  boots it whatever GRUB_DEFAULT says.
+- Else a pinned default: `saved_entry` in grubenv where /etc/default/grub says
+  GRUB_DEFAULT=saved (grub-set-default, and grubby --set-default on Fedora and RHEL, where
+  it is the default), or GRUB_DEFAULT naming an entry itself.
+- Else the newest installed (GRUB_DEFAULT=0 on Debian and Ubuntu lists the newest first; BLS
+  sorts entries by version), compared as version strings (numbers as numbers).
+
+An entry names its kernel in its title or id ("Advanced options for Ubuntu>Ubuntu, with
+Linux 6.8.0-60-generic", "gnulinux-6.8.0-60-generic-advanced-<uuid>") or, for a BLS id, in
+`/boot/loader/entries/<id>.conf`'s `linux` line: the longest installed release it contains
+is the one. An entry naming no installed kernel (a menu index, a removed kernel) falls back
+to the newest, with a warning saying so. grubenv lives in /boot/grub (Debian) or
+/boot/grub2 (Fedora). systemd-boot's default (loader.conf, LoaderEntryDefault) is not read.
 Nothing readable: None, with a warning. The running kernel counts too: a node with nothing
 newer reports its own release.
 """
@@ -23,6 +34,9 @@ from agent.warninglog import WarningLog
 
 _VMLINUZ = "vmlinuz-"
 _PARTS = re.compile(r"(\d+)")
+GRUBENV = ("boot/grub/grubenv", "boot/grub2/grubenv")
+DEFAULT_GRUB = "etc/default/grub"
+BLS_ENTRIES = "boot/loader/entries"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,5 +76,61 @@ def read_next_kernel(files: HostFiles, running: str, log: WarningLog) -> NextKer
         if running:
             log.add("boot", "no installed kernel image found: the next kernel is unknown")
         return None
+    pinned = _pinned_entry(files, log)
+    if pinned is not None:
+        setting, entry = pinned
+        release = _release_of(files, entry, found)
+        if release is not None:
+            return NextKernel(release, f"{found[release]} ({setting})")
+        log.add(setting.split()[0].lstrip("/"), f"{setting} {entry!r} names no installed kernel")
     newest = max(found, key=version_key)
     return NextKernel(newest, found[newest])
+
+
+def _settings(text: str) -> dict[str, str]:
+    """KEY=value lines (grubenv, /etc/default/grub), quotes taken off."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and not key.startswith("#"):
+            out[key.strip()] = value.strip().strip("\"'")
+    return out
+
+
+def _read_settings(files: HostFiles, relative: str, log: WarningLog) -> dict[str, str]:
+    try:
+        return _settings(files.read_text(relative))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as error:
+        log.add_error(relative, error)
+        return {}
+
+
+def _pinned_entry(files: HostFiles, log: WarningLog) -> tuple[str, str] | None:
+    """(where it is set, the entry) of GRUB's next boot when an entry is named."""
+    for relative in GRUBENV:
+        env = _read_settings(files, relative, log)
+        if env.get("next_entry"):
+            return f"/{relative} next_entry", env["next_entry"]
+        default = _read_settings(files, DEFAULT_GRUB, log).get("GRUB_DEFAULT", "0")
+        if default == "saved" and env.get("saved_entry"):
+            return f"/{relative} saved_entry", env["saved_entry"]
+        if default not in ("saved", "") and not default.isdigit():
+            return f"/{DEFAULT_GRUB} GRUB_DEFAULT", default
+        if env:
+            return None
+    return None
+
+
+def _release_of(files: HostFiles, entry: str, found: dict[str, str]) -> str | None:
+    """The installed release an entry boots: the longest named in it, or in its BLS file."""
+    named = [release for release in found if release in entry]
+    if not named and is_directory_name(entry.rsplit(">", 1)[-1]):
+        try:
+            text = files.read_text(f"{BLS_ENTRIES}/{entry.rsplit('>', 1)[-1]}.conf")
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        linux = [line.split()[-1] for line in text.splitlines() if line.startswith("linux ")]
+        named = [release for release in found if any(release in path for path in linux)]
+    return max(named, key=len) if named else None
