@@ -79,9 +79,9 @@ def read_next_kernel(files: HostFiles, running: str, log: WarningLog) -> NextKer
     pinned = _pinned_entry(files, log)
     if pinned is not None:
         setting, entry = pinned
-        release = _release_of(files, entry, found)
-        if release is not None:
-            return NextKernel(release, f"{found[release]} ({setting})")
+        booted = _release_of(files, entry, found)
+        if booted is not None:
+            return NextKernel(booted, f"{found[booted]} ({setting})")
         log.add(setting.split()[0].lstrip("/"), f"{setting} {entry!r} names no installed kernel")
     newest = max(found, key=version_key)
     return NextKernel(newest, found[newest])
