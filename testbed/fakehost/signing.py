@@ -2,9 +2,11 @@
 
 sign-file appends a detached PKCS#7 (CMS) signature in DER - no certificates, no signed
 attributes, the signer named by issuer and serial number - then `struct module_signature`
-(id_type 2, the DER's length big-endian) and the magic "~Module signature appended~\\n". The
-keys here are made for tests only (testbed; `cryptography` is a development dependency, never
-the agent's).
+(id_type 2, the DER's length big-endian) and the magic "~Module signature appended~\\n".
+`signed` signs with a test key pair (`signing_key`), `sign_file` with any key and certificate
+(the sign Pods the test bed's kubelet runs for KMM read them from KMM's Secrets, whose PEM a
+`SigningKey` gives). The keys here are made for tests only (testbed; `cryptography` is a
+development dependency, never the agent's).
 """
 
 from __future__ import annotations
@@ -42,6 +44,24 @@ class SigningKey:
         raw = self.serial.to_bytes((self.serial.bit_length() + 8) // 8, "big").lstrip(b"\0")
         return ":".join(f"{byte:02X}" for byte in raw)
 
+    @property
+    def key_pem(self) -> bytes:
+        """The private key as KMM's keySecret holds it (data key `key`): PEM, unencrypted."""
+        return self.key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+
+    @property
+    def certificate_der(self) -> bytes:
+        return self.certificate.public_bytes(serialization.Encoding.DER)
+
+    @property
+    def certificate_pem(self) -> bytes:
+        """The certificate as KMM's certSecret holds it (data key `cert`): PEM."""
+        return self.certificate.public_bytes(serialization.Encoding.PEM)
+
 
 @functools.cache
 def signing_key(
@@ -68,8 +88,28 @@ def signing_key(
     return SigningKey(common_name, serial, key, certificate)
 
 
+# sign-file's hash algorithm argument, as OpenSSL names the digests PKCS#7 signs with.
+DIGESTS: dict[str, type[pkcs7.PKCS7HashTypes]] = {
+    "sha224": hashes.SHA224,
+    "sha256": hashes.SHA256,
+    "sha384": hashes.SHA384,
+    "sha512": hashes.SHA512,
+}
+
+
 def signed(image: bytes, key: SigningKey) -> bytes:
     """`image` with key's sign-file signature appended."""
+    return sign_file(image, key.key, key.certificate)
+
+
+def sign_file(
+    image: bytes,
+    private_key: pkcs7.PKCS7PrivateKeyTypes,
+    certificate: x509.Certificate,
+    digest: str = "sha256",
+) -> bytes:
+    """`image` with a signature appended as `sign-file <digest> <key> <certificate>` appends
+    it (`digest`: a name of DIGESTS)."""
     options = [
         pkcs7.PKCS7Options.DetachedSignature,
         pkcs7.PKCS7Options.NoCerts,
@@ -79,7 +119,7 @@ def signed(image: bytes, key: SigningKey) -> bytes:
     signature = (
         pkcs7.PKCS7SignatureBuilder()
         .set_data(image)
-        .add_signer(key.certificate, key.key, hashes.SHA256())
+        .add_signer(certificate, private_key, DIGESTS[digest]())
         .sign(serialization.Encoding.DER, options)
     )
     return image + signature + _TRAILER.pack(0, 0, PKEY_ID_PKCS7, 0, 0, len(signature)) + MAGIC
