@@ -13,7 +13,10 @@ that record in the rollout's terms:
   the nodes are settled at OLD, so that KMM's first loads, which reload the running xe, are
   not taken for the rollout's);
 - ``fail_probe(node, version)`` and ``refuse_loads(node, reason)``: the node's hardware or
-  kernel misbehaving for a driver (files its fake kernel reads).
+  kernel misbehaving for a driver (files its fake kernel reads);
+- ``trust_key(node, key)``: the node's kernel has ``key`` built in, so a module it signed
+  verifies there (a node whose kernel enforces signatures refuses any it cannot verify;
+  enrolled MOK keys are the root's own: FakeHost.boot_efi).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from testbed.fakehost import FakeHost
-from testbed.harness.kubelet import kernel
+from testbed.fakehost.signing import SigningKey
+from testbed.harness.kubelet import kernel, signature_check
 from testbed.harness.real_kmm import RealKmm
 from testbed.rollout_live.fake_nodes import backport_version_string
 
@@ -98,6 +102,10 @@ class NodeKernels:
             self._hosts[node].remove(kernel.REFUSES_LOADS)
         else:
             self._write(node, kernel.REFUSES_LOADS, reason + "\n")
+
+    def trust_key(self, node: str, key: SigningKey) -> None:
+        """The node's kernel has ``key`` built in: modules signed with it verify there."""
+        signature_check.trust_builtin_key(self._hosts[node].root, key.certificate_der)
 
 
 def user_module_version(version: str) -> str:

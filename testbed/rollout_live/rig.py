@@ -14,7 +14,10 @@ in the rollout's terms).
 
 Images: the GPUDriver maps every kernel to `registry.example.com/xe:<version>` (`image_of`), an
 image holding that version's xe for the nodes' kernel; `set_version` changes version and image
-together, as an admin does.
+together, as an admin does. Their modules are signed out of the cluster with the rig's key
+(`image_signing_key()`), which a node whose fake kernel enforces signatures when it is added has
+built in: they load verified there (taint `O`), and unverified (`OE`) on a node that does not
+enforce, as any module whose key its kernel lacks (testbed/harness/kubelet/signature_check.py).
 
 Versions: tests speak of the user's `kernelModule.version` (OLD, NEW); the rollout and KMM's
 labels speak of the Module's KMM version (gpuctl.gpudriver.module_spec.kmm_version of the
@@ -48,8 +51,10 @@ from testbed.cluster_agents import (
 )
 from testbed.cluster_api import TEST_LABEL, gpudriver, node_labels
 from testbed.fakehost import DEFAULT_RELEASE, FakeHost
+from testbed.fakehost.signing import SigningKey, signing_key
 from testbed.fixture_types import MakeNode
 from testbed.harness.access import KubeCluster
+from testbed.harness.kubelet import signature_check
 from testbed.harness.ports import free_loopback_ports
 from testbed.harness.real_kmm import RealKmm
 from testbed.harness.waiting import wait_until
@@ -75,6 +80,11 @@ FIRMWARE = ("bmg_guc_70.bin",)
 
 # The label KMM puts on its worker Pods, valued Load or Unload.
 WORKER_ACTION = "kmm.node.kubernetes.io/worker-action"
+
+
+def image_signing_key() -> SigningKey:
+    """The key the rig's images are signed with (made once per process)."""
+    return signing_key("gpuctl rollout rig image signing", 0x716)
 
 
 def image_of(version: str | None) -> str:
@@ -158,6 +168,8 @@ class RolloutRig:
         host = make_root(self.folder / name / "root")
         if host.kernel_release != kernel_release:
             raise ValueError(f"{name}: its root runs {host.kernel_release}, not {kernel_release}")
+        if signature_check.enforces_signatures(host.root):
+            signature_check.trust_builtin_key(host.root, image_signing_key().certificate_der)
         self.hosts[name] = host
         self.kmm.serve(name, host.root, host.kernel_release)
         for version in (OLD, NEW, None):
@@ -170,9 +182,14 @@ class RolloutRig:
         kernel_release: str,
         image: str | None = None,
         srcversion: str | None = None,
+        *,
+        signed_with: SigningKey | None = None,
+        unsigned: bool = False,
     ) -> None:
         """Pushes the image of ``version`` (None: unversioned) built for ``kernel_release``,
-        as ``image`` (default: ``image_of(version)``)."""
+        as ``image`` (default: ``image_of(version)``), its modules signed with ``signed_with``
+        (default: ``image_signing_key()``), or not at all when ``unsigned``."""
+        key = None if unsigned else signed_with or image_signing_key()
         built = version or UNVERSIONED
         self.kmm.catalogue.add_xe_image(
             image or image_of(version),
@@ -181,6 +198,7 @@ class RolloutRig:
             srcversion=srcversion or srcversion_of(built),
             companions=COMPANION_MODULES,
             firmware=FIRMWARE,
+            signed_with=key,
         )
 
     def token_file(self, node: str) -> Path:

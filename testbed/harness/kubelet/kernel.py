@@ -9,15 +9,17 @@ module changes such a root the way the kernel would, from another process than t
   a process holding one of its devices open: an open DRM file holds the driver's module),
   with EBUSY; otherwise every function bound to it is unbound (a PF's VFs go with it, as the
   driver's remove disables SR-IOV) and ``sys/module/<name>`` goes.
-- ``load``: ``sys/module/<name>`` appears with the file's ``version`` and ``srcversion``, its
-  parameters, taint ``OE`` (out-of-tree, unsigned); if its ``alias`` lines name Intel PCI
+- ``load``: the file's appended signature is checked as the node's kernel checks it
+  (``signature_check``: refused, or loaded verified or not); then ``sys/module/<name>``
+  appears with the file's ``version`` and ``srcversion``, its parameters, taint ``O``
+  (out-of-tree) or ``OE`` (out-of-tree, unverified); if its ``alias`` lines name Intel PCI
   devices (a driver, not a helper module), it probes every Intel display PF no driver holds -
   unless the node's probe of that version fails (``PROBE_FAILS``, a file in the root listing
   versions whose probe fails there). A version listed in ``SURVIVABILITY`` (``<version>
   <Boot|Runtime>`` lines) probes into xe's survivability mode: bound, with its
   ``survivability_mode`` file, as a GPU whose firmware failed; unbinding takes the file
   away. A node whose root holds ``REFUSES_LOADS`` refuses every load with the words it holds
-  (a kernel enforcing module signatures).
+  (whatever the module's signature).
 
 ``busy_reasons`` is the oracle's question - would unloading hurt now? - asked at the moment of
 every unload attempt. It counts what makes ``remove`` fail and also what does not but still
@@ -30,6 +32,8 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from testbed.harness.kubelet import signature_check
 
 PCI_DEVICES = "sys/bus/pci/devices"
 PCI_DRIVERS = "sys/bus/pci/drivers"
@@ -48,7 +52,8 @@ class ModuleInUseError(RuntimeError):
 
 class LoadRefusedError(RuntimeError):
     """``init_module`` failed; the message is the errno's words (e.g. a kernel that enforces
-    module signatures refusing an unsigned one: "Key was rejected by service")."""
+    module signatures refusing an unsigned one: "Key was rejected by service", or under
+    lockdown "Operation not permitted")."""
 
 
 def _read(path: Path) -> str:
@@ -214,12 +219,18 @@ def load(
     module: str,
     modinfo: Mapping[str, Sequence[str]],
     parameters: Mapping[str, str],
+    *,
+    image: bytes,
 ) -> list[str]:
-    """``init_module`` of a file with ``modinfo``: the module live with ``parameters``, then
-    its probe of every unbound Intel display PF. Returns the addresses it bound."""
+    """``init_module`` of the file ``image`` with ``modinfo``: its signature checked, the
+    module live with ``parameters``, then its probe of every unbound Intel display PF.
+    Returns the addresses it bound."""
     refusal = root / REFUSES_LOADS
     if refusal.is_file():
         raise LoadRefusedError(refusal.read_text().strip())
+    verdict = signature_check.check(root, image)
+    if verdict.refused:
+        raise LoadRefusedError(verdict.refused)
     base = root / "sys/module" / module
     version = (modinfo.get("version") or [""])[0]
     for sub in ("parameters", "holders", "sections"):
@@ -232,7 +243,7 @@ def load(
         ("srcversion", (modinfo.get("srcversion") or [""])[0]),
         ("initstate", "live"),
         ("refcnt", "0"),
-        ("taint", "OE"),
+        ("taint", "OE" if verdict.unverified else "O"),
         ("coresize", "4194304"),
     ):
         (base / name).write_text(text + "\n")

@@ -192,13 +192,14 @@ def load(node: Node, invocation: Invocation, out: list[str]) -> int:
             out.append(error)
             append(node.record, node.call(LOAD, [name], succeeded=False, error=error))
             return 1
-        modinfo = parse_modinfo(elf_section(path.read_bytes(), ".modinfo"))
+        image = path.read_bytes()
+        modinfo = parse_modinfo(elf_section(image, ".modinfo"))
         parameters = invocation.parameters if name == module else {}
         if invocation.verbose:
             out.append(f"insmod {path} {' '.join(f'{k}={v}' for k, v in parameters.items())}")
         version = (modinfo.get("version") or [""])[0]
         try:
-            kernel.load(node.root, name, modinfo, parameters)
+            kernel.load(node.root, name, modinfo, parameters, image=image)
         except kernel.LoadRefusedError as refused:
             error = f"modprobe: ERROR: could not insert '{name}': {refused}"
             out.append(error)
