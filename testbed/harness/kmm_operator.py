@@ -2,13 +2,15 @@
 
 ``KmmOperator`` runs ``bin/manager`` of a KMM build (``kmm_build``) the way KMM's Deployment
 does, less what a process outside a cluster cannot have: its namespace (``OPERATOR_NAMESPACE``),
-``RELATED_IMAGE_WORKER`` (the worker image its worker Pods name; the kubelet runs the worker
-binary of the same build for it) and ``--config`` naming a ConfigMap whose
-``controller_config.yaml`` turns leader election off (no Lease outside a cluster), serves
-health and plain-HTTP metrics on loopback ports, and keeps KMM's worker defaults (root,
-``/lib/firmware``). ``start`` waits until ``/readyz`` answers; ``kill`` is a SIGKILL (nothing
-flushed), after which ``start`` starts it again. One manager serves every namespace, as in a
-cluster; the fixtures start one per test.
+the images its Deployment names - ``RELATED_IMAGE_WORKER`` (its worker Pods'; the kubelet runs
+the worker binary of the same build for it), ``RELATED_IMAGE_BUILD`` (kaniko: the container of
+its build and sign Pods) and ``RELATED_IMAGE_SIGN`` (the image with ``sign-file`` its sign
+Dockerfile builds from; the kubelet plays both, testbed/harness/kubelet/sign_pod.py) - and
+``--config`` naming a ConfigMap whose ``controller_config.yaml`` turns leader election off (no
+Lease outside a cluster), serves health and plain-HTTP metrics on loopback ports, and keeps
+KMM's worker defaults (root, ``/lib/firmware``). ``start`` waits until ``/readyz`` answers;
+``kill`` is a SIGKILL (nothing flushed), after which ``start`` starts it again. One manager
+serves every namespace, as in a cluster; the fixtures start one per test.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from testbed.harness.waiting import wait_until
 
 CONFIG_MAP = "kmm-operator-manager-config"
 WORKER_IMAGE = "registry.k8s.io/kmm/kernel-module-management-worker:test"
+KANIKO_IMAGE = "gcr.io/kaniko-project/executor:test"
+SIGN_IMAGE = "registry.k8s.io/kmm/kernel-module-management-signimage:test"
 READY_TIMEOUT_SECONDS = 60.0
 HTTP_CONFLICT = 409
 
@@ -130,7 +134,11 @@ class KmmOperator:
             config=config,
             kubeconfig=self._kubeconfig,
             log=self.log,
-            environ={"RELATED_IMAGE_WORKER": WORKER_IMAGE},
+            environ={
+                "RELATED_IMAGE_WORKER": WORKER_IMAGE,
+                "RELATED_IMAGE_BUILD": KANIKO_IMAGE,
+                "RELATED_IMAGE_SIGN": SIGN_IMAGE,
+            },
         )
         wait_until(
             f"KMM's manager answers /readyz on port {self.health_port} (log: {self.log})",

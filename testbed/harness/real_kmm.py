@@ -6,7 +6,8 @@
 - ``webhook`` - KMM's webhook server, its admission rules applied to the namespace
   (``kmm_webhook``);
 - ``kubelet`` - runs KMM's image pull and worker Pods of the namespace on the nodes served
-  (``serve``), with KMM's real ``worker`` binary over each node's fake host root;
+  (``serve``), with KMM's real ``worker`` binary over each node's fake host root, and its sign
+  Pods (kaniko and ``sign-file`` over the catalogue, with the Module's key Secrets);
 - ``catalogue`` - the module images that exist (``kubelet.catalogue``);
 - the kernel-boundary record: every ``modprobe`` the workers ran, with whether the node was
   busy at that moment (``kernel_calls``, ``assert_no_unload_while_busy``).
@@ -28,7 +29,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from testbed.harness.kmm_build import KmmBuild
-from testbed.harness.kmm_operator import KmmOperator
+from testbed.harness.kmm_operator import KANIKO_IMAGE, SIGN_IMAGE, KmmOperator
 from testbed.harness.kmm_webhook import KmmWebhook
 from testbed.harness.kubelet import record
 from testbed.harness.kubelet.catalogue import ImageCatalogue
@@ -84,6 +85,8 @@ class RealKmm:
             worker_binary=build.worker,
             folder=folder / "kubelet",
             backoff=backoff,
+            kaniko_image=KANIKO_IMAGE,
+            sign_image=SIGN_IMAGE,
         )
 
     def start(self) -> None:

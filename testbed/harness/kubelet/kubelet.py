@@ -1,4 +1,4 @@
-"""The kubelet of KMM's Pods: runs the image pull and worker Pods of one namespace.
+"""The kubelet of KMM's Pods: runs the image pull, sign and worker Pods of one namespace.
 
 ``KmmKubelet`` lists the namespace's Pods on every watch event and runs each one it serves on
 a thread of its own:
@@ -7,6 +7,18 @@ a thread of its own:
   no node is needed) succeeds when the image is in the catalogue; otherwise its container
   waits with ``ErrImagePull``, then ``ImagePullBackOff``, and the pull is retried with the
   back-off (an image added later is found);
+- a sign Pod (``kmm.node.kubernetes.io/resource-type: SignImage``, which KMM makes when a
+  Module's image needs signing and leaves unscheduled) runs once (``restartPolicy: Never``):
+  its container waits for its image as a pull does unless it is the kaniko image the kubelet
+  was given (``kaniko_image``, KMM's ``$RELATED_IMAGE_BUILD``), waits in ``ContainerCreating``
+  while a Secret it mounts is missing, then runs the Dockerfile KMM wrote as kaniko and
+  ``sign-file`` would (``sign_pod``: the unsigned image from the catalogue, its modules
+  signed with the Secrets' key and certificate, the result pushed to the catalogue as
+  ``--destination``): Succeeded with exit code 0, or Failed with exit code 1 (an image or
+  file missing, a key or certificate that does not parse or match, a Dockerfile line the
+  stand-in does not understand). Its words are in its log (``logs``), as kaniko's are: the
+  status carries them only under ``terminationMessagePolicy: FallbackToLogsOnError``, which
+  KMM does not set;
 - a worker Pod (``kmm.node.kubernetes.io/worker-action``) bound to a node the kubelet serves
   (``serve``): its init container runs KMM's copy over the image's folder (a missing image
   waits as above), then the worker container runs KMM's real ``worker`` binary with the
@@ -21,7 +33,7 @@ deleted with grace period 0, as a kubelet confirms a deletion; finalizers stay K
 business. A Pod's containers run on through an API server or etcd outage, and its status is
 written once the API server answers again (a kubelet's status manager keeps syncing): a
 status lost to a restart would leave KMM waiting on a Pod that never ends. Every container's
-output is kept under ``folder/pods/<pod>/``.
+output is kept under ``folder/pods/<pod>-<uid>/`` (``logs``).
 """
 
 from __future__ import annotations
@@ -45,10 +57,12 @@ from testbed.harness.kubelet import pod_status as status
 from testbed.harness.kubelet import record
 from testbed.harness.kubelet.catalogue import ImageCatalogue
 from testbed.harness.kubelet.containers import Mount, outside, start
+from testbed.harness.kubelet.sign_pod import SIGN_POD_RESOURCE_TYPE, SignPod, VolumeNotReadyError
 from testbed.harness.watch_wakeup import WatchWakeup
 
 WORKER_ACTION_LABEL = "kmm.node.kubernetes.io/worker-action"
 PULL_POD_LABEL = "kmm.node.kubernetes.io/pull-pod-type"
+RESOURCE_TYPE_LABEL = "kmm.node.kubernetes.io/resource-type"  # KMM's build and sign Pods
 FIRMWARE_CLASS_PARAMETERS = "/sys/module/firmware_class/parameters"
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 RESYNC_SECONDS = 2.0
@@ -154,8 +168,12 @@ class KmmKubelet:
         folder: Path,
         backoff: status.BackOff | None = None,
         clock: Callable[[], datetime.datetime] = _now,
+        kaniko_image: str = "",
+        sign_image: str = "",
     ) -> None:
         self._core: Any = k8s.CoreV1Api(api_client)
+        self.kaniko_image = kaniko_image
+        self.sign_image = sign_image
         self.namespace = namespace
         self.catalogue = catalogue
         self._worker_binary = worker_binary
@@ -206,6 +224,12 @@ class KmmKubelet:
 
     def assert_no_unload_while_busy(self) -> None:
         record.assert_no_unload_while_busy(self.record)
+
+    def logs(self, pod: str) -> str:
+        """What every container of the Pod named ``pod`` printed, run by run (all Pods of
+        that name: KMM names a worker Pod the same each time)."""
+        runs = sorted((self.folder / "pods").glob(f"{pod}-{'[0-9a-f]' * 8}/*.log"))
+        return "".join(path.read_text(errors="replace") for path in runs)
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -274,7 +298,11 @@ class KmmKubelet:
             if pod.get("status", {}).get("phase") in (status.SUCCEEDED, status.FAILED):
                 continue
             run = _Run(uid)
-            target = self._run_pull if PULL_POD_LABEL in self._labels(pod) else self._run_worker
+            target = self._run_worker
+            if PULL_POD_LABEL in self._labels(pod):
+                target = self._run_pull
+            elif self._is_sign(pod):
+                target = self._run_sign
             run.thread = threading.Thread(
                 target=self._guarded,
                 args=(target, pod, run),
@@ -292,9 +320,13 @@ class KmmKubelet:
     def _labels(pod: dict[str, Any]) -> dict[str, str]:
         return dict(pod["metadata"].get("labels") or {})
 
+    @classmethod
+    def _is_sign(cls, pod: dict[str, Any]) -> bool:
+        return cls._labels(pod).get(RESOURCE_TYPE_LABEL) == SIGN_POD_RESOURCE_TYPE
+
     def _serves(self, pod: dict[str, Any]) -> bool:
         labels = self._labels(pod)
-        if PULL_POD_LABEL in labels:
+        if PULL_POD_LABEL in labels or self._is_sign(pod):
             return True
         node = pod["spec"].get("nodeName", "")
         with self._lock:
@@ -416,6 +448,58 @@ class KmmKubelet:
                 status.SUCCEEDED, started, [status.container_status(container["name"], image, done)]
             ),
         )
+
+    def _secret(self, run: _Run, name: str) -> dict[str, Any] | None:
+        """The namespace's Secret ``name`` as a volume mounts it (None: not found)."""
+
+        def read() -> dict[str, Any] | None:
+            try:
+                response = self._core.read_namespaced_secret(
+                    name, self.namespace, _preload_content=False
+                )
+            except k8s.ApiException as error:
+                if error.status == HTTP_NOT_FOUND:
+                    return None
+                raise
+            secret: dict[str, Any] = json.loads(response.data)
+            return secret
+
+        return self._answered(run, read)
+
+    def _run_sign(self, pod: dict[str, Any], run: _Run) -> None:
+        """KMM's sign Pod: its kaniko container, once (see the module docstring)."""
+        container = pod["spec"]["containers"][0]
+        name, image = container["name"], container["image"]
+        started = self._clock()
+        folder = self.folder / "pods" / f"{pod['metadata']['name']}-{run.uid[:8]}"
+        sign = SignPod(pod, folder, self.catalogue, self.sign_image)
+
+        def write(phase: str, state: dict[str, Any]) -> None:
+            body = status.pod_status(phase, started, [status.container_status(name, image, state)])
+            self._write_status(pod, run, body)
+
+        attempt = 0
+        while True:
+            if image != self.kaniko_image:
+                reason = status.ERR_IMAGE_PULL if attempt == 0 else status.IMAGE_PULL_BACK_OFF
+                write(status.PENDING, status.waiting(reason, f'failed to pull image "{image}"'))
+            else:
+                try:
+                    sign.mount(lambda secret: self._secret(run, secret))
+                    break
+                except VolumeNotReadyError as why:
+                    write(status.PENDING, status.waiting(status.CONTAINER_CREATING, str(why)))
+            self._sleep(run, self.backoff.delay(attempt))
+            attempt += 1
+        began = self._clock()
+        write(status.RUNNING, status.running(began))
+        code = sign.build()
+        log = "".join(line + "\n" for line in sign.output)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.log").write_text(log)
+        message = status.termination_message(container, code, log)
+        finished = status.terminated(code, began, self._clock(), message)
+        write(status.SUCCEEDED if code == 0 else status.FAILED, finished)
 
     def _node_ready(self, node: str, run: _Run) -> bool:
         response = self._answered(run, lambda: self._core.read_node(node, _preload_content=False))

@@ -55,16 +55,34 @@ def running(started: datetime.datetime) -> dict[str, Any]:
 
 
 def terminated(
-    exit_code: int, started: datetime.datetime, finished: datetime.datetime
+    exit_code: int, started: datetime.datetime, finished: datetime.datetime, message: str = ""
 ) -> dict[str, Any]:
+    """A terminated container; ``message``: its termination message, if it left one."""
     return {
         "terminated": {
             "exitCode": exit_code,
             "reason": "Completed" if exit_code == 0 else "Error",
             "startedAt": timestamp(started),
             "finishedAt": timestamp(finished),
+            **({"message": message} if message else {}),
         }
     }
+
+
+CONTAINER_CREATING = "ContainerCreating"
+# A kubelet's termination message from the log: the last lines, at most this much of them.
+LOG_MESSAGE_LINES = 80
+LOG_MESSAGE_BYTES = 2048
+
+
+def termination_message(container: dict[str, Any], exit_code: int, log: str) -> str:
+    """What a kubelet writes as the message of a container that wrote no termination log:
+    nothing, unless its ``terminationMessagePolicy`` is FallbackToLogsOnError and it failed
+    (then its log's tail)."""
+    if container.get("terminationMessagePolicy") != "FallbackToLogsOnError" or exit_code == 0:
+        return ""
+    tail = "\n".join(log.splitlines()[-LOG_MESSAGE_LINES:])
+    return tail.encode()[-LOG_MESSAGE_BYTES:].decode(errors="replace")
 
 
 def container_status(
