@@ -155,6 +155,8 @@ class SignPod:
         mounts: dict[str, Path] = {}
         for mount in self.container.get("volumeMounts") or []:
             volume = volumes[mount["name"]]
+            if mount.get("subPath") or mount.get("subPathExpr"):
+                raise UnsupportedVolumeError(f"volume {volume['name']}: a subPath mount")
             if "secret" in volume:
                 files = _secret_files(volume["name"], volume["secret"], read_secret)
             elif "downwardAPI" in volume:
