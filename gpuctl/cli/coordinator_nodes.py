@@ -44,6 +44,11 @@ class CoordinatorNodeSource:
         """The coordinator's NodeService serves reports, not pods: GPU clients stay UIDs."""
         return None
 
+    def rollout_of(self, name: str) -> str:
+        """The NodeService serves reports, not Nodes: the rollout's view is `gpuctl rollout
+        status`."""
+        return ""
+
     def get_node(self, name: str, *, fresh: bool, timeout: float) -> NodeView:
         request = service_pb.GetNodeRequest(node_name=name, fresh=fresh)
         if fresh:

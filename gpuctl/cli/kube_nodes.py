@@ -25,6 +25,7 @@ from gpuctl.cli.kube_errors import (
     is_missing_object,
     unreachable,
 )
+from gpuctl.cli.node_rollout import rollout_line
 from gpuctl.cli.node_view import NodeView, from_gpunode
 from gpuctl.common import names, timestamps
 from gpuctl.rollout.pod_facts import PodFacts, node_pod_facts
@@ -72,6 +73,16 @@ class KubeNodeSource:
             return None
         pods = [self._api_client.sanitize_for_serialization(p) for p in listed.items]
         return node_pod_facts(pods)
+
+    def rollout_of(self, name: str) -> str:
+        """The Node's rollout phase and reason; why not, when the Node cannot be read."""
+        try:
+            node = self._core.read_node(name, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as error:
+            return rollout_line(None, describe_api_error(error, "get", "nodes", self._server))
+        except (OSError, urllib3.exceptions.HTTPError) as error:
+            return rollout_line(None, str(error))
+        return rollout_line(self._api_client.sanitize_for_serialization(node))
 
     def _get(self, name: str) -> Mapping[str, Any]:
         try:

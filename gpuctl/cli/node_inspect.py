@@ -120,7 +120,7 @@ def _run_remote(args: argparse.Namespace, out: TextIO, clock: Clock) -> int:
     if view.report is None:
         raise CommandError(f'no report for "{view.name}": {view.problem}')
     if args.output == "table":
-        out.write(remote_header(view))
+        out.write(remote_header(view, source.rollout_of(view.name)))
         out.write(render_report(view.report, source.pods_on(view.name)))
         return 0
     out.write(_render(view.report, args.output))
@@ -133,8 +133,9 @@ def _render(report: pb.NodeReport, output: str) -> str:
     return to_json(report) if output == "json" else to_yaml(report)
 
 
-def remote_header(view: NodeView) -> str:
-    """How far to trust a remote report: the agent's session and the report's age."""
+def remote_header(view: NodeView, rollout: str = "") -> str:
+    """How far to trust a remote report: the agent's session and the report's age; then
+    where the rollout has the node (`rollout`, node_rollout.py)."""
     agent = {True: "connected", False: "DISCONNECTED", None: "unknown"}[view.connected]
     line = f"Agent {agent}, report received {short_age(view.age)} ago"
     if view.agent_version:
@@ -143,4 +144,4 @@ def remote_header(view: NodeView) -> str:
     if view.connected is not True or view.problem:
         why = view.problem or "the agent is not connected"
         lines.append(f"WARNING: {why}; this report may no longer be true.\n")
-    return "".join(lines) + "\n"
+    return "".join(lines) + rollout + "\n"

@@ -21,3 +21,7 @@ class NodeSource(Protocol):
     def pods_on(self, name: str) -> Sequence[PodFacts] | None:
         """The node's pods, to name each GPU client's pod (None: this source cannot say)."""
         ...
+
+    def rollout_of(self, name: str) -> str:
+        """Where the rollout has the node, in lines (node_rollout.py; "" when none)."""
+        ...

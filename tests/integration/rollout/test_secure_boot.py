@@ -134,15 +134,20 @@ def sign_in_the_cluster(rig: RolloutRig, version: str) -> str:
     return signed
 
 
-def plan_row(rig: RolloutRig, node: str) -> str:
-    """`gpuctl rollout plan`'s line for `node`, from the real binary."""
-    plan = subprocess.run(
-        [str(BIN / "gpuctl"), "rollout", "plan", "--kubeconfig", str(rig.cluster.kubeconfig)],
+def gpuctl(rig: RolloutRig, *args: str) -> str:
+    """What the real `gpuctl` binary prints, as the admin."""
+    return subprocess.run(
+        [str(BIN / "gpuctl"), *args, "--kubeconfig", str(rig.cluster.kubeconfig)],
         capture_output=True,
         text=True,
         check=True,
         timeout=120,
     ).stdout
+
+
+def plan_row(rig: RolloutRig, node: str) -> str:
+    """`gpuctl rollout plan`'s line for `node`."""
+    plan = gpuctl(rig, "rollout", "plan")
     rows = [line for line in plan.splitlines() if node in line.split()]
     assert len(rows) == 1, plan
     return rows[0]
@@ -157,7 +162,8 @@ def test_kmm_signs_the_target_a_node_trusting_the_key_rolls_one_that_does_not_is
     the certificate and compares it with each node's MOK list: the stranger is Blocked
     (signing-key) before anything is unloaded, with the key and the fix in its reason, status,
     Events and `gpuctl rollout plan`; the enrolled node rolls and its kernel verifies the
-    signed module (taint without E)."""
+    signed module (taint without E). `gpuctl node inspect` shows the reason beside the node's
+    enrolled keys."""
     rig = rollout_rig
     enrolled = rig.add_node("enrolled", enrolled_root(fleet_key()))
     stranger = rig.add_node("stranger", enrolled_root(signing_key("ACME lab key", 0x1AB)))
@@ -206,6 +212,10 @@ def test_kmm_signs_the_target_a_node_trusting_the_key_rolls_one_that_does_not_is
             ),
         )
         assert "which the node does not trust" in plan_row(rig, stranger)
+        inspected = gpuctl(rig, "node", "inspect", stranger)
+        assert "Rollout of GPUDriver gpu: Blocked (signing-key): " in inspected, inspected
+        assert expected in inspected
+        assert "enrolled MOK keys: 'ACME lab key'" in inspected  # not the fleet key
         events = Api(rig.cluster).events_for(rig.driver()["metadata"]["uid"])
         assert any(expected in str(e.get("message")) for e in events), events
         assert rig.coordinator is not None
