@@ -273,6 +273,15 @@ class KernelModule(_Model):
         description="In-cluster signing of the modules with the admin's key, for every "
         "mapping (KMM's moduleLoader.container.sign); a change is rolled out node by node.",
     )
+    image_rebuild_trigger_generation: int | None = Field(
+        default=None,
+        alias="imageRebuildTriggerGeneration",
+        ge=0,
+        le=2**31 - 1,
+        description="Raise it to have KMM check, build and sign every image again (KMM's "
+        "Module spec.imageRebuildTriggerGeneration), e.g. after a failed in-cluster signing, "
+        "which KMM does not retry by itself. Nothing is reloaded: not part of the version.",
+    )
 
 
 class Toleration(_Model):

@@ -18,6 +18,8 @@ is named; the README's trigger table shows each against KMM's own operator):
   toggles between empty and set (KMM's webhook refuses that).
 - `tolerations` start with `{operator: Exists}` (unless `tolerateAllTaints: false`), so no
   taint makes KMM drop a node from its targets and unload it (internal/node/node.go).
+- `imageRebuildTriggerGeneration` is passed on but not in the version: KMM reads it only to
+  check, build and sign the images again (mic_reconciler.go), never into a node's config.
 
 No I/O here, so every rule is unit-tested with plain data.
 """
@@ -201,6 +203,9 @@ def module_spec(
     if pull_secret:
         out["imageRepoSecret"] = {"name": pull_secret}
     out["tolerations"] = module_tolerations(spec)
+    rebuild = _kernel_module(spec).get("imageRebuildTriggerGeneration")
+    if rebuild is not None:
+        out["imageRebuildTriggerGeneration"] = rebuild  # images only: no node's config
     return out
 
 

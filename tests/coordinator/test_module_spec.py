@@ -239,6 +239,7 @@ NOT_CONFIG: dict[str, Callable[[dict[str, Any]], None]] = {
     "useNFDLabeling": lambda s: s.update(useNFDLabeling=True),
     "pullSecret": lambda s: s.update(pullSecret={"name": "other"}),
     "rollout": lambda s: s.update(rollout={"maxUnavailable": 3, "holdAfterFirstNode": False}),
+    "imageRebuildTriggerGeneration": lambda s: _km(s).update(imageRebuildTriggerGeneration=2),
 }
 
 
@@ -250,6 +251,17 @@ def test_every_config_change_is_a_new_version(change: str) -> None:
 @pytest.mark.parametrize("change", NOT_CONFIG, ids=list(NOT_CONFIG))
 def test_what_is_not_in_a_nodes_config_keeps_the_version(change: str) -> None:
     assert _changed(NOT_CONFIG[change]) == ms.kmm_version(samples.full_spec())
+
+
+def test_image_rebuild_trigger_generation_goes_to_the_modules_spec_only_when_set() -> None:
+    spec = samples.full_spec()
+    assert "imageRebuildTriggerGeneration" not in ms.module_spec(D, spec)
+    _km(spec)["imageRebuildTriggerGeneration"] = 0  # zero is a value: KMM compares it
+    assert ms.module_spec(D, spec)["imageRebuildTriggerGeneration"] == 0
+    _km(spec)["imageRebuildTriggerGeneration"] = 3
+    module = ms.module_spec(D, spec)
+    assert module["imageRebuildTriggerGeneration"] == 3
+    assert "imageRebuildTriggerGeneration" not in module["moduleLoader"]["container"]
 
 
 def test_the_loader_service_account_keeps_the_version() -> None:

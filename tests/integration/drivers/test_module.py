@@ -43,6 +43,7 @@ def full_spec(namespace: str) -> dict[str, Any]:
             "firmwarePath": "/firmware",
             "modulesLoadingOrder": ["xe", "drm_gpuvm", "drm_buddy"],
             "registryTLS": {"insecure": False, "insecureSkipTLSVerify": True},
+            "imageRebuildTriggerGeneration": 2,
             "kernelMappings": [
                 {
                     "regexp": "^6\\.8\\..*-generic$",
@@ -94,6 +95,7 @@ def test_module_created_with_every_field_mapped_and_accepted_by_kmm_crd(
         assert container["registryTLS"] == {"insecure": False, "insecureSkipTLSVerify": True}
         assert container["modprobe"]["firmwarePath"] == "/firmware"
         assert container["modprobe"]["modulesLoadingOrder"] == ["xe", "drm_gpuvm", "drm_buddy"]
+        assert module["spec"]["imageRebuildTriggerGeneration"] == 2
         owner = module["metadata"]["ownerReferences"][0]
         assert (owner["kind"], owner["name"], owner["uid"]) == (
             "GPUDriver",
