@@ -1,5 +1,6 @@
 """Read an EFI signature list (UEFI spec: EFI_SIGNATURE_LIST), as shim's MokListRT holds the
-Machine Owner Keys: for each X.509 entry, the certificate's issuer and serial (pure).
+Machine Owner Keys: each X.509 entry's certificate, and its issuer and serial (pure). The
+test bed's fake kernel reads the enrolled keys with it too.
 
 Each list: SignatureType (a GUID), SignatureListSize, SignatureHeaderSize and SignatureSize
 (little-endian 32-bit), a header, then entries of SignatureSize bytes: the owner's GUID and
@@ -30,6 +31,18 @@ class EfiListError(ValueError):
 def x509_keys(data: bytes) -> list[SignatureFacts]:
     """The identities of the X.509 certificates in concatenated EFI signature lists."""
     keys = []
+    for start, der in x509_certificates(data):
+        try:
+            keys.append(certificate_identity(der))
+        except SignatureFormatError as error:
+            raise EfiListError(f"entry at offset {start}: {error}") from error
+    return keys
+
+
+def x509_certificates(data: bytes) -> list[tuple[int, bytes]]:
+    """The X.509 certificates (DER) in concatenated EFI signature lists, each with its
+    entry's offset."""
+    found = []
     pos = 0
     while pos < len(data):
         if pos + _HEADER.size > len(data):
@@ -43,10 +56,6 @@ def x509_keys(data: bytes) -> list[SignatureFacts]:
             if entry_size <= _OWNER_BYTES or (end - entries) % entry_size:
                 raise EfiListError(f"X.509 entries of {entry_size} bytes do not fit the list")
             for start in range(entries, end, entry_size):
-                der = data[start + _OWNER_BYTES : start + entry_size]
-                try:
-                    keys.append(certificate_identity(der))
-                except SignatureFormatError as error:
-                    raise EfiListError(f"entry at offset {start}: {error}") from error
+                found.append((start, data[start + _OWNER_BYTES : start + entry_size]))
         pos = end
-    return keys
+    return found

@@ -32,11 +32,10 @@ import base64
 import binascii
 import errno
 import os
-import struct
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.efi_signature_list import EfiListError, x509_certificates
 from gpuctl.common.module_signature import (
     MAGIC,
     SignatureFacts,
@@ -53,9 +52,6 @@ BUILTIN_KEYS = "fake-kernel/builtin-keys"
 LOCKED_DOWN = ("integrity", "confidentiality")
 
 _EFI_ATTRIBUTES = 4
-_EFI_LIST_HEADER = struct.Struct("<16sIII")
-_EFI_CERT_X509 = uuid.UUID("a5c059a1-94e4-4aa7-87b5-ab155c2bf072")
-_EFI_OWNER = 16
 _SIGNATURE_INFO = 12  # struct module_signature, before the magic
 _NOT_FATAL = (errno.ENODATA, errno.ENOPKG, errno.ENOKEY)
 
@@ -113,27 +109,6 @@ def enforces_signatures(root: Path) -> bool:
     return signing_built(root) and (sig_enforced(root) or lockdown(root) in LOCKED_DOWN)
 
 
-def _x509_entries(data: bytes) -> list[bytes]:
-    """The certificates (DER) of the X.509 lists among concatenated EFI signature lists;
-    ValueError when the lists do not fit together."""
-    found = []
-    pos = 0
-    while pos < len(data):
-        if pos + _EFI_LIST_HEADER.size > len(data):
-            raise ValueError(f"a list header at offset {pos} runs past the end")
-        kind, size, header_size, entry_size = _EFI_LIST_HEADER.unpack_from(data, pos)
-        entries, end = pos + _EFI_LIST_HEADER.size + header_size, pos + size
-        if size < _EFI_LIST_HEADER.size or end > len(data) or entries > end:
-            raise ValueError(f"a list of {size} bytes does not fit at offset {pos}")
-        if uuid.UUID(bytes_le=kind) == _EFI_CERT_X509:
-            if entry_size <= _EFI_OWNER or (end - entries) % entry_size:
-                raise ValueError(f"X.509 entries of {entry_size} bytes do not fit their list")
-            starts = range(entries, end, entry_size)
-            found += [data[at + _EFI_OWNER : at + entry_size] for at in starts]
-        pos = end
-    return found
-
-
 def mok_keys(root: Path) -> list[TrustedKey]:
     """The Machine Owner Keys shim enrolled (MokListRT); none when the variable is absent or
     does not parse (the kernel skips a list it cannot parse)."""
@@ -141,9 +116,9 @@ def mok_keys(root: Path) -> list[TrustedKey]:
     if not path.is_file():
         return []
     try:
-        ders = _x509_entries(path.read_bytes()[_EFI_ATTRIBUTES:])
-        return [TrustedKey(certificate_identity(der), der) for der in ders]
-    except (ValueError, SignatureFormatError):
+        found = x509_certificates(path.read_bytes()[_EFI_ATTRIBUTES:])
+        return [TrustedKey(certificate_identity(der), der) for _, der in found]
+    except (EfiListError, SignatureFormatError):
         return []
 
 
