@@ -34,8 +34,8 @@ def test_a_fixed_spec_keeps_its_version(entry: dict[str, Any]) -> None:
     assert version == entry["version"], (
         f"this release would re-roll every GPUDriver: spec {entry['name']!r} was version "
         f"{entry['version']}, is now {version} (a change to what module_spec.kmm_version digests "
-        "or to a default that feeds it); keep the digest, or ship a migration ("
-        f"docs/deploying.md#upgrading)"
+        "or to a default that feeds it); keep the digest, or ship a migration "
+        "(docs/deploying.md#upgrading)"
     )
 
 
