@@ -15,6 +15,9 @@ issues a user otherwise meets as a silent failure; gpuctl says them in `status.w
 - `NoNodesTargeted`: the selector matches no node, or no kernel mapping serves the kernel of
   any node it matches: the driver is loaded nowhere, which is not "Ready" nor a rollout
   "Complete".
+- `UnknownFields` (gpuctl's own): the stored spec has fields this coordinator does not know,
+  from a newer CRD (the chart's CRDs applied before the coordinator is upgraded): they are
+  ignored, named, until the coordinator catches up (unknown_fields.py).
 
 "Targeted" is gpuctl.common.targeting's "wanted": the selector matches and a kernel mapping
 serves the node's kernel (the nodes the rollout takes the driver to).
@@ -28,13 +31,16 @@ from typing import Any
 
 from gpuctl.common.node_selectors import matches_labels, node_labels, node_name
 from gpuctl.common.targeting import node_kernel, node_selector, wants_node
+from gpuctl.gpudriver.model import GPUDriverSpec
 from gpuctl.gpudriver.status import NO_NODES_TARGETED, named
+from gpuctl.gpudriver.unknown_fields import unknown_fields
 
 CONTAINERD = "containerd://"
 SUPPORTED_OS = "Ubuntu 26.04"
 FIRMWARE_ON_CONTAINERD = "FirmwarePathOnContainerd"
 UNSUPPORTED_OS = "UnsupportedOS"
 NO_NODES = NO_NODES_TARGETED
+UNKNOWN_FIELDS = "UnknownFields"
 
 
 @dataclass(frozen=True)
@@ -126,11 +132,23 @@ def known_issues(
     every = sorted(nodes, key=node_name)
     targeted = [n for n in every if wants_node(spec, n)]
     found = (
+        _unknown(spec),
         _no_nodes(spec, every, targeted),
         _firmware_on_containerd(spec, targeted),
         _unsupported_os(targeted),
     )
     return tuple(issue for issue in found if issue is not None)
+
+
+def _unknown(spec: Mapping[str, Any]) -> KnownIssue | None:
+    fields = unknown_fields(GPUDriverSpec, spec, "spec")
+    if not fields:
+        return None
+    return KnownIssue(
+        UNKNOWN_FIELDS,
+        f"{', '.join(fields)}: not known to this gpuctl-coordinator, ignored (the GPUDriver CRD "
+        "is newer than the coordinator: upgrade the coordinator to the chart's version)",
+    )
 
 
 def new_warnings(

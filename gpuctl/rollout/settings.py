@@ -19,6 +19,7 @@ import pydantic
 
 from gpuctl.common.gpu_pods import DEFAULT_GPU_RESOURCES
 from gpuctl.gpudriver import model
+from gpuctl.gpudriver.unknown_fields import known_only
 from gpuctl.rollout.windows import DAYS, MAX_DURATION, Window
 
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|ms|s|m|h)")
@@ -181,7 +182,7 @@ def _pause(pause: model.RolloutPause | None) -> PauseSettings:
 def rollout_settings(spec: Mapping[str, Any]) -> RolloutSettings:
     """The settings of a GPUDriver spec (defaults where absent)."""
     try:
-        parsed = model.Rollout.model_validate(spec.get("rollout") or {})
+        parsed = model.Rollout.model_validate(known_only(model.Rollout, spec.get("rollout") or {}))
     except pydantic.ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
