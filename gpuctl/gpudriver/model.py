@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from gpuctl.common.gpu_pods import DEFAULT_GPU_RESOURCES
+from gpuctl.gpudriver.unknown_fields import known_only
 
 DEFAULT_MODULE_NAME = "xe"
 
@@ -46,7 +47,8 @@ def _cel(*rules: tuple[str, str]) -> dict[str, Any]:
 
 
 class _Model(BaseModel):
-    """Base: camelCase on the wire, unknown fields refused (the API server prunes them)."""
+    """Base: camelCase on the wire, unknown fields refused (the API server prunes them; what
+    is read back from a newer CRD is cleared of them first: unknown_fields.py)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
@@ -595,5 +597,6 @@ class GPUDriverSpec(_Model):
 
 
 def parse_spec(spec: dict[str, Any]) -> GPUDriverSpec:
-    """Parse a GPUDriver's spec as the API server stored it."""
-    return GPUDriverSpec.model_validate(spec)
+    """Parse a GPUDriver's spec as the API server stored it: fields this gpuctl does not know
+    (a newer CRD's) are left out, not refused (unknown_fields.py)."""
+    return GPUDriverSpec.model_validate(known_only(GPUDriverSpec, spec))
