@@ -68,6 +68,12 @@ def test_bad_max_unavailable_is_refused(value: int | str) -> None:
         max_unavailable(value, 10)
 
 
-def test_unknown_fields_are_refused_with_the_field_named() -> None:
-    with pytest.raises(SettingsError, match=r"spec\.rollout\.maxUnavaliable"):
-        rollout_settings({"rollout": {"maxUnavaliable": 2}})
+def test_a_newer_crds_fields_are_ignored_and_known_ones_still_checked() -> None:
+    """The API server prunes what users mistype; what reaches the coordinator unknown is a
+    newer CRD's (gpuctl/gpudriver/unknown_fields.py): read past, never a refusal."""
+    assert (
+        rollout_settings({"rollout": {"futureSetting": 2, "maxUnavailable": 3}}).max_unavailable
+        == 3
+    )
+    with pytest.raises(SettingsError, match=r"spec\.rollout\.maxUnavailable"):
+        rollout_settings({"rollout": {"futureSetting": 2, "maxUnavailable": "x"}})
