@@ -238,19 +238,28 @@ def _revisions_schema() -> dict[str, Any]:
     }
 
 
+# `kubectl get gpud`: where the rollout is (State, Target, Nodes: done/total) first; the
+# Module's name and KMM's own count with -o wide (priority 1).
 PRINTER_COLUMNS: list[dict[str, Any]] = [
-    {"name": "Module", "type": "string", "jsonPath": ".spec.kernelModule.moduleName"},
     {"name": "Version", "type": "string", "jsonPath": ".spec.kernelModule.version"},
-    {"name": "KMM", "type": "string", "jsonPath": ".status.kmmStatus"},
     {
         "name": "Ready",
         "type": "string",
         "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
     },
-    {"name": "Updated", "type": "string", "jsonPath": ".status.rollout.progress"},
+    {"name": "State", "type": "string", "jsonPath": ".status.rollout.state"},
+    {"name": "Target", "type": "string", "jsonPath": ".status.rollout.targetVersion"},
+    {"name": "Nodes", "type": "string", "jsonPath": ".status.rollout.progress"},
     {"name": "Blocked", "type": "integer", "jsonPath": ".status.rollout.counts.Blocked"},
     {"name": "Failed", "type": "integer", "jsonPath": ".status.rollout.counts.Failed"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {
+        "name": "Module",
+        "type": "string",
+        "jsonPath": ".spec.kernelModule.moduleName",
+        "priority": 1,
+    },
+    {"name": "KMM", "type": "string", "jsonPath": ".status.kmmStatus", "priority": 1},
 ]
 
 

@@ -2,7 +2,8 @@
 coordinator is upgraded (docs/deploying.md#upgrading), and stored GPUDrivers then carry fields
 this coordinator does not know, one of them defaulted by the API server. The coordinator reads
 them tolerantly (gpuctl/gpudriver/unknown_fields.py): it rolls a new version node by node as
-ever, and says which fields it ignored (status.warnings, UnknownFields).
+ever, and says which fields it ignored (status.warnings, UnknownFields). `kubectl get gpud`
+shows the rollout's State, Target and Nodes (the API server's Table, the CRD's columns).
 
 Its own control plane: the session's shared one keeps the chart's CRDs as they are.
 """
@@ -10,6 +11,7 @@ Its own control plane: the session's shared one keeps the chart's CRDs as they a
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -75,8 +77,22 @@ def apply_newer_crd(kube: Kube) -> None:
     wait_until("the API server serves the newer CRD", defaults_applied, timeout_seconds=60)
 
 
+def table_row(kube_admin: Any, name: str) -> dict[str, Any]:
+    """`kubectl get gpud NAME`'s row: the API server's Table, column name to cell."""
+    response = kube_admin.call_api(
+        "GET",
+        kube_admin.configuration.host
+        + path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, name=name),
+        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+    )
+    response.read()
+    answer = json.loads(response.data)
+    columns = [c["name"] for c in answer["columnDefinitions"]]
+    return dict(zip(columns, answer["rows"][0]["cells"], strict=True))
+
+
 def test_a_coordinator_rolls_gpudrivers_of_a_newer_crd_and_names_what_it_ignores(
-    rollout_rig: RolloutRig,
+    rollout_rig: RolloutRig, kube_admin: Any
 ) -> None:
     rig = rollout_rig
     apply_newer_crd(rig.kube)
@@ -105,4 +121,14 @@ def test_a_coordinator_rolls_gpudrivers_of_a_newer_crd_and_names_what_it_ignores
         "spec.kernelModule.futureOption, spec.rollout.futureBakeTime: not known to this "
         "gpuctl-coordinator, ignored"
     ), warning
-    wait_status(rig, "Complete", lambda s: s.get("state") == "Complete")
+    target = rig.target()
+    wait_status(
+        rig, "Complete", lambda s: (s.get("state"), s.get("targetVersion")) == ("Complete", target)
+    )
+    row = table_row(kube_admin, rig.driver()["metadata"]["name"])
+    assert (row["State"], row["Target"], row["Nodes"], row["Version"]) == (
+        "Complete",
+        target,
+        "2/2",
+        NEW,
+    )
