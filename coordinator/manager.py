@@ -162,14 +162,17 @@ def _reconciled_node_part(node: dict[str, Any]) -> tuple[dict[str, str], str, st
 
 
 def _reconciled_part(driver: dict[str, Any]) -> str:
-    """What the reconciler reads of a GPUDriver: all of it but status.rollout and the
-    bookkeeping every write changes."""
+    """What the reconciler reads of a GPUDriver: all of it but the bookkeeping every write
+    changes, and of status.rollout only what its Reconciling and Stalled conditions say
+    (gpuctl/gpudriver/kstatus.py)."""
     meta = {
         k: v
         for k, v in (driver.get("metadata") or {}).items()
         if k not in ("resourceVersion", "managedFields")
     }
     status = {k: v for k, v in (driver.get("status") or {}).items() if k != "rollout"}
+    rollout = (driver.get("status") or {}).get("rollout") or {}
+    status["rollout"] = {k: rollout.get(k) for k in ("state", "holdKind", "message")}
     return json.dumps([meta, driver.get("spec"), status], sort_keys=True, default=str)
 
 

@@ -8,8 +8,9 @@ created again once gone).
 `errors` carries the reference's messages, recomputed every time so a stale one disappears
 once it is no longer true; `warnings` the reference's known issues met on the targeted nodes
 (known_issues.py), also in the `KnownIssues` condition; a GPUDriver that targets no node is
-not Ready (`NoNodesTargeted`). Conditions `Ready` and `Degraded` keep their lastTransitionTime
-while their status does not change.
+not Ready (`NoNodesTargeted`). `Reconciling` and `Stalled` say where the rollout is in the
+kstatus convention (kstatus.py). Conditions keep their lastTransitionTime while their status
+does not change.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from gpuctl.common import timestamps
 from gpuctl.common.names import KMM_GROUP
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
+from gpuctl.gpudriver.kstatus import rollout_conditions
 from gpuctl.gpudriver.module_spec import module_ref, ready_label
 
 KMM_NOT_INSTALLED = "KMM is not installed in the cluster."
@@ -185,7 +187,8 @@ def conditions(obs: Observation, kmm: str, errs: list[str]) -> list[dict[str, An
         )
     else:
         issues = _condition(KNOWN_ISSUES, False, "NoneFound", "", generation)
-    return [ready, degraded, issues]
+    rollout = (obs.driver.get("status") or {}).get("rollout") or {}
+    return [ready, degraded, issues, *rollout_conditions(rollout, generation)]
 
 
 def _carry_transition_times(

@@ -24,6 +24,7 @@ from testbed.coordinator_rbac import audited_calls, bound_coordinator, token_kub
 from testbed.fakehost import FakeHost
 from testbed.fakehost.signing import SigningKey, signing_key
 from testbed.harness.access import KubeCluster
+from testbed.harness.waiting import wait_until
 from testbed.rollout_live.rig import (
     BIN,
     COMPANION_MODULES,
@@ -134,6 +135,12 @@ def sign_in_the_cluster(rig: RolloutRig, version: str) -> str:
     return signed
 
 
+def conditions(rig: RolloutRig) -> dict[str, str]:
+    """The GPUDriver's conditions by type, as the reconciler wrote them."""
+    status = rig.driver().get("status") or {}
+    return {c["type"]: c["status"] for c in status.get("conditions") or []}
+
+
 def gpuctl(rig: RolloutRig, *args: str) -> str:
     """What the real `gpuctl` binary prints, as the admin."""
     return subprocess.run(
@@ -216,6 +223,11 @@ def test_kmm_signs_the_target_a_node_trusting_the_key_rolls_one_that_does_not_is
         assert "Rollout of GPUDriver gpu: Blocked (signing-key): " in inspected, inspected
         assert expected in inspected
         assert "enrolled MOK keys: 'ACME lab key'" in inspected  # not the fleet key
+        # For GitOps tools: still reconciling (a node waits), not stalled.
+        wait_until(
+            "Reconciling, naming the wait", lambda: conditions(rig).get("Reconciling") == "True"
+        )
+        assert conditions(rig)["Stalled"] == "False"
         events = Api(rig.cluster).events_for(rig.driver()["metadata"]["uid"])
         assert any(expected in str(e.get("message")) for e in events), events
         assert rig.coordinator is not None

@@ -3,7 +3,8 @@ coordinator is upgraded (docs/deploying.md#upgrading), and stored GPUDrivers the
 this coordinator does not know, one of them defaulted by the API server. The coordinator reads
 them tolerantly (gpuctl/gpudriver/unknown_fields.py): it rolls a new version node by node as
 ever, and says which fields it ignored (status.warnings, UnknownFields). `kubectl get gpud`
-shows the rollout's State, Target and Nodes (the API server's Table, the CRD's columns).
+shows the rollout's State, Target and Nodes (the API server's Table, the CRD's columns), and
+the kstatus conditions say it is settled.
 
 Its own control plane: the session's shared one keeps the chart's CRDs as they are.
 """
@@ -125,6 +126,18 @@ def test_a_coordinator_rolls_gpudrivers_of_a_newer_crd_and_names_what_it_ignores
     wait_status(
         rig, "Complete", lambda s: (s.get("state"), s.get("targetVersion")) == ("Complete", target)
     )
+
+    def settled() -> dict[str, str] | None:
+        """The kstatus conditions once the reconciler has read the Complete rollout."""
+        driver = rig.driver()
+        found = {
+            c["type"]: c["status"]
+            for c in (driver.get("status") or {}).get("conditions") or []
+            if c.get("observedGeneration") == driver["metadata"]["generation"]
+        }
+        return found if found.get("Reconciling") == "False" else None
+
+    assert wait_until("Reconciling False at this generation", settled)["Stalled"] == "False"
     row = table_row(kube_admin, rig.driver()["metadata"]["name"])
     assert (row["State"], row["Target"], row["Nodes"], row["Version"]) == (
         "Complete",
