@@ -50,7 +50,7 @@ def test_good_settings_are_kept(api: Api, namespace: str, max_unavailable: int |
     api.delete_driver("good-rollout")
 
 
-def test_printer_columns_show_progress_blocked_and_failed(
+def test_printer_columns_show_state_target_progress_blocked_and_failed(
     api: Api, namespace: str, kube_admin: Any
 ) -> None:
     api.create_driver(gpudriver("columns", namespace, simple_spec(namespace)))
@@ -88,4 +88,5 @@ def test_printer_columns_show_progress_blocked_and_failed(
     table = json.loads(kube_admin.call_api(*serialized).read())
     columns = [c["name"] for c in table["columnDefinitions"]]
     cells = dict(zip(columns, table["rows"][0]["cells"], strict=True))
-    assert (cells["Updated"], cells["Blocked"], cells["Failed"]) == ("3/5", 1, 1)
+    assert (cells["State"], cells["Target"], cells["Nodes"]) == ("Progressing", "v2", "3/5")
+    assert (cells["Blocked"], cells["Failed"]) == (1, 1)
