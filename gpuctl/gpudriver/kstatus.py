@@ -30,9 +30,10 @@ _STALLED_HOLDS = frozenset({HoldKind.ROLLED_BACK, HoldKind.REFUSED})
 _MOVING = frozenset({RolloutState.PROGRESSING, RolloutState.HELD})
 
 
-def _condition(
+def condition(
     kind: str, status: bool, reason: str, message: str, generation: int
 ) -> dict[str, Any]:
+    """One status condition as the GPUDriver's status carries them (status.py's too)."""
     return {
         "type": kind,
         "status": "True" if status else "False",
@@ -62,6 +63,6 @@ def rollout_conditions(rollout: Mapping[str, Any], generation: int) -> list[dict
     else:
         reconciling, stalled = (False, state.value, ""), (False, state.value, "")
     return [
-        _condition(RECONCILING, *reconciling, generation),
-        _condition(STALLED, *stalled, generation),
+        condition(RECONCILING, *reconciling, generation),
+        condition(STALLED, *stalled, generation),
     ]

@@ -22,6 +22,7 @@ from typing import Any
 from gpuctl.common import timestamps
 from gpuctl.common.names import KMM_GROUP
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
+from gpuctl.gpudriver.kstatus import condition as _condition
 from gpuctl.gpudriver.kstatus import rollout_conditions
 from gpuctl.gpudriver.module_spec import module_ref, ready_label
 
@@ -134,18 +135,6 @@ def errors(obs: Observation, now: str) -> list[str]:
             if available != desired:
                 out.append(loader_not_available(obs.module_name, available, desired))
     return out
-
-
-def _condition(
-    kind: str, status: bool, reason: str, message: str, generation: int
-) -> dict[str, Any]:
-    return {
-        "type": kind,
-        "status": "True" if status else "False",
-        "reason": reason,
-        "message": message,
-        "observedGeneration": generation,
-    }
 
 
 def conditions(obs: Observation, kmm: str, errs: list[str]) -> list[dict[str, Any]]:
