@@ -9,7 +9,6 @@ parameters; tests may also pass hand-written `HostFiles` / `ProcSyscalls` that f
 from __future__ import annotations
 
 import datetime
-import importlib.metadata
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,15 +29,9 @@ from agent.sysattr import read_attribute
 from agent.vfio_holders import scan_vfio_holders
 from agent.warninglog import WarningLog
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+from gpuctl.common.build_version import gpuctl_version
 
 MODULE_NAME = "xe"
-
-
-def agent_version() -> str:
-    try:
-        return importlib.metadata.version("gpuctl")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def inspect_node(
@@ -98,7 +91,7 @@ def inspect_node(
         node_name=node_name,
         kernel_release=release,
         now=now,
-        agent_version=agent_version(),
+        agent_version=gpuctl_version(),
         gpus=pci.gpus,
         module=module_proto,
         client_scan=client_scan,

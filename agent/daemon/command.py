@@ -19,8 +19,9 @@ from agent.daemon.flags import config_from_args
 from agent.daemon.runner import AgentDaemon
 from agent.daemon.uevents import UdevSource
 from agent.hostroot import HostRootError, validate_host_root
-from agent.inspect import agent_version, inspect_node
+from agent.inspect import inspect_node
 from agent.sysfs_write import HostSysfsWriter
+from gpuctl.common.build_version import gpuctl_version
 from gpuctl.common.client_transport import ClientConfigError
 
 EXIT_USAGE = 2
@@ -53,7 +54,7 @@ def run_command(args: argparse.Namespace, node_name: str, prog: str) -> int:
     daemon = AgentDaemon(
         config,
         inspect=lambda now: inspect_node(host_root, node_name=node_name, now=now),
-        agent_version=agent_version(),
+        agent_version=gpuctl_version(),
         uniform=random.uniform,
         event_source=UdevSource if config.udev else None,
         writer=HostSysfsWriter(host_root) if config.allow_node_changes else None,

@@ -6,7 +6,6 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from importlib.metadata import version
 
 from gpuctl.cli import (
     driver_command,
@@ -16,6 +15,7 @@ from gpuctl.cli import (
     rollout_command,
 )
 from gpuctl.cli.errors import CommandError
+from gpuctl.common.build_version import gpuctl_version
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
             "fleet, safely. Inspect nodes and follow rollouts."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"gpuctl {version('gpuctl')}")
+    parser.add_argument("--version", action="version", version=f"gpuctl {gpuctl_version()}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     node = commands.add_parser("node", help="inspect GPU nodes", description="Inspect GPU nodes.")
     node_commands = node.add_subparsers(title="commands", metavar="COMMAND", required=True)
