@@ -39,7 +39,9 @@ from coordinator.metrics_http import (
     serve_metrics,
     stop_metrics,
 )
+from coordinator.process_metrics import CoordinatorCollector
 from coordinator.rollout.metrics import RolloutMetrics
+from gpuctl.common.build_version import gpuctl_version
 from gpuctl.common.label_selector import SelectorError, check_selector
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -299,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         rollout_metrics=RolloutMetrics(registry),
         liveness=liveness,
     )
+    registry.register(CoordinatorCollector(gpuctl_version(), coordinator.elector.leading.is_set))
     metrics_server = None
     if args.metrics_port is not None:
         try:

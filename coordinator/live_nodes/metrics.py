@@ -9,7 +9,10 @@ A collector over LiveNodes for a registry passed in (never the global one):
 - `gpuctl_agent_reports_dropped_total`: reports dropped by the per-agent rate limit;
 - `gpuctl_agent_streams_refused_total{code}`: streams ended by the coordinator, by gRPC status;
 - `gpuctl_agent_token_reviews_total`: TokenReviews sent (cache misses);
-- `gpuctl_gpunode_writes_total`: GPUNode status writes.
+- `gpuctl_gpunode_writes_total`: GPUNode status writes;
+- `gpuctl_agent_versions{version}`: nodes whose agent said it runs that gpuctl version;
+- `gpuctl_tls_certificate_expiry_timestamp_seconds{certificate="agent-grpc"}`: when the
+  certificate the agents' gRPC server hands out expires (absent while it serves none).
 """
 
 from __future__ import annotations
@@ -81,3 +84,26 @@ class LiveNodesCollector(Collector):
         for code, count in sorted(dict(service.refused).items()):
             refused.add_metric([code], count)
         yield refused
+
+        versions = GaugeMetricFamily(
+            "gpuctl_agent_versions",
+            "Nodes whose agent runs a gpuctl version, by version.",
+            labels=["version"],
+        )
+        by_version: dict[str, int] = {}
+        for record in live.registry.records():
+            if record.agent_version:
+                by_version[record.agent_version] = by_version.get(record.agent_version, 0) + 1
+        for version, count in sorted(by_version.items()):
+            versions.add_metric([version], count)
+        yield versions
+
+        certificate = live.server.certificate
+        expiry = GaugeMetricFamily(
+            "gpuctl_tls_certificate_expiry_timestamp_seconds",
+            "When a certificate the coordinator serves expires, in Unix seconds.",
+            labels=["certificate"],
+        )
+        if certificate is not None:
+            expiry.add_metric(["agent-grpc"], certificate.not_after.timestamp())
+        yield expiry

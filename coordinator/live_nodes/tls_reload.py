@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import grpc
@@ -29,6 +30,11 @@ def _load_pair(cert_file: Path, key_file: Path) -> tuple[bytes, bytes]:
     if certificate.public_key().public_bytes(*public) != key.public_key().public_bytes(*public):
         raise ValueError(f"{key_file} is not the key of {cert_file}")
     return key_pem, cert_pem
+
+
+def not_after(cert_pem: bytes) -> datetime:
+    """When a PEM certificate expires (UTC)."""
+    return x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc
 
 
 class ReloadingCertificate:
@@ -50,6 +56,8 @@ class ReloadingCertificate:
         self._next_check = monotonic() + check_seconds
         self.reloads = 0
         key, cert = _load_pair(cert_file, key_file)  # a bad pair at start is a startup error
+        # When the certificate last loaded (the one new handshakes get) expires.
+        self.not_after = not_after(cert)
         self._initial = grpc.ssl_server_certificate_configuration([(key, cert)])
 
     def _mtimes(self) -> tuple[int, int]:
@@ -76,6 +84,7 @@ class ReloadingCertificate:
                 return None
             self._stamp = stamp
             self.reloads += 1
+            self.not_after = not_after(cert)
         log.info("TLS certificate reloaded", extra={"cert_file": str(self._cert_file)})
         return grpc.ssl_server_certificate_configuration([(key, cert)])
 
@@ -94,6 +103,11 @@ class MemoryCertificate:
     def pair(self) -> tuple[bytes, bytes]:
         with self._lock:
             return self._pair
+
+    @property
+    def not_after(self) -> datetime:
+        """When the newest pair's certificate expires (new handshakes get that pair)."""
+        return not_after(self.pair[1])
 
     def replace(self, key: bytes, cert: bytes) -> None:
         with self._lock:

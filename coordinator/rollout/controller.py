@@ -137,6 +137,8 @@ class RolloutController:
         """One pass for one GPUDriver; seconds until it wants another, or None."""
         driver = self._driver(name)
         if driver is None:
+            if self._metrics is not None:
+                self._metrics.forget(name)
             return None
         previous = dict((driver.get("status") or {}).get("rollout") or {})
         setup = pass_setup(driver, self.gatherer.view.drivers(), self._readable_settings.get(name))
@@ -167,8 +169,9 @@ class RolloutController:
             self._events.record(driver, event.kind, event.reason, event.message)
         if self._metrics is not None:
             blocked = [n.reason_kind for n in inp.nodes if n.phase is Phase.BLOCKED]
-            counts = decision.status["counts"] if decision.status is not None else {}
-            self._metrics.phases(name, counts, blocked)
+            self._metrics.record(
+                name, decision.status, decision.node_phases, decision.node_versions, blocked
+            )
         if requeue is not None:
             return requeue
         return decision.requeue_after
@@ -197,4 +200,9 @@ class RolloutController:
             # A repeat of the same refusal bumps the one Event's count (EventRecorder).
             self._events.record(driver, WARNING, "InvalidRollout", why)
             self.actor.write_status(driver, {"rollout": status})
+        if self._metrics is not None:
+            blocked = [n.reason_kind for n in inp.nodes if n.phase is Phase.BLOCKED]
+            self._metrics.record(
+                name, status, decision.node_phases, decision.node_versions, blocked
+            )
         return requeue if requeue is not None else decision.requeue_after

@@ -109,6 +109,7 @@ def _decide(inp: RolloutInput) -> Decision:
         phases[name], versions[name], targets[name] = phase, version, inp.target_for(node)
         if place is None:
             decision.take(_own_step(inp, node))
+    decision.node_phases, decision.node_versions = phases, versions
     if not phases and not inp.target_version:
         return decision
     counts = RolloutCounts.of(phases, versions, targets)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import Action, RestoreRevision
 from gpuctl.rollout.event_notes import EventNote
 from gpuctl.rollout.holds import Wait
@@ -28,6 +29,10 @@ class Decision:
     ask_gate: bool = False
     # Why each Pending or Blocked node that could start did not (starts.why_waiting).
     waits: dict[str, Wait] = field(default_factory=dict)
+    # Each node in the rollout: its phase and the version KMM is asked for there once this
+    # pass's writes are made (what the status counts; the metrics show them per node).
+    node_phases: dict[str, Phase] = field(default_factory=dict)
+    node_versions: dict[str, str] = field(default_factory=dict)
 
     def wake(self, seconds: float | None) -> None:
         if seconds is None:

@@ -126,7 +126,7 @@ def served() -> Iterator[tuple[str, dict[str, Verdict]]]:
     """The HTTP server with probes answering whatever the test puts in `verdicts`."""
     verdicts = {"live": Verdict(True, "turning: lease"), "ready": Verdict(True, "standby")}
     registry = CollectorRegistry()
-    RolloutMetrics(registry).phases("gpu", {"Done": 2}, [])
+    RolloutMetrics(registry).record("gpu", {"counts": {"Done": 2}}, {}, {}, [])
     checks = HealthChecks(lambda: verdicts["live"], lambda: verdicts["ready"])
     server, thread = serve_metrics("127.0.0.1", 0, registry, checks)
     try:

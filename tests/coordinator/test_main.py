@@ -97,7 +97,7 @@ def test_a_metrics_port_in_use_is_a_clear_error() -> None:
 
 def test_metrics_are_served_from_the_registry_passed_in() -> None:
     registry = CollectorRegistry()
-    RolloutMetrics(registry).phases("gpu", {"Done": 2}, [])
+    RolloutMetrics(registry).record("gpu", {"counts": {"Done": 2}}, {}, {}, [])
     server, thread = serve_metrics("127.0.0.1", 0, registry, ALWAYS_OK)
     try:
         url = f"http://127.0.0.1:{server.server_port}/metrics"

@@ -25,8 +25,10 @@ from tests.support.memory_api import MemoryApi
 NOW = datetime.datetime.now(datetime.UTC)
 
 
-def _write_pair(folder: Path, ca: certs.KeyPair, stamp: int) -> TlsFiles:
-    serving = certs.make_serving_cert(ca, NOW)
+def _write_pair(
+    folder: Path, ca: certs.KeyPair, stamp: int, issued: datetime.datetime = NOW
+) -> TlsFiles:
+    serving = certs.make_serving_cert(ca, issued)
     files = TlsFiles(folder / "tls.crt", folder / "tls.key")
     files.cert_file.write_bytes(serving.cert_pem)
     files.key_file.write_bytes(serving.key_pem)
@@ -63,12 +65,15 @@ def test_a_rotated_certificate_is_served_from_the_next_handshake(tmp_path: Path)
     server.start()
     try:
         assert _status(server.port, first_ca) is grpc.StatusCode.UNAUTHENTICATED
-        _write_pair(tmp_path, second_ca, 2_000_000_000)
+        assert server.certificate is not None
+        first_expiry = server.certificate.not_after
+        _write_pair(tmp_path, second_ca, 2_000_000_000, issued=NOW - datetime.timedelta(days=3))
         clock.advance(11)  # past the check interval
         assert _status(server.port, second_ca) is grpc.StatusCode.UNAUTHENTICATED
         assert _status(server.port, first_ca) is grpc.StatusCode.UNAVAILABLE
-        assert server.certificate is not None
         assert server.certificate.reloads == 1
+        # gpuctl_tls_certificate_expiry_timestamp_seconds follows the certificate served.
+        assert first_expiry - server.certificate.not_after == datetime.timedelta(days=3)
 
         # A pair that does not belong together is ignored; the rotated one stays in service.
         files.key_file.write_bytes(certs.make_serving_cert(second_ca, NOW).key_pem)

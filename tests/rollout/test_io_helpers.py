@@ -92,7 +92,7 @@ def test_call_table_records_answers_errors_and_ignores_stale_attempts() -> None:
 def test_metrics_count_phases_steps_and_blocked_kinds() -> None:
     registry = CollectorRegistry()
     metrics = RolloutMetrics(registry)
-    metrics.phases("gpu", {"Done": 3, "Blocked": 1}, [BlockKind.OPEN_CLIENTS])
+    metrics.record("gpu", {"counts": {"Done": 3, "Blocked": 1}}, {}, {}, [BlockKind.OPEN_CLIENTS])
     assert (
         registry.get_sample_value("gpuctl_rollout_nodes", {"gpudriver": "gpu", "phase": "Done"})
         == 3
@@ -103,7 +103,7 @@ def test_metrics_count_phases_steps_and_blocked_kinds() -> None:
     )
     labels = {"gpudriver": "gpu", "reason": "open-clients"}
     assert registry.get_sample_value("gpuctl_rollout_blocked_nodes", labels) == 1
-    metrics.phases("gpu", {"Done": 4}, [])
+    metrics.record("gpu", {"counts": {"Done": 4}}, {}, {}, [])
     assert registry.get_sample_value("gpuctl_rollout_blocked_nodes", labels) == 0
     patch = PatchNode("a", "1", phase_from=Phase.LOADING, phase_to=Phase.VERIFYING)
     metrics.transition(patch, ago(42), NOW)

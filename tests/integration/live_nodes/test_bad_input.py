@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 import pytest
+from cryptography import x509
 from prometheus_client import CollectorRegistry, generate_latest
 
 from coordinator.kube.client import Kube
@@ -174,6 +175,12 @@ def test_garbage_ends_only_its_own_stream(
             assert 'gpuctl_agent_streams_refused_total{code="PERMISSION_DENIED"} 1.0' in metrics
             assert "gpuctl_agent_sessions 1.0" in metrics
             assert 'gpuctl_agent_nodes{state="fresh"} 1.0' in metrics
+            # Both nodes' agents said hello as test-0.1 (the garbage came after).
+            assert 'gpuctl_agent_versions{version="test-0.1"} 2.0' in metrics
+            expiry = x509.load_pem_x509_certificate(tls.files.cert_file.read_bytes())
+            seconds = expiry.not_valid_after_utc.timestamp()
+            name = 'gpuctl_tls_certificate_expiry_timestamp_seconds{certificate="agent-grpc"}'
+            assert f"{name} {seconds:.9e}" in metrics, metrics
     finally:
         delete_gpunode(Kube(kube_admin), healthy_node)
         delete_gpunode(Kube(kube_admin), bad_node)

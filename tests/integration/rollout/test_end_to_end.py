@@ -111,7 +111,26 @@ def test_five_nodes_roll_one_at_a_time_in_order_and_end_verified(
     assert (status["updated"], status["total"], status["progress"]) == (5, 5, "5/5")
     assert status["counts"]["Done"] == 5
     assert status["nodes"] == []
-    metrics = scrape(rig)
+    # The metrics are set right after the status write of the same pass: wait for that pass's.
+    complete = 'gpuctl_rollout_state{gpudriver="gpu",state="Complete"}'
+    metrics = wait_until(
+        "the metrics say Complete",
+        lambda: m if (m := scrape(rig)).get(complete) == 1 else None,
+        timeout_seconds=30,
+    )
+    assert metrics['gpuctl_rollout_state{gpudriver="gpu",state="Progressing"}'] == 0
+    assert metrics[f'gpuctl_rollout_target_info{{gpudriver="gpu",version="{target}"}}'] == 1
+    assert metrics['gpuctl_rollout_hold{gpudriver="gpu",kind="RolledBack"}'] == 0
+    for node in nodes:
+        assert (
+            metrics[f'gpuctl_node_rollout_phase{{gpudriver="gpu",node="{node}",phase="Done"}}'] == 1
+        )
+        version = (
+            f'gpuctl_node_driver_version_info{{gpudriver="gpu",node="{node}",version="{target}"}}'
+        )
+        assert metrics[version] == 1
+    assert metrics["gpuctl_leader"] == 1
+    assert [s for s in metrics if s.startswith('gpuctl_build_info{component="coordinator"')]
     assert metrics['gpuctl_rollout_nodes{gpudriver="gpu",phase="Done"}'] == 5
     assert metrics['gpuctl_rollout_nodes{gpudriver="gpu",phase="Loading"}'] == 0
     # Every node left Loading once more for NEW, and spent measurable time in it.
@@ -433,8 +452,10 @@ def test_nodes_leaving_the_gpudriver_are_unloaded_one_at_a_time_and_a_busy_one_w
     wait_status(
         rig,
         "counts one unload, blocked",
-        lambda s: s["counts"]["Blocked"] == 1
-        and "unloading the driver from 1 node(s)" in s.get("message", ""),
+        lambda s: (
+            s["counts"]["Blocked"] == 1
+            and "unloading the driver from 1 node(s)" in s.get("message", "")
+        ),
     )
     idle_again(rig, busy)
     rig.wait_phases({busy: ""}, timeout=60)
