@@ -73,6 +73,15 @@ def prometheus_binary() -> str:
     return found
 
 
+def promtool_binary() -> str:
+    """promtool beside the prometheus binary (Debian's package ships both), else on PATH."""
+    beside = Path(prometheus_binary()).parent / "promtool"
+    found = str(beside) if os.access(beside, os.X_OK) else shutil.which("promtool")
+    if not found:
+        raise AssertionError(f"no promtool beside {prometheus_binary()} nor on PATH")
+    return found
+
+
 def query(url: str, promql: str) -> list[Any]:
     """The result of an instant query (raises on an error answer)."""
     address = f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
