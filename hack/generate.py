@@ -11,6 +11,7 @@ What is generated, each by a module of hack/generators/:
 - the chart's admission guards (Module, NodeModulesConfig, KMM CRD) from
   coordinator/{module,nmc,kmm_crd}_guard.py                                      admission_guards.py
 - the flag tables in README.md and docs/ from the three programs' argparse help    flag_docs.py
+- examples/argocd/argocd-cm.yaml from examples/argocd/gpudriver-health.lua          argocd.py
 
 The test suite runs `--check` (tests/generators/test_generate.py), so a change to a source without
 regenerating fails there, with the command that fixes it.
@@ -32,6 +33,7 @@ from hack.generators import (  # noqa: E402
     Generator,
     GeneratorError,
     admission_guards,
+    argocd,
     crds,
     flag_docs,
     proto,
@@ -44,6 +46,7 @@ GENERATORS: tuple[Generator, ...] = (
     rbac.GENERATOR,
     admission_guards.GENERATOR,
     flag_docs.GENERATOR,
+    argocd.GENERATOR,
 )
 FIX = "run: .venv/bin/python hack/generate.py (then review and commit the result)"
 

@@ -14,8 +14,14 @@ from typing import Any
 from gpuctl.common import names
 
 API_VERSION = "admissionregistration.k8s.io/v1"
-# The chart keeps its guards on `helm uninstall`, so what is left behind stays guarded.
-HELM_KEEP = {"helm.sh/resource-policy": "keep"}
+# The chart's guards stay when the chart goes, so what is left behind stays guarded: on `helm
+# uninstall` (and Flux's helm-controller, which is helm), and when Argo CD or Flux's
+# kustomize-controller prune what left Git, each by its own annotation (docs/gitops.md).
+KEEP_ON_UNINSTALL = {
+    "helm.sh/resource-policy": "keep",
+    "argocd.argoproj.io/sync-options": "Prune=false",
+    "kustomize.toolkit.fluxcd.io/prune": "disabled",
+}
 DOCS = "docs/uninstall.md"
 
 

@@ -22,7 +22,7 @@ from coordinator.policies import (
     pool_guard,
     worker_hold_guard,
 )
-from coordinator.policies.admission_policy import HELM_KEEP, service_account_username
+from coordinator.policies.admission_policy import KEEP_ON_UNINSTALL, service_account_username
 from hack.generators import Generator, Output
 from hack.generators.yaml_text import dump
 
@@ -39,7 +39,7 @@ UNFOLDED = 10_000
 NAMESPACE = "{{ .Release.Namespace }}"
 CHART_METADATA: dict[str, Any] = {
     "labels": {LABELS_MARKER: ""},
-    "annotations": dict(HELM_KEEP),
+    "annotations": dict(KEEP_ON_UNINSTALL),
 }
 
 MODULE_HEADER = """\

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.policies.admission_policy import HELM_KEEP
+from coordinator.policies.admission_policy import KEEP_ON_UNINSTALL
 from coordinator.policies.kmm_crd_guard import GUARDED_CRDS, guard_objects, refusal_message
 from gpuctl.common import names
 from hack.generators.admission_guards import CRD_GUARD_PATH, crd_guard_text
@@ -60,4 +60,4 @@ def test_the_chart_template_is_the_guard_with_helm_names_and_is_kept_on_uninstal
     assert (REPO / CRD_GUARD_PATH).read_text() == template
     assert '$name := printf "%s-kmm-crd-delete-guard" (include "gpuctl.fullname" .)' in template
     assert "namespace: '{{ .Release.Namespace }}'" in template
-    assert template.count(f"{next(iter(HELM_KEEP))}: keep") == 2
+    assert template.count(f"{next(iter(KEEP_ON_UNINSTALL))}: keep") == 2

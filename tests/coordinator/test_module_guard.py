@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.policies.admission_policy import HELM_KEEP, service_account_username
+from coordinator.policies.admission_policy import KEEP_ON_UNINSTALL, service_account_username
 from coordinator.policies.module_guard import SPEC_MESSAGE, guard_objects, refusal_message
 from gpuctl.common import names
 from hack.generators.admission_guards import MODULE_GUARD_PATH, module_guard_text
@@ -69,7 +69,7 @@ def test_the_chart_template_lets_the_charts_coordinator_service_account_through(
     assert '$coordinator := printf "%s-coordinator" (include "gpuctl.fullname" .)' in template
     assert "system:serviceaccount:{{ .Release.Namespace }}:{{ $coordinator }}" in template
     assert "kubernetes.io/metadata.name: '{{ .Release.Namespace }}'" in template
-    assert template.count(f"{next(iter(HELM_KEEP))}: keep") == 2
+    assert template.count(f"{next(iter(KEEP_ON_UNINSTALL))}: keep") == 2
     assert template.count('{{- include "gpuctl.labels" . | nindent 4 }}') == 2
 
 

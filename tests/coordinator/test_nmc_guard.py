@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.policies.admission_policy import HELM_KEEP, templated_message
+from coordinator.policies.admission_policy import KEEP_ON_UNINSTALL, templated_message
 from coordinator.policies.nmc_guard import (
     GARBAGE_COLLECTOR_USERNAMES,
     guard_objects,
@@ -75,5 +75,5 @@ def test_the_chart_template_is_the_guard_with_helm_names_and_is_kept_on_uninstal
     assert (REPO / NMC_GUARD_PATH).read_text() == template
     assert '$name := printf "%s-nmc-delete-guard" (include "gpuctl.fullname" .)' in template
     assert "m.namespace == '{{ .Release.Namespace }}'" in template
-    assert template.count(f"{next(iter(HELM_KEEP))}: keep") == 2
+    assert template.count(f"{next(iter(KEEP_ON_UNINSTALL))}: keep") == 2
     assert template.count('{{- include "gpuctl.labels" . | nindent 4 }}') == 2

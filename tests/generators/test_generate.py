@@ -11,7 +11,7 @@ from hack.generate import FIX, REPO, differences, problems, write
 from hack.generators import flag_docs
 
 # What the generators read from a checkout (the rest comes from the imported code).
-INPUTS = ("proto", "gpuctl/api", "charts", "docs", "README.md")
+INPUTS = ("proto", "gpuctl/api", "charts", "docs", "README.md", "examples")
 
 
 def _checkout(tmp_path: Path) -> Path:
@@ -103,3 +103,13 @@ def test_a_command_in_two_doc_blocks_is_an_error(tmp_path: Path) -> None:
     )
     (error,) = problems(repo)
     assert "the flags of `gpuctl rollout` are already in a block in docs/cli.md" in error
+
+
+def test_an_edited_health_check_makes_the_argocd_patch_stale(tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    script = repo / "examples" / "argocd" / "gpudriver-health.lua"
+    script.write_text(script.read_text() + "-- edited\n")
+    assert [d.describe() for d in differences(repo)] == [
+        "stale: examples/argocd/argocd-cm.yaml (generated from "
+        "examples/argocd/gpudriver-health.lua)"
+    ]

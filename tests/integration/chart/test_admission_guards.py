@@ -22,7 +22,7 @@ import pytest
 
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError
 from coordinator.policies import kmm_crd_guard, module_guard, nmc_guard
-from coordinator.policies.admission_policy import HELM_KEEP, service_account_username
+from coordinator.policies.admission_policy import KEEP_ON_UNINSTALL, service_account_username
 from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import desired_module
 from testbed.cluster_api import Api, gpudriver, simple_spec
@@ -122,13 +122,13 @@ def test_the_chart_installs_both_guards_enforces_them_and_keeps_them_on_uninstal
         release.module_guard,
         namespace,
         service_account_username(namespace, coordinator),
-        annotations=dict(HELM_KEEP),
+        annotations=dict(KEEP_ON_UNINSTALL),
     )
     assert nmc_objects == nmc_guard.guard_objects(
-        release.nmc_guard, namespace, annotations=dict(HELM_KEEP)
+        release.nmc_guard, namespace, annotations=dict(KEEP_ON_UNINSTALL)
     )
     assert crd_objects == kmm_crd_guard.guard_objects(
-        release.crd_guard, namespace, annotations=dict(HELM_KEEP)
+        release.crd_guard, namespace, annotations=dict(KEEP_ON_UNINSTALL)
     )
     for name in (release.module_guard, release.nmc_guard, release.crd_guard):
         assert_type_checked(api.kube, name)

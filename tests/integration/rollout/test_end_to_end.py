@@ -41,6 +41,7 @@ from testbed.rollout_live.scenario import (
     wait_complete,
     wait_status,
 )
+from tests.support.argocd_health import argocd_health
 from tests.support.kmm_matrix import EACH_KMM
 
 pytestmark = pytest.mark.integration
@@ -132,6 +133,12 @@ def test_five_nodes_roll_one_at_a_time_in_order_and_end_verified(
     assert metrics["gpuctl_leader"] == 1
     assert [s for s in metrics if s.startswith('gpuctl_build_info{component="coordinator"')]
     assert metrics['gpuctl_rollout_nodes{gpudriver="gpu",phase="Done"}'] == 5
+    health = wait_until(
+        "Argo CD's health check to say Healthy",
+        lambda: h if (h := argocd_health(rig.driver())).status == "Healthy" else None,
+        timeout_seconds=30,
+    )
+    assert health.message == f"all 5 nodes run {target}"
     assert metrics['gpuctl_rollout_nodes{gpudriver="gpu",phase="Loading"}'] == 0
     # Every node left Loading once more for NEW, and spent measurable time in it.
     assert metrics[LOADING_COUNT] - loading_before == 5

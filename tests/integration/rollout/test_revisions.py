@@ -23,6 +23,7 @@ from testbed.rollout_live.scenario import (
     start,
     wait_status,
 )
+from tests.support.argocd_health import argocd_health
 
 pytestmark = pytest.mark.integration
 
@@ -88,6 +89,13 @@ def test_a_node_failing_verification_is_rolled_back_verified_uncordoned_and_the_
     assert message.startswith(f"paused: rolled back from {new} to revision 1 ({old})")
     assert f"{broken}: " in message
     assert "0000:03:00.0 not bound to xe (unbound)" in message
+    # Argo CD's health check reads the GPUDriver as the coordinator wrote it: Degraded, why.
+    health = wait_until(
+        "Argo CD's health check to say Degraded",
+        lambda: h if (h := argocd_health(rig.driver())).status == "Degraded" else None,
+        timeout_seconds=30,
+    )
+    assert health.message.startswith(f"paused: rolled back from {new} to revision 1 ({old})")
     assert {"RollingBack", "RolloutPaused"} <= event_reasons(rig)
     wait_revisions(rig, [(2, new), (3, old)])
     # It stays paused (the failure in status) until `gpuctl rollout resume`.
