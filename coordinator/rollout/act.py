@@ -33,6 +33,7 @@ from coordinator.rollout.overlay import NodeOverlay
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common import names, revisions, timestamps
 from gpuctl.common.names import Phase
+from gpuctl.gpudriver.gitops import gitops_owner
 from gpuctl.gpudriver.module_spec import module_name
 from gpuctl.rollout.actions import (
     Action,
@@ -49,6 +50,7 @@ from gpuctl.rollout.actions import (
 from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.event_notes import WARNING
 from gpuctl.rollout.facts import INSPECT, PREPARE, RESTORE, NodeFacts, RolloutInput
+from gpuctl.rollout.gating import rollback_in_git_words
 from gpuctl.rollout.node_step import EVICT_RETRY_SECONDS
 from gpuctl.rollout.pods import eviction
 from gpuctl.rollout.records import decode_changes
@@ -389,26 +391,57 @@ class RolloutActor:
         """spec.kernelModule back to the recorded revision, with the rollback record, if the
         GPUDriver is still as read (else the next pass decides again)."""
         name = str(driver["metadata"]["name"])
-        body = revisions.restore_patch(
-            driver, rollback.revision, {names.ROLLBACK: rollback.note, names.RESUMED_VERSION: None}
-        )
+        where = path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, name=name)
         try:
-            self._kube.request(
-                "PATCH",
-                path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, name=name),
-                body=body,
-                content_type=MERGE_PATCH,
-            )
+            # The cache drops managedFields: read who applies the spec from the object itself.
+            fresh = self._kube.request("GET", where)
+            owner = gitops_owner(fresh)
+            if owner:
+                body = self._left_to_git(driver, fresh, rollback, owner)
+            else:
+                body = revisions.restore_patch(
+                    driver,
+                    rollback.revision,
+                    {names.ROLLBACK: rollback.note, names.RESUMED_VERSION: None},
+                )
+            self._kube.request("PATCH", where, body=body, content_type=MERGE_PATCH)
         except KubeError as err:
             if err.conflict or err.not_found:
                 return CONFLICT_RETRY_SECONDS
             log.warning("rollback write failed", extra={"gpudriver": name, "error": str(err)})
             return API_ERROR_RETRY_SECONDS
+        if owner:
+            record = revisions.read_rollback({"metadata": body["metadata"]})
+            words = rollback_in_git_words(record)
+            log.warning("rollback left to Git", extra={"gpudriver": name, "owner": owner})
+            self._events.record(driver, WARNING, "RollbackInGit", words)
+            return None
         log.warning("rolled back", extra={"gpudriver": name, "to": rollback.note})
         self._events.record(
             driver, rollback.event.kind, rollback.event.reason, rollback.event.message
         )
         return None
+
+    @staticmethod
+    def _left_to_git(
+        driver: Mapping[str, Any],
+        fresh: Mapping[str, Any],
+        rollback: RestoreRevision,
+        owner: str,
+    ) -> dict[str, Any]:
+        """The rollback record alone (no spec write), on the GPUDriver as decided on."""
+        version = str(driver["metadata"].get("resourceVersion") or "")
+        if version and fresh["metadata"].get("resourceVersion") != version:
+            raise KubeError(409, "the GPUDriver changed since it was read")
+        return {
+            "metadata": {
+                "resourceVersion": fresh["metadata"]["resourceVersion"],
+                "annotations": {
+                    names.ROLLBACK: revisions.left_to_git(rollback.note, owner),
+                    names.RESUMED_VERSION: None,
+                },
+            }
+        }
 
     def write_status(self, driver: Mapping[str, Any], fields: dict[str, Any]) -> None:
         name = driver["metadata"]["name"]

@@ -30,6 +30,7 @@ from gpuctl.cli.rollout_view import (
 )
 from gpuctl.cli.source_flags import Clock, add_kube_flags, utc_now
 from gpuctl.common import names
+from gpuctl.gpudriver.gitops import gitops_owner
 
 STATUS_EPILOG = """\
 exit codes: 0 the rollout is complete; 1 it failed (paused at its failure budget) or the
@@ -152,6 +153,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_name(undo)
     undo.add_argument(
         "--to-revision", type=int, metavar="N", help="the revision to go back to (see history)"
+    )
+    undo.add_argument(
+        "--force",
+        action="store_true",
+        help="write spec.kernelModule even where a GitOps tool (Argo CD, Flux, Fleet) applies "
+        "it; without this, undo refuses there and names the revision to put back in Git",
     )
     undo.set_defaults(run=run_undo)
 
@@ -284,6 +291,14 @@ def run_undo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     driver = api.resolve(args.name)
     name = str(driver["metadata"]["name"])
     undo = plan_undo(driver, args.to_revision)
+    owner = gitops_owner(driver)
+    if owner and not args.force:
+        raise CommandError(
+            f"gpudriver/{name}: spec.kernelModule is applied by {owner}; its next sync would "
+            f"undo this. Put revision {undo.revision['revision']} "
+            f"({undo.revision['version']}) back in Git instead, or pass --force (and turn off "
+            "the tool's self-heal for it)"
+        )
     api.patch_driver(name, undo.patch)
     out.write(
         f"gpudriver/{name} rolled back to revision {undo.revision['revision']} "

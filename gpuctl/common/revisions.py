@@ -141,6 +141,14 @@ def rollback_note(
     )
 
 
+def left_to_git(note: str, owner: str) -> str:
+    """A rollback record the coordinator did not carry out because `owner` (a GitOps tool)
+    applies the spec: the same record, naming the tool."""
+    record = json.loads(note)
+    record["gitops"] = owner
+    return json.dumps(record, separators=(",", ":"), sort_keys=True)
+
+
 def read_rollback(driver: Mapping[str, Any]) -> dict[str, Any]:
     """The rollback record of a GPUDriver ({} when none, or when it is not one)."""
     annotations = (driver.get("metadata") or {}).get("annotations") or {}

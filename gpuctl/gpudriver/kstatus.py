@@ -9,8 +9,8 @@ why, in words); the reconciler, the one writer of `status.conditions`, turns it 
   soaking, outside maintenance windows, a Prometheus gate, after the first node), reason the
   state or its hold;
 - `Stalled` True when it cannot go on without a person: Failed (more nodes failed than the
-  failure budget allows), rolled back and paused, or refused (a conflict, an unreadable
-  spec.rollout), with the rollout's own words;
+  failure budget allows), rolled back and paused, a rollback to make in Git, or refused (a
+  conflict, an unreadable spec.rollout), with the rollout's own words;
 - both False when it is Complete, paused by the admin (intended, not stuck), targets no node,
   or has not started. A state this build does not know is Reconciling, with why: never
   taken as settled.
@@ -26,7 +26,7 @@ from gpuctl.rollout.holds import HoldKind, RolloutState, parse_state
 RECONCILING = "Reconciling"
 STALLED = "Stalled"
 # What a person must resolve, by the hold that keeps the rollout from going on.
-_STALLED_HOLDS = frozenset({HoldKind.ROLLED_BACK, HoldKind.REFUSED})
+_STALLED_HOLDS = frozenset({HoldKind.ROLLED_BACK, HoldKind.ROLLBACK_IN_GIT, HoldKind.REFUSED})
 _MOVING = frozenset({RolloutState.PROGRESSING, RolloutState.HELD})
 
 

@@ -219,6 +219,8 @@ def _rollback(
     target = inp.target_version
     if not inp.settings.rolls_back or not target or inp.rollback.get("to") == target:
         return None
+    if inp.rollback.get("gitops") and inp.rollback.get("from") == target:
+        return None  # recorded, and left to Git (gating.rollback_in_git_words)
     failed = sorted(
         name
         for name, phase in phases.items()

@@ -41,6 +41,29 @@ def _rollback_active(inp: RolloutInput) -> bool:
     return bool(to) and to == inp.target_version and inp.resumed_version != to
 
 
+def _rollback_in_git(inp: RolloutInput) -> bool:
+    """A rollback from the target is recorded but left to Git (a GitOps tool owns the spec),
+    and `gpuctl rollout resume` has not released the target."""
+    record = inp.rollback
+    return (
+        bool(record.get("gitops"))
+        and bool(inp.target_version)
+        and record.get("from") == inp.target_version
+        and inp.resumed_version != inp.target_version
+    )
+
+
+def rollback_in_git_words(rollback: Mapping[str, Any]) -> str:
+    nodes = ", ".join(str(n) for n in rollback.get("nodes") or [])
+    return (
+        f"paused: {rollback.get('from')} failed on {nodes} ({rollback.get('reason')}); "
+        f"spec.kernelModule is applied by {rollback.get('gitops')}, so the coordinator does not "
+        f"roll it back (the next sync would undo that): put revision {rollback.get('revision')} "
+        f"({rollback.get('to')}) back in Git, or `gpuctl rollout resume` to go on with "
+        f"{rollback.get('from')}"
+    )
+
+
 def _rollback_gates(inp: RolloutInput, phases: Mapping[str, Phase]) -> Gates:
     """Only the rollback's nodes start; rolling back while one of them still moves."""
     nodes = frozenset(str(n) for n in inp.rollback.get("nodes") or [])
@@ -76,6 +99,19 @@ def rollout_holds(
     phases: Mapping[str, Phase] | None = None,
     window: WindowState | None = None,
     soaking: str = "",
+) -> Gates:
+    if _rollback_in_git(inp):
+        # Before the failure budget: what the admin must do is say where the revision goes.
+        return Gates(Hold(HoldKind.ROLLBACK_IN_GIT, rollback_in_git_words(inp.rollback)), None)
+    return _holds(inp, counts, phases, window, soaking)
+
+
+def _holds(
+    inp: RolloutInput,
+    counts: RolloutCounts,
+    phases: Mapping[str, Phase] | None,
+    window: WindowState | None,
+    soaking: str,
 ) -> Gates:
     gate = rollout_gate(
         GateFacts(

@@ -47,10 +47,17 @@ class HoldKind(enum.StrEnum):
     # A rollback's nodes are taken back; then the rollback pauses the rollout.
     ROLLING_BACK = "RollingBack"
     ROLLED_BACK = "RolledBack"
+    # A rollback is due, but a GitOps tool owns spec.kernelModule: paused until the revision
+    # is put back in Git (or `gpuctl rollout resume` goes on with the target).
+    ROLLBACK_IN_GIT = "RollbackInGit"
     # The rollout cannot be read (spec.rollout invalid) or conflicts with another GPUDriver:
     # nothing starts, nodes mid-step finish it.
     REFUSED = "Refused"
 
+
+# Holds of a rollback: the rollout stays Paused under them even once every node is back, until
+# `gpuctl rollout resume`.
+ROLLBACK_HOLDS = frozenset({HoldKind.ROLLING_BACK, HoldKind.ROLLED_BACK, HoldKind.ROLLBACK_IN_GIT})
 
 # The state of a rollout that is not Complete, by what holds it (Progressing for the rest).
 _STATES = {
@@ -60,6 +67,7 @@ _STATES = {
     HoldKind.PROMETHEUS_GATE: RolloutState.HELD,
     # Even with every node back: the failure stays until `gpuctl rollout resume`.
     HoldKind.ROLLED_BACK: RolloutState.PAUSED,
+    HoldKind.ROLLBACK_IN_GIT: RolloutState.PAUSED,
     HoldKind.REFUSED: RolloutState.PAUSED,
 }
 

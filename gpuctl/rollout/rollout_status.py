@@ -21,7 +21,14 @@ from typing import Any
 from gpuctl.common import names, timestamps
 from gpuctl.common.names import IN_PROGRESS, SEVERITY, Phase
 from gpuctl.rollout.facts import RolloutInput
-from gpuctl.rollout.holds import Hold, HoldKind, RolloutState, Wait, WaitKind, state_of
+from gpuctl.rollout.holds import (
+    ROLLBACK_HOLDS,
+    Hold,
+    RolloutState,
+    Wait,
+    WaitKind,
+    state_of,
+)
 
 MAX_LISTED_NODES = 50
 
@@ -72,7 +79,7 @@ class RolloutCounts:
 
 
 def rollout_state(inp: RolloutInput, counts: RolloutCounts, hold: Hold | None) -> RolloutState:
-    if hold is not None and hold.kind in (HoldKind.ROLLED_BACK, HoldKind.ROLLING_BACK):
+    if hold is not None and hold.kind in ROLLBACK_HOLDS:
         return state_of(hold)  # Paused even with every node back, until resumed
     done = counts.updated == counts.total and not counts.in_progress and not counts.removing
     if inp.target_version and done:

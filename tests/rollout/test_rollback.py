@@ -212,3 +212,45 @@ def merge(target: Any, patch: Any) -> Any:
         else:
             out[key] = merge(out.get(key), value)
     return out
+
+
+# -- a rollback left to Git (a GitOps tool applies the spec) ----------------------------
+
+IN_GIT = {**RECORD, "gitops": "Argo CD (field manager argocd-controller)"}
+
+
+def test_a_rollback_left_to_git_pauses_at_the_target_and_is_not_made_again() -> None:
+    failed = [failed_after_load("a"), at(OLD, name="b"), at(OLD, name="c")]
+    decision = decide(rollout(failed, settings=ROLLBACK, revisions=HISTORY, rollback=IN_GIT))
+    assert decision.rollback is None  # recorded once; the spec is Git's to change
+    assert decision.status is not None
+    assert (decision.status["state"], decision.status["holdKind"]) == ("Paused", "RollbackInGit")
+    message = decision.status["message"]
+    assert message.startswith(f"paused: {TARGET} failed on a (a: bad)")
+    assert "applied by Argo CD (field manager argocd-controller)" in message
+    assert f"put revision 1 ({OLD}) back in Git" in message
+    starts = [a.node for a in decision.actions if getattr(a, "phase_to", None) is Phase.CHECKING]
+    assert starts == []  # b and c wait, whatever the failure budget says
+
+
+def test_resume_goes_on_with_the_target_and_git_putting_the_revision_back_rolls_back() -> None:
+    failed = [failed_after_load("a"), at(OLD, name="b")]
+    resumed = decide(
+        rollout(failed, settings=ROLLBACK, revisions=HISTORY, rollback=IN_GIT, resumed=TARGET)
+    )
+    assert resumed.status is not None
+    assert resumed.status.get("holdKind") != "RollbackInGit"
+    # Git put revision 1 back: the target is the record's `to`, and only its nodes move.
+    pending_a = node("a", phase=Phase.PENDING, version=OLD, labels=targeted(TARGET))
+    settings = dataclasses.replace(ROLLBACK, hold_after_first_node=True)
+    back = decide(
+        rollout(
+            [pending_a, at(OLD, name="b")],
+            settings=settings,
+            target=OLD,
+            revisions=HISTORY,
+            rollback=IN_GIT,
+        )
+    )
+    assert back.status is not None
+    assert back.status["holdKind"] == "RollingBack"

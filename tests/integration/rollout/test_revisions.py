@@ -12,10 +12,19 @@ from typing import Any
 
 import pytest
 
+from coordinator.kube.client import path
 from gpuctl.common import names
 from testbed.cluster_api import Api
 from testbed.harness.waiting import wait_until
-from testbed.rollout_live.rig import BIN, NEW, OLD, RolloutRig, image_of, kernel_mappings
+from testbed.rollout_live.rig import (
+    BIN,
+    DRIVER,
+    NEW,
+    OLD,
+    RolloutRig,
+    image_of,
+    kernel_mappings,
+)
 from testbed.rollout_live.scenario import (
     FAST,
     TIMEOUTS,
@@ -147,3 +156,81 @@ def test_undo_of_a_finished_rollout_takes_the_fleet_back_node_by_node(
     assert again.returncode != 0
     assert "revision 3 is the current one" in again.stderr
     assert rig.kernels.violations == []
+
+
+def git_sync(rig: RolloutRig, version: str) -> None:
+    """What Argo CD does once Git says `version`: a server-side apply of spec.kernelModule
+    under its field manager (which then owns those fields)."""
+    body = {
+        "apiVersion": f"{names.GROUP}/{names.VERSION}",
+        "kind": "GPUDriver",
+        "metadata": {"name": DRIVER},
+        "spec": {
+            "kernelModule": {
+                "moduleName": "xe",
+                "version": version,
+                "kernelMappings": kernel_mappings(version),
+            }
+        },
+    }
+    rig.kube.request(
+        "PATCH",
+        path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, name=DRIVER),
+        body=body,
+        content_type="application/apply-patch+yaml",
+        query={"fieldManager": "argocd-controller", "force": "true"},
+    )
+
+
+def test_a_rollback_where_argo_cd_applies_the_spec_is_left_to_git_then_made_from_it(
+    rollout_rig: RolloutRig,
+) -> None:
+    rig = rollout_rig
+    rollout: dict[str, Any] = {
+        **FAST,
+        "onNodeFailure": "Rollback",
+        "timeouts": {**TIMEOUTS, "verify": "4s"},
+    }
+    broken, other = start(rig, ["a", "b"], rollout)
+    git_sync(rig, OLD)  # Argo CD adopts the GPUDriver: same spec, its field manager now
+    old, new = rig.kmm_version_at(OLD), rig.kmm_version_at(NEW)
+    wait_revisions(rig, [(1, old)])
+    rig.kernels.fail_probe(broken, NEW)
+    loads_before = len(rig.kernels.loads)
+    git_sync(rig, NEW)
+    status = wait_status(
+        rig,
+        f"paused at {new}, the rollback left to Git",
+        lambda s: s.get("targetVersion") == new and s.get("holdKind") == "RollbackInGit",
+        timeout=180,
+    )
+    # The coordinator wrote no spec (Argo CD's next sync would undo it) and said what to do.
+    assert rig.driver()["spec"]["kernelModule"]["version"] == NEW
+    assert status["state"] == "Paused"
+    message = status["message"]
+    assert message.startswith(f"paused: {new} failed on {broken} (")
+    assert "applied by Argo CD (field manager argocd-controller)" in message
+    assert f"put revision 1 ({old}) back in Git" in message
+    assert "RollbackInGit" in event_reasons(rig)
+    health = wait_until(
+        "Argo CD's health check to say Degraded",
+        lambda: h if (h := argocd_health(rig.driver())).status == "Degraded" else None,
+        timeout_seconds=30,
+    )
+    assert f"put revision 1 ({old}) back in Git" in health.message
+    undo = gpuctl(rig, "rollout", "undo")
+    assert undo.returncode != 0
+    assert "applied by Argo CD (field manager argocd-controller)" in undo.stderr
+    assert f"Put revision 1 ({old}) back in Git" in undo.stderr
+    assert rig.driver()["spec"]["kernelModule"]["version"] == NEW
+    # Git puts revision 1 back: the rollback goes on from there, the failed node alone.
+    git_sync(rig, OLD)
+    status = wait_status(
+        rig,
+        f"paused at {old} after the rollback",
+        lambda s: s.get("targetVersion") == old and s.get("holdKind") == "RolledBack",
+        timeout=180,
+    )
+    rig.wait_phases({broken: "Done", other: "Done"}, version=old)
+    assert module_version(rig, broken) == OLD
+    assert rig.kernels.loads[loads_before:] == [(broken, new), (broken, old)]
