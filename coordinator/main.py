@@ -31,7 +31,7 @@ from coordinator.live_nodes.flags import AgentFlagsError, add_agent_arguments, l
 from coordinator.live_nodes.live import LiveNodes, LiveNodesConfig
 from coordinator.live_nodes.metrics import LiveNodesCollector
 from coordinator.live_nodes.serving_label import ServingLabel
-from coordinator.manager import COMPONENT, Coordinator, CoordinatorConfig, LeaderScoped
+from coordinator.manager import Coordinator, CoordinatorConfig, LeaderScoped
 from coordinator.metrics_http import (
     HealthChecks,
     MetricsServerError,
@@ -41,6 +41,7 @@ from coordinator.metrics_http import (
 )
 from coordinator.process_metrics import CoordinatorCollector
 from coordinator.rollout.metrics import RolloutMetrics
+from gpuctl.common import names
 from gpuctl.common.build_version import gpuctl_version
 from gpuctl.common.label_selector import SelectorError, check_selector
 
@@ -111,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--lease-name",
-        default=COMPONENT,
+        default=names.DEFAULT_COORDINATOR_LEASE,
         metavar="NAME",
         help="the leader-election Lease in --namespace (default: %(default)s)",
     )
@@ -260,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         lease_duration=args.lease_duration,
         renew_deadline=args.renew_deadline,
         retry_period=args.retry_period,
+        version=gpuctl_version(),
         driver_selector=args.gpudriver_selector,
         node_selector=args.node_selector,
         rollout_blocked_recheck_seconds=args.rollout_blocked_recheck,

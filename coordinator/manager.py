@@ -65,12 +65,14 @@ def rfc3339_now() -> str:
 class CoordinatorConfig:
     namespace: str
     identity: str
-    lease_name: str = COMPONENT
+    lease_name: str = names.DEFAULT_COORDINATOR_LEASE
     events_namespace: str = "default"
     loader_service_account: str | None = None
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    # This replica's gpuctl version, written on the Lease it holds.
+    version: str = ""
     discovery_interval: float = 2.0
     resync_seconds: float = 60.0
     # Manage only the GPUDrivers with these labels (a label selector; None: all of them).
@@ -219,6 +221,7 @@ class Coordinator:
                 lease_duration=config.lease_duration,
                 renew_deadline=config.renew_deadline,
                 retry_period=config.retry_period,
+                holder_version=config.version,
             ),
             now=wall_clock,
             monotonic=monotonic,

@@ -30,7 +30,7 @@ from typing import Any
 
 from coordinator.health import NO_HEARTBEAT, Heartbeat
 from coordinator.kube.client import KubeApi, KubeError, path
-from gpuctl.common import timestamps
+from gpuctl.common import names, timestamps
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,8 @@ class LeaseConfig:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    # The gpuctl version of this replica, written on the Lease it holds ("" writes none).
+    holder_version: str = ""
 
 
 class LeaderElector:
@@ -159,6 +161,10 @@ class LeaderElector:
             "metadata": {"name": self._config.name, "namespace": self._config.namespace},
             "spec": self._spec(lease, action),
         }
+        if self._config.holder_version:
+            body["metadata"]["annotations"] = {
+                names.COORDINATOR_VERSION: self._config.holder_version
+            }
         try:
             if lease is None:
                 self._kube.request("POST", self._path(), body=body, timeout=left())

@@ -153,11 +153,20 @@ EVENTS_RULES: list[dict[str, Any]] = [
 # For people who run gpuctl, aggregated into Kubernetes' `view` and `edit` ClusterRoles. Both
 # kinds are cluster-scoped: they show only through a ClusterRoleBinding of `view`/`edit`.
 # view: `gpuctl nodes`, `gpuctl rollout status`, `kubectl get gpud,gpun`.
+# The coordinator's Lease by name, wherever the release is: `gpuctl version` reads the leader's
+# version from it.
+COORDINATOR_LEASE = "__COORDINATOR_LEASE__"
 VIEW_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": [names.GROUP],
         "resources": [names.GPUDRIVER_PLURAL, names.GPUNODE_PLURAL],
         "verbs": READ,
+    },
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "resourceNames": [COORDINATOR_LEASE],
+        "verbs": ["get"],
     },
 ]
 # edit: + writing GPUDrivers (`kubectl apply`, `gpuctl rollout pause/resume`: a patch of

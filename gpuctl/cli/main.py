@@ -13,6 +13,7 @@ from gpuctl.cli import (
     nodes_command,
     preflight_command,
     rollout_command,
+    version_command,
 )
 from gpuctl.cli.errors import CommandError
 from gpuctl.common.build_version import gpuctl_version
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     rollout_command.add_parser(commands)
     driver_command.add_parser(commands)
     preflight_command.add_parser(commands)
+    version_command.add_parser(commands)
     return parser
 
 

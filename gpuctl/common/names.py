@@ -152,6 +152,11 @@ RESUMED_VERSION = f"{GROUP}/rollout-resumed-version"
 # {from, to, revision, nodes, reason}: while the target is `to`, only those nodes start until
 # `gpuctl rollout resume` (gpuctl.common.revisions).
 ROLLBACK = f"{GROUP}/rollout-rollback"
+# On the coordinator's leader-election Lease: the gpuctl version of the replica holding it
+# (`gpuctl version` reads it).
+COORDINATOR_VERSION = f"{GROUP}/coordinator-version"
+# That Lease's name when not told otherwise (the chart's, for release "gpuctl").
+DEFAULT_COORDINATOR_LEASE = "gpuctl-coordinator"
 
 # On a Node verified at the target while the rollout soaks (spec.rollout.soakSeconds): what
 # it looked like when verified (gpuctl/rollout/soak.py); dropped once its soak passed.

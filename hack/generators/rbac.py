@@ -16,6 +16,7 @@ from typing import Any
 
 from coordinator.policies.rbac import (
     CLUSTER_RULES,
+    COORDINATOR_LEASE,
     EDIT_RULES,
     EVENTS_RULES,
     NAMESPACE_RULES,
@@ -121,7 +122,9 @@ def _aggregated(name: str, to: str, rules: list[dict[str, Any]]) -> str:
 
 def user_text() -> str:
     prefix = '{{ include "gpuctl.fullname" . }}'
-    view = _aggregated(f"{prefix}-view", "view", VIEW_RULES)
+    view = _aggregated(f"{prefix}-view", "view", VIEW_RULES).replace(
+        COORDINATOR_LEASE, f"{prefix}-coordinator"
+    )
     # edit aggregates view's rules too (Kubernetes' `edit` includes `view`); admin includes edit.
     edit = _aggregated(f"{prefix}-edit", "edit", EDIT_RULES).replace(
         '    rbac.authorization.k8s.io/aggregate-to-edit: "true"\n',

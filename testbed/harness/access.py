@@ -19,7 +19,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from testbed.harness import certs
-from testbed.harness.kubeconfig import write_private
+from testbed.harness.kubeconfig import kubeconfig_document, write_private
 from testbed.harness.layout import Layout
 from testbed.harness.pki import load_ca
 
@@ -87,6 +87,16 @@ class KubeCluster:
         configuration.cert_file = str(cert_path)
         configuration.key_file = str(key_path)
         return self._track(k8s.ApiClient(configuration))
+
+    def user_kubeconfig(self, user: str, groups: Sequence[str] = ()) -> Path:
+        """A kubeconfig file for ``user`` in ``groups`` (a new client certificate), for
+        commands run as that user (RBAC applies)."""
+        name = _FILE_SAFE.sub("_", f"kubeconfig-{user}-{'-'.join(groups)}")
+        path = self.layout.client_cert(name).with_suffix(".kubeconfig")
+        issued = certs.make_client_cert(load_ca(self.layout), self.clock(), user, tuple(groups))
+        text = kubeconfig_document(self.server, self.layout.ca_cert.read_bytes(), user, issued)
+        write_private(path, text.encode())
+        return path
 
     def token_client(self, token: str) -> Any:
         """An ApiClient that authenticates with a bearer token (e.g. a ServiceAccount's)."""

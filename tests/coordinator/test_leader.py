@@ -134,3 +134,27 @@ def test_leader_steps_down_at_once_when_another_replica_holds_the_lease() -> Non
     assert events == ["started", "stopped"]
     assert a.held_by_other
     assert not a.leading.is_set()
+
+
+def test_the_holder_writes_its_gpuctl_version_on_the_lease() -> None:
+    api = MemoryApi()
+    clock = [NOW]
+
+    def replica(identity: str, version: str) -> LeaderElector:
+        config = LeaseConfig(namespace="ns", name="l", identity=identity, holder_version=version)
+
+        def seconds() -> float:
+            return clock[0].timestamp()
+
+        return LeaderElector(api, config, now=lambda: clock[0], monotonic=seconds)
+
+    old, upgraded = replica("a", "1.4.2"), replica("b", "1.5.0")
+    assert old.try_acquire_or_renew()
+    annotations = api.objects[LEASE]["metadata"]["annotations"]
+    assert annotations == {"gpuctl.dev/coordinator-version": "1.4.2"}
+    assert not upgraded.try_acquire_or_renew()
+    # The upgraded replica takes over once the Lease expires, and writes its own version.
+    clock[0] = NOW + timedelta(seconds=30)
+    assert upgraded.try_acquire_or_renew()
+    version = api.objects[LEASE]["metadata"]["annotations"]["gpuctl.dev/coordinator-version"]
+    assert version == "1.5.0"

@@ -10,13 +10,16 @@ the loaded module's backport tag is the user's version (OLD, NEW).
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
 import time
 import urllib.request
 
 import pytest
 
 from gpuctl.common import names
+from gpuctl.common.build_version import gpuctl_version
 from testbed.cluster_api import TEST_LABEL, Api
 from testbed.fakehost.scenarios import B70_PFS, B580
 from testbed.harness.cordon_taint import CordonTaintMirror
@@ -28,7 +31,7 @@ from testbed.rollout_live.fake_nodes import (
     vf_node_root_before_vfs,
 )
 from testbed.rollout_live.node_watch import NodeWatch, unavailable_within
-from testbed.rollout_live.rig import NEW, OLD, RolloutRig
+from testbed.rollout_live.rig import BIN, NEW, OLD, RolloutRig
 from testbed.rollout_live.scenario import (
     FAST,
     TIMEOUTS,
@@ -139,6 +142,20 @@ def test_five_nodes_roll_one_at_a_time_in_order_and_end_verified(
         timeout_seconds=30,
     )
     assert health.message == f"all 5 nodes run {target}"
+    # `gpuctl version`: the leader's version from its Lease, the agents' from their GPUNodes.
+    shown = subprocess.run(
+        [
+            *(str(BIN / "gpuctl"), "version", "--namespace", rig.namespace, "-o", "json"),
+            *("--kubeconfig", str(rig.cluster.kubeconfig)),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    versions = json.loads(shown.stdout)
+    assert versions["coordinator"]["version"] == gpuctl_version()
+    assert versions["agents"][gpuctl_version()] >= 5
     assert metrics['gpuctl_rollout_nodes{gpudriver="gpu",phase="Loading"}'] == 0
     # Every node left Loading once more for NEW, and spent measurable time in it.
     assert metrics[LOADING_COUNT] - loading_before == 5
