@@ -168,6 +168,11 @@ VIEW_RULES: list[dict[str, Any]] = [
         "resourceNames": [COORDINATOR_LEASE],
         "verbs": ["get"],
     },
+    # `gpuctl rollout plan` decides as the coordinator does, from what it reads: the Nodes
+    # (Kubernetes' view has none: they are cluster-scoped) and KMM's Module and its record of
+    # which images exist. A view bound in one namespace grants none of the cluster-scoped ones.
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": READ},
+    {"apiGroups": [KMM_GROUP], "resources": [KMM_PLURAL, KMM_IMAGES_CONFIG_PLURAL], "verbs": READ},
 ]
 # edit: + writing GPUDrivers (`kubectl apply`, `gpuctl rollout pause/resume`: a patch of
 # spec.rollout and an annotation) and asking a node's agent for a fresh report

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from google.protobuf import json_format
 
+from coordinator.policies.rbac import COORDINATOR_LEASE, VIEW_RULES
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import kmm_version
@@ -661,3 +662,61 @@ def test_rollout_plan_blocks_every_node_when_claims_cannot_be_listed(
         "starts, then its check blocks it: cannot tell whether GPU ResourceClaims are allocated "
         "on the node: you are not allowed to list resourceclaims.resource.k8s.io"
     )
+
+
+def test_the_charts_view_role_runs_every_read_command(
+    kube_cluster: KubeCluster, namespace: str, api: Api, make_node: Any
+) -> None:
+    """A user bound cluster-wide to Kubernetes' view (its bootstrap rules,
+    system:aggregate-to-view) plus the chart's aggregated view rules, as the aggregation
+    controller makes `view`, runs status, history, plan, nodes and version, and the plan knows
+    everything it reads (nothing "unknown: you are not allowed")."""
+    name, versioned = f"{namespace}-gpu", f"{namespace}-v"
+    _plan_driver(api, namespace, name)
+    _versioned_driver(api, namespace, versioned, _rollout("Progressing", 2, [BLOCKED_NODE]))
+    idle = make_node("idle", labels=node_labels(namespace)).metadata.name
+    put_gpunode(api, idle, connected(idle))
+    viewer = f"{namespace}-viewer"
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    rules = json.loads(
+        json.dumps(VIEW_RULES).replace(COORDINATOR_LEASE, names.DEFAULT_COORDINATOR_LEASE)
+    )
+    api.kube.request(
+        "POST", f"{rbac}/clusterroles", body={"metadata": {"name": viewer}, "rules": rules}
+    )
+    for role in (viewer, "system:aggregate-to-view"):
+        api.kube.request(
+            "POST",
+            f"{rbac}/clusterrolebindings",
+            body={
+                "metadata": {"name": f"{viewer}-{role.replace(':', '-')}"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": role,
+                },
+                "subjects": [
+                    {"kind": "User", "name": viewer, "apiGroup": "rbac.authorization.k8s.io"}
+                ],
+            },
+        )
+    try:
+        kubeconfig = kube_cluster.user_kubeconfig(viewer)
+        for command in (
+            ("rollout", "status", versioned),
+            ("rollout", "history", versioned),
+            ("rollout", "plan", name),
+            ("nodes",),
+            ("version", "--namespace", namespace),
+        ):
+            done = gpuctl(kubeconfig, *command)
+            assert done.returncode in (0, 3), (command, done.stderr)  # 3: not Complete
+            assert "not allowed" not in done.stdout + done.stderr, (command, done.stdout)
+        plan = gpuctl(kubeconfig, "rollout", "plan", name)
+        assert plan_rows(plan.stdout)[idle]["ACTION"] == "load"
+    finally:
+        for role in (viewer, "system:aggregate-to-view"):
+            api.kube.request(
+                "DELETE", f"{rbac}/clusterrolebindings/{viewer}-{role.replace(':', '-')}"
+            )
+        api.kube.request("DELETE", f"{rbac}/clusterroles/{viewer}")
