@@ -47,15 +47,19 @@ class KubeNodeSource:
         self._clock = clock
         self._monotonic = monotonic
 
-    def list_nodes(self) -> Sequence[NodeView]:
+    def list_objects(self) -> list[dict[str, Any]]:
+        """Every GPUNode, as the API server serves it."""
         listed = self._call(
             "list",
             lambda: self._api.list_cluster_custom_object(
                 names.GROUP, names.VERSION, names.GPUNODE_PLURAL, _request_timeout=REQUEST_TIMEOUT
             ),
         )
+        return list(listed.get("items", []))
+
+    def list_nodes(self) -> Sequence[NodeView]:
         now = self._clock()
-        return [from_gpunode(obj, now) for obj in listed.get("items", [])]
+        return [from_gpunode(obj, now) for obj in self.list_objects()]
 
     def get_node(self, name: str, *, fresh: bool, timeout: float) -> NodeView:
         obj = self._get(name)

@@ -8,12 +8,18 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from gpuctl.cli.errors import CommandError
 from gpuctl.cli.gpudriver_api import GpuDriverApi
 from gpuctl.cli.kernel_check import exit_code, kernel_check, render
 from gpuctl.cli.kmm_preflight import add_timeout_flag
 from gpuctl.cli.kube_client import load_api_client
+from gpuctl.cli.kube_nodes import KubeNodeSource
 from gpuctl.cli.nodes_table import render_nodes
+from gpuctl.cli.object_output import add_object_output, render_objects
 from gpuctl.cli.source_flags import Clock, add_source_flags, make_source, utc_now
+from gpuctl.common import names
+
+GPUNODE_RESOURCE = f"gpunode.{names.GROUP}"
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,6 +47,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "a signed one (docs/kernel-upgrades.md)",
     )
     add_timeout_flag(parser, when="with --kernel-check: ")
+    add_object_output(parser)
     add_source_flags(parser)
     parser.set_defaults(run=run)
 
@@ -52,7 +59,18 @@ def run(
     now: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    views = make_source(args, clock).list_nodes()
+    source = make_source(args, clock)
+    if args.output != "table":
+        if args.kernel_check:
+            raise CommandError(f"-o {args.output} lists GPUNodes; --kernel-check prints a table")
+        if not isinstance(source, KubeNodeSource):
+            raise CommandError(
+                f"-o {args.output} prints the GPUNode objects of the Kubernetes API; drop "
+                "--coordinator"
+            )
+        out.write(render_objects(GPUNODE_RESOURCE, source.list_objects(), args.output))
+        return 0
+    views = source.list_nodes()
     if not args.kernel_check:
         out.write(render_nodes(views))
         return 0

@@ -11,6 +11,7 @@ from gpuctl.cli.errors import CommandError
 from gpuctl.cli.gpudriver_api import GpuDriverApi
 from gpuctl.cli.kmm_touch import module_ref, module_version
 from gpuctl.cli.kube_client import load_api_client
+from gpuctl.cli.object_output import render_document
 from gpuctl.cli.rollout_facts import (
     gather_facts,
     get_images_config,
@@ -104,6 +105,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="with --watch: give up after this long (default: no limit)",
     )
+    status.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json", "yaml"),
+        default="text",
+        help="text (default); json or yaml: the GPUDriver as the API serves it (its "
+        "status.rollout and conditions); the exit code is the same",
+    )
     status.set_defaults(run=run_status)
 
     pause = steps.add_parser(
@@ -140,6 +149,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "version, images, how many nodes ran it, when it was rolled out and completed.",
     )
     _add_name(history)
+    history.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json", "yaml"),
+        default="table",
+        help="table (default); json or yaml: status.revisions as the API serves it",
+    )
     history.set_defaults(run=run_history)
 
     undo = steps.add_parser(
@@ -199,8 +215,13 @@ def run_status(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock 
     name = str(obj["metadata"]["name"])
     view = _rollout_of(obj, name)
     if args.watch:
+        if args.output != "text":
+            raise CommandError(f"--watch prints changes as text; drop -o {args.output}")
         return _watch(api, name, args.timeout, out, clock)
-    out.write(render_status(view, clock()))
+    if args.output == "text":
+        out.write(render_status(view, clock()))
+    else:
+        out.write(render_document(obj, args.output))
     code = exit_code(view)
     return EXIT_NOT_DONE if code is None else code
 
@@ -282,7 +303,12 @@ def run_resume(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 
 
 def run_history(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    out.write(render_history(_api(args).resolve(args.name)))
+    driver = _api(args).resolve(args.name)
+    if args.output == "table":
+        out.write(render_history(driver))
+    else:
+        revisions = list((driver.get("status") or {}).get("revisions") or [])
+        out.write(render_document(revisions, args.output))
     return 0
 
 

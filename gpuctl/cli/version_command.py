@@ -5,17 +5,16 @@ for each unsupported skew (gpuctl.common.version_skew)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from gpuctl.cli.kube_client import load_api_client
 from gpuctl.cli.kube_errors import call_api, is_missing_object
+from gpuctl.cli.object_output import render_document
 from gpuctl.cli.source_flags import add_kube_flags
 from gpuctl.common import names
 from gpuctl.common.build_version import gpuctl_version
@@ -128,10 +127,5 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         }
         document["agents"] = agents
         document["warnings"] = skew_warnings(document["client"], version, agents)
-    if args.output == "json":
-        out.write(json.dumps(document, indent=2) + "\n")
-    elif args.output == "yaml":
-        out.write(yaml.safe_dump(document, sort_keys=False))
-    else:
-        out.write(render(document))
+    out.write(render(document) if args.output == "text" else render_document(document, args.output))
     return 0

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from google.protobuf import json_format
 
 from coordinator.policies.rbac import COORDINATOR_LEASE, VIEW_RULES
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.integration
 GPUCTL = str(Path(sys.executable).parent / "gpuctl")
 GPUNODES = (names.GROUP, names.VERSION, names.GPUNODE_PLURAL)
 STATE_LABEL = names.STATE_LABEL
+GPUNODE_PATH = "/apis/gpuctl.dev/v1alpha1/gpunodes"
 
 
 def gpuctl(
@@ -135,6 +137,16 @@ def test_nodes_lists_reported_nodes_and_flags_the_disconnected_one(
     assert rows[busy][4:6] == ["1:", "OPEN_CLIENTS"]
     assert rows[gone][4] == "unknown"
     assert rows[gone][-1] == "disconnected"
+    # -o json: the GPUNodes as the API server serves them; -o name for scripts.
+    listed = json.loads(gpuctl(kube_cluster.kubeconfig, "nodes", "-o", "json").stdout)
+    served = api.kube.request("GET", GPUNODE_PATH)["items"]
+    assert listed["kind"] == "List"
+    ours = {idle, busy, gone}
+    assert [i for i in listed["items"] if i["metadata"]["name"] in ours] == [
+        i for i in served if i["metadata"]["name"] in ours
+    ]
+    named = gpuctl(kube_cluster.kubeconfig, "nodes", "-o", "name").stdout.splitlines()
+    assert {f"gpunode.gpuctl.dev/{n}" for n in ours} <= set(named)
 
 
 def test_node_inspect_names_each_gpu_client_by_the_pod_the_api_server_lists_on_the_node(
@@ -316,6 +328,12 @@ def test_rollout_status_exit_codes_follow_the_state(
         f"Rollout of {name} to v2: Progressing, 2 of 3 nodes updated"
     )
     assert "pid 4242 (ollama) holds 0000:03:00.0" in progressing.stdout
+    as_json = gpuctl(kube_cluster.kubeconfig, "rollout", "status", name, "-o", "json")
+    assert as_json.returncode == 3  # the same exit code as the text
+    assert json.loads(as_json.stdout) == api.kube.request("GET", api.driver_path(name))
+    history = gpuctl(kube_cluster.kubeconfig, "rollout", "history", name, "-o", "yaml")
+    assert history.returncode == 0, history.stderr
+    assert yaml.safe_load(history.stdout) == []  # no revision recorded in this test
     for state, code in (("Complete", 0), ("Failed", 1)):
         api.kube.request(
             "PATCH",
