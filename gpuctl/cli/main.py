@@ -13,6 +13,7 @@ from gpuctl.cli import (
     nodes_command,
     preflight_command,
     rollout_command,
+    support_bundle,
     version_command,
 )
 from gpuctl.cli.errors import CommandError
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     driver_command.add_parser(commands)
     preflight_command.add_parser(commands)
     version_command.add_parser(commands)
+    support_bundle.add_parser(commands)
     return parser
 
 
