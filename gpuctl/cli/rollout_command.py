@@ -19,7 +19,7 @@ from gpuctl.cli.rollout_facts import (
     get_signing_certificates,
 )
 from gpuctl.cli.rollout_history import plan_undo, render_history
-from gpuctl.cli.rollout_plan import PlanInput, plan_rollout, render_plan
+from gpuctl.cli.rollout_plan import PlanInput, plan_document, plan_rollout, render_plan
 from gpuctl.cli.rollout_view import (
     EXIT_NOT_DONE,
     RolloutView,
@@ -140,6 +140,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_name(plan)
+    plan.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json", "yaml"),
+        default="table",
+        help="table (default); json or yaml: the same plan as data, a field per column",
+    )
     plan.set_defaults(run=run_plan)
 
     history = steps.add_parser(
@@ -277,7 +284,10 @@ def run_plan(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock = 
             now=clock(),
         )
     )
-    out.write(render_plan(plan))
+    if args.output == "table":
+        out.write(render_plan(plan))
+    else:
+        out.write(render_document(plan_document(plan), args.output))
     return 0
 
 

@@ -444,15 +444,10 @@ def render_plan(plan: Plan) -> str:
         return "\n".join(lines) + "\n"
     lines.append(_counts(plan))
     rows = []
-    order = 0
-    for node in plan.nodes:
-        position = "-"
-        if node.verdict not in ("skip", "done"):
-            order += 1
-            position = str(order)
+    for node, position in zip(plan.nodes, positions(plan), strict=True):
         rows.append(
             [
-                position,
+                "-" if position is None else str(position),
                 node.name,
                 node.now,
                 node.action.value,
@@ -464,6 +459,46 @@ def render_plan(plan: Plan) -> str:
         )
     headers = ["ORDER", "NODE", "NOW", "ACTION", "CHANGE", "NEXT", "WOULD", "WHY"]
     return "\n".join(lines) + "\n" + format_table(headers, rows)
+
+
+def positions(plan: Plan) -> list[int | None]:
+    """Each node's turn in the coordinator's order (None: skipped or done, it takes none)."""
+    out: list[int | None] = []
+    order = 0
+    for node in plan.nodes:
+        if node.verdict in ("skip", "done"):
+            out.append(None)
+        else:
+            order += 1
+            out.append(order)
+    return out
+
+
+def plan_document(plan: Plan) -> dict[str, Any]:
+    """`gpuctl rollout plan -o json|yaml`: the plan's table and headline as data; the field
+    names are the table's columns (order, now, action, change, next, would, why)."""
+    return {
+        "gpudriver": plan.driver,
+        "module": plan.module,
+        "targetVersion": plan.version,
+        "refused": plan.refusal,
+        "heldBy": plan.gate,
+        "claimsUnknown": plan.claims_unknown,
+        "imagesUnknown": plan.images_unknown,
+        "nodes": [
+            {
+                "order": position,
+                "name": node.name,
+                "now": node.now,
+                "action": node.action.value,
+                "change": node.change,
+                "next": node.next,
+                "would": node.verdict,
+                "why": list(node.reasons),
+            }
+            for node, position in zip(plan.nodes, positions(plan), strict=True)
+        ],
+    }
 
 
 def _headline(plan: Plan) -> str:

@@ -15,6 +15,7 @@ from gpuctl.cli.rollout_plan import (
     Plan,
     PlanInput,
     PlannedNode,
+    plan_document,
     plan_rollout,
     render_plan,
 )
@@ -371,6 +372,17 @@ def test_order_is_the_coordinators_and_done_and_skipped_nodes_have_no_place() ->
         ["2", "c"],
         ["3", "e"],
     ]
+    # -o json|yaml: the same plan as data, the same order.
+    document = plan_document(plan)
+    assert [(n["order"], n["name"], n["would"]) for n in document["nodes"]] == [
+        (1, "d", "wait"),
+        (None, "a", "done"),
+        (None, "b", "skip"),
+        (2, "c", "wait"),
+        (3, "e", "wait"),
+    ]
+    assert document["heldBy"] == lines[1].removeprefix("No node starts now: ").removesuffix(".")
+    assert document["nodes"][0]["why"] == list(plan.nodes[0].reasons)
 
 
 def test_a_node_done_at_an_older_version_goes_again() -> None:

@@ -579,6 +579,12 @@ def test_rollout_plan_shows_what_kmm_would_touch_and_whether_each_may_go(
         nodes[k] for k in ("f-stale", "a-first", "b-reload", "c-left", "d-kernel", "e-done")
     ]
     assert list(rows) == in_order, "only the nodes KMM would touch, in the coordinator's order"
+    as_json = json.loads(
+        gpuctl(kube_cluster.kubeconfig, "rollout", "plan", name, "-o", "json").stdout
+    )
+    assert [n["name"] for n in as_json["nodes"]] == in_order
+    assert [n["would"] for n in as_json["nodes"]] == [rows[n]["WOULD"] for n in in_order]
+    assert as_json["targetVersion"] == target_version
     table = {
         key: (rows[nodes[key]]["ORDER"], rows[nodes[key]]["ACTION"], rows[nodes[key]]["WOULD"])
         for key in ("a-first", "b-reload", "c-left", "d-kernel", "e-done", "f-stale")
