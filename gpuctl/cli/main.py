@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from gpuctl.cli import (
+    completion,
     driver_command,
     node_inspect,
     nodes_command,
@@ -39,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     preflight_command.add_parser(commands)
     version_command.add_parser(commands)
     support_bundle.add_parser(commands)
+    completion.add_parser(commands)
+    parser.set_defaults(root_parser=parser)  # `gpuctl completion` walks the whole tree
     return parser
 
 
