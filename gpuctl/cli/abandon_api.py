@@ -15,10 +15,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from gpuctl.cli.errors import CommandError
+from gpuctl.cli.kube_client import request_timeout
 from gpuctl.cli.kube_errors import call_api, describe_api_error
 from gpuctl.common import names
-
-REQUEST_TIMEOUT = 20.0
 
 
 def _json(response: Any) -> dict[str, Any]:
@@ -32,6 +31,7 @@ class AbandonApi:
         self._core: Any = client.CoreV1Api(api_client)
         self._leases: Any = client.CoordinationV1Api(api_client)
         self._server = str(api_client.configuration.host)
+        self._timeout = request_timeout(api_client)
 
     def driver(self, name: str) -> dict[str, Any] | None:
         """The GPUDriver, or None if it is gone."""
@@ -43,7 +43,7 @@ class AbandonApi:
                     names.GPUDRIVER_PLURAL,
                     name,
                     _preload_content=False,
-                    _request_timeout=REQUEST_TIMEOUT,
+                    _request_timeout=self._timeout,
                 )
             )
         except ApiException as error:
@@ -64,7 +64,7 @@ class AbandonApi:
                     names.KMM_MODULE_PLURAL,
                     label_selector=f"{names.DRIVER_LABEL}={driver}",
                     _preload_content=False,
-                    _request_timeout=REQUEST_TIMEOUT,
+                    _request_timeout=self._timeout,
                 )
             )
         except ApiException as error:
@@ -81,7 +81,7 @@ class AbandonApi:
             "nodes",
             self._server,
             lambda: _json(
-                self._core.list_node(_preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+                self._core.list_node(_preload_content=False, _request_timeout=self._timeout)
             ),
         )
         return list(listed.get("items") or [])
@@ -93,7 +93,7 @@ class AbandonApi:
             self._server,
             lambda: _json(
                 self._leases.list_namespaced_lease(
-                    namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+                    namespace, _preload_content=False, _request_timeout=self._timeout
                 )
             ),
         )
@@ -110,7 +110,7 @@ class AbandonApi:
             f"Module {namespace}/{name}",
             self._server,
             lambda: self._custom.patch_namespaced_custom_object(
-                *args, body, _request_timeout=REQUEST_TIMEOUT
+                *args, body, _request_timeout=self._timeout
             ),
         )
         call_api(
@@ -118,7 +118,7 @@ class AbandonApi:
             f"Module {namespace}/{name}",
             self._server,
             lambda: self._custom.delete_namespaced_custom_object(
-                *args, _request_timeout=REQUEST_TIMEOUT
+                *args, _request_timeout=self._timeout
             ),
         )
 
@@ -138,7 +138,7 @@ class AbandonApi:
                 names.GPUDRIVER_PLURAL,
                 meta["name"],
                 body,
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=self._timeout,
             ),
         )
 
@@ -147,5 +147,5 @@ class AbandonApi:
             "patch",
             f"node {node}",
             self._server,
-            lambda: self._core.patch_node(node, body, _request_timeout=REQUEST_TIMEOUT),
+            lambda: self._core.patch_node(node, body, _request_timeout=self._timeout),
         )

@@ -144,7 +144,7 @@ def run_abandon(
     clock: Clock = utc_now,
 ) -> int:
     out, err = out or sys.stdout, err or sys.stderr
-    api = AbandonApi(load_api_client(args.kubeconfig, args.context))
+    api = AbandonApi(load_api_client(args.kubeconfig, args.context, args.request_timeout))
     driver = args.name
     if not args.reason.strip():
         raise CommandError("--reason must say why (it is recorded on the Module)")

@@ -16,10 +16,10 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from gpuctl.cli.errors import CommandError
+from gpuctl.cli.kube_client import request_timeout
 from gpuctl.cli.kube_errors import call_api, describe_api_error, is_missing_object, unreachable
 from gpuctl.common import names
 
-REQUEST_TIMEOUT = 20.0
 RETRYABLE_PHASES = (names.Phase.FAILED.value, names.Phase.BLOCKED.value)
 
 
@@ -28,6 +28,7 @@ class GpuDriverApi:
         self._custom: Any = client.CustomObjectsApi(api_client)
         self._core: Any = client.CoreV1Api(api_client)
         self._server = str(api_client.configuration.host)
+        self._timeout = request_timeout(api_client)
 
     def resolve(self, name: str | None) -> Mapping[str, Any]:
         """The named GPUDriver, or the only one in the cluster when no name is given."""
@@ -48,7 +49,7 @@ class GpuDriverApi:
             names.GPUDRIVERS,
             self._server,
             lambda: self._custom.list_cluster_custom_object(
-                names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, _request_timeout=REQUEST_TIMEOUT
+                names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL, _request_timeout=self._timeout
             ),
         )
         items: list[Mapping[str, Any]] = listed.get("items", [])
@@ -61,7 +62,7 @@ class GpuDriverApi:
                 names.VERSION,
                 names.GPUDRIVER_PLURAL,
                 name,
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=self._timeout,
             )
         except ApiException as error:
             if is_missing_object(error, name):
@@ -91,7 +92,7 @@ class GpuDriverApi:
                 names.GPUDRIVER_PLURAL,
                 name,
                 body,
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=self._timeout,
             ),
         )
 
@@ -140,7 +141,7 @@ class GpuDriverApi:
             "get",
             "nodes",
             self._server,
-            lambda: self._core.read_node(node, _request_timeout=REQUEST_TIMEOUT),
+            lambda: self._core.read_node(node, _request_timeout=self._timeout),
         )
         phase = (found.metadata.labels or {}).get(names.STATE_LABEL)
         if phase not in RETRYABLE_PHASES:
@@ -159,6 +160,6 @@ class GpuDriverApi:
             "patch",
             "nodes",
             self._server,
-            lambda: self._core.patch_node(node, body, _request_timeout=REQUEST_TIMEOUT),
+            lambda: self._core.patch_node(node, body, _request_timeout=self._timeout),
         )
         return str(phase)

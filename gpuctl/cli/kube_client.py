@@ -10,9 +10,29 @@ from kubernetes import client, config
 
 from gpuctl.cli.errors import CommandError
 
+# How long one API request may take (--request-timeout), unless the command says otherwise.
+DEFAULT_REQUEST_TIMEOUT = 20.0
+_TIMEOUT_ATTRIBUTE = "gpuctl_request_timeout"
 
-def load_api_client(kubeconfig: str | None, context: str | None) -> Any:
-    """`--kubeconfig`, else $KUBECONFIG, else ~/.kube/config, else the in-cluster account."""
+
+def request_timeout(api_client: Any) -> float:
+    """The --request-timeout the client was made with, for each call's `_request_timeout`."""
+    return float(getattr(api_client, _TIMEOUT_ATTRIBUTE, DEFAULT_REQUEST_TIMEOUT))
+
+
+def load_api_client(
+    kubeconfig: str | None,
+    context: str | None,
+    timeout: float = DEFAULT_REQUEST_TIMEOUT,
+) -> Any:
+    """`--kubeconfig`, else $KUBECONFIG, else ~/.kube/config, else the in-cluster account;
+    every request made through it may take `timeout` seconds (request_timeout())."""
+    api_client = _load(kubeconfig, context)
+    setattr(api_client, _TIMEOUT_ATTRIBUTE, timeout)
+    return api_client
+
+
+def _load(kubeconfig: str | None, context: str | None) -> Any:
     path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     explicit = kubeconfig is not None or "KUBECONFIG" in os.environ
     if not explicit and not Path(path).exists() and "KUBERNETES_SERVICE_HOST" in os.environ:

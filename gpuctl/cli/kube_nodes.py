@@ -19,6 +19,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from gpuctl.cli.errors import CommandError
+from gpuctl.cli.kube_client import request_timeout
 from gpuctl.cli.kube_errors import (
     call_api,
     describe_api_error,
@@ -29,8 +30,6 @@ from gpuctl.cli.node_rollout import rollout_line
 from gpuctl.cli.node_view import NodeView, from_gpunode
 from gpuctl.common import names, timestamps
 from gpuctl.rollout.pod_facts import PodFacts, node_pod_facts
-
-REQUEST_TIMEOUT = 20.0
 
 
 class KubeNodeSource:
@@ -44,6 +43,7 @@ class KubeNodeSource:
         self._core: Any = client.CoreV1Api(api_client)
         self._api_client = api_client
         self._server = str(api_client.configuration.host)
+        self._timeout = request_timeout(api_client)
         self._clock = clock
         self._monotonic = monotonic
 
@@ -52,7 +52,7 @@ class KubeNodeSource:
         listed = self._call(
             "list",
             lambda: self._api.list_cluster_custom_object(
-                names.GROUP, names.VERSION, names.GPUNODE_PLURAL, _request_timeout=REQUEST_TIMEOUT
+                names.GROUP, names.VERSION, names.GPUNODE_PLURAL, _request_timeout=self._timeout
             ),
         )
         return list(listed.get("items", []))
@@ -71,7 +71,7 @@ class KubeNodeSource:
         """The node's pods, or None when they cannot be listed (the clients stay UIDs)."""
         try:
             listed = self._core.list_pod_for_all_namespaces(
-                field_selector=f"spec.nodeName={name}", _request_timeout=REQUEST_TIMEOUT
+                field_selector=f"spec.nodeName={name}", _request_timeout=self._timeout
             )
         except (ApiException, OSError, urllib3.exceptions.HTTPError):
             return None
@@ -81,7 +81,7 @@ class KubeNodeSource:
     def rollout_of(self, name: str) -> str:
         """The Node's rollout phase and reason; why not, when the Node cannot be read."""
         try:
-            node = self._core.read_node(name, _request_timeout=REQUEST_TIMEOUT)
+            node = self._core.read_node(name, _request_timeout=self._timeout)
         except ApiException as error:
             return rollout_line(None, describe_api_error(error, "get", "nodes", self._server))
         except (OSError, urllib3.exceptions.HTTPError) as error:
@@ -95,7 +95,7 @@ class KubeNodeSource:
                 names.VERSION,
                 names.GPUNODE_PLURAL,
                 name,
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=self._timeout,
             )
         except ApiException as error:
             if is_missing_object(error, name):
@@ -121,7 +121,7 @@ class KubeNodeSource:
                 names.GPUNODE_PLURAL,
                 name,
                 body,
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=self._timeout,
             ),
         )
         if _answered(patched, request_id):

@@ -74,7 +74,7 @@ def run(
     if not args.kernel_check:
         out.write(render_nodes(views))
         return 0
-    api_client = load_api_client(args.kubeconfig, args.context)
+    api_client = load_api_client(args.kubeconfig, args.context, args.request_timeout)
     drivers = [
         d for d in GpuDriverApi(api_client).list_all() if (d.get("spec") or {}).get("kernelModule")
     ]

@@ -62,7 +62,7 @@ def run(
     now: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    api_client = load_api_client(args.kubeconfig, args.context)
+    api_client = load_api_client(args.kubeconfig, args.context, args.request_timeout)
     drivers_api = GpuDriverApi(api_client)
     drivers = (
         [drivers_api.get(name) for name in args.names] if args.names else drivers_api.list_all()

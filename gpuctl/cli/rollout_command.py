@@ -204,7 +204,7 @@ def _add_name(parser: argparse.ArgumentParser) -> None:
 
 
 def _api(args: argparse.Namespace) -> GpuDriverApi:
-    return GpuDriverApi(load_api_client(args.kubeconfig, args.context))
+    return GpuDriverApi(load_api_client(args.kubeconfig, args.context, args.request_timeout))
 
 
 def _rollout_of(obj: object, name: str) -> RolloutView:
@@ -259,7 +259,7 @@ def _watch(api: GpuDriverApi, name: str, timeout: float | None, out: TextIO, clo
 
 
 def run_plan(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock = utc_now) -> int:
-    api_client = load_api_client(args.kubeconfig, args.context)
+    api_client = load_api_client(args.kubeconfig, args.context, args.request_timeout)
     driver = GpuDriverApi(api_client).resolve(args.name)
     module = get_module(api_client, driver)
     if module is not None and not module_version(module):

@@ -19,8 +19,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from gpuctl.cli.errors import CommandError
-from gpuctl.cli.gpudriver_api import REQUEST_TIMEOUT
 from gpuctl.cli.kmm_touch import module_ref
+from gpuctl.cli.kube_client import request_timeout
 from gpuctl.cli.kube_errors import call_api, describe_api_error, status_body, unreachable
 from gpuctl.cli.node_view import from_gpunode
 from gpuctl.cli.rollout_plan import NodeFacts
@@ -51,7 +51,7 @@ def get_module(api_client: Any, driver: Mapping[str, Any]) -> Mapping[str, Any] 
             namespace,
             names.KMM_MODULE_PLURAL,
             name,
-            _request_timeout=REQUEST_TIMEOUT,
+            _request_timeout=request_timeout(api_client),
         )
     except ApiException as error:
         if error.status == 404:
@@ -90,7 +90,7 @@ def get_images_config(
             str(meta.get("namespace", "")),
             names.KMM_IMAGES_CONFIG_PLURAL,
             str(meta.get("name", "")),
-            _request_timeout=REQUEST_TIMEOUT,
+            _request_timeout=request_timeout(api_client),
         )
     except ApiException as error:
         if error.status == 404:
@@ -116,7 +116,9 @@ def get_signing_certificates(
     for name in cert_secrets(kernel_module):
         secret_ref = f"{ref[0]}/{name}"
         try:
-            secret = core.read_namespaced_secret(name, ref[0], _request_timeout=REQUEST_TIMEOUT)
+            secret = core.read_namespaced_secret(
+                name, ref[0], _request_timeout=request_timeout(api_client)
+            )
             found[name] = certificate_of(secret_ref, api_client.sanitize_for_serialization(secret))
         except ApiException as error:
             problem = (
@@ -134,7 +136,10 @@ def gather_facts(api_client: Any, clock: Clock) -> PlanFacts:
     custom: Any = client.CustomObjectsApi(api_client)
     server = str(api_client.configuration.host)
     listed = call_api(
-        "list", "nodes", server, lambda: core.list_node(_request_timeout=REQUEST_TIMEOUT)
+        "list",
+        "nodes",
+        server,
+        lambda: core.list_node(_request_timeout=request_timeout(api_client)),
     )
     nodes: list[dict[str, Any]] = [api_client.sanitize_for_serialization(n) for n in listed.items]
     gpunodes = call_api(
@@ -142,7 +147,10 @@ def gather_facts(api_client: Any, clock: Clock) -> PlanFacts:
         names.GPUNODES,
         server,
         lambda: custom.list_cluster_custom_object(
-            names.GROUP, names.VERSION, names.GPUNODE_PLURAL, _request_timeout=REQUEST_TIMEOUT
+            names.GROUP,
+            names.VERSION,
+            names.GPUNODE_PLURAL,
+            _request_timeout=request_timeout(api_client),
         ),
     )
     now = clock()
@@ -172,7 +180,7 @@ def _pods_by_node(api_client: Any, core: Any, server: str) -> dict[str, list[dic
         server,
         lambda: core.list_pod_for_all_namespaces(
             field_selector="status.phase!=Succeeded,status.phase!=Failed",
-            _request_timeout=REQUEST_TIMEOUT,
+            _request_timeout=request_timeout(api_client),
         ),
     )
     found: dict[str, list[dict[str, Any]]] = {}
@@ -190,7 +198,7 @@ def _claims(api_client: Any, custom: Any, server: str) -> tuple[list[Mapping[str
         version = served_dra_version(_served_groups(api_client))
         if version is None:
             return [], "", False
-        return _list_claims(custom, server, version), "", True
+        return _list_claims(custom, server, version, request_timeout(api_client)), "", True
     except ClaimsUnknownError as unknown:
         return [], str(unknown), True
 
@@ -202,7 +210,9 @@ class ClaimsUnknownError(Exception):
 def _served_groups(api_client: Any) -> dict[str, list[str]]:
     """API discovery: group -> served versions."""
     try:
-        groups = client.ApisApi(api_client).get_api_versions(_request_timeout=REQUEST_TIMEOUT)
+        groups = client.ApisApi(api_client).get_api_versions(
+            _request_timeout=request_timeout(api_client)
+        )
     except ApiException as error:
         raise ClaimsUnknownError(f"API discovery failed: {_words(error)}") from error
     except (urllib3.exceptions.HTTPError, OSError) as error:
@@ -210,10 +220,10 @@ def _served_groups(api_client: Any) -> dict[str, list[str]]:
     return {g.name: [v.version for v in g.versions or []] for g in groups.groups or []}
 
 
-def _list_claims(custom: Any, server: str, version: str) -> list[Mapping[str, Any]]:
+def _list_claims(custom: Any, server: str, version: str, timeout: float) -> list[Mapping[str, Any]]:
     try:
         listed = custom.list_cluster_custom_object(
-            DRA_GROUP, version, "resourceclaims", _request_timeout=REQUEST_TIMEOUT
+            DRA_GROUP, version, "resourceclaims", _request_timeout=timeout
         )
     except ApiException as error:
         if error.status == 404:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gpuctl.cli.coordinator_nodes import CoordinatorNodeSource
 from gpuctl.cli.errors import CommandError
-from gpuctl.cli.kube_client import load_api_client
+from gpuctl.cli.kube_client import DEFAULT_REQUEST_TIMEOUT, load_api_client
 from gpuctl.cli.kube_nodes import KubeNodeSource
 from gpuctl.cli.node_source import NodeSource
 from gpuctl.rpc.grpc_client import (
@@ -33,6 +33,16 @@ def utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0 seconds")
+    return value
+
+
 def add_kube_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--kubeconfig and --context, read by kube_client.load_api_client."""
     parser.add_argument(
@@ -44,6 +54,14 @@ def add_kube_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) ->
         "--context",
         metavar="NAME",
         help="the kubeconfig context to use (default: its current context)",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=_positive_seconds,
+        default=DEFAULT_REQUEST_TIMEOUT,
+        metavar="SECONDS",
+        help="how long one Kubernetes API request may take before the command gives up on it "
+        "(default: %(default)g)",
     )
 
 
@@ -65,7 +83,9 @@ def add_source_flags(parser: argparse.ArgumentParser) -> None:
 
 def make_source(args: argparse.Namespace, clock: Clock) -> NodeSource:
     if args.coordinator is None:
-        return KubeNodeSource(load_api_client(args.kubeconfig, args.context), clock)
+        return KubeNodeSource(
+            load_api_client(args.kubeconfig, args.context, args.request_timeout), clock
+        )
     try:
         token = read_token_file(args.token_file) if args.token_file else os.environ.get(TOKEN_ENV)
         return CoordinatorNodeSource(transport_from_args(args), token)

@@ -27,7 +27,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from gpuctl.cli.errors import CommandError
-from gpuctl.cli.kube_client import load_api_client
+from gpuctl.cli.kube_client import load_api_client, request_timeout
 from gpuctl.cli.kube_errors import describe_api_error
 from gpuctl.cli.object_output import as_list, render_document
 from gpuctl.cli.source_flags import add_kube_flags
@@ -36,7 +36,6 @@ from gpuctl.common import names
 from gpuctl.common.build_version import gpuctl_version
 from gpuctl.common.version_skew import skew_warnings
 
-REQUEST_TIMEOUT = 30.0
 LOG_LINES = 10_000
 # Cluster-wide lists: (file, group, version, plural); "" group is the core API.
 CLUSTER_OBJECTS = (
@@ -120,7 +119,7 @@ def collect(api_client: Any, namespace: str, log_lines: int) -> Bundle:
                 group,
                 version,
                 plural,
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=request_timeout(api_client),
             ),
         )
         if listed is not None:
@@ -146,7 +145,7 @@ def collect(api_client: Any, namespace: str, log_lines: int) -> Bundle:
         lambda: _plain(api_client, core.list_namespaced_pod(namespace, label_selector=GPUCTL_PODS)),
     )
     for pod in (pods or {}).get("items", []):
-        _logs(bundle, core, namespace, pod, log_lines)
+        _logs(bundle, core, pod, lines=log_lines, timeout=request_timeout(api_client))
     return bundle
 
 
@@ -167,7 +166,8 @@ def _versions(api_client: Any, namespace: str) -> dict[str, Any]:
     }
 
 
-def _logs(bundle: Bundle, core: Any, namespace: str, pod: dict[str, Any], lines: int) -> None:
+def _logs(bundle: Bundle, core: Any, pod: dict[str, Any], *, lines: int, timeout: float) -> None:
+    namespace = pod["metadata"]["namespace"]
     name = pod["metadata"]["name"]
     spec = pod.get("spec") or {}
     for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
@@ -178,7 +178,7 @@ def _logs(bundle: Bundle, core: Any, namespace: str, pod: dict[str, Any], lines:
             namespace,
             container=container["name"],
             tail_lines=lines,
-            _request_timeout=REQUEST_TIMEOUT,
+            _request_timeout=timeout,
         )
         text = bundle.attempt(what, functools.partial(_log_text, read))
         if text is not None:
@@ -208,7 +208,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     root = f"gpuctl-support-{stamp}"
     path = args.file or Path(f"{root}.tar.gz")
-    api_client = load_api_client(args.kubeconfig, args.context)
+    api_client = load_api_client(args.kubeconfig, args.context, args.request_timeout)
     bundle = collect(api_client, args.namespace, args.log_lines)
     if not bundle.files:
         raise CommandError("nothing could be read: " + "; ".join(bundle.errors))

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from gpuctl.cli.kube_client import load_api_client
+from gpuctl.cli.kube_client import load_api_client, request_timeout
 from gpuctl.cli.kube_errors import call_api, is_missing_object
 from gpuctl.cli.object_output import render_document
 from gpuctl.cli.source_flags import add_kube_flags
@@ -20,7 +20,6 @@ from gpuctl.common import names
 from gpuctl.common.build_version import gpuctl_version
 from gpuctl.common.version_skew import skew_warnings
 
-REQUEST_TIMEOUT = 20.0
 DEFAULT_NAMESPACE = "gpuctl-system"
 
 
@@ -63,7 +62,7 @@ def coordinator_version(api_client: Any, namespace: str, lease: str) -> tuple[st
     def read() -> dict[str, Any] | None:
         try:
             found: dict[str, Any] = api.read_namespaced_lease(
-                lease, namespace, _request_timeout=REQUEST_TIMEOUT
+                lease, namespace, _request_timeout=request_timeout(api_client)
             ).to_dict()
         except ApiException as err:
             if is_missing_object(err, lease):
@@ -87,7 +86,10 @@ def agent_versions(api_client: Any) -> dict[str, int]:
         names.GPUNODES,
         server,
         lambda: api.list_cluster_custom_object(
-            names.GROUP, names.VERSION, names.GPUNODE_PLURAL, _request_timeout=REQUEST_TIMEOUT
+            names.GROUP,
+            names.VERSION,
+            names.GPUNODE_PLURAL,
+            _request_timeout=request_timeout(api_client),
         ),
     )
     counts: dict[str, int] = {}
@@ -117,7 +119,7 @@ def render(document: Mapping[str, Any]) -> str:
 def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     document: dict[str, Any] = {"client": gpuctl_version()}
     if not args.client:
-        api_client = load_api_client(args.kubeconfig, args.context)
+        api_client = load_api_client(args.kubeconfig, args.context, args.request_timeout)
         version, holder = coordinator_version(api_client, args.namespace, args.lease)
         agents = agent_versions(api_client)
         document["coordinator"] = {
