@@ -47,7 +47,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "a signed one (docs/kernel-upgrades.md)",
     )
     add_timeout_flag(parser, when="with --kernel-check: ")
-    add_object_output(parser)
+    add_object_output(parser, wide=True)
     add_source_flags(parser)
     parser.set_defaults(run=run)
 
@@ -60,7 +60,7 @@ def run(
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     source = make_source(args, clock)
-    if args.output != "table":
+    if args.output not in ("table", "wide"):
         if args.kernel_check:
             raise CommandError(f"-o {args.output} lists GPUNodes; --kernel-check prints a table")
         if not isinstance(source, KubeNodeSource):
@@ -72,7 +72,7 @@ def run(
         return 0
     views = source.list_nodes()
     if not args.kernel_check:
-        out.write(render_nodes(views))
+        out.write(render_nodes(views, wide=args.output == "wide"))
         return 0
     api_client = load_api_client(args.kubeconfig, args.context, args.request_timeout)
     drivers = [

@@ -17,13 +17,25 @@ from gpuctl.cli.table import format_table
 from gpuctl.common.unload_rule import module_state_name, reason_name
 
 HEADERS = ("NODE", "GPUS", "DRIVERS", "MODULE", "BLOCKERS", "REPORT AGE", "AGENT")
+# -o wide: what the node runs, beside.
+WIDE_HEADERS = (*HEADERS, "KERNEL", "AGENT VERSION")
 
 
-def render_nodes(views: Sequence[NodeView]) -> str:
+def render_nodes(views: Sequence[NodeView], *, wide: bool = False) -> str:
     if not views:
         return "No GPU nodes have reported yet.\n"
-    rows = [_row(view) for view in sorted(views, key=lambda v: v.name)]
-    return format_table(HEADERS, rows)
+    ordered = sorted(views, key=lambda v: v.name)
+    if not wide:
+        return format_table(HEADERS, [_row(view) for view in ordered])
+    rows = [
+        [
+            *_row(view),
+            (view.report.kernel_release if view.report is not None else "") or "unknown",
+            view.agent_version or "unknown",
+        ]
+        for view in ordered
+    ]
+    return format_table(WIDE_HEADERS, rows)
 
 
 def _row(view: NodeView) -> list[str]:

@@ -14,14 +14,15 @@ import yaml
 OBJECT_FORMATS = ("json", "yaml", "name")
 
 
-def add_object_output(parser: argparse.ArgumentParser, table: str = "table") -> None:
+def add_object_output(parser: argparse.ArgumentParser, *, wide: bool = False) -> None:
     parser.add_argument(
         "-o",
         "--output",
-        choices=(table, *OBJECT_FORMATS),
-        default=table,
-        help=f"{table} (default) for people; json or yaml: the objects as the API serves them; "
-        "name: kind.group/name per line",
+        choices=("table", *(("wide",) if wide else ()), *OBJECT_FORMATS),
+        default="table",
+        help="table (default) for people"
+        + ("; wide: the table with more columns" if wide else "")
+        + "; json or yaml: the objects as the API serves them; name: kind.group/name per line",
     )
 
 

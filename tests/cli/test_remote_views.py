@@ -180,3 +180,15 @@ def test_short_ages() -> None:
     assert short_age(datetime.timedelta(minutes=7, seconds=59)) == "7m"
     assert short_age(datetime.timedelta(hours=5)) == "5h"
     assert short_age(datetime.timedelta(days=12, hours=1)) == "12d"
+
+
+def test_wide_adds_the_kernel_and_the_agent_version_unknown_when_not_said() -> None:
+    report = _report()
+    report.kernel_release = "6.8.0-60-generic"
+    said = NodeView("a", True, report, datetime.timedelta(seconds=3), agent_version="0.1.0")
+    silent = NodeView("b", None, None, None)
+    lines = render_nodes([said, silent], wide=True).splitlines()
+    assert lines[0].split()[-3:] == ["KERNEL", "AGENT", "VERSION"]
+    assert lines[1].split()[-2:] == ["6.8.0-60-generic", "0.1.0"]
+    assert lines[2].split()[-2:] == ["unknown", "unknown"]
+    assert render_nodes([said]).splitlines()[0].split()[-1] == "AGENT"  # not wide: as before
