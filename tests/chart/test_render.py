@@ -75,8 +75,9 @@ def linux_and(label: str | None) -> list[dict[str, Any]]:
 
 def check_defaults(rendered: Rendered) -> None:
     assert kinds(rendered) == sorted(BASE_KINDS)
-    assert container(rendered, "Deployment")["image"] == "gpuctl:0.1.0"
-    assert container(rendered, "DaemonSet")["image"] == "gpuctl-agent:0.1.0"
+    # Fully qualified: the names hack/images/build gives, never a Docker Hub lookup.
+    assert container(rendered, "Deployment")["image"] == "localhost/gpuctl-coordinator:0.1.0"
+    assert container(rendered, "DaemonSet")["image"] == "localhost/gpuctl-agent:0.1.0"
     for kind in ("Deployment", "DaemonSet"):
         assert "imagePullSecrets" not in pod_spec(rendered, kind)
     assert node_terms(rendered) == [linux_and(label) for label in NFD_LABELS]
@@ -218,7 +219,7 @@ def check_shard(rendered: Rendered) -> None:
 
 def check_images(rendered: Rendered) -> None:
     digest = "sha256:" + "ab" * 32
-    assert container(rendered, "Deployment")["image"] == "registry.example.com/gpuctl/gpuctl:1.2"
+    assert container(rendered, "Deployment")["image"] == "registry.example.com/gpuctl/gpuctl-coordinator:1.2"
     assert container(rendered, "DaemonSet")["image"] == f"mirror.example.com/gpuctl-agent@{digest}"
     assert pod_spec(rendered, "Deployment")["imagePullSecrets"] == [
         {"name": "everywhere"},

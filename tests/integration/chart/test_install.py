@@ -52,6 +52,9 @@ def release(
 def test_every_object_is_accepted_and_none_holds_a_key(release: Release) -> None:
     notes = release.install()
     assert f"DaemonSet {release.fullname}-agent" in notes
+    # The default images are fully qualified (localhost/...), and the notes say what that means.
+    assert "image localhost/gpuctl-coordinator:" in notes
+    assert "Images: localhost/... are the names hack/images/build gives its images" in notes
     manifest = release.manifest()
     assert {o["kind"] for o in manifest} >= {"Deployment", "DaemonSet", "ClusterRole"}
     # selfSigned: no key in the release; the coordinator makes its Secret (the next test).
