@@ -219,7 +219,8 @@ def check_shard(rendered: Rendered) -> None:
 
 def check_images(rendered: Rendered) -> None:
     digest = "sha256:" + "ab" * 32
-    assert container(rendered, "Deployment")["image"] == "registry.example.com/gpuctl/gpuctl-coordinator:1.2"
+    coordinator = "registry.example.com/gpuctl/gpuctl-coordinator:1.2"
+    assert container(rendered, "Deployment")["image"] == coordinator
     assert container(rendered, "DaemonSet")["image"] == f"mirror.example.com/gpuctl-agent@{digest}"
     assert pod_spec(rendered, "Deployment")["imagePullSecrets"] == [
         {"name": "everywhere"},
