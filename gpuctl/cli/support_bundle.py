@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -99,13 +100,14 @@ class Bundle:
             return read()
         except ApiException as err:
             self.errors.append(f"{what}: {describe_api_error(err, 'read', what, '')}")
-        except (OSError, CommandError) as err:
+        except (OSError, urllib3.exceptions.HTTPError, CommandError) as err:
             self.errors.append(f"{what}: {err}")
         return None
 
 
 def collect(api_client: Any, namespace: str, log_lines: int) -> Bundle:
     bundle = Bundle()
+    timeout = request_timeout(api_client)
     custom: Any = client.CustomObjectsApi(api_client)
     core: Any = client.CoreV1Api(api_client)
     versions = bundle.attempt("versions", lambda: _versions(api_client, namespace))
@@ -119,22 +121,27 @@ def collect(api_client: Any, namespace: str, log_lines: int) -> Bundle:
                 group,
                 version,
                 plural,
-                _request_timeout=request_timeout(api_client),
+                _request_timeout=timeout,
             ),
         )
         if listed is not None:
             bundle.add(f"{file}.yaml", as_list(listed.get("items") or []))
-    nodes = bundle.attempt("nodes", lambda: _plain(api_client, core.list_node()))
+    nodes = bundle.attempt(
+        "nodes", lambda: _plain(api_client, core.list_node(_request_timeout=timeout))
+    )
     if nodes is not None:
         bundle.add("nodes.yaml", as_list(nodes["items"]))
     events = bundle.attempt(
-        f"events in {namespace}", lambda: _plain(api_client, core.list_namespaced_event(namespace))
+        f"events in {namespace}",
+        lambda: _plain(api_client, core.list_namespaced_event(namespace, _request_timeout=timeout)),
     )
     driver_events = bundle.attempt(
         "events of GPUDrivers",
         lambda: _plain(
             api_client,
-            core.list_event_for_all_namespaces(field_selector="involvedObject.kind=GPUDriver"),
+            core.list_event_for_all_namespaces(
+                field_selector="involvedObject.kind=GPUDriver", _request_timeout=timeout
+            ),
         ),
     )
     if events is not None or driver_events is not None:
@@ -142,10 +149,15 @@ def collect(api_client: Any, namespace: str, log_lines: int) -> Bundle:
         bundle.add("events.yaml", as_list(items))
     pods = bundle.attempt(
         f"pods in {namespace}",
-        lambda: _plain(api_client, core.list_namespaced_pod(namespace, label_selector=GPUCTL_PODS)),
+        lambda: _plain(
+            api_client,
+            core.list_namespaced_pod(
+                namespace, label_selector=GPUCTL_PODS, _request_timeout=timeout
+            ),
+        ),
     )
     for pod in (pods or {}).get("items", []):
-        _logs(bundle, core, pod, lines=log_lines, timeout=request_timeout(api_client))
+        _logs(bundle, core, pod, lines=log_lines, timeout=timeout)
     return bundle
 
 
