@@ -84,7 +84,8 @@ def test_bash_and_zsh_complete_commands_flags_and_values(
     assert complete(tmp_path, "gpuctl", "roll") == ["rollout"]
     assert complete(tmp_path, "gpuctl", "rollout", "st") == ["status"]
     assert "--watch" in complete(tmp_path, "gpuctl", "rollout", "status", "--")
-    assert complete(tmp_path, "gpuctl", "nodes", "-o", "") == ["table", "json", "yaml", "name"]
+    formats = ["table", "wide", "json", "yaml", "name"]
+    assert complete(tmp_path, "gpuctl", "nodes", "-o", "") == formats
     shells = [w for w in complete(tmp_path, "gpuctl", "completion", "") if not w.startswith("-")]
     assert shells == ["bash", "zsh", "fish"]
     # A flag's value between the words does not lose the command.
@@ -96,6 +97,7 @@ def test_bash_and_zsh_complete_commands_flags_and_values(
 def test_fish_completes_the_same_tree(tmp_path: Path) -> None:
     assert fish_complete(tmp_path, "gpuctl roll") == ["rollout"]
     assert "status" in fish_complete(tmp_path, "gpuctl rollout ")
-    assert fish_complete(tmp_path, "gpuctl nodes --output ") == ["json", "name", "table", "yaml"]
+    formats = ["json", "name", "table", "wide", "yaml"]
+    assert fish_complete(tmp_path, "gpuctl nodes --output ") == formats
     assert "--watch" in fish_complete(tmp_path, "gpuctl rollout status --")
     assert fish_complete(tmp_path, "kubectl-gpuctl ver") == ["version"]
