@@ -62,8 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=Path("/"),
         metavar="DIR",
-        help="read DIR/sys, DIR/proc, DIR/dev, DIR/lib/modules (default: /; the DaemonSet "
-        "mounts the host at /host)",
+        help="read the node under DIR: its sys/, proc/, boot/, lib/modules/ and module "
+        "configuration directories (default: /; the DaemonSet mounts those host paths, and "
+        "only those, under /host)",
     )
     inspect.add_argument(
         "--node-name",

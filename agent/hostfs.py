@@ -1,11 +1,12 @@
 """Read files, links and directories of the inspected node, relative to its host root.
 
-Every read of `sys/`, `proc/`, `dev/` and `lib/modules/` goes through a `HostFiles`, so
-the root is a parameter, never a global, and tests can pass a hand-written subclass that
-fails chosen reads (e.g. with PermissionError, which cannot be simulated with chmod when the
-tests run as root). Paths are POSIX strings relative to the host root ("sys/module/xe").
-Reads are plain `os` calls on path strings: an inspection makes thousands of them (a large
-node: ~8,000 sysfs reads), and building a `pathlib.Path` for each cost more than the reads.
+Every read of `sys/`, `proc/`, `boot/`, `lib/modules/` and the module configuration
+directories (agent/host_paths.py) goes through a `HostFiles`, so the root is a parameter,
+never a global, and tests can pass a hand-written subclass that fails chosen reads (e.g. with
+PermissionError, which cannot be simulated with chmod when the tests run as root). Paths are
+POSIX strings relative to the host root ("sys/module/xe"). Reads are plain `os` calls on path
+strings: an inspection makes thousands of them (a large node: ~8,000 sysfs reads), and
+building a `pathlib.Path` for each cost more than the reads.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Check that a directory can serve as the host root the agent reads the node under.
 
-The DaemonSet mounts the host at /host and tests point at fake trees, so every read goes
-through one root. A root without `sys/` and `proc/` is refused up front with a clear error,
-instead of producing a report that claims an empty node.
+The DaemonSet mounts the host paths it reads under /host and tests point at fake trees, so
+every read goes through one root. A root without `sys/` and `proc/` is refused up front with a
+clear error, instead of producing a report that claims an empty node.
 """
 
 from __future__ import annotations

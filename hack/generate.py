@@ -12,6 +12,7 @@ What is generated, each by a module of hack/generators/:
   coordinator/{module,nmc,kmm_crd}_guard.py                                      admission_guards.py
 - the flag tables in README.md and docs/ from the three programs' argparse help    flag_docs.py
 - examples/argocd/argocd-cm.yaml from examples/argocd/gpudriver-health.lua          argocd.py
+- the host paths the chart's agent mounts, from agent/host_paths.py   agent_host_paths.py
 
 The test suite runs `--check` (tests/generators/test_generate.py), so a change to a source without
 regenerating fails there, with the command that fixes it.
@@ -33,6 +34,7 @@ from hack.generators import (  # noqa: E402
     Generator,
     GeneratorError,
     admission_guards,
+    agent_host_paths,
     argocd,
     crds,
     flag_docs,
@@ -47,6 +49,7 @@ GENERATORS: tuple[Generator, ...] = (
     admission_guards.GENERATOR,
     flag_docs.GENERATOR,
     argocd.GENERATOR,
+    agent_host_paths.GENERATOR,
 )
 FIX = "run: .venv/bin/python hack/generate.py (then review and commit the result)"
 

@@ -86,7 +86,8 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         type=Path,
         default=Path("/"),
         metavar="DIR",
-        help="the host's / (default: /; the DaemonSet mounts it read-only at /host)",
+        help="read the node under DIR (default: /; the DaemonSet mounts the host paths the "
+        "agent reads under /host, read-only)",
     )
     run.add_argument(
         "--node-name",

@@ -187,7 +187,7 @@ def check_allow_node_changes(rendered: Rendered) -> None:
     mounts = {m["name"]: m for m in container(rendered, "DaemonSet")["volumeMounts"]}
     assert mounts["host-sys"]["mountPath"] == "/host/sys"
     assert "readOnly" not in mounts["host-sys"]
-    assert mounts["host"]["readOnly"] is True
+    assert mounts["host-proc"]["readOnly"] is True  # every other host path stays read-only
 
 
 def check_selector(rendered: Rendered) -> None:

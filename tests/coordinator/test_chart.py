@@ -87,7 +87,7 @@ def test_the_agent_daemonset_matches_the_coordinator() -> None:
         "hostPID: true",
         "hostNetwork: true",
         "- --host-root=/host",
-        "{name: host, mountPath: /host, readOnly: true",
+        "mountPath: /host{{ .path }}",  # each host path the agent reads (test_agent_host_mounts)
         "add: [SYS_PTRACE, DAC_READ_SEARCH]",
         "drop: [ALL]",
         "name: NODE_NAME",

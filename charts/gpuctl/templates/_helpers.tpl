@@ -68,7 +68,7 @@ otherwise keep the container from reading other processes' /proc/<pid>/fd.
 
 {{/*
 Fails the install when the release namespace enforces a Pod Security level other than
-privileged: the agent (hostPID, hostNetwork, a hostPath of /, two capabilities) would be
+privileged: the agent (hostPID, hostNetwork, read-only hostPaths, two capabilities) would be
 refused and its DaemonSet would run no Pods. lookup is empty under `helm template`, so this
 only checks a real install or upgrade.
 */}}
@@ -77,7 +77,7 @@ only checks a real install or upgrade.
 {{- $namespace := lookup "v1" "Namespace" "" .Release.Namespace | default dict -}}
 {{- $level := dig "metadata" "labels" "pod-security.kubernetes.io/enforce" "" $namespace -}}
 {{- if and $level (ne $level "privileged") -}}
-{{- fail (printf "namespace %s enforces Pod Security %q, but the gpuctl agent needs \"privileged\" (hostPID, hostNetwork, a hostPath of /, CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH): its DaemonSet would run no Pods. Label the namespace first: kubectl label namespace %s pod-security.kubernetes.io/enforce=privileged --overwrite (or let the chart do it: --set podSecurity.labelNamespace=true --take-ownership)" .Release.Namespace $level .Release.Namespace) -}}
+{{- fail (printf "namespace %s enforces Pod Security %q, but the gpuctl agent needs \"privileged\" (hostPID, hostNetwork, hostPath volumes, CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH): its DaemonSet would run no Pods. Label the namespace first: kubectl label namespace %s pod-security.kubernetes.io/enforce=privileged --overwrite (or let the chart do it: --set podSecurity.labelNamespace=true --take-ownership)" .Release.Namespace $level .Release.Namespace) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
