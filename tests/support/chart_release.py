@@ -30,6 +30,7 @@ RESOURCES = {
     "DaemonSet": ("daemonsets", True),
     "Deployment": ("deployments", True),
     "Namespace": ("namespaces", False),
+    "NetworkPolicy": ("networkpolicies", True),
     "PodDisruptionBudget": ("poddisruptionbudgets", True),
     "Role": ("roles", True),
     "RoleBinding": ("rolebindings", True),

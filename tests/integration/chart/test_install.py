@@ -43,7 +43,17 @@ def release(
             "gpudriverSelector": f"{TEST_LABEL}={namespace}",
             "grpc": {"port": grpc_port},
             "metricsPort": metrics_port,
-        }
+        },
+        # Every optional rule of the policy, so the API server checks each one's shape.
+        "networkPolicy": {
+            "enabled": True,
+            "grpcFrom": [{"ipBlock": {"cidr": "10.0.0.0/8"}}],
+            "metricsFrom": [
+                {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "mon"}}}
+            ],
+            "prometheus": {"to": [{"ipBlock": {"cidr": "10.96.0.0/12"}}]},
+            "extraEgress": [{"to": [{"ipBlock": {"cidr": "192.0.2.0/24"}}]}],
+        },
     }
     with chart_release(kube_cluster, Kube(kube_admin), namespace, tmp_path, values) as installed:
         yield installed
@@ -56,7 +66,9 @@ def test_every_object_is_accepted_and_none_holds_a_key(release: Release) -> None
     assert "image localhost/gpuctl-coordinator:" in notes
     assert "Images: localhost/... are the names hack/images/build gives its images" in notes
     manifest = release.manifest()
-    assert {o["kind"] for o in manifest} >= {"Deployment", "DaemonSet", "ClusterRole"}
+    assert {o["kind"] for o in manifest} >= {
+        "Deployment", "DaemonSet", "ClusterRole", "NetworkPolicy"
+    }  # fmt: skip
     # selfSigned: no key in the release; the coordinator makes its Secret (the next test).
     assert "Secret" not in {o["kind"] for o in manifest}
     assert "PRIVATE KEY" not in json.dumps(manifest)
