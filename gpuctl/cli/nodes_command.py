@@ -16,6 +16,7 @@ from gpuctl.cli.kube_client import load_api_client
 from gpuctl.cli.kube_nodes import KubeNodeSource
 from gpuctl.cli.nodes_table import render_nodes
 from gpuctl.cli.object_output import add_object_output, render_objects
+from gpuctl.cli.reporting import reporting_shortfall
 from gpuctl.cli.source_flags import Clock, add_source_flags, make_source, utc_now
 from gpuctl.common import names
 
@@ -33,7 +34,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "is not connected shows its blockers as unknown."
         ),
         epilog=(
-            "exit codes: 0 listed; 1 the nodes could not be read (the reason is printed). "
+            "exit codes: 0 listed; 1 the nodes could not be read (the reason is printed), or "
+            "fewer than --require-reporting nodes report. "
             "With --kernel-check: 0 every node's next kernel has a driver; 1 one has not; 3 "
             "one could not be checked."
         ),
@@ -47,9 +49,28 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "a signed one (docs/kernel-upgrades.md)",
     )
     add_timeout_flag(parser, when="with --kernel-check: ")
+    parser.add_argument(
+        "--require-reporting",
+        type=_count,
+        default=0,
+        metavar="N",
+        help="exit 1, naming the silent nodes, unless at least N nodes have an agent "
+        "connected with a fresh report (the chart's `helm test` runs this against the "
+        "coordinator)",
+    )
     add_object_output(parser, wide=True)
     add_source_flags(parser)
     parser.set_defaults(run=run)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
 
 
 def run(
@@ -59,6 +80,11 @@ def run(
     now: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
+    if args.require_reporting and (args.kernel_check or args.output not in ("table", "wide")):
+        raise CommandError(
+            "--require-reporting checks the node list itself: not with --kernel-check or -o "
+            f"{args.output}"
+        )
     source = make_source(args, clock)
     if args.output not in ("table", "wide"):
         if args.kernel_check:
@@ -73,6 +99,9 @@ def run(
     views = source.list_nodes()
     if not args.kernel_check:
         out.write(render_nodes(views, wide=args.output == "wide"))
+        shortfall = reporting_shortfall(views, args.require_reporting)
+        if shortfall:
+            raise CommandError(shortfall)
         return 0
     api_client = load_api_client(args.kubeconfig, args.context, args.request_timeout)
     drivers = [

@@ -21,16 +21,19 @@ NFD_LABELS = [
     "feature.node.kubernetes.io/pci-0380_8086.present",
 ]
 BASE_KINDS = [
-    *["ClusterRole"] * 4,  # the coordinator's, view, edit, rollout-retry
+    *["ClusterRole"] * 5,  # the coordinator's, view, edit, rollout-retry, helm test's
     "ClusterRoleBinding",
+    "ClusterRoleBinding",  # helm test's
     "DaemonSet",
     "Deployment",
+    "Pod",  # helm test's (a hook: made by `helm test` only)
     "PodDisruptionBudget",
     *["Role", "RoleBinding"] * 3,  # the coordinator's, its Events', its own TLS (selfSigned)
     "Service",
     "Service",  # gRPC and metrics
     "ServiceAccount",
     "ServiceAccount",
+    "ServiceAccount",  # helm test's
     # The Module, NodeModulesConfig and KMM CRD delete guards (coordinator/policies/module_guard.py,
     # nmc_guard.py, kmm_crd_guard.py; docs/uninstall.md) and the worker hold guard
     # (worker_hold_guard.py).

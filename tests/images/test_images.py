@@ -84,6 +84,13 @@ def test_entry_point_answers_help(built: dict[str, str], part: str) -> None:
     assert done.stdout.decode().startswith(f"usage: gpuctl-{part}")
 
 
+def test_the_coordinator_image_runs_the_charts_helm_test_command(built: dict[str, str]) -> None:
+    # templates/tests/coordinator-and-agents.yaml runs `gpuctl nodes ... --require-reporting`.
+    done = run_in(built["coordinator"], ["gpuctl", "nodes", "--help"])
+    assert done.returncode == 0, done.stderr.decode()
+    assert "--require-reporting N" in done.stdout.decode()
+
+
 def test_agent_image_inspects_a_fake_host_like_the_checkout(
     built: dict[str, str], tmp_path: Path
 ) -> None:

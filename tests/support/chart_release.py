@@ -146,6 +146,24 @@ class Release:
             ),
         )
 
+    def ca_configmap_or_none(self) -> dict[str, Any] | None:
+        """The CA ConfigMap the leading coordinator publishes (selfSigned), once it has."""
+        try:
+            return self.ca_configmap()
+        except KubeError as err:
+            if err.not_found:
+                return None
+            raise
+
+    def ca_configmap(self) -> dict[str, Any]:
+        return self.kube.request(
+            "GET",
+            path(
+                "", "v1", "configmaps",
+                namespace=self.namespace, name=f"{self.fullname}-coordinator-ca",
+            ),
+        )  # fmt: skip
+
     def tls_secret(self) -> dict[str, bytes]:
         secret = self.kube.request(
             "GET",

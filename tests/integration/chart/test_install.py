@@ -6,62 +6,30 @@ Secret and CA ConfigMap."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from coordinator.kube.client import Kube, KubeError, path
+from coordinator.kube.client import KubeError, path
 from gpuctl.common.names import SERVING_LABEL
 from gpuctl.gpudriver.module_spec import module_name
-from testbed.cluster_api import TEST_LABEL, Api, gpudriver, simple_spec
+from testbed.cluster_api import Api, gpudriver, simple_spec
 from testbed.harness.access import KubeCluster
-from testbed.harness.ports import free_loopback_ports
 from testbed.harness.waiting import wait_until
-from tests.support.chart_release import Release, chart_release, token_kubeconfig
+from tests.support.chart_pods import running_coordinator
+from tests.support.chart_release import Release
 
 pytestmark = pytest.mark.integration
 
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture
-def release(
-    kube_cluster: KubeCluster, kube_admin: Any, namespace: str, tmp_path: Path
-) -> Iterator[Release]:
-    grpc_port, metrics_port = free_loopback_ports(2)
-    values = {
-        "coordinator": {
-            # Manage only this test's GPUDrivers; ports free on this machine, so the
-            # coordinator can run with the rendered flags as they are.
-            "gpudriverSelector": f"{TEST_LABEL}={namespace}",
-            "grpc": {"port": grpc_port},
-            "metricsPort": metrics_port,
-        },
-        # Every optional rule of the policy, so the API server checks each one's shape.
-        "networkPolicy": {
-            "enabled": True,
-            "grpcFrom": [{"ipBlock": {"cidr": "10.0.0.0/8"}}],
-            "metricsFrom": [
-                {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "mon"}}}
-            ],
-            "prometheus": {"to": [{"ipBlock": {"cidr": "10.96.0.0/12"}}]},
-            "extraEgress": [{"to": [{"ipBlock": {"cidr": "192.0.2.0/24"}}]}],
-        },
-    }
-    with chart_release(kube_cluster, Kube(kube_admin), namespace, tmp_path, values) as installed:
-        yield installed
-
-
 def test_every_object_is_accepted_and_none_holds_a_key(release: Release) -> None:
     notes = release.install()
     assert f"DaemonSet {release.fullname}-agent" in notes
+    assert f"helm test {release.name} -n {release.namespace}" in notes
     # The default images are fully qualified (localhost/...), and the notes say what that means.
     assert "image localhost/gpuctl-coordinator:" in notes
     assert "Images: localhost/... are the names hack/images/build gives its images" in notes
@@ -81,63 +49,16 @@ def test_every_object_is_accepted_and_none_holds_a_key(release: Release) -> None
     assert "--log-level=debug" in args  # the upgrade did apply
 
 
-def pod_env(container: dict[str, Any], pod: dict[str, Any]) -> dict[str, str]:
-    """The container's env as the kubelet would give it (values and downward-API fields)."""
-    env: dict[str, str] = {}
-    for entry in container.get("env") or []:
-        if "value" in entry:
-            env[entry["name"]] = entry["value"]
-            continue
-        field = entry["valueFrom"]["fieldRef"]["fieldPath"]
-        known = {
-            "metadata.name": pod["metadata"]["name"],
-            "metadata.namespace": pod["metadata"]["namespace"],
-        }
-        assert field in known, f"the test cannot play the downward API field {field}"
-        env[entry["name"]] = known[field]
-    return env
-
-
 def test_the_coordinator_runs_under_the_charts_rbac_and_flags(
     kube_cluster: KubeCluster, release: Release, api: Api, namespace: str, tmp_path: Path
 ) -> None:
     release.install()
-    deployment = release.deployment()
+    spec = release.deployment()["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == f"{release.fullname}-coordinator"
     # The test cluster runs no ReplicaSet controller (testbed/harness/flags.py): the test makes
     # the Pod it would, from the Deployment's template, and the coordinator plays it.
-    template = deployment["spec"]["template"]
-    pod = api.kube.request(
-        "POST",
-        path("", "v1", "pods", namespace=namespace),
-        body={
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {**template["metadata"], "name": f"{release.fullname}-coordinator-0"},
-            "spec": template["spec"],
-        },
-    )
-    spec = deployment["spec"]["template"]["spec"]
-    container = spec["containers"][0]
-    account = spec["serviceAccountName"]
-    assert account == f"{release.fullname}-coordinator"
-    token = kube_cluster.service_account_token(
-        namespace, account, bound_pod=pod["metadata"]["name"]
-    )
-    kubeconfig = token_kubeconfig(kube_cluster, token, tmp_path / "kubeconfig")
-    argv = [
-        str(BIN / container["command"][0]),
-        *container["args"],
-        f"--kubeconfig={kubeconfig}",  # stands in for the Pod's in-cluster config
-    ]
-    log_path = tmp_path / "coordinator.log"
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(
-            argv,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **pod_env(container, pod)},
-        )
-    try:
+    with running_coordinator(kube_cluster, release, tmp_path) as coordinator:
+        pod = coordinator.pod
         lease = path(
             "coordination.k8s.io", "v1", "leases",
             namespace=namespace, name=f"{release.fullname}-coordinator",
@@ -179,23 +100,8 @@ def test_the_coordinator_runs_under_the_charts_rbac_and_flags(
         # The leader made its own TLS Secret and published the CA for the agents.
         tls = release.tls_secret()
         assert sorted(tls) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
-        configmap = api.kube.request(
-            "GET",
-            path(
-                "", "v1", "configmaps",
-                namespace=namespace, name=f"{release.fullname}-coordinator-ca",
-            ),
-        )  # fmt: skip
-        assert configmap["data"]["ca.crt"].encode() == tls["ca.crt"]
-    finally:
-        process.send_signal(signal.SIGTERM)
-        code: int | None
-        try:
-            code = process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            code = None
-    log = log_path.read_text(errors="replace")
+        assert release.ca_configmap()["data"]["ca.crt"].encode() == tls["ca.crt"]
+    log = coordinator.log_text()
+    code = coordinator.exit_code
     assert code == 0, f"coordinator exit {code}; log:\n{log[-4000:]}"
     assert "forbidden" not in log.lower(), f"the chart's RBAC refused a call:\n{log[-4000:]}"

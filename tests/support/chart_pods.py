@@ -1,0 +1,160 @@
+"""Play the Pods of an installed chart on this machine: what a ReplicaSet or DaemonSet
+controller, cluster DNS, the kubelet's volumes and the kubelet itself would give a container.
+
+The test cluster runs no controllers for workloads and no kubelet for gpuctl's own Pods
+(testbed/harness/flags.py), so a test makes the Pod a controller would (from the template, so
+the API server admits exactly it) and runs the container's own command and args here, with:
+- the Service names the args hold resolved to this machine (`--coordinator=<svc>:<port>`
+  becomes `127.0.0.1:<port>` and `--tls-server-name=<svc>`: the certificate is still checked
+  for the Service's name), the one stand-in for cluster DNS;
+- mounted files (a token, the CA) written to a folder and the args pointed at them;
+- the environment the kubelet would set (values and downward-API fields).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coordinator.kube.client import Kube, path
+from testbed.harness.access import KubeCluster
+from tests.support.chart_release import Release, token_kubeconfig
+
+BIN = Path(sys.executable).parent
+COORDINATOR_FLAG = "--coordinator="
+
+
+def pod_from_template(
+    kube: Kube,
+    namespace: str,
+    template: Mapping[str, Any],
+    name: str,
+    *,
+    node_name: str | None = None,
+) -> dict[str, Any]:
+    """The Pod a workload controller would make from `template` (on `node_name`, as the
+    DaemonSet controller binds its Pods)."""
+    spec = dict(template["spec"])
+    if node_name:
+        spec["nodeName"] = node_name
+    pod: dict[str, Any] = kube.request(
+        "POST",
+        path("", "v1", "pods", namespace=namespace),
+        body={
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {**template.get("metadata", {}), "name": name},
+            "spec": spec,
+        },
+    )
+    return pod
+
+
+def pod_env(container: Mapping[str, Any], pod: Mapping[str, Any]) -> dict[str, str]:
+    """The container's env as the kubelet would give it (values and downward-API fields)."""
+    env: dict[str, str] = {}
+    for entry in container.get("env") or []:
+        if "value" in entry:
+            env[entry["name"]] = entry["value"]
+            continue
+        field = entry["valueFrom"]["fieldRef"]["fieldPath"]
+        known = {
+            "metadata.name": pod["metadata"]["name"],
+            "metadata.namespace": pod["metadata"]["namespace"],
+            "spec.nodeName": pod["spec"].get("nodeName", ""),
+        }
+        env[entry["name"]] = known[field]
+    return env
+
+
+def resolved_here(args: Sequence[str]) -> list[str]:
+    """`args` with `--coordinator=<service>:<port>` pointed at this machine, the certificate
+    still checked for the Service's name."""
+    out: list[str] = []
+    for arg in args:
+        if arg.startswith(COORDINATOR_FLAG):
+            host, _, port = arg.removeprefix(COORDINATOR_FLAG).rpartition(":")
+            out += [f"{COORDINATOR_FLAG}127.0.0.1:{port}", f"--tls-server-name={host}"]
+        else:
+            out.append(arg)
+    return out
+
+
+def with_files(args: Sequence[str], files: Mapping[str, Path]) -> list[str]:
+    """`args` with each `--flag=<path in the Pod>` named in `files` pointed at the local
+    file holding what the kubelet would mount there."""
+    out: list[str] = []
+    for arg in args:
+        flag, equals, _ = arg.partition("=")
+        out.append(f"{flag}={files[flag]}" if equals and flag in files else arg)
+    return out
+
+
+@contextlib.contextmanager
+def played(
+    argv: Sequence[str], env: Mapping[str, str], log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A container's process, here; stopped with SIGTERM (then SIGKILL) on exit."""
+    with log.open("wb") as log_file:
+        process = subprocess.Popen(
+            list(argv), stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ, **env}
+        )
+    try:
+        yield process
+    finally:
+        stop(process)
+
+
+def stop(process: subprocess.Popen[bytes]) -> int | None:
+    """SIGTERM, then SIGKILL after 30 s: the exit code, None when it had to be killed."""
+    if process.poll() is not None:
+        return process.returncode
+    process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        return None
+
+
+@dataclass
+class PlayedCoordinator:
+    """The chart's coordinator, run here: its Pod, its log, and (once stopped) its exit code."""
+
+    pod: dict[str, Any]
+    log: Path
+    process: subprocess.Popen[bytes]
+    exit_code: int | None = None
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def running_coordinator(
+    cluster: KubeCluster, release: Release, folder: Path
+) -> Iterator[PlayedCoordinator]:
+    """One replica of the release's coordinator Deployment, with exactly the chart's flags and
+    its ServiceAccount's Pod-bound token (a kubeconfig stands in for the in-cluster config)."""
+    template = release.deployment()["spec"]["template"]
+    name = f"{release.fullname}-coordinator-0"
+    pod = pod_from_template(release.kube, release.namespace, template, name)
+    container = template["spec"]["containers"][0]
+    account = template["spec"]["serviceAccountName"]
+    token = cluster.service_account_token(release.namespace, account, bound_pod=name)
+    kubeconfig = token_kubeconfig(cluster, token, folder / "coordinator.kubeconfig")
+    argv = [str(BIN / container["command"][0]), *container["args"], f"--kubeconfig={kubeconfig}"]
+    with played(argv, pod_env(container, pod), folder / "coordinator.log") as process:
+        coordinator = PlayedCoordinator(pod, folder / "coordinator.log", process)
+        try:
+            yield coordinator
+        finally:
+            coordinator.exit_code = stop(process)
