@@ -171,6 +171,22 @@ class FakeCoordinator(api_grpc.AgentServiceServicer):
         result = wait_until(f"{count} reports arrived", enough, timeout_seconds=WAIT_SECONDS)
         return list(result)
 
+    def wait_answer(self, kind: str, request_id: str) -> api.AgentMessage:
+        """The agent's answer of `kind` ("report", "prepare_result", "restore_result") to
+        request `request_id` on the newest stream."""
+
+        def find() -> api.AgentMessage | None:
+            for message in list(self.streams[-1].messages):
+                if message.WhichOneof("body") == kind and getattr(message, kind).request_id == (
+                    request_id
+                ):
+                    return message
+            return None
+
+        found = self.wait_for(f"the {kind} of {request_id}", find)
+        assert isinstance(found, api.AgentMessage)
+        return found
+
     def wait_streams(self, count: int) -> list[Stream]:
         result = wait_until(
             f"{count} streams opened",

@@ -24,7 +24,7 @@ from gpuctl.rpc.grpc_client import ClientTransport
 from testbed.fakehost import FakeHost
 from testbed.fakehost.scenarios import B70_PFS, two_pro_b70_with_vfs
 from tests.agent.fake_kernel import FakeKernel
-from tests.agent_daemon.fake_coordinator import FakeCoordinator, MakeCoordinator
+from tests.agent_daemon.fake_coordinator import MakeCoordinator
 from tests.agent_daemon.harness import NODE, agent_config, running_agent, welcome
 
 
@@ -42,21 +42,6 @@ def restore_request(request_id: str, changes: list[api.NodeChange]) -> api.Coord
     )
 
 
-def answer(coordinator: FakeCoordinator, kind: str, request_id: str) -> api.AgentMessage:
-    """The agent's answer of `kind` ("prepare_result", "restore_result") to `request_id`."""
-
-    def find() -> api.AgentMessage | None:
-        for message in list(coordinator.streams[-1].messages):
-            body = message.WhichOneof("body")
-            if body == kind and getattr(message, kind).request_id == request_id:
-                return message
-        return None
-
-    found = coordinator.wait_for(f"the {kind} of {request_id}", find)
-    assert isinstance(found, api.AgentMessage)
-    return found
-
-
 def vf_counts(report: pb.NodeReport) -> dict[str, int]:
     return {d.pci_address: d.sriov.num_vfs for d in report.devices if d.role == pb.Device.PHYSICAL}
 
@@ -71,7 +56,7 @@ def test_prepare_and_restore_are_answered_by_id_and_the_node_report_follows(
     with running_agent(config, writer=kernel):
         coordinator.wait_reports(1)
         coordinator.send(prepare_request("prepare-1"))
-        prepared = answer(coordinator, "prepare_result", "prepare-1").prepare_result
+        prepared = coordinator.wait_answer("prepare_result", "prepare-1").prepare_result
         assert (prepared.ready, prepared.error, list(prepared.blockers)) == (True, "", [])
         assert [c.WhichOneof("kind") for c in prepared.changes] == [
             "disabled_vfs",
@@ -86,7 +71,7 @@ def test_prepare_and_restore_are_answered_by_id_and_the_node_report_follows(
         assert vf_counts(after.report) == dict.fromkeys(B70_PFS, 0)
 
         coordinator.send(restore_request("restore-1", list(prepared.changes)))
-        restored = answer(coordinator, "restore_result", "restore-1").restore_result
+        restored = coordinator.wait_answer("restore_result", "restore-1").restore_result
         assert list(restored.errors) == []
         assert list(restored.restored) == list(reversed(prepared.changes))
         assert vf_counts(restored.report) == dict.fromkeys(B70_PFS, 4)
@@ -113,11 +98,11 @@ def test_requests_that_make_no_sense_get_answers_and_the_stream_stays_up(
                 ],
             )
         )
-        other = answer(coordinator, "prepare_result", "p-other").prepare_result
+        other = coordinator.wait_answer("prepare_result", "p-other").prepare_result
         assert other.error == (
             "this agent manages the xe module; it cannot prepare an unload of 'i915'"
         )
-        unknown = answer(coordinator, "restore_result", "r-unknown").restore_result
+        unknown = coordinator.wait_answer("restore_result", "r-unknown").restore_result
         assert list(unknown.errors) == [
             "undoing unbinding 0000:99:00.0 from xe: there is no PCI function 0000:99:00.0 on "
             "this node"
@@ -147,7 +132,7 @@ def test_an_agent_without_a_writer_changes_nothing_and_says_so(
     with running_agent(config):
         coordinator.wait_reports(1)
         coordinator.send(prepare_request("p-1"))
-        result = answer(coordinator, "prepare_result", "p-1").prepare_result
+        result = coordinator.wait_answer("prepare_result", "p-1").prepare_result
     assert (result.ready, list(result.changes)) == (False, [])
     assert (
         result.error == "this agent may not change the node (started without "
@@ -220,11 +205,11 @@ def test_node_changes_never_overlap_an_inspection_or_each_other(
         coordinator.send(prepare_request("p-1"))
         coordinator.send_inspect("i-1")
         coordinator.send(prepare_request("p-2"))  # finds the node prepared already
-        prepared = answer(coordinator, "prepare_result", "p-1").prepare_result
+        prepared = coordinator.wait_answer("prepare_result", "p-1").prepare_result
         coordinator.send(restore_request("r-1", list(prepared.changes)))
         coordinator.send_inspect("i-2")
-        restored = answer(coordinator, "restore_result", "r-1").restore_result
-        second = answer(coordinator, "prepare_result", "p-2").prepare_result
+        restored = coordinator.wait_answer("restore_result", "r-1").restore_result
+        second = coordinator.wait_answer("prepare_result", "p-2").prepare_result
     assert len(prepared.changes) == 4
     assert (second.ready, list(second.changes)) == (True, [])
     assert list(restored.errors) == []
