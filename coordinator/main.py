@@ -40,6 +40,7 @@ from coordinator.metrics_http import (
     stop_metrics,
 )
 from coordinator.process_metrics import CoordinatorCollector
+from coordinator.rollout.config import PrometheusAccess
 from coordinator.rollout.metrics import RolloutMetrics
 from gpuctl.common import names
 from gpuctl.common.build_version import gpuctl_version
@@ -190,6 +191,23 @@ def build_parser() -> argparse.ArgumentParser:
         "check (listed in an annotation of --namespace, which the chart's worker hold guard "
         "reads; docs/rollout.md#opened-after-the-check). Without the guard it does nothing",
     )
+    parser.add_argument(
+        "--prometheus-token-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="send the token in FILE as 'Authorization: Bearer' to every GPUDriver's "
+        "Prometheus gate (https:// urls only), read at each query so a rotated token is used; "
+        "e.g. a projected ServiceAccount token for OpenShift's thanos-querier (default: none)",
+    )
+    parser.add_argument(
+        "--prometheus-ca-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="verify https Prometheus gates against the CA bundle in FILE, read at each query "
+        "(default: the system trust store)",
+    )
     add_metrics_arguments(parser)
     add_agent_arguments(parser)
     return parser
@@ -266,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         node_selector=args.node_selector,
         rollout_blocked_recheck_seconds=args.rollout_blocked_recheck,
         kmm_worker_hold=args.kmm_worker_hold,
+        prometheus=PrometheusAccess(args.prometheus_token_file, args.prometheus_ca_file),
     )
     try:
         client = api_client(args.kubeconfig)

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -32,7 +32,7 @@ from coordinator.kube.leader import LeaderElector, LeaseConfig
 from coordinator.kube.watches import Informer, Resource
 from coordinator.kube.workqueue import WorkQueue, run_worker
 from coordinator.rollout.agent_calls import AgentCalls
-from coordinator.rollout.config import RolloutConfig
+from coordinator.rollout.config import PrometheusAccess, RolloutConfig
 from coordinator.rollout.controller import RolloutController
 from coordinator.rollout.metrics import RolloutMetrics
 from gpuctl.common import names, timestamps
@@ -84,6 +84,8 @@ class CoordinatorConfig:
     rollout_blocked_recheck_seconds: float = 30.0
     # Hold KMM's worker off a node opened after the check (the chart's guard enforces it).
     kmm_worker_hold: bool = False
+    # The bearer token and CA bundle for gates' Prometheus servers.
+    prometheus: PrometheusAccess = field(default_factory=PrometheusAccess)
 
 
 class LeaderScoped(Protocol):
@@ -432,6 +434,7 @@ class Coordinator:
                 self._config.namespace,
                 blocked_recheck_seconds=self._config.rollout_blocked_recheck_seconds,
                 hold_workers=self._config.kmm_worker_hold,
+                prometheus=self._config.prometheus,
             ),
             wall_clock=self._rollout_clock,
             monotonic=self._monotonic,

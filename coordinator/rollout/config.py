@@ -1,8 +1,19 @@
-"""How the rollout controller runs: its namespace, agent deadlines, parallelism, worker hold."""
+"""How the rollout controller runs: its namespace, agent deadlines, parallelism, worker hold,
+and how it reaches gates' Prometheus servers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class PrometheusAccess:
+    """How the coordinator authenticates to gates' Prometheus servers (prometheus_query.py):
+    files read at every query; None: no token, the system's CAs."""
+
+    token_file: Path | None = None
+    ca_file: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -18,3 +29,5 @@ class RolloutConfig:
     # Hold KMM's worker off a node whose devices were opened after the check (worker_hold.py):
     # only where the chart's worker hold guard enforces it.
     hold_workers: bool = False
+    # The bearer token and CA bundle for gates' Prometheus servers (prometheus_query.py).
+    prometheus: PrometheusAccess = field(default_factory=PrometheusAccess)

@@ -15,9 +15,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -27,6 +24,7 @@ from coordinator.kube.client import KubeApi, KubeError, path
 from coordinator.rollout.agent_calls import CallTable
 from coordinator.rollout.config import RolloutConfig
 from coordinator.rollout.overlay import NodeOverlay
+from coordinator.rollout.prometheus_query import query_prometheus
 from coordinator.rollout.signing_certificates import SigningCertificates
 from gpuctl.common import names
 from gpuctl.common.names import Phase
@@ -36,7 +34,6 @@ from gpuctl.rollout.facts import NodeFacts, RolloutInput
 from gpuctl.rollout.pod_facts import PodFacts, node_pod_facts
 from gpuctl.rollout.prometheus_gate import (
     GATE_RECHECK_SECONDS,
-    MAX_ANSWER_BYTES,
     GateResult,
     gate_result,
 )
@@ -188,17 +185,10 @@ class RolloutGatherer:
     def ask_gate(self, driver: str, gate: PrometheusGate) -> GateResult:
         """Asks Prometheus now; the verdict is kept for _gate."""
         asked, asked_at = self._monotonic(), self._wall()
-        url = f"{gate.url}/api/v1/query?" + urllib.parse.urlencode({"query": gate.query})
-        status: int | None = None
-        body, error = b"", ""
-        try:
-            with urllib.request.urlopen(url, timeout=gate.timeout) as answer:  # noqa: S310
-                status, body = answer.status, answer.read(MAX_ANSWER_BYTES)
-        except urllib.error.HTTPError as err:
-            status, body = err.code, err.read(MAX_ANSWER_BYTES)
-        except (urllib.error.URLError, OSError, ValueError) as err:
-            error = str(getattr(err, "reason", "") or err)
-        result = gate_result(gate.query, status, body, error, asked_at=asked_at)
+        answer = query_prometheus(self._config.prometheus, gate.url, gate.query, gate.timeout)
+        result = gate_result(
+            gate.query, answer.status, answer.body, answer.error, asked_at=asked_at
+        )
         if not result.passed:
             log.info("rollout gate holds", extra={"gpudriver": driver, "why": result.words})
         self._gate_answers[(driver, gate.url, gate.query)] = (asked, result)

@@ -24,6 +24,10 @@ GATE_RECHECK_SECONDS = 2.0
 MAX_ANSWER_BYTES = 1 << 20
 # Series named in the words of a held gate; the rest are counted.
 NAMED_SERIES = 3
+# Answers of a server (or the proxy before it) that refused the coordinator, in words; and
+# how much of what it said is quoted.
+REFUSED = {401: "the token was not accepted", 403: "the token's user may not query"}
+MAX_REFUSAL_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,12 @@ def _series(status: int | None, body: bytes, error: str) -> list[Any]:
     """The result vector of a successful answer, else _UnevaluatedError."""
     if status is None:
         raise _UnevaluatedError(error or "no answer")
+    if status in REFUSED:
+        said = body[:MAX_REFUSAL_CHARS].decode(errors="replace").strip().splitlines()
+        first = f": {said[0]}" if said else ""
+        raise _UnevaluatedError(
+            f"HTTP {status}, {REFUSED[status]} (the coordinator's --prometheus-token-file){first}"
+        )
     try:
         answer = json.loads(body)
     except ValueError:

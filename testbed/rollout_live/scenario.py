@@ -8,7 +8,7 @@ checks the driver and the rollout are off a node.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from coordinator.kube.client import path
@@ -28,13 +28,19 @@ def old_root(path: Any) -> FakeHost:
     return gpu_node_root(path, OLD)
 
 
-def start(rig: RolloutRig, shorts: list[str], rollout: dict[str, Any]) -> list[str]:
-    """Nodes at OLD with real agents, the coordinator, and the GPUDriver at OLD: all Done, and
+def start(
+    rig: RolloutRig,
+    shorts: list[str],
+    rollout: dict[str, Any],
+    coordinator_flags: Sequence[str] = (),
+) -> list[str]:
+    """Nodes at OLD with real agents, the coordinator (with `coordinator_flags` besides the
+    rig's own), and the GPUDriver at OLD: all Done, and
     KMM's own record of each node at OLD (its first loader, which reloads the running xe, has
     finished: a test that makes a node busy next means a busy node KMM has settled on)."""
     nodes = [rig.add_node(short, old_root) for short in shorts]
     rig.create_driver(OLD, rollout)
-    rig.start_coordinator()
+    rig.start_coordinator(*coordinator_flags)
     for node in nodes:
         rig.start_agent(node)
     rig.wait_phases(dict.fromkeys(nodes, "Done"))

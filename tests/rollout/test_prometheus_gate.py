@@ -53,6 +53,19 @@ def test_answers_that_are_not_a_result_hold_with_why() -> None:
         (None, b"", "[Errno 111] Connection refused", "[Errno 111] Connection refused"),
         (400, bad_query, "", "HTTP 400, bad_data: 1:8: parse error: unclosed"),
         (502, b"<html>Bad Gateway</html>", "", "HTTP 502, not the API's JSON"),
+        (
+            401,
+            b"Unauthorized: token expired\nmore\n",
+            "",
+            "HTTP 401, the token was not accepted (the coordinator's --prometheus-token-file): "
+            "Unauthorized: token expired",
+        ),
+        (
+            403,
+            b"",
+            "",
+            "HTTP 403, the token's user may not query (the coordinator's --prometheus-token-file)",
+        ),
         (200, b'{"status": "success", "data": {}}', "", "HTTP 200, no result list in the answer"),
         (
             200,

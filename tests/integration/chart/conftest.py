@@ -1,6 +1,7 @@
 """The release most chart tests install: the chart's defaults, ports free on this machine (so
 its coordinator and agents can run here with the rendered flags as they are), and every
-optional rule of the NetworkPolicy (so the API server checks each one's shape)."""
+optional rule of the NetworkPolicy and the Prometheus gate's token and CA mounts (so the API
+server checks each one's shape)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ def release(
             "gpudriverSelector": f"{TEST_LABEL}={namespace}",
             "grpc": {"port": grpc_port},
             "metricsPort": metrics_port,
+            # Mounted and flagged, so the API server checks the volumes' shape.
+            "prometheus": {
+                "bearerToken": {"source": "serviceAccount"},
+                "ca": {"configMap": "openshift-service-ca.crt", "key": "service-ca.crt"},
+            },
         },
         "agent": {"healthPort": health_port, "grpcHealthPort": grpc_health_port},
         # Every optional rule of the policy, so the API server checks each one's shape.
