@@ -397,7 +397,10 @@ class RolloutActor:
             fresh = self._kube.request("GET", where)
             owner = gitops_owner(fresh)
             if owner:
-                body = self._left_to_git(driver, fresh, rollback, owner)
+                left = self._left_to_git(driver, fresh, rollback, owner)
+                if left is None:  # changed since the decision: the next pass decides again
+                    return CONFLICT_RETRY_SECONDS
+                body = left
             else:
                 body = revisions.restore_patch(
                     driver,
@@ -428,11 +431,12 @@ class RolloutActor:
         fresh: Mapping[str, Any],
         rollback: RestoreRevision,
         owner: str,
-    ) -> dict[str, Any]:
-        """The rollback record alone (no spec write), on the GPUDriver as decided on."""
+    ) -> dict[str, Any] | None:
+        """The rollback record alone (no spec write), on the GPUDriver as decided on; None
+        when it changed since the decision read it."""
         version = str(driver["metadata"].get("resourceVersion") or "")
         if version and fresh["metadata"].get("resourceVersion") != version:
-            raise KubeError(409, "the GPUDriver changed since it was read")
+            return None
         return {
             "metadata": {
                 "resourceVersion": fresh["metadata"]["resourceVersion"],

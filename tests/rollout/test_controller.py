@@ -16,6 +16,8 @@ from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import kmm_version
+from gpuctl.rollout.actions import RestoreRevision
+from gpuctl.rollout.event_notes import EventNote
 from gpuctl.rollout.node_step import EVICT_RETRY_SECONDS
 from gpuctl.rollout.rollout_input import kmm_labels
 from tests.support import samples
@@ -590,3 +592,31 @@ def test_a_done_node_that_reboots_is_verified_again_with_a_warning_event() -> No
         if "/events/" in p and o["reason"] == "RolloutVerifying" and o["type"] == "Warning"
     ]
     assert "rebooted (boot boot-1 -> boot-2" in event["message"]
+
+
+def rollback_to(revision: dict[str, Any]) -> RestoreRevision:
+    note = '{"from": "' + NEW + '", "to": "' + OLD + '"}'
+    return RestoreRevision(revision, note, EventNote("Warning", "RolledBack", "rolled back"))
+
+
+def test_a_rollback_git_owns_writes_the_record_only_and_only_on_the_driver_decided_on() -> None:
+    api, controller, _ = world()
+    revision = copy.deepcopy(api.objects[DRIVER_PATH]["spec"]["kernelModule"])
+    decided_on = copy.deepcopy(api.objects[DRIVER_PATH])
+    decided_on["metadata"]["resourceVersion"] = "7"
+    stored = api.objects[DRIVER_PATH]
+    stored["metadata"]["annotations"] = {"argocd.argoproj.io/tracking-id": "gpu:gpuctl.dev/x"}
+    # Changed since the decision read it (another resourceVersion): nothing is written, and
+    # the next pass decides again.
+    stored["metadata"]["resourceVersion"] = "8"
+    assert controller.actor.roll_back(decided_on, rollback_to(revision)) == CONFLICT_RETRY_SECONDS
+    assert ("PATCH", DRIVER_PATH) not in api.writes
+    # As decided on: the record alone, no spec, and the RollbackInGit Event.
+    stored["metadata"]["resourceVersion"] = "7"
+    assert controller.actor.roll_back(decided_on, rollback_to(revision)) is None
+    patch = api.bodies[api.writes.index(("PATCH", DRIVER_PATH))]
+    assert set(patch) == {"metadata"}
+    assert patch["metadata"]["resourceVersion"] == "7"
+    assert "Argo CD" in patch["metadata"]["annotations"][names.ROLLBACK]
+    reasons = [b.get("reason") for b in api.bodies if isinstance(b, dict)]
+    assert "RollbackInGit" in reasons

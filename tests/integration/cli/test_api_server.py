@@ -25,6 +25,7 @@ from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import kmm_version
 from testbed.cluster_api import TEST_LABEL, Api, gpudriver, node_labels, simple_spec
 from testbed.harness.access import KubeCluster
+from testbed.harness.rbac_grants import granted, service_account, user
 
 pytestmark = pytest.mark.integration
 
@@ -633,48 +634,24 @@ def test_rollout_plan_blocks_every_node_when_claims_cannot_be_listed(
     idle = make_node("idle", labels=node_labels(namespace)).metadata.name
     put_gpunode(api, idle, connected(idle))
     reader = f"{namespace}-plan-reader"
-    rbac = "/apis/rbac.authorization.k8s.io/v1"
     read = ["get", "list"]
-    api.kube.request(
-        "POST",
-        f"{rbac}/clusterroles",
-        body={
-            "metadata": {"name": reader},
-            "rules": [
-                {
-                    "apiGroups": [names.GROUP],
-                    "resources": ["gpudrivers", "gpunodes"],
-                    "verbs": read,
-                },
-                {
-                    "apiGroups": [names.KMM_GROUP],
-                    "resources": ["modules", names.KMM_IMAGES_CONFIG_PLURAL],
-                    "verbs": read,
-                },
-                {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": read},
-            ],
+    rules = [
+        {
+            "apiGroups": [names.GROUP],
+            "resources": ["gpudrivers", "gpunodes"],
+            "verbs": read,
         },
-    )
-    api.kube.request(
-        "POST",
-        f"{rbac}/clusterrolebindings",
-        body={
-            "metadata": {"name": reader},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": reader,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
+        {
+            "apiGroups": [names.KMM_GROUP],
+            "resources": ["modules", names.KMM_IMAGES_CONFIG_PLURAL],
+            "verbs": read,
         },
-    )
-    try:
+        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": read},
+    ]
+    with granted(api.kube, reader, rules, service_account(namespace, "default")):
         token = kube_cluster.service_account_token(namespace, "default")
         kubeconfig = token_kubeconfig(kube_cluster, token, tmp_path / "kubeconfig")
         done = gpuctl(kubeconfig, "rollout", "plan", name)
-    finally:
-        api.kube.request("DELETE", f"{rbac}/clusterrolebindings/{reader}")
-        api.kube.request("DELETE", f"{rbac}/clusterroles/{reader}")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1].startswith(
         "Allocated GPU ResourceClaims are unknown: you are not allowed to list "
@@ -701,30 +678,10 @@ def test_the_charts_view_role_runs_every_read_command(
     idle = make_node("idle", labels=node_labels(namespace)).metadata.name
     put_gpunode(api, idle, connected(idle))
     viewer = f"{namespace}-viewer"
-    rbac = "/apis/rbac.authorization.k8s.io/v1"
     rules = json.loads(
         json.dumps(VIEW_RULES).replace(COORDINATOR_LEASE, names.DEFAULT_COORDINATOR_LEASE)
     )
-    api.kube.request(
-        "POST", f"{rbac}/clusterroles", body={"metadata": {"name": viewer}, "rules": rules}
-    )
-    for role in (viewer, "system:aggregate-to-view"):
-        api.kube.request(
-            "POST",
-            f"{rbac}/clusterrolebindings",
-            body={
-                "metadata": {"name": f"{viewer}-{role.replace(':', '-')}"},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": role,
-                },
-                "subjects": [
-                    {"kind": "User", "name": viewer, "apiGroup": "rbac.authorization.k8s.io"}
-                ],
-            },
-        )
-    try:
+    with granted(api.kube, viewer, rules, user(viewer), also=("system:aggregate-to-view",)):
         kubeconfig = kube_cluster.user_kubeconfig(viewer)
         for command in (
             ("rollout", "status", versioned),
@@ -738,9 +695,3 @@ def test_the_charts_view_role_runs_every_read_command(
             assert "not allowed" not in done.stdout + done.stderr, (command, done.stdout)
         plan = gpuctl(kubeconfig, "rollout", "plan", name)
         assert plan_rows(plan.stdout)[idle]["ACTION"] == "load"
-    finally:
-        for role in (viewer, "system:aggregate-to-view"):
-            api.kube.request(
-                "DELETE", f"{rbac}/clusterrolebindings/{viewer}-{role.replace(':', '-')}"
-            )
-        api.kube.request("DELETE", f"{rbac}/clusterroles/{viewer}")

@@ -16,6 +16,7 @@ import yaml
 
 from testbed.cluster_api import Api, gpudriver, simple_spec
 from testbed.harness.access import KubeCluster
+from testbed.harness.rbac_grants import granted, user
 
 pytestmark = pytest.mark.integration
 
@@ -31,6 +32,22 @@ def read_archive(path: Path) -> dict[str, bytes]:
             m.name.removeprefix(f"{root}/"): archive.extractfile(m).read()  # type: ignore[union-attr]
             for m in members
         }
+
+
+def support_bundle(
+    kubeconfig: Path, namespace: str, archive: Path
+) -> subprocess.CompletedProcess[str]:
+    """`gpuctl support-bundle` for `namespace` into `archive`, as the kubeconfig's user."""
+    return subprocess.run(
+        [
+            *(GPUCTL, "support-bundle", "--namespace", namespace, "-f", str(archive)),
+            *("--kubeconfig", str(kubeconfig)),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
 
 
 def test_the_bundle_holds_the_fleet_and_no_secret(
@@ -80,16 +97,7 @@ def test_the_bundle_holds_the_fleet_and_no_secret(
     )
     path = tmp_path / "bundle.tar.gz"
     try:
-        done = subprocess.run(
-            [
-                *(GPUCTL, "support-bundle", "--namespace", namespace, "-f", str(path)),
-                *("--kubeconfig", str(kube_cluster.kubeconfig)),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
+        done = support_bundle(kube_cluster.kubeconfig, namespace, path)
     finally:
         api.kube.request("DELETE", f"/apis/gpuctl.dev/v1alpha1/gpunodes/{gpunode}")
     assert done.returncode == 0, done.stderr
@@ -126,7 +134,6 @@ def test_what_the_caller_may_not_read_is_named_and_the_rest_collected(
     """A user who may read GPUDrivers and GPUNodes only: those are collected, and errors.txt
     names each thing refused (no empty file stands for what could not be read)."""
     reader = f"{namespace}-reader"
-    rbac = "/apis/rbac.authorization.k8s.io/v1"
     rules = [
         {
             "apiGroups": ["gpuctl.dev"],
@@ -134,30 +141,9 @@ def test_what_the_caller_may_not_read_is_named_and_the_rest_collected(
             "verbs": ["get", "list"],
         }
     ]
-    api.kube.request(
-        "POST", f"{rbac}/clusterroles", body={"metadata": {"name": reader}, "rules": rules}
-    )
-    binding = {
-        "metadata": {"name": reader},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader},
-        "subjects": [{"kind": "User", "name": reader, "apiGroup": "rbac.authorization.k8s.io"}],
-    }
-    api.kube.request("POST", f"{rbac}/clusterrolebindings", body=binding)
     path = tmp_path / "bundle.tar.gz"
-    try:
-        done = subprocess.run(
-            [
-                *(GPUCTL, "support-bundle", "--namespace", namespace, "-f", str(path)),
-                *("--kubeconfig", str(kube_cluster.user_kubeconfig(reader))),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
-    finally:
-        api.kube.request("DELETE", f"{rbac}/clusterrolebindings/{reader}")
-        api.kube.request("DELETE", f"{rbac}/clusterroles/{reader}")
+    with granted(api.kube, reader, rules, user(reader)):
+        done = support_bundle(kube_cluster.user_kubeconfig(reader), namespace, path)
     assert done.returncode == 0, done.stderr
     assert "could not be read (errors.txt)" in done.stdout
     files = read_archive(path)

@@ -18,12 +18,12 @@ from gpuctl.common import names
 from gpuctl.common.build_version import gpuctl_version
 from testbed.cluster_api import Api
 from testbed.harness.access import KubeCluster
+from testbed.harness.rbac_grants import granted, user
 
 pytestmark = pytest.mark.integration
 
 GPUCTL = str(Path(sys.executable).parent / "gpuctl")
 GPUNODES = "/apis/gpuctl.dev/v1alpha1/gpunodes"
-RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 
 def gpuctl(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -74,21 +74,9 @@ def viewer(api: Api, kube_cluster: KubeCluster, namespace: str) -> Iterator[Path
     rules: list[dict[str, Any]] = json.loads(
         json.dumps(VIEW_RULES).replace(COORDINATOR_LEASE, names.DEFAULT_COORDINATOR_LEASE)
     )
-    role = f"{namespace}-gpuctl-view"
-    api.kube.request(
-        "POST", f"{RBAC}/clusterroles", body={"metadata": {"name": role}, "rules": rules}
-    )
-    binding = {
-        "metadata": {"name": role},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-        "subjects": [
-            {"kind": "User", "name": f"{namespace}-viewer", "apiGroup": "rbac.authorization.k8s.io"}
-        ],
-    }
-    api.kube.request("POST", f"{RBAC}/clusterrolebindings", body=binding)
-    yield kube_cluster.user_kubeconfig(f"{namespace}-viewer")
-    api.kube.request("DELETE", f"{RBAC}/clusterrolebindings/{role}")
-    api.kube.request("DELETE", f"{RBAC}/clusterroles/{role}")
+    viewer = f"{namespace}-viewer"
+    with granted(api.kube, f"{namespace}-gpuctl-view", rules, user(viewer)):
+        yield kube_cluster.user_kubeconfig(viewer)
 
 
 def test_a_viewer_sees_every_version_and_the_unsupported_skew(

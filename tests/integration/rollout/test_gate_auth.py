@@ -20,13 +20,12 @@ from coordinator.kube.client import Kube, path
 from testbed.harness.access import KubeCluster
 from testbed.harness.bearer_proxy import RESOURCE, bearer_proxy
 from testbed.harness.prometheus import FIRING_QUERY, MetricsEndpoint, query, running_prometheus
+from testbed.harness.rbac_grants import granted, service_account
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.rig import NEW, RolloutRig
 from testbed.rollout_live.scenario import FAST, module_version, start, wait_status
 
 pytestmark = pytest.mark.integration
-
-RBAC = ("rbac.authorization.k8s.io", "v1")
 
 
 def held_by(version: str, words: str) -> Any:
@@ -45,7 +44,6 @@ def monitoring_reader(
     ServiceAccounts of the test's namespace, the first bound to a ClusterRole granting what
     OpenShift's cluster-monitoring-view grants on prometheuses/api."""
     kube = Kube(kube_admin)
-    name = f"{namespace}-monitoring-view"
     for account in ("gate-reader", "gate-stranger"):
         kube.request(
             "POST",
@@ -57,26 +55,12 @@ def monitoring_reader(
         "resources": [f"{RESOURCE['resource']}/{RESOURCE['subresource']}"],
         "verbs": ["get"],
     }
-    kube.request(
-        "POST", path(*RBAC, "clusterroles"), body={"metadata": {"name": name}, "rules": [rule]}
-    )
-    kube.request(
-        "POST",
-        path(*RBAC, "clusterrolebindings"),
-        body={
-            "metadata": {"name": name},
-            "roleRef": {"apiGroup": RBAC[0], "kind": "ClusterRole", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": "gate-reader", "namespace": namespace}],
-        },
-    )
-    try:
+    reader = service_account(namespace, "gate-reader")
+    with granted(kube, f"{namespace}-monitoring-view", [rule], reader):
         yield (
             kube_cluster.service_account_token(namespace, "gate-reader"),
             kube_cluster.service_account_token(namespace, "gate-stranger"),
         )
-    finally:
-        kube.request("DELETE", path(*RBAC, "clusterrolebindings", name=name))
-        kube.request("DELETE", path(*RBAC, "clusterroles", name=name))
 
 
 def test_the_gate_asks_a_token_demanding_prometheus_with_the_coordinators_token_file(
