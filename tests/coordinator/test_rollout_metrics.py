@@ -69,3 +69,29 @@ def test_a_deleted_gpudriver_leaves_no_series_behind() -> None:
         if "gpudriver" in s.labels
     }
     assert labelled == {"kept"}
+
+
+def test_a_pass_writes_only_what_moved_and_every_series_still_reads_one() -> None:
+    registry = CollectorRegistry()
+    metrics = RolloutMetrics(registry)
+    phases = {"a": Phase.DONE, "b": Phase.PENDING}
+    versions = {"a": "v2", "b": "v1"}
+    metrics.record("gpu", None, phases, versions, [])
+    metrics.record("gpu", None, phases, versions, [])  # nothing moved
+    metrics.record("gpu", None, {**phases, "b": Phase.CHECKING}, versions, [])  # b's phase only
+    assert sorted(
+        (s["node"], s["phase"]) for s in series(registry, "gpuctl_node_rollout_phase")
+    ) == [("a", "Done"), ("b", "Checking")]
+    for node, phase in (("a", "Done"), ("b", "Checking")):
+        labels = {"gpudriver": "gpu", "node": node}
+        assert sample(registry, "gpuctl_node_rollout_phase", **labels, phase=phase) == 1
+        assert (
+            sample(registry, "gpuctl_node_driver_version_info", **labels, version=versions[node])
+            == 1
+        )
+    metrics.forget("gpu")
+    metrics.record("gpu", None, phases, versions, [])  # after a forget: written afresh
+    assert (
+        sample(registry, "gpuctl_node_rollout_phase", gpudriver="gpu", node="b", phase="Pending")
+        == 1
+    )
