@@ -140,12 +140,15 @@ class PlayedCoordinator:
 
 @contextlib.contextmanager
 def running_coordinator(
-    cluster: KubeCluster, release: Release, folder: Path
+    cluster: KubeCluster, release: Release, folder: Path, *, replica: str = "0"
 ) -> Iterator[PlayedCoordinator]:
-    """One replica of the release's coordinator Deployment, with exactly the chart's flags and
-    its ServiceAccount's Pod-bound token (a kubeconfig stands in for the in-cluster config)."""
+    """One replica of the release's coordinator Deployment (Pod `<fullname>-coordinator-
+    <replica>`; a rolling update's new Pod needs another name), with exactly the chart's flags
+    and its ServiceAccount's Pod-bound token (a kubeconfig stands in for the in-cluster
+    config)."""
+    folder.mkdir(parents=True, exist_ok=True)
     template = release.deployment()["spec"]["template"]
-    name = f"{release.fullname}-coordinator-0"
+    name = f"{release.fullname}-coordinator-{replica}"
     pod = pod_from_template(release.kube, release.namespace, template, name)
     container = template["spec"]["containers"][0]
     account = template["spec"]["serviceAccountName"]

@@ -20,7 +20,9 @@ from typing import Any
 import yaml
 
 from coordinator.kube.client import Kube, KubeError, path
+from testbed.cluster_api import TEST_LABEL
 from testbed.harness.access import KubeCluster
+from testbed.harness.ports import free_loopback_ports
 from tests.support.helm import CHART, REPO, Helm, objects
 
 # Where each kind the chart renders is served: (plural, namespaced).
@@ -71,10 +73,11 @@ class Release:
     def fullname(self) -> str:
         return f"{self.namespace}-gpuctl"
 
-    def install(self, *extra: str) -> str:
-        """`helm install`; returns its output (the NOTES)."""
+    def install(self, *extra: str, chart: Path = CHART) -> str:
+        """`helm install` of `chart` (this checkout's, or a packaged earlier one); returns its
+        output (the NOTES)."""
         return self.helm.run(
-            "install", self.name, str(CHART), "--namespace", self.namespace,
+            "install", self.name, str(chart), "--namespace", self.namespace,
             "--values", str(self.values), *extra,
         )  # fmt: skip
 
@@ -173,6 +176,21 @@ class Release:
             ),
         )  # fmt: skip
         return {key: base64.b64decode(value) for key, value in secret["data"].items()}
+
+
+def base_values(namespace: str) -> dict[str, Any]:
+    """Values every chart version takes: this test's GPUDrivers only, ports free here."""
+    grpc_port, metrics_port, health_port, grpc_health_port = free_loopback_ports(4)
+    return {
+        "coordinator": {
+            # Manage only this test's GPUDrivers; ports free on this machine, so the
+            # coordinator can run with the rendered flags as they are.
+            "gpudriverSelector": f"{TEST_LABEL}={namespace}",
+            "grpc": {"port": grpc_port},
+            "metricsPort": metrics_port,
+        },
+        "agent": {"healthPort": health_port, "grpcHealthPort": grpc_health_port},
+    }
 
 
 @contextlib.contextmanager
