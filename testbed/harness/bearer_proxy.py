@@ -15,7 +15,6 @@ must be given that CA. Every request's path and answer code are recorded.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import http.client
 import ssl
 import threading
@@ -27,7 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from coordinator.kube.client import Kube
-from testbed.harness import certs
+from testbed.cluster_agents import serving_tls
 from testbed.harness.layout import LOOPBACK
 
 # What the proxy asks the API server about the token's user (kube-rbac-proxy's
@@ -80,14 +79,7 @@ def bearer_proxy(kube: Kube, upstream: str, folder: Path) -> Iterator[BearerProx
     """The proxy in front of the Prometheus at `upstream` (http://host:port), on a free
     loopback port, reviewing tokens with `kube` (an account that may create TokenReviews and
     SubjectAccessReviews)."""
-    now = datetime.datetime.now(datetime.UTC)
-    ca = certs.make_ca(now, "gpuctl-prometheus-proxy-test-ca")
-    serving = certs.make_serving_cert(ca, now)
-    folder.mkdir(parents=True, exist_ok=True)
-    cert, key = folder / "proxy.crt", folder / "proxy.key"
-    cert.write_bytes(serving.cert_pem)
-    key.write_bytes(serving.key_pem)
-    key.chmod(0o600)
+    tls = serving_tls(folder)
     target = urlsplit(upstream)
     answered: list[tuple[str, int]] = []
 
@@ -136,12 +128,12 @@ def bearer_proxy(kube: Kube, upstream: str, folder: Path) -> Iterator[BearerProx
 
     server = ThreadingHTTPServer((LOOPBACK, 0), Handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
+    context.load_cert_chain(tls.files.cert_file, tls.files.key_file)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, name="bearer-proxy", daemon=True)
     thread.start()
     try:
-        yield BearerProxy(f"https://{LOOPBACK}:{server.server_address[1]}", ca.cert_pem, answered)
+        yield BearerProxy(f"https://{LOOPBACK}:{server.server_address[1]}", tls.ca_pem, answered)
     finally:
         server.shutdown()
         server.server_close()

@@ -135,3 +135,13 @@ def assert_left(rig: RolloutRig, node: str) -> None:
     assert not [k for k in annotations if k.startswith(f"{names.GROUP}/")], annotations
     assert not obj["spec"].get("unschedulable")
     assert not rig.hosts[node].real("sys/module/xe").exists()
+
+
+def held_by(version: str, words: str) -> Callable[[dict[str, Any]], bool]:
+    """A probe of status.rollout for wait_status: Held for `version`, its message saying
+    `words`."""
+    return lambda s: (
+        s.get("targetVersion") == version
+        and s.get("state") == "Held"
+        and words in s.get("message", "")
+    )

@@ -23,17 +23,9 @@ from testbed.harness.prometheus import FIRING_QUERY, MetricsEndpoint, query, run
 from testbed.harness.rbac_grants import granted, service_account
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.rig import NEW, RolloutRig
-from testbed.rollout_live.scenario import FAST, module_version, start, wait_status
+from testbed.rollout_live.scenario import FAST, held_by, module_version, start, wait_status
 
 pytestmark = pytest.mark.integration
-
-
-def held_by(version: str, words: str) -> Any:
-    return lambda s: (
-        s.get("targetVersion") == version
-        and s.get("state") == "Held"
-        and words in s.get("message", "")
-    )
 
 
 @pytest.fixture

@@ -16,18 +16,9 @@ from gpuctl.common import names
 from testbed.harness.prometheus import FIRING_QUERY, MetricsEndpoint, query, running_prometheus
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.rig import NEW, RolloutRig
-from testbed.rollout_live.scenario import FAST, module_version, start, wait_status
+from testbed.rollout_live.scenario import FAST, held_by, module_version, start, wait_status
 
 pytestmark = pytest.mark.integration
-
-
-def held_by(version: str, words: str) -> Any:
-    """A probe of status.rollout: Held for `version`, its message saying `words`."""
-    return lambda s: (
-        s.get("targetVersion") == version
-        and s.get("state") == "Held"
-        and words in s.get("message", "")
-    )
 
 
 def test_a_firing_alert_holds_the_rollout_and_clearing_it_releases_it(
