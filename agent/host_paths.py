@@ -1,8 +1,8 @@
 """The host paths the agent reads, relative to the host root: what its DaemonSet mounts.
 
 The chart mounts each of these (and nothing else of the host) under `/host`, read-only and,
-where the API server supports it, with `recursiveReadOnly` so that the file systems mounted
-below them (debugfs, securityfs, efivarfs under /sys) are read-only too. The list is made of
+where the node's runtime supports it, with `recursiveReadOnly` so that the file systems
+mounted below them (debugfs, securityfs, efivarfs under /sys) are read-only too. The list is made of
 the constants the readers themselves use, so a reader that starts reading somewhere new adds
 its path here by adding its constant; `hack/generate.py` writes it into the chart
 (`templates/_agent_host_paths.tpl`), and `tests/agent/test_host_paths.py` checks that an
