@@ -1,4 +1,5 @@
-"""Finds etcd, kube-apiserver and kube-controller-manager for the local control plane.
+"""Finds etcd, kube-apiserver and kube-controller-manager for the local control plane, and the
+kubectl of the same Kubernetes release (tests run `kubectl gpuctl` through it).
 
 ``KUBEBUILDER_ASSETS`` (envtest's convention) wins when it names a folder holding them;
 otherwise ``hack/kube/ensure`` finds the cached build or builds it from the pinned upstream
@@ -20,18 +21,24 @@ class MissingBinariesError(RuntimeError):
 
 @dataclass(frozen=True)
 class Binaries:
-    """Absolute paths of the three control-plane executables."""
+    """Absolute paths of the three control-plane executables and kubectl."""
 
     etcd: Path
     apiserver: Path
     controller_manager: Path
+    kubectl: Path
 
     @classmethod
     def in_folder(cls, folder: Path) -> Binaries:
-        return cls(folder / "etcd", folder / "kube-apiserver", folder / "kube-controller-manager")
+        return cls(
+            folder / "etcd",
+            folder / "kube-apiserver",
+            folder / "kube-controller-manager",
+            folder / "kubectl",
+        )
 
     def missing(self) -> list[Path]:
-        paths = (self.etcd, self.apiserver, self.controller_manager)
+        paths = (self.etcd, self.apiserver, self.controller_manager, self.kubectl)
         return [path for path in paths if not os.access(path, os.X_OK)]
 
 
@@ -48,7 +55,7 @@ def find_binaries(repo_root: Path, environ: Mapping[str, str]) -> Binaries:
         if result.returncode != 0:
             raise MissingBinariesError(
                 f"{ensure} failed (exit {result.returncode}); its messages are above. "
-                "It builds etcd, kube-apiserver and kube-controller-manager with Go."
+                "It builds etcd, kube-apiserver, kube-controller-manager and kubectl with Go."
             )
         folder = Path(result.stdout.strip())
     binaries = Binaries.in_folder(folder)
@@ -58,6 +65,6 @@ def find_binaries(repo_root: Path, environ: Mapping[str, str]) -> Binaries:
         source = "KUBEBUILDER_ASSETS" if assets else "hack/kube/ensure"
         raise MissingBinariesError(
             f"{folder} (from {source}) lacks {names}. Unset KUBEBUILDER_ASSETS to use the "
-            "cached build of hack/kube/ensure, or put all three binaries there."
+            "cached build of hack/kube/ensure, or put all four binaries there."
         )
     return binaries
