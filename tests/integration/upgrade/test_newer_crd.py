@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.kube.client import Kube, path
+from coordinator.kube.client import Kube, KubeError, path
 from gpuctl.common import names
 from testbed.cluster_api import gpudriver
 from testbed.harness.access import KubeCluster
@@ -32,6 +32,7 @@ pytestmark = pytest.mark.integration
 
 CRD = f"{names.GPUDRIVER_PLURAL}.{names.GROUP}"
 FUTURE_DEFAULT = "15m"
+SERVICE_UNAVAILABLE = 503
 
 
 @pytest.fixture(scope="module")
@@ -65,14 +66,21 @@ def apply_newer_crd(kube: Kube) -> None:
     kube.request("PUT", crd_path, body=newer_crd(kube.request("GET", crd_path)))
 
     def defaults_applied() -> bool:
-        """A dry-run create is defaulted with the new schema: the API server serves it."""
+        """A dry-run create is defaulted with the new schema: the API server serves it. While
+        it swaps the CRD's storage for the new schema it answers 503 (ServiceUnavailable):
+        not served yet, asked again."""
         probe = gpudriver("crd-probe", "default", {"rollout": {}})
-        created = kube.request(
-            "POST",
-            path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL),
-            query={"dryRun": "All"},
-            body=probe,
-        )
+        try:
+            created = kube.request(
+                "POST",
+                path(names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL),
+                query={"dryRun": "All"},
+                body=probe,
+            )
+        except KubeError as err:
+            if err.status == SERVICE_UNAVAILABLE:
+                return False
+            raise
         return bool(created["spec"]["rollout"].get("futureBakeTime") == FUTURE_DEFAULT)
 
     wait_until("the API server serves the newer CRD", defaults_applied, timeout_seconds=60)
