@@ -14,6 +14,7 @@ import grpc
 import pytest
 from cryptography import x509
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.kube.client import Kube
 from coordinator.live_nodes.freshness import is_fresh
@@ -179,8 +180,14 @@ def test_garbage_ends_only_its_own_stream(
             assert 'gpuctl_agent_versions{version="test-0.1"} 2.0' in metrics
             expiry = x509.load_pem_x509_certificate(tls.files.cert_file.read_bytes())
             seconds = expiry.not_valid_after_utc.timestamp()
-            name = 'gpuctl_tls_certificate_expiry_timestamp_seconds{certificate="agent-grpc"}'
-            assert f"{name} {seconds:.9e}" in metrics, metrics
+            # Compared as numbers: the exposition writes a float's shortest form (1.79693116e+09).
+            served = {
+                sample.labels.get("certificate"): sample.value
+                for family in text_string_to_metric_families(metrics)
+                for sample in family.samples
+                if sample.name == "gpuctl_tls_certificate_expiry_timestamp_seconds"
+            }
+            assert served == {"agent-grpc": seconds}, metrics
     finally:
         delete_gpunode(Kube(kube_admin), healthy_node)
         delete_gpunode(Kube(kube_admin), bad_node)
