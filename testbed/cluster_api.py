@@ -84,23 +84,24 @@ class Api:
     def event_reasons(self, uid: str) -> set[str]:
         return {e["reason"] for e in self.events_for(uid)}
 
-    def create_claim(self, namespace: str, name: str, node: str) -> None:
-        """A ResourceClaim of gpu.intel.com, allocated on `node` (as the DRA scheduler would)."""
-        claims = path("resource.k8s.io", "v1", "resourceclaims", namespace=namespace)
+    def create_claim(self, namespace: str, name: str, node: str, version: str = "v1") -> None:
+        """A ResourceClaim of gpu.intel.com in DRA `version`, allocated on `node` (as the DRA
+        scheduler would). v1 and v1beta2 wrap a request's device class in `exactly`; v1beta1
+        and 1.31's v1alpha3 do not; the allocation is the same in all four."""
+        claims = path("resource.k8s.io", version, "resourceclaims", namespace=namespace)
+        device_class = {"deviceClassName": "gpu.intel.com"}
+        request = {
+            "name": "gpu",
+            **(device_class if version in ("v1beta1", "v1alpha3") else {"exactly": device_class}),
+        }
         self.kube.request(
             "POST",
             claims,
             body={
-                "apiVersion": "resource.k8s.io/v1",
+                "apiVersion": f"resource.k8s.io/{version}",
                 "kind": "ResourceClaim",
                 "metadata": {"name": name, "namespace": namespace},
-                "spec": {
-                    "devices": {
-                        "requests": [
-                            {"name": "gpu", "exactly": {"deviceClassName": "gpu.intel.com"}}
-                        ]
-                    }
-                },
+                "spec": {"devices": {"requests": [request]}},
             },
         )
         allocation = {
@@ -160,8 +161,8 @@ class Api:
             content_type=MERGE_PATCH,
         )
 
-    def delete_claim(self, namespace: str, name: str) -> None:
-        claim = path("resource.k8s.io", "v1", "resourceclaims", namespace=namespace, name=name)
+    def delete_claim(self, namespace: str, name: str, version: str = "v1") -> None:
+        claim = path("resource.k8s.io", version, "resourceclaims", namespace=namespace, name=name)
         self.kube.request("DELETE", claim)
 
 

@@ -36,5 +36,7 @@ def test_claims_are_placed_on_their_node_and_a_claim_without_a_node_is_everywher
 def test_the_preferred_served_dra_version_or_none() -> None:
     assert served_dra_version({"resource.k8s.io": ["v1beta1", "v1"]}) == "v1"
     assert served_dra_version({"resource.k8s.io": ["v1beta1"]}) == "v1beta1"
-    assert served_dra_version({"resource.k8s.io": ["v1alpha3"]}) is None
+    assert served_dra_version({"resource.k8s.io": ["v1alpha3"]}) == "v1alpha3"  # 1.31
+    assert served_dra_version({"resource.k8s.io": ["v1alpha3", "v1beta1"]}) == "v1beta1"
+    assert served_dra_version({"resource.k8s.io": ["v1alpha2"]}) is None  # another shape
     assert served_dra_version({"apps": ["v1"]}) is None

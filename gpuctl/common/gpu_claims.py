@@ -4,8 +4,9 @@ A claim allocated by the GPU DRA driver holds devices the driver must not be pul
 its `status.allocation.nodeSelector` says which node they are on; a claim that is not
 node-local pins every node (unknown is never safe). Shared by the coordinator's rollout and by
 `gpuctl rollout plan`. Which DRA version to list is API discovery's answer: where no version
-of `resource.k8s.io` is served no claim can exist, but where one is served and the list
-fails, the claims are unknown.
+of `resource.k8s.io` that gpuctl reads is served, no claim can be read - a pod that references
+one then counts as a GPU pod (gpu_pods.py) - but where one is served and the list fails, the
+claims are unknown.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from gpuctl.common.node_selectors import node_name, node_selector_matches
 
 GPU_DRA_DRIVER = "gpu.intel.com"
 DRA_GROUP = "resource.k8s.io"
-# ResourceClaim versions whose status.allocation.devices.results[].driver we read, most
-# preferred first.
-DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
+# ResourceClaim versions whose status.allocation.devices.results[].driver and .nodeSelector we
+# read, most preferred first: v1 (Kubernetes 1.34+), v1beta2 (1.33), v1beta1 (1.32), v1alpha3
+# (1.31, where DRA is alpha and served only when switched on). v1alpha2 (1.30's classic DRA)
+# has another shape: where only it is served, claims count as unreadable (gpu_pods.py).
+DRA_VERSIONS = ("v1", "v1beta2", "v1beta1", "v1alpha3")
 
 
 def served_dra_version(served: Mapping[str, Sequence[str]]) -> str | None:

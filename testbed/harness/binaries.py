@@ -1,9 +1,12 @@
 """Finds etcd, kube-apiserver and kube-controller-manager for the local control plane, and the
 kubectl of the same Kubernetes release (tests run `kubectl gpuctl` through it).
 
-``KUBEBUILDER_ASSETS`` (envtest's convention) wins when it names a folder holding them;
-otherwise ``hack/kube/ensure`` finds the cached build or builds it from the pinned upstream
-modules (slow the first time, see README "Local control plane").
+Two releases: the one the suite runs on (``NEWEST``) and the oldest gpuctl supports
+(``OLDEST``, the chart's kubeVersion floor, for tests/integration/oldest/). The release's
+variable - ``KUBEBUILDER_ASSETS`` (envtest's convention) or ``GPUCTL_KUBE_OLDEST`` - wins when it
+names a folder holding them; otherwise ``hack/kube/ensure [oldest]`` finds the cached build or
+builds it from the pinned upstream modules (slow the first time, see README "Local control
+plane").
 """
 
 from __future__ import annotations
@@ -13,6 +16,18 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+
+@dataclass(frozen=True)
+class KubeRelease:
+    """Which control plane: its `hack/kube/ensure` argument and the variable naming a folder."""
+
+    ensure_argument: str
+    variable: str
+
+
+NEWEST = KubeRelease("", "KUBEBUILDER_ASSETS")
+OLDEST = KubeRelease("oldest", "GPUCTL_KUBE_OLDEST")
 
 
 class MissingBinariesError(RuntimeError):
@@ -42,19 +57,22 @@ class Binaries:
         return [path for path in paths if not os.access(path, os.X_OK)]
 
 
-def find_binaries(repo_root: Path, environ: Mapping[str, str]) -> Binaries:
-    """The binaries from ``KUBEBUILDER_ASSETS`` or from ``hack/kube/ensure``."""
-    assets = environ.get("KUBEBUILDER_ASSETS", "")
+def find_binaries(
+    repo_root: Path, environ: Mapping[str, str], release: KubeRelease = NEWEST
+) -> Binaries:
+    """The binaries of `release` from its variable or from ``hack/kube/ensure``."""
+    assets = environ.get(release.variable, "")
     if assets:
         folder = Path(assets)
     else:
         ensure = repo_root / "hack" / "kube" / "ensure"
+        command = [str(ensure), *([release.ensure_argument] if release.ensure_argument else [])]
         result = subprocess.run(
-            [str(ensure)], stdout=subprocess.PIPE, text=True, check=False, env=dict(environ)
+            command, stdout=subprocess.PIPE, text=True, check=False, env=dict(environ)
         )
         if result.returncode != 0:
             raise MissingBinariesError(
-                f"{ensure} failed (exit {result.returncode}); its messages are above. "
+                f"{' '.join(command)} failed (exit {result.returncode}); its messages are above. "
                 "It builds etcd, kube-apiserver, kube-controller-manager and kubectl with Go."
             )
         folder = Path(result.stdout.strip())
@@ -62,9 +80,9 @@ def find_binaries(repo_root: Path, environ: Mapping[str, str]) -> Binaries:
     missing = binaries.missing()
     if missing:
         names = ", ".join(path.name for path in missing)
-        source = "KUBEBUILDER_ASSETS" if assets else "hack/kube/ensure"
+        source = release.variable if assets else "hack/kube/ensure"
         raise MissingBinariesError(
-            f"{folder} (from {source}) lacks {names}. Unset KUBEBUILDER_ASSETS to use the "
+            f"{folder} (from {source}) lacks {names}. Unset {release.variable} to use the "
             "cached build of hack/kube/ensure, or put all four binaries there."
         )
     return binaries

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from testbed.harness import processes
 from testbed.harness.access import KubeCluster
-from testbed.harness.binaries import find_binaries
+from testbed.harness.binaries import NEWEST, KubeRelease, find_binaries
 from testbed.harness.control_plane import ControlPlane, start_control_plane
 from testbed.harness.crds import install_crds, project_crd_paths
 from testbed.harness.kmm_build import find_kmm
@@ -51,10 +51,11 @@ def start_cluster(
     now: datetime.datetime,
     *,
     die_with_parent: bool,
+    release: KubeRelease = NEWEST,
 ) -> tuple[ControlPlane, KubeCluster]:
-    """Starts a control plane under ``root`` with every CRD installed and served."""
+    """Starts a control plane of `release` under ``root`` with every CRD installed and served."""
     crd_paths = [*find_kmm(repo_root, environ).crds(), *project_crd_paths(repo_root)]
-    binaries = find_binaries(repo_root, environ)
+    binaries = find_binaries(repo_root, environ, release)
     control_plane = start_control_plane(
         root, binaries, pick_ports(), now, die_with_parent=die_with_parent
     )

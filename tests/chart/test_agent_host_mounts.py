@@ -1,6 +1,7 @@
 """The agent's DaemonSet mounts exactly the host paths the agent reads (agent/host_paths.py),
-each read-only and recursively read-only (the chart's floor, 1.34, has the field GA); /sys is
-writable only with agent.allowNodeChanges. Both components' PriorityClass is a value."""
+each read-only and recursively read-only (beta and on by default at the chart's floor, 1.31;
+GA in 1.33); /sys is writable only with agent.allowNodeChanges. Both components'
+PriorityClass is a value."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
 def test_helm_reports_its_real_version(helm: Helm, tmp_path: Path) -> None:
     """hack/helm/ensure's ldflags: the release, and the Kubernetes version of the client-go
     helm is built with (helm falls back to 1.20 without them, and `helm template` would refuse
-    the chart's kubeVersion >= 1.34)."""
+    the chart's kubeVersion >= 1.31)."""
     assert helm.run("version", "--template", "{{ .Version }}").startswith("v3.22.")
     probe = tmp_path / "probe"
     (probe / "templates").mkdir(parents=True)

@@ -19,14 +19,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from testbed.harness.access import KubeCluster
+from testbed.harness.binaries import NEWEST, KubeRelease
 from testbed.harness.cluster import repository_root, start_cluster
 from testbed.harness.control_plane import ControlPlane
 
 
 @contextlib.contextmanager
-def own_cluster(prefix: str) -> Iterator[tuple[ControlPlane, KubeCluster]]:
-    """Starts a control plane under a fresh temporary folder named `prefix`...; yields it and
-    its KubeCluster; stops it and removes the folder on exit."""
+def own_cluster(
+    prefix: str, release: KubeRelease = NEWEST
+) -> Iterator[tuple[ControlPlane, KubeCluster]]:
+    """Starts a control plane of `release` under a fresh temporary folder named `prefix`...;
+    yields it and its KubeCluster; stops it and removes the folder on exit."""
     root = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         control_plane, cluster = start_cluster(
@@ -35,6 +38,7 @@ def own_cluster(prefix: str) -> Iterator[tuple[ControlPlane, KubeCluster]]:
             os.environ,
             datetime.datetime.now(datetime.UTC),
             die_with_parent=True,
+            release=release,
         )
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
