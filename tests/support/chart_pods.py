@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.kube.client import Kube, path
+from testbed.fakehost import FakeHost
 from testbed.harness.access import KubeCluster
+from testbed.harness.ports import free_loopback_ports
 from tests.support.chart_release import Release, token_kubeconfig
 
 BIN = Path(sys.executable).parent
@@ -87,9 +89,9 @@ def resolved_here(args: Sequence[str]) -> list[str]:
     return out
 
 
-def with_files(args: Sequence[str], files: Mapping[str, Path]) -> list[str]:
+def with_files(args: Sequence[str], files: Mapping[str, Path | int]) -> list[str]:
     """`args` with each `--flag=<path in the Pod>` named in `files` pointed at the local
-    file holding what the kubelet would mount there."""
+    file holding what the kubelet would mount there (or `--flag=<port>` at another port)."""
     out: list[str] = []
     for arg in args:
         flag, equals, _ = arg.partition("=")
@@ -161,3 +163,57 @@ def running_coordinator(
             yield coordinator
         finally:
             coordinator.exit_code = stop(process)
+
+
+@contextlib.contextmanager
+def running_agent(
+    cluster: KubeCluster,
+    release: Release,
+    node: str,
+    host: FakeHost,
+    folder: Path,
+    *,
+    replica: str = "",
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The release's agent DaemonSet Pod on `node`, from its template as it is now, played here
+    on the fake `host` with the chart's flags, its Pod-bound token and the coordinator's CA
+    (`replica`: a suffix for the Pod a DaemonSet's rolling update makes after an upgrade)."""
+    template = release.daemonset()["spec"]["template"]
+    name = f"{release.fullname}-agent-{node}"[:57] + (f"-{replica}" if replica else "")
+    pod = pod_from_template(release.kube, release.namespace, template, name, node_name=node)
+    container = template["spec"]["containers"][0]
+    audience = next(
+        source["serviceAccountToken"]["audience"]
+        for volume in template["spec"]["volumes"]
+        if volume["name"] == "token"
+        for source in volume["projected"]["sources"]
+    )
+    files = folder / name
+    files.mkdir(parents=True, exist_ok=True)
+    token = files / "token"
+    token.write_text(
+        cluster.service_account_token(
+            release.namespace,
+            template["spec"]["serviceAccountName"],
+            audiences=(audience,),
+            bound_pod=name,
+        )
+    )
+    ca = files / "ca.crt"
+    ca.write_text(release.ca_configmap()["data"]["ca.crt"])
+    # Each node is its own host: two agents here cannot share the chart's health ports.
+    health, grpc_health = free_loopback_ports(2)
+    args = with_files(
+        resolved_here(container["args"]),
+        {
+            "--token-file": token,
+            "--ca-file": ca,
+            "--host-root": host.root,
+            "--health-port": health,
+            "--grpc-health-port": grpc_health,
+        },
+    )
+    # This machine's kernel events are not the fake host's: changes come by rescan.
+    argv = [str(BIN / container["command"][0]), *container["command"][1:], *args, "--no-udev"]
+    with played(argv, pod_env(container, pod), files / "agent.log") as process:
+        yield process

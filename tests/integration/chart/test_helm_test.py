@@ -24,10 +24,8 @@ from testbed.harness.kubelet import pod_status
 from testbed.harness.waiting import wait_until
 from tests.support.chart_pods import (
     BIN,
-    played,
-    pod_env,
-    pod_from_template,
     resolved_here,
+    running_agent,
     running_coordinator,
     with_files,
 )
@@ -148,43 +146,6 @@ def gpunode_session(kube: Kube, node: str) -> tuple[str, bool]:
     return str(status.get("session", "")), fresh
 
 
-@contextlib.contextmanager
-def running_agent(
-    cluster: KubeCluster, release: Release, node: str, folder: Path
-) -> Iterator[subprocess.Popen[bytes]]:
-    """The DaemonSet's Pod on `node`, played here on a fake host with the chart's flags."""
-    template = release.daemonset()["spec"]["template"]
-    name = f"{release.fullname}-agent-{node}"[:63]
-    pod = pod_from_template(release.kube, release.namespace, template, name, node_name=node)
-    container = template["spec"]["containers"][0]
-    audience = next(
-        source["serviceAccountToken"]["audience"]
-        for volume in template["spec"]["volumes"]
-        if volume["name"] == "token"
-        for source in volume["projected"]["sources"]
-    )
-    token = folder / "agent-token"
-    token.write_text(
-        cluster.service_account_token(
-            release.namespace,
-            template["spec"]["serviceAccountName"],
-            audiences=(audience,),
-            bound_pod=name,
-        )
-    )
-    ca = folder / "agent-ca.crt"
-    ca.write_text(release.ca_configmap()["data"]["ca.crt"])
-    host = scenarios.arc_b580_in_tree(folder / "host")
-    args = with_files(
-        resolved_here(container["args"]),
-        {"--token-file": token, "--ca-file": ca, "--host-root": host.root},
-    )
-    # This machine's kernel events are not the fake host's: changes come by rescan.
-    argv = [str(BIN / container["command"][0]), *container["command"][1:], *args, "--no-udev"]
-    with played(argv, pod_env(container, pod), folder / "agent.log") as process:
-        yield process
-
-
 def test_helm_test_passes_only_while_an_agent_reports_through_the_coordinator(
     kube_cluster: KubeCluster, release: Release, make_node: Any, tmp_path: Path
 ) -> None:
@@ -204,7 +165,8 @@ def test_helm_test_passes_only_while_an_agent_reports_through_the_coordinator(
         assert code == 1
         assert "0 of 0 GPU node(s) have an agent reporting, at least 1 required" in log
 
-        with running_agent(kube_cluster, release, node, tmp_path) as agent:
+        host = scenarios.arc_b580_in_tree(tmp_path / "host")
+        with running_agent(kube_cluster, release, node, host, tmp_path) as agent:
             wait_until(
                 f"{node}'s agent is connected and its report fresh",
                 lambda: gpunode_session(release.kube, node) == ("Connected", True),
