@@ -78,3 +78,17 @@ def test_it_can_be_left_out_or_ask_for_more_agents(helm: Helm) -> None:
     assert hooks(helm.template({"helmTest": {"enabled": False}})) == []
     pod = find(hooks(helm.template({"helmTest": {"requireReportingAgents": 12}})), "Pod")
     assert "--require-reporting=12" in pod["spec"]["containers"][0]["args"]
+
+
+def test_the_test_objects_are_the_charts_only_hooks(helm: Helm) -> None:
+    """docs/gitops.md's promise: Argo CD maps only install/upgrade hooks to its phases, so the
+    `test` hooks are neither applied nor pruned by it; any other hook in the chart would run in
+    a PreSync or PostSync phase there. With every optional part on, the only hooks are tests."""
+    rendered = helm.template({"networkPolicy": {"enabled": True}, "openshift": {"enabled": True}})
+    annotated = {
+        (o["kind"], o["metadata"]["name"]): o["metadata"]["annotations"]["helm.sh/hook"]
+        for o in rendered
+        if "helm.sh/hook" in (o["metadata"].get("annotations") or {})
+    }
+    assert annotated, "the chart renders no helm test"
+    assert set(annotated.values()) == {"test"}, annotated
