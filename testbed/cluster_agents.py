@@ -1,7 +1,5 @@
 """Agents and a running LiveNodes against the real test API server, for integration tests.
 
-- `serving_tls` makes a CA and a serving certificate for 127.0.0.1/localhost (the harness's
-  certificate code) for the coordinator's gRPC server; clients verify it with the CA.
 - `AgentPods` creates the agent ServiceAccount and one Pod per Node (bound to it by
   spec.nodeName; nothing runs it), and mints TokenRequest tokens bound to those Pods, exactly
   what the DaemonSet's projected token is.
@@ -17,7 +15,6 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives import hashes, serialization
@@ -27,32 +24,14 @@ from kubernetes import client as k8s
 from coordinator.kube.client import Kube, KubeError, path
 from coordinator.live_nodes.agent_service import AgentServiceConfig
 from coordinator.live_nodes.live import LiveNodes, LiveNodesConfig
-from coordinator.live_nodes.server import ServerConfig, TlsFiles
+from coordinator.live_nodes.server import ServerConfig
 from gpuctl.common.names import AGENT_AUDIENCE, GROUP, VERSION
 from gpuctl.common.names import GPUNODE_PLURAL as PLURAL
 from testbed.agent_client import AgentClient
-from testbed.harness import certs
 from testbed.harness.access import KubeCluster
+from testbed.harness.serving_tls import ServingTls
 
 AGENT_SA = "gpuctl-agent"
-
-
-@dataclass(frozen=True)
-class ServingTls:
-    files: TlsFiles
-    ca_pem: bytes
-
-
-def serving_tls(folder: Path) -> ServingTls:
-    now = datetime.datetime.now(datetime.UTC)
-    ca = certs.make_ca(now, "gpuctl-grpc-test-ca")
-    serving = certs.make_serving_cert(ca, now)
-    folder.mkdir(parents=True, exist_ok=True)
-    cert, key = folder / "tls.crt", folder / "tls.key"
-    cert.write_bytes(serving.cert_pem)
-    key.write_bytes(serving.key_pem)
-    key.chmod(0o600)
-    return ServingTls(TlsFiles(cert, key), ca.cert_pem)
 
 
 def agent_username(namespace: str, service_account: str = AGENT_SA) -> str:

@@ -20,13 +20,13 @@ from typing import Any
 from kubernetes import client as k8s
 
 from coordinator.kube.client import Kube
-from testbed.cluster_agents import serving_tls
 from testbed.harness.access import KubeCluster
 from testbed.harness.cluster import repository_root
 from testbed.harness.control_plane import ControlPlane
 from testbed.harness.kmm_build import find_kmm
 from testbed.harness.nodes import DEFAULT_KERNEL, create_node
 from testbed.harness.real_kmm import RealKmm
+from testbed.harness.serving_tls import serving_tls
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.rig import RolloutRig
 

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.kube.client import Kube, path
-from testbed.cluster_agents import serving_tls
 from testbed.coordinator_rbac import bound_coordinator, token_kubeconfig
 from testbed.demo.narrator import Narrator
 from testbed.harness.access import KubeCluster
@@ -34,6 +33,7 @@ from testbed.harness.kwok import find_kwok
 from testbed.harness.node_lifecycle import start_node_lifecycle
 from testbed.harness.nodes import DEFAULT_KERNEL, create_node
 from testbed.harness.real_kmm import RealKmm
+from testbed.harness.serving_tls import serving_tls
 from testbed.rollout_live.rig import RolloutRig
 
 NAMESPACE = "gpuctl-system"

@@ -26,8 +26,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from coordinator.kube.client import Kube
-from testbed.cluster_agents import serving_tls
 from testbed.harness.layout import LOOPBACK
+from testbed.harness.serving_tls import serving_tls
 
 # What the proxy asks the API server about the token's user (kube-rbac-proxy's
 # resourceAttributes for thanos-querier, as cluster-monitoring-view grants them).

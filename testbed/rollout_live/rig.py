@@ -43,12 +43,7 @@ from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import kmm_version
 from gpuctl.rollout.rollout_input import kmm_labels
 from testbed.agent_process import start_agent_process
-from testbed.cluster_agents import (
-    AgentPods,
-    ServingTls,
-    agent_username,
-    delete_gpunode,
-)
+from testbed.cluster_agents import AgentPods, agent_username, delete_gpunode
 from testbed.cluster_api import TEST_LABEL, gpudriver, node_labels
 from testbed.fakehost import DEFAULT_RELEASE, FakeHost
 from testbed.fakehost.signing import SigningKey, signing_key
@@ -57,6 +52,7 @@ from testbed.harness.access import KubeCluster
 from testbed.harness.kubelet import signature_check
 from testbed.harness.ports import free_loopback_ports
 from testbed.harness.real_kmm import RealKmm
+from testbed.harness.serving_tls import ServingTls
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.fake_nodes import (
     UNVERSIONED,

@@ -56,12 +56,7 @@ from kubernetes import client as k8s
 from coordinator.kube.client import Kube
 from coordinator.live_nodes.live import LiveNodes
 from gpuctl.common import names
-from testbed.cluster_agents import (
-    AgentPods,
-    ServingTls,
-    running_live_nodes,
-    serving_tls,
-)
+from testbed.cluster_agents import AgentPods, running_live_nodes
 from testbed.cluster_api import Api, remove_test_drivers
 from testbed.fixture_types import MakeNode
 from testbed.harness.access import KubeCluster
@@ -71,6 +66,7 @@ from testbed.harness.kmm_build import DEFAULT_VERSION, KmmBuild, find_kmm
 from testbed.harness.kubelet.pod_status import TEST_BACKOFF
 from testbed.harness.nodes import DEFAULT_KERNEL, create_node
 from testbed.harness.real_kmm import RealKmm
+from testbed.harness.serving_tls import ServingTls, serving_tls
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.rig import RolloutRig
 from tests.support.gpu_nodes import GpuNodes

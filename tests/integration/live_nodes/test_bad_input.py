@@ -23,14 +23,9 @@ from coordinator.live_nodes.metrics import LiveNodesCollector
 from coordinator.live_nodes.node_record import NodeRecord
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from testbed.agent_client import AgentClient, sample_report
-from testbed.cluster_agents import (
-    AgentPods,
-    ServingTls,
-    connect,
-    delete_gpunode,
-    running_live_nodes,
-)
+from testbed.cluster_agents import AgentPods, connect, delete_gpunode, running_live_nodes
 from testbed.harness.access import KubeCluster
+from testbed.harness.serving_tls import ServingTls
 from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration

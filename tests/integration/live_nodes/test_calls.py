@@ -17,12 +17,8 @@ from coordinator.kube.client import Kube
 from coordinator.live_nodes.live import LiveNodes
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from testbed.agent_client import sample_report
-from testbed.cluster_agents import (
-    AgentPods,
-    ServingTls,
-    connect,
-    delete_gpunode,
-)
+from testbed.cluster_agents import AgentPods, connect, delete_gpunode
+from testbed.harness.serving_tls import ServingTls
 
 pytestmark = pytest.mark.integration
 

@@ -22,19 +22,13 @@ import pytest
 
 from coordinator.kube.client import Kube
 from testbed.agent_process import start_agent_process
-from testbed.cluster_agents import (
-    AgentPods,
-    ServingTls,
-    agent_username,
-    delete_gpunode,
-    get_gpunode,
-    serving_tls,
-)
+from testbed.cluster_agents import AgentPods, agent_username, delete_gpunode, get_gpunode
 from testbed.cluster_api import TEST_LABEL
 from testbed.fakehost import FakeHost
 from testbed.fakehost.scenarios import B580, BACKPORT_TAG, kmm_out_of_tree
 from testbed.harness.access import KubeCluster
 from testbed.harness.ports import free_loopback_ports
+from testbed.harness.serving_tls import ServingTls, serving_tls
 from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration

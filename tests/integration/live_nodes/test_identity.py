@@ -15,13 +15,9 @@ import pytest
 from coordinator.live_nodes.live import LiveNodes
 from coordinator.live_nodes.node_record import NodeRecord, Session
 from testbed.agent_client import sample_report
-from testbed.cluster_agents import (
-    AgentPods,
-    ServingTls,
-    connect,
-    resigned_token,
-)
+from testbed.cluster_agents import AgentPods, connect, resigned_token
 from testbed.harness.access import KubeCluster
+from testbed.harness.serving_tls import ServingTls
 from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration

@@ -18,15 +18,9 @@ from coordinator.kube.client import Kube
 from coordinator.live_nodes.live import LiveNodes
 from coordinator.manager import Coordinator
 from testbed.agent_client import sample_report
-from testbed.cluster_agents import (
-    AgentPods,
-    ServingTls,
-    connect,
-    delete_gpunode,
-    make_live_nodes,
-    serving_tls,
-)
+from testbed.cluster_agents import AgentPods, connect, delete_gpunode, make_live_nodes
 from testbed.harness.access import KubeCluster
+from testbed.harness.serving_tls import ServingTls, serving_tls
 from testbed.harness.waiting import wait_until
 from tests.support.coordinator_thread import running_coordinator
 

@@ -14,13 +14,8 @@ import pytest
 from coordinator.kube.client import MERGE_PATCH, Kube, path
 from coordinator.live_nodes.live import LiveNodes
 from testbed.agent_client import OPEN_CLIENTS, sample_report
-from testbed.cluster_agents import (
-    AgentPods,
-    ServingTls,
-    connect,
-    delete_gpunode,
-    get_gpunode,
-)
+from testbed.cluster_agents import AgentPods, connect, delete_gpunode, get_gpunode
+from testbed.harness.serving_tls import ServingTls
 from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration

@@ -22,15 +22,14 @@ from gpuctl.common.names import SERVING_LABEL
 from testbed.agent_client import sample_report
 from testbed.cluster_agents import (
     AgentPods,
-    ServingTls,
     connect,
     delete_gpunode,
     get_gpunode,
     running_live_nodes,
-    serving_tls,
 )
 from testbed.coordinator_rbac import bound_coordinator
 from testbed.harness.access import KubeCluster
+from testbed.harness.serving_tls import ServingTls, serving_tls
 from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration

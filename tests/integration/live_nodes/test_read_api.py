@@ -20,14 +20,9 @@ from coordinator.live_nodes.live import LiveNodes
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as node_grpc
 from testbed.agent_client import OPEN_CLIENTS, sample_report
-from testbed.cluster_agents import (
-    AgentPods,
-    ServingTls,
-    connect,
-    delete_gpunode,
-    running_live_nodes,
-)
+from testbed.cluster_agents import AgentPods, connect, delete_gpunode, running_live_nodes
 from testbed.harness.access import KubeCluster
+from testbed.harness.serving_tls import ServingTls
 from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration

@@ -21,13 +21,13 @@ from coordinator.live_nodes.live import LiveNodes
 from testbed.agent_client import AgentClient, sample_report
 from testbed.cluster_agents import (
     AgentPods,
-    ServingTls,
     connect,
     delete_gpunode,
     get_gpunode,
     running_live_nodes,
 )
 from testbed.harness.access import KubeCluster
+from testbed.harness.serving_tls import ServingTls
 from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration

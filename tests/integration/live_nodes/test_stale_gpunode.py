@@ -25,9 +25,10 @@ import pytest
 from coordinator.kube.client import Kube
 from coordinator.live_nodes.live import LiveNodes
 from testbed.agent_process import start_agent_process
-from testbed.cluster_agents import AgentPods, ServingTls, delete_gpunode, get_gpunode
+from testbed.cluster_agents import AgentPods, delete_gpunode, get_gpunode
 from testbed.fakehost.scenarios import kmm_out_of_tree
 from testbed.harness.access import KubeCluster
+from testbed.harness.serving_tls import ServingTls
 from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration

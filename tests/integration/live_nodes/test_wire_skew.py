@@ -18,14 +18,9 @@ from coordinator.live_nodes.metrics import LiveNodesCollector
 from coordinator.live_nodes.node_record import NodeRecord
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
-from testbed.cluster_agents import (
-    AgentPods,
-    ServingTls,
-    connect,
-    delete_gpunode,
-    running_live_nodes,
-)
+from testbed.cluster_agents import AgentPods, connect, delete_gpunode, running_live_nodes
 from testbed.harness.access import KubeCluster
+from testbed.harness.serving_tls import ServingTls
 from testbed.harness.waiting import wait_until
 from tests.support.wire import GOLDEN, field, golden_report, number_of
 
