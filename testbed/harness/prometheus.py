@@ -6,6 +6,8 @@
 config that scrapes that endpoint every second and a rule file whose alert `GpuDegraded`
 (severity critical) fires while the gauge is above 0, waits until it is ready, and stops it
 afterwards. A missing binary fails the test with how to get it: it is never skipped.
+`instant_queries` counts the instant queries the server has answered (its own
+`prometheus_http_requests_total`), so a test can wait for a gate to have been asked again.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.harness.layout import LOOPBACK
 from testbed.harness.ports import free_loopback_ports
@@ -89,6 +93,21 @@ def query(url: str, promql: str) -> list[Any]:
         body = json.loads(answer.read())
     assert body["status"] == "success", body
     return list(body["data"]["result"])
+
+
+def instant_queries(url: str) -> int:
+    """How many instant queries (`/api/v1/query`) the server has answered so far."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:  # noqa: S310
+        text = answer.read().decode()
+    return int(
+        sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            if family.name == "prometheus_http_requests"
+            for sample in family.samples
+            if sample.name.endswith("_total") and sample.labels.get("handler") == "/api/v1/query"
+        )
+    )
 
 
 def _ready(url: str) -> bool:

@@ -7,13 +7,18 @@ clearing the alert releases it; a node starts only on an answer asked for that s
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
 from gpuctl.common import names
-from testbed.harness.prometheus import FIRING_QUERY, MetricsEndpoint, query, running_prometheus
+from testbed.harness.prometheus import (
+    FIRING_QUERY,
+    MetricsEndpoint,
+    instant_queries,
+    query,
+    running_prometheus,
+)
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.rig import NEW, RolloutRig
 from testbed.rollout_live.scenario import FAST, held_by, module_version, start, wait_status
@@ -41,7 +46,13 @@ def test_a_firing_alert_holds_the_rollout_and_clearing_it_releases_it(
             )
             status = wait_status(rig, "held by the alert", held_by(new, "returned 1 series"))
             assert 'alertname="GpuDegraded"' in status["message"]
-            time.sleep(2)  # the gate is asked every 2 s: still nobody starts
+            # Two more asks of the gate (every 2 s), each answered with the alert: nobody starts.
+            asked = instant_queries(url)
+            wait_until(
+                "the gate is asked twice more",
+                lambda: instant_queries(url) >= asked + 2,
+                timeout_seconds=60,
+            )
             assert [rig.state(n) for n in nodes] == [f"Pending {new}"] * 2
             endpoint.value = 0  # the node recovered: the alert resolves
             rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=120, version=new)
