@@ -25,10 +25,11 @@ time, which a saturated coordinator inflates), a node's own time against KMM's o
 a node (label -> ready in the floor run), the node-to-node handoff (a node Done -> the next
 node in Checking, pairing each start after the first wave with the Done that freed its slot)
 p50/p99, API requests per node by kind, the coordinator's peak RSS (VmHWM) and CPU seconds,
-GPUNode writes, and then, all sessions open, reports/s ingested (each agent sends `--reports`
-changed reports at once; the per-agent report limit is lifted, as capacity is the question);
-and the kernel boundary's count of unloads on a busy node. The bound (nodes cordoned or in a
-step at most 10 %) is checked on every Node event.
+GPUNode writes, KMM's manager's own work per node in both runs (its reconciles by controller
+and its CPU seconds, bench.kmm_work), and then, all sessions open, reports/s ingested (each
+agent sends `--reports` changed reports at once; the per-agent report limit is lifted, as
+capacity is the question); and the kernel boundary's count of unloads on a busy node. The
+bound (nodes cordoned or in a step at most 10 %) is checked on every Node event.
 
 `--shards K` splits the fleet into K node pools (label `bench-pool`), as docs/deploying.md#sharding
 says an admin does past one process's size: a GPUDriver per pool, and K coordinators, each
@@ -69,6 +70,7 @@ from bench.fleet_world import (
 )
 from bench.kmm_fleet import KmmFleet
 from bench.kmm_floor import floor_upgrade
+from bench.kmm_work import KmmWork, kmm_work
 from bench.timing import Timings
 from coordinator.kube.client import MERGE_PATCH, path
 from gpuctl.common import names
@@ -208,7 +210,10 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         for node, _ in world.agents:
             fleet.kmm.delay_node(node, args.delay)
         print("fleet Done at the old version; rolling out the new one", flush=True)
+        kmm_port = fleet.kmm.operator.metrics_port
+        kmm_before = kmm_work(kmm_port)
         figures.update(roll_out(world, shards, args.nodes, args.delay))
+        figures["kmm_work_rollout"] = kmm_work(kmm_port).since(kmm_before)
         figures["reports_per_second"] = ingest(shards, args.nodes, args.reports)
         figures["cpu_seconds_total"] = cpu_seconds(shards)
         figures["peak_rss_kb"] = [s.coordinator.memory_kb("VmHWM") for s in shards]
@@ -216,7 +221,9 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         figures["handshake_retries"] = sum(s.swarm.handshake_retries for s in shards)
         if args.shards == 1:
             print("gpuctl done; the same upgrade the way KMM's docs describe", flush=True)
+            kmm_before = kmm_work(kmm_port)
             figures.update(floor(world, shards))
+            figures["kmm_work_floor"] = kmm_work(kmm_port).since(kmm_before)
         figures["violations"] = len(fleet.kmm.unloads_while_busy())
         figures["kubelet_errors"] = len(fleet.kmm.kubelet.errors)
     finally:
@@ -226,6 +233,22 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 def _mib(kb: list[int]) -> str:
     return ", ".join(f"{k / 1024:.0f}" for k in kb)
+
+
+def _kmm_work_line(rollout: KmmWork, floor_run: KmmWork, nodes: int) -> str:
+    """KMM's manager's own work per node in gpuctl's rollout and in the floor (bench/kmm_work)."""
+    names = sorted(n for n in {*rollout.reconciles, *floor_run.reconciles} if n)
+    counts = ", ".join(
+        f"{name} {rollout.reconciles.get(name, 0) / nodes:.1f} vs "
+        f"{floor_run.reconciles.get(name, 0) / nodes:.1f}"
+        for name in names
+        if rollout.reconciles.get(name) or floor_run.reconciles.get(name)
+    )
+    return (
+        f"  KMM's manager per node, gpuctl's rollout vs the floor: CPU "
+        f"{rollout.cpu_seconds / nodes:.3f} vs {floor_run.cpu_seconds / nodes:.3f} s; "
+        f"reconciles {counts}"
+    )
 
 
 def describe(f: dict[str, Any]) -> str:
@@ -250,6 +273,7 @@ def describe(f: dict[str, Any]) -> str:
             f"  a node: gpuctl median {f['median_node_seconds']:.2f} s (checks, cordon, drain, "
             f"KMM, verification); KMM's own (label -> ready) median {kmm_node.median:.2f} s, "
             f"p99 {kmm_node.percentile(99):.2f} s",
+            _kmm_work_line(f["kmm_work_rollout"], f["kmm_work_floor"], f["nodes"]),
         ]
     return "\n".join(
         [
