@@ -1,7 +1,8 @@
-"""The release most chart tests install: the chart's defaults, ports free on this machine (so
-its coordinator and agents can run here with the rendered flags as they are), and every
-optional rule of the NetworkPolicy and the Prometheus gate's token and CA mounts (so the API
-server checks each one's shape)."""
+"""The releases the chart tests install. `release`: the chart's defaults, ports free on this
+machine (so its coordinator and agents can run here with the rendered flags as they are), and
+every optional rule of the NetworkPolicy and the Prometheus gate's token and CA mounts (so the
+API server checks each one's shape). `previous_chart_release`: values the previous chart takes
+too, for the upgrade tests."""
 
 from __future__ import annotations
 
@@ -36,5 +37,16 @@ def release(
         "prometheus": {"to": [{"ipBlock": {"cidr": "10.96.0.0/12"}}]},
         "extraEgress": [{"to": [{"ipBlock": {"cidr": "192.0.2.0/24"}}]}],
     }
+    with chart_release(kube_cluster, Kube(kube_admin), namespace, tmp_path, values) as installed:
+        yield installed
+
+
+@pytest.fixture
+def previous_chart_release(
+    kube_cluster: KubeCluster, kube_admin: Any, namespace: str, tmp_path: Path
+) -> Iterator[Release]:
+    """A release whose values both this chart and the previous one (tests/golden/charts/)
+    take: the upgrade tests install the previous chart with them (it refuses newer keys)."""
+    values = base_values(namespace)
     with chart_release(kube_cluster, Kube(kube_admin), namespace, tmp_path, values) as installed:
         yield installed

@@ -12,19 +12,17 @@ previous release are not built here). Adjacent releases' code is the version-ske
 from __future__ import annotations
 
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from coordinator.kube.client import Kube
 from gpuctl.gpudriver.module_spec import module_name
 from testbed.cluster_api import Api, gpudriver, node_labels, simple_spec
 from testbed.harness.access import KubeCluster
 from testbed.harness.waiting import wait_until
 from tests.support.chart_pods import running_coordinator
-from tests.support.chart_release import Release, base_values, chart_release
+from tests.support.chart_release import Release
 
 pytestmark = pytest.mark.integration
 
@@ -43,24 +41,19 @@ def target_served(release: Release, driver: str) -> bool:
     return f'gpuctl_rollout_target_info{{gpudriver="{driver}"' in text
 
 
-@pytest.fixture
-def release(
-    kube_cluster: KubeCluster, kube_admin: Any, namespace: str, tmp_path: Path
-) -> Iterator[Release]:
-    """Values both charts take (the previous one refuses the newer keys)."""
-    values = base_values(namespace)
-    with chart_release(kube_cluster, Kube(kube_admin), namespace, tmp_path, values) as installed:
-        yield installed
-
-
 def host_paths(release: Release) -> list[str]:
     volumes = release.daemonset()["spec"]["template"]["spec"]["volumes"]
     return [v["hostPath"]["path"] for v in volumes if "hostPath" in v]
 
 
 def test_upgrading_the_chart_rewrites_no_module_target_or_node(
-    kube_cluster: KubeCluster, release: Release, api: Api, make_node: Any, tmp_path: Path
+    kube_cluster: KubeCluster,
+    previous_chart_release: Release,
+    api: Api,
+    make_node: Any,
+    tmp_path: Path,
 ) -> None:
+    release = previous_chart_release
     namespace = release.namespace
     release.install(chart=PREVIOUS)
     assert host_paths(release) == ["/"]  # the previous chart: the whole host, read-only

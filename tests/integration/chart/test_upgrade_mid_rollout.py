@@ -19,13 +19,10 @@ test_upgrade_from_previous.py).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from coordinator.kube.client import Kube
 from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import module_name
 from testbed.cluster_api import Api, gpudriver, node_labels, simple_spec
@@ -36,23 +33,13 @@ from testbed.rollout_live.scenario import FAST
 from tests.integration.chart.test_helm_test import gpunode_session
 from tests.integration.chart.test_upgrade_from_previous import PREVIOUS, target_served
 from tests.support.chart_pods import running_agent, running_coordinator
-from tests.support.chart_release import Release, base_values, chart_release
+from tests.support.chart_release import Release
 from tests.support.gpu_nodes import GpuNodes
 
 pytestmark = pytest.mark.integration
 
 FIRST, SECOND = "registry.example.com/xe:1.0", "registry.example.com/xe:2.0"
 CLIENT_PID = 4242
-
-
-@pytest.fixture
-def release(
-    kube_cluster: KubeCluster, kube_admin: Any, namespace: str, tmp_path: Path
-) -> Iterator[Release]:
-    """Values both charts take (the previous one refuses the newer keys)."""
-    values = base_values(namespace)
-    with chart_release(kube_cluster, Kube(kube_admin), namespace, tmp_path, values) as installed:
-        yield installed
 
 
 def target(api: Api, driver: str) -> str:
@@ -104,12 +91,13 @@ def wait_states(api: Api, driver: str, wanted: dict[str, str], logs: list[Path])
 def test_a_helm_upgrade_mid_rollout_restarts_nothing_and_re_rolls_no_done_node(
     *,
     kube_cluster: KubeCluster,
-    release: Release,
+    previous_chart_release: Release,
     api: Api,
     gpu_nodes: GpuNodes,
     namespace: str,
     tmp_path: Path,
 ) -> None:
+    release = previous_chart_release
     release.install(chart=PREVIOUS)
     nodes = [gpu_nodes.add(short, node_labels(namespace)) for short in ("a", "b", "c")]
     first, busy, last = nodes
