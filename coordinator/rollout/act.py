@@ -447,10 +447,12 @@ class RolloutActor:
             }
         }
 
-    def write_status(self, driver: Mapping[str, Any], fields: dict[str, Any]) -> None:
+    def write_status(self, driver: Mapping[str, Any], fields: dict[str, Any]) -> str | None:
+        """Merges `fields` into the GPUDriver's status; the GPUDriver's resourceVersion after
+        the write, or None when it failed (logged: the next pass writes again)."""
         name = driver["metadata"]["name"]
         try:
-            self._kube.request(
+            answer = self._kube.request(
                 "PATCH",
                 path(
                     names.GROUP,
@@ -467,3 +469,5 @@ class RolloutActor:
                 log.warning(
                     "rollout status write failed", extra={"gpudriver": name, "error": str(err)}
                 )
+            return None
+        return str((answer.get("metadata") or {}).get("resourceVersion") or "") or None

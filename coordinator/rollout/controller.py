@@ -30,6 +30,7 @@ from coordinator.rollout.config import RolloutConfig
 from coordinator.rollout.gather import RolloutGatherer, RolloutView
 from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.overlay import NodeOverlay
+from coordinator.rollout.status_writes import StatusWrites
 from gpuctl.common.names import Phase
 from gpuctl.gpudriver.module_spec import module_name
 from gpuctl.rollout.decide import decide
@@ -93,6 +94,8 @@ class RolloutController:
             metrics=metrics,
         )
         self.passes = 0
+        # What this controller last wrote into each GPUDriver's status (the cache lags it).
+        self._status_writes = StatusWrites(monotonic)
 
     # -- triggers ---------------------------------------------------------------------------
 
@@ -137,6 +140,7 @@ class RolloutController:
         """One pass for one GPUDriver; seconds until it wants another, or None."""
         driver = self._driver(name)
         if driver is None:
+            self._status_writes.forget(name)
             if self._metrics is not None:
                 self._metrics.forget(name)
             return None
@@ -158,13 +162,9 @@ class RolloutController:
         if decision.rollback is not None and requeue is None:
             # Before the status write: the spec patch carries the resourceVersion read.
             requeue = self.actor.roll_back(driver, decision.rollback)
-        written: dict[str, Any] = {}
-        if decision.status != (previous or None):
-            written["rollout"] = decision.status
-        if decision.revisions is not None:
-            written["revisions"] = decision.revisions
+        written = self._status_writes.due(driver, decision.status, decision.revisions)
         if written:
-            self.actor.write_status(driver, written)
+            self._write_status(driver, written)
         for event in decision.events:
             self._events.record(driver, event.kind, event.reason, event.message)
         if self._metrics is not None:
@@ -175,6 +175,10 @@ class RolloutController:
         if requeue is not None:
             return requeue
         return decision.requeue_after
+
+    def _write_status(self, driver: Mapping[str, Any], fields: dict[str, Any]) -> None:
+        resource_version = self.actor.write_status(driver, fields)
+        self._status_writes.wrote(str(driver["metadata"]["name"]), fields, resource_version)
 
     def _finish_refused(
         self,
@@ -196,10 +200,10 @@ class RolloutController:
         decision = decide(inp) if inp.nodes else Decision()
         requeue = self.actor.execute(driver, inp, decision)
         status = refused_status(target, why, inp.nodes)
-        if status != previous:
+        if self._status_writes.due(driver, status):
             # A repeat of the same refusal bumps the one Event's count (EventRecorder).
             self._events.record(driver, WARNING, "InvalidRollout", why)
-            self.actor.write_status(driver, {"rollout": status})
+            self._write_status(driver, {"rollout": status})
         if self._metrics is not None:
             blocked = [n.reason_kind for n in inp.nodes if n.phase is Phase.BLOCKED]
             self._metrics.record(

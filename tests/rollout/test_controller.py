@@ -299,6 +299,57 @@ def test_our_own_write_is_seen_by_the_next_pass_before_the_cache_has_it() -> Non
     assert [w for w in api.writes if w == ("PATCH", NODE_PATH)] == [("PATCH", NODE_PATH)] * 2
 
 
+class DriverLaggingView(View):
+    """A watch cache whose GPUDriver stays as it was at the start (its status never arrives)."""
+
+    def __init__(self, api: MemoryApi) -> None:
+        super().__init__(api)
+        self.stale = copy.deepcopy(api.objects[DRIVER_PATH])
+
+    def drivers(self) -> list[dict[str, Any]]:
+        return [copy.deepcopy(self.stale)]
+
+
+def test_a_status_the_cache_has_not_caught_up_with_is_not_written_again() -> None:
+    """Three passes deciding the same status while the cache lags the first write: one status
+    write; a status that changes is written at once; after the settle time the cache decides."""
+    agents = Agents()
+    agents.reachable = False
+    api, _controller, clock = world(agents=agents)
+    view = DriverLaggingView(api)
+    controller = RolloutController(
+        api,
+        view,
+        agents=agents,
+        events=EventRecorder(api, "default", "test", lambda: "2026-11-29T12:00:00Z"),
+        config=RolloutConfig(NS),
+        wall_clock=clock.wall,
+        monotonic=clock,
+    )
+    status_path = f"{DRIVER_PATH}/status"
+
+    def status_writes() -> int:
+        return sum(1 for w in api.writes if w == ("PATCH", status_path))
+
+    for _ in range(3):  # Pending, then Checking (waiting for the agent's report)
+        controller.sync(DRIVER)
+    assert phase(api) == "Checking"
+    written = api.objects[DRIVER_PATH]["status"]["rollout"]
+    assert written["nodes"][0]["phase"] == "Checking"
+    before = status_writes()
+    for _ in range(3):
+        controller.sync(DRIVER)
+    assert api.objects[DRIVER_PATH]["status"]["rollout"] == written  # decided the same
+    assert status_writes() == before
+    clock.advance(61)  # no report within the check timeout: the node Blocked, a new status
+    controller.sync(DRIVER)
+    assert phase(api) == "Blocked"
+    assert status_writes() == before + 1
+    clock.advance(5)  # the settle time: the stale cache (no status at all) decides again
+    controller.sync(DRIVER)
+    assert status_writes() == before + 2
+
+
 def test_gpu_pods_are_evicted_and_a_pdb_refusal_is_retried() -> None:
     pod = {
         "metadata": {"namespace": "ml", "name": "train"},

@@ -1,0 +1,89 @@
+"""Whether a pass must write a GPUDriver's rollout status, or it already has.
+
+A pass compares the status it decided with the one on the GPUDriver it read from the watch
+cache. Right after a write that cache lags by a watch event, and the passes in between (node
+events come several a second in a rollout) each found the status "changed" and wrote the same
+status again: at 50 nodes three writes in four repeated the one before (measured with
+bench.fleet_scale, docs/benchmarks.md). Each costs the API server a request.
+
+So the last status written for each GPUDriver (its `rollout` and `revisions`) is remembered with
+the resourceVersion the write returned. Until the cache shows that resourceVersion, the decided
+status is compared with what was written rather than with the cache. Once the cache has caught
+up, or after `settle_seconds` (the cache may have skipped past that version: a later write by
+someone else), the cache is the truth again. A failed write is forgotten, so the next pass
+writes again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+SETTLE_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class _Written:
+    fields: Mapping[str, Any]  # status key -> the value written
+    resource_version: str
+    at: float
+
+
+class StatusWrites:
+    """What was last written into each GPUDriver's status by the rollout (thread-safe)."""
+
+    def __init__(
+        self,
+        monotonic: Callable[[], float] = time.monotonic,
+        settle_seconds: float = SETTLE_SECONDS,
+    ) -> None:
+        self._monotonic = monotonic
+        self._settle_seconds = settle_seconds
+        self._written: dict[str, _Written] = {}
+        self._lock = threading.Lock()
+
+    def due(
+        self,
+        driver: Mapping[str, Any],
+        rollout: Mapping[str, Any] | None,
+        revisions: list[Any] | None = None,
+    ) -> dict[str, Any]:
+        """The status fields to write for `driver` (as the watch cache has it): `rollout`, the
+        status the pass decided, when it differs from the one on the GPUDriver; `revisions`
+        (None: the pass found nothing to record) unless it is what was just written."""
+        meta = driver.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        with self._lock:
+            written = self._written.get(name)
+            if written is not None and (
+                meta.get("resourceVersion") == written.resource_version
+                or self._monotonic() - written.at >= self._settle_seconds
+            ):
+                del self._written[name]  # the cache has it, or may have moved past it
+                written = None
+        lagged = dict(written.fields) if written is not None else {}
+        on_driver = lagged.get("rollout", (driver.get("status") or {}).get("rollout"))
+        due: dict[str, Any] = {}
+        if dict(rollout or {}) != dict(on_driver or {}):
+            due["rollout"] = rollout
+        if revisions is not None and revisions != lagged.get("revisions"):
+            due["revisions"] = revisions
+        return due
+
+    def wrote(self, name: str, fields: Mapping[str, Any], resource_version: str | None) -> None:
+        """`fields` were written (resource_version: the GPUDriver's after the write), or the
+        write failed (None): the next pass compares with the cache again."""
+        with self._lock:
+            if not resource_version:
+                self._written.pop(name, None)
+                return
+            before = self._written.get(name)
+            merged = {**(before.fields if before is not None else {}), **fields}
+            self._written[name] = _Written(merged, resource_version, self._monotonic())
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._written.pop(name, None)

@@ -1,0 +1,81 @@
+"""coordinator/rollout/status_writes.py: a pass writes the rollout status only when it differs
+from the last one written while the watch cache lags that write, and from the cache once the
+cache has it (or after the settle time); a failed write is forgotten."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator.rollout.status_writes import SETTLE_SECONDS, StatusWrites
+from tests.support.clock import ManualClock
+
+RUNNING = {"state": "Progressing", "progress": "1/3"}
+FURTHER = {"state": "Progressing", "progress": "2/3"}
+
+
+def cached(resource_version: str, rollout: dict[str, Any] | None) -> dict[str, Any]:
+    """The GPUDriver as the watch cache has it."""
+    driver: dict[str, Any] = {"metadata": {"name": "gpu", "resourceVersion": resource_version}}
+    if rollout is not None:
+        driver["status"] = {"rollout": rollout}
+    return driver
+
+
+def test_without_a_write_the_cache_decides() -> None:
+    writes = StatusWrites(ManualClock())
+    assert writes.due(cached("4", None), RUNNING) == {"rollout": RUNNING}
+    assert writes.due(cached("4", RUNNING), RUNNING) == {}
+    assert writes.due(cached("4", None), None) == {}  # nothing to write, nothing there
+    assert writes.due(cached("4", RUNNING), None) == {"rollout": None}  # cleared
+
+
+def test_revisions_the_pass_found_to_record_are_written_unless_just_written() -> None:
+    writes = StatusWrites(ManualClock())
+    history = [{"version": "a"}, {"version": "b"}]
+    assert writes.due(cached("4", RUNNING), RUNNING, history) == {"revisions": history}
+    writes.wrote("gpu", {"revisions": history}, "5")
+    assert writes.due(cached("4", RUNNING), RUNNING, history) == {}
+    longer = [*history, {"version": "c"}]
+    assert writes.due(cached("4", RUNNING), RUNNING, longer) == {"revisions": longer}
+
+
+def test_while_the_cache_lags_the_write_the_same_status_is_not_written_again() -> None:
+    writes = StatusWrites(ManualClock())
+    writes.wrote("gpu", {"rollout": RUNNING}, "5")
+    stale = cached("4", None)
+    assert not writes.due(stale, RUNNING)
+    assert writes.due(stale, FURTHER)  # a new status is written at once
+    writes.wrote("gpu", {"revisions": [{"version": "b"}]}, "6")  # a later write of the other
+    assert not writes.due(stale, RUNNING)  # field: what was written of both is remembered
+
+
+def test_once_the_cache_has_the_write_it_decides_again() -> None:
+    writes = StatusWrites(ManualClock())
+    writes.wrote("gpu", {"rollout": RUNNING}, "5")
+    assert not writes.due(cached("5", RUNNING), RUNNING)
+    # Someone else rewrote it afterwards: the cache shows theirs, ours is written back.
+    assert writes.due(cached("6", {"state": "edited"}), RUNNING)
+
+
+def test_after_the_settle_time_the_cache_decides_even_if_it_skipped_the_write() -> None:
+    clock = ManualClock()
+    writes = StatusWrites(clock)
+    writes.wrote("gpu", {"rollout": RUNNING}, "5")
+    other = cached("7", {"state": "edited"})  # the cache went past "5" to a later write
+    assert not writes.due(other, RUNNING)
+    clock.advance(SETTLE_SECONDS)
+    assert writes.due(other, RUNNING)
+
+
+def test_a_failed_write_is_written_again() -> None:
+    writes = StatusWrites(ManualClock())
+    writes.wrote("gpu", {"rollout": RUNNING}, "5")
+    writes.wrote("gpu", {"rollout": RUNNING}, None)
+    assert writes.due(cached("4", None), RUNNING)
+
+
+def test_a_forgotten_gpudriver_is_read_from_the_cache() -> None:
+    writes = StatusWrites(ManualClock())
+    writes.wrote("gpu", {"rollout": RUNNING}, "5")
+    writes.forget("gpu")
+    assert writes.due(cached("4", None), RUNNING)
