@@ -2,10 +2,12 @@
 plane of that release for the package (hack/kube/ensure oldest builds it), in place of the
 session's.
 
-Every test here is one the suite also runs on the newest release, collected again so it runs on
-this control plane: the chart installed and its guards enforced, one rollout with a busy node
-on KMM's real operator, and DRA's ResourceClaims in the version 1.31 serves. A test module
-imports the tests it reruns; this conftest brings the fixtures they need from where they live.
+Most tests here are ones the suite also runs on the newest release, collected again so they
+run on this control plane (the chart installed and its guards enforced, one rollout with a busy
+node on KMM's real operator); a module imports the tests it reruns, and this conftest brings the
+fixtures they need from where they live. The others are this release's own: the server is the
+chart's floor, the agent's recursiveReadOnly mounts are kept, and DRA's ResourceClaims are read
+in the version 1.31 serves (v1alpha3).
 """
 
 from __future__ import annotations
