@@ -118,25 +118,38 @@ class Coordinator:
 # -- watching the rollout -------------------------------------------------------------------
 
 
-class NodeEvents:
-    """Calls `apply` with each Node matching `selector` that is added or changed from now on,
-    in a thread of its own, until `stop`; a failed watch is resumed where it was."""
+class WatchEvents:
+    """Calls `apply` with each object of `collection` matching `selector` that is added or
+    changed from now on, in a thread of its own, until `stop`; a failed watch is resumed where
+    it was. `only_new`: objects there before are left out, whatever happens to them."""
 
-    def __init__(self, kube: Kube, selector: str, apply: Callable[[dict[str, Any]], None]) -> None:
-        self._kube, self._selector, self._apply = kube, selector, apply
+    def __init__(
+        self,
+        kube: Kube,
+        collection: str,
+        selector: str,
+        apply: Callable[[dict[str, Any]], None],
+        *,
+        only_new: bool = False,
+    ) -> None:
+        self._kube, self._collection, self._selector = kube, collection, selector
+        self._apply = apply
         self._stop = threading.Event()
-        listed = kube.request("GET", path("", "v1", "nodes"), query={"labelSelector": selector})
+        listed = kube.request("GET", collection, query={"labelSelector": selector})
         self._version = str(listed["metadata"]["resourceVersion"])
+        items = (listed.get("items") or []) if only_new else []
+        self._before = frozenset(str(item["metadata"]["uid"]) for item in items)
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
             query = {"labelSelector": self._selector, "resourceVersion": self._version}
             try:
-                for event in self._kube.watch(path("", "v1", "nodes"), query, 60):
+                for event in self._kube.watch(self._collection, query, 60):
                     obj = event.get("object") or {}
                     if event.get("type") in ("ADDED", "MODIFIED"):
-                        self._apply(obj)
+                        if obj["metadata"].get("uid") not in self._before:
+                            self._apply(obj)
                         self._version = obj["metadata"]["resourceVersion"]
                     if self._stop.is_set():
                         return
@@ -145,6 +158,9 @@ class NodeEvents:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+NODES = path("", "v1", "nodes")
 
 
 class RolloutWatch:
@@ -158,7 +174,7 @@ class RolloutWatch:
         self.unavailable: set[str] = set()
         self.most_unavailable = 0
         self.events = 0
-        self._events = NodeEvents(kube, selector, self._apply)
+        self._events = WatchEvents(kube, NODES, selector, self._apply)
 
     def _apply(self, node: dict[str, Any]) -> None:
         self.events += 1

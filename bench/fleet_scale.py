@@ -70,11 +70,13 @@ from bench.fleet_world import (
 )
 from bench.kmm_fleet import KmmFleet
 from bench.kmm_floor import floor_upgrade
+from bench.kmm_timeline import Timeline, side_by_side, stretches
 from bench.kmm_work import KmmWork, kmm_work
 from bench.timing import Timings
 from coordinator.kube.client import MERGE_PATCH, path
 from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import module_name
+from gpuctl.rollout.rollout_input import kmm_labels
 
 
 def roll_out(world: World, shards: list[Shard], nodes: int, delay: float) -> dict[str, Any]:
@@ -159,12 +161,25 @@ def ingest(shards: list[Shard], nodes: int, reports: int) -> float:
     return nodes * reports / (time.perf_counter() - started)
 
 
+def timeline(world: World, shard: Shard, kmm_version: str, state_version: str | None) -> Timeline:
+    """The moments of each node's upgrade to `kmm_version` from now on (bench.kmm_timeline)."""
+    return Timeline(
+        world.kube,
+        selector=SELECTOR,
+        namespace=NAMESPACE,
+        labels=kmm_labels(NAMESPACE, module_name(shard.driver)),
+        kmm_version=kmm_version,
+        state_version=state_version,
+    )
+
+
 def floor(world: World, shards: list[Shard]) -> dict[str, Any]:
     """The coordinators stopped, the same upgrade by KMM's docs on the same nodes and KMM."""
     for shard in shards:
         shard.swarm.stop()
         shard.coordinator.stop()
     (shard,) = shards
+    moments = timeline(world, shard, FLOOR, None)
     run = floor_upgrade(
         world.kube,
         namespace=NAMESPACE,
@@ -179,6 +194,7 @@ def floor(world: World, shards: list[Shard]) -> dict[str, Any]:
         "floor_kmm_seconds": run.seconds,
         "floor_kmm_batches": run.batches,
         "kmm_node": run.per_node,
+        "stretches_floor": stretches(moments.stop()),
     }
 
 
@@ -212,8 +228,11 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         print("fleet Done at the old version; rolling out the new one", flush=True)
         kmm_port = fleet.kmm.operator.metrics_port
         kmm_before = kmm_work(kmm_port)
+        moments = timeline(world, shards[0], NEW, NEW) if args.shards == 1 else None
         figures.update(roll_out(world, shards, args.nodes, args.delay))
         figures["kmm_work_rollout"] = kmm_work(kmm_port).since(kmm_before)
+        if moments is not None:
+            figures["stretches_rollout"] = stretches(moments.stop())
         figures["reports_per_second"] = ingest(shards, args.nodes, args.reports)
         figures["cpu_seconds_total"] = cpu_seconds(shards)
         figures["peak_rss_kb"] = [s.coordinator.memory_kb("VmHWM") for s in shards]
@@ -274,6 +293,9 @@ def describe(f: dict[str, Any]) -> str:
             f"KMM, verification); KMM's own (label -> ready) median {kmm_node.median:.2f} s, "
             f"p99 {kmm_node.percentile(99):.2f} s",
             _kmm_work_line(f["kmm_work_rollout"], f["kmm_work_floor"], f["nodes"]),
+            "  where a node's time goes (bench.kmm_timeline; moments as the bench's watches saw "
+            "them):",
+            *side_by_side(f["stretches_rollout"], f["stretches_floor"]),
         ]
     return "\n".join(
         [
@@ -341,6 +363,12 @@ def main() -> int:
     print(describe(figures))
     if args.json:
         serial = {**figures, "handoff": list(figures["handoff"].seconds)}
+        for key in ("stretches_rollout", "stretches_floor"):
+            if key in figures:
+                serial[key] = {
+                    f.stretch.label: list(f.timings.seconds) if f.timings else []
+                    for f in figures[key]
+                }
         if "kmm_node" in figures:
             serial["kmm_node"] = list(figures["kmm_node"].seconds)
         args.json.write_text(json.dumps(serial, indent=1))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from bench.fleet_observe import NodeEvents, wait_for
+from bench.fleet_observe import NODES, WatchEvents, wait_for
 from bench.timing import Timings
 from coordinator.kube.client import MERGE_PATCH, Kube, path
 from gpuctl.common.names import KMM_GROUP, KMM_VERSION
@@ -37,7 +37,7 @@ class ReadyWatch:
     def __init__(self, kube: Kube, selector: str, label: str, version: str) -> None:
         self._label, self._version = label, version
         self.ready: dict[str, float] = {}
-        self._events = NodeEvents(kube, selector, self._apply)
+        self._events = WatchEvents(kube, NODES, selector, self._apply)
 
     def _apply(self, node: dict[str, Any]) -> None:
         meta = node.get("metadata") or {}

@@ -1,0 +1,189 @@
+"""Where a node's time goes in an upgrade: gpuctl's steps against KMM's own, stretch by stretch.
+
+A `Timeline` watches the fleet's Nodes and KMM's worker Pods (label
+`kmm.node.kubernetes.io/worker-action`, in the Module's namespace) from the moment it is made,
+and keeps, per node, the first moment the bench saw each of: the node's state label in
+Checking, Loading, Verifying and Done about the version (gpuctl's run only), the version label
+written at the version, KMM's unloader and loader Pods created and Succeeded, and KMM's
+`version.ready` label at the version. `stretches` turns those moments into the median and p90
+of each stretch between two of them (pure: plain data in, figures out), so gpuctl's rollout and
+the floor (KMM's documented upgrade on the same nodes) can be set side by side: what is KMM's
+manager, what is its worker Pods (the stand-in kubelet's start delay and KMM's `worker`), what
+is gpuctl's.
+
+Moments are when the bench's watch saw them (one process, `time.perf_counter`), not the
+objects' second-granular timestamps; a moment before the timeline was made is not one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bench.fleet_observe import NODES, WatchEvents
+from bench.timing import Timings
+from coordinator.kube.client import Kube, path
+from gpuctl.common import names
+from gpuctl.rollout.facts import KmmLabels
+
+WORKER_ACTION_LABEL = "kmm.node.kubernetes.io/worker-action"  # KMM's, on its worker Pods
+ACTIONS = {"Unload": "unloader", "Load": "loader"}
+STATES = ("Checking", "Loading", "Verifying", "Done")  # gpuctl's, as moments
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """From one moment to another, whose time it is."""
+
+    label: str
+    start: str
+    end: str
+    whose: str  # "gpuctl", "KMM's manager", "KMM's worker Pod"
+
+
+# In the order a node goes through them; a run without gpuctl has only KMM's.
+STRETCHES = (
+    Stretch("checks, drain, preparation (Checking -> KMM write)", "Checking", "written", "gpuctl"),
+    Stretch("KMM write -> unloader Pod created", "written", "unloader created", "KMM's manager"),
+    Stretch(
+        "unloader Pod created -> Succeeded",
+        "unloader created",
+        "unloader succeeded",
+        "KMM's worker Pod",
+    ),
+    Stretch(
+        "unloader Succeeded -> loader Pod created",
+        "unloader succeeded",
+        "loader created",
+        "KMM's manager",
+    ),
+    Stretch(
+        "loader Pod created -> Succeeded", "loader created", "loader succeeded", "KMM's worker Pod"
+    ),
+    Stretch("loader Succeeded -> ready label", "loader succeeded", "ready", "KMM's manager"),
+    Stretch("ready label -> Verifying", "ready", "Verifying", "gpuctl"),
+    Stretch("Verifying -> Done (the agent's verification)", "Verifying", "Done", "gpuctl"),
+    Stretch("KMM write -> ready label, in all", "written", "ready", "KMM (all of it)"),
+)
+
+
+@dataclass(frozen=True)
+class StretchFigures:
+    stretch: Stretch
+    timings: Timings | None  # None: no node had both moments
+
+
+def stretches(moments: Mapping[str, Mapping[str, float]]) -> list[StretchFigures]:
+    """Each stretch's figures over the nodes that had both of its moments, in order."""
+    figures = []
+    for stretch in STRETCHES:
+        seconds = tuple(
+            seen[stretch.end] - seen[stretch.start]
+            for seen in moments.values()
+            if stretch.start in seen
+            and stretch.end in seen
+            and seen[stretch.end] >= seen[stretch.start]
+        )
+        timings = Timings(stretch.label, seconds) if seconds else None
+        figures.append(StretchFigures(stretch, timings))
+    return figures
+
+
+def side_by_side(
+    gpuctl: list[StretchFigures], floor: list[StretchFigures], indent: str = "    "
+) -> list[str]:
+    """The stretches of two runs, median (p90) seconds each, one line a stretch."""
+
+    def cell(timings: Timings | None) -> str:
+        if timings is None:
+            return "-"
+        return f"{timings.median:.2f} ({timings.percentile(90):.2f})"
+
+    width = max(len(f.stretch.label) for f in gpuctl)
+    lines = [f"{indent}{'stretch, median (p90) s':<{width}}  {'gpuctl':>14}  {'floor':>14}  whose"]
+    for mine, theirs in zip(gpuctl, floor, strict=True):
+        lines.append(
+            f"{indent}{mine.stretch.label:<{width}}  {cell(mine.timings):>14}  "
+            f"{cell(theirs.timings):>14}  {mine.stretch.whose}"
+        )
+    return lines
+
+
+class Moments:
+    """The first moment each node was seen at each point of its upgrade to `kmm_version` (the
+    module docstring), from the Nodes and worker Pods it is shown; `state_version` is the
+    version gpuctl's state annotation names in its run (None: no gpuctl)."""
+
+    def __init__(self, labels: KmmLabels, kmm_version: str, state_version: str | None) -> None:
+        self._labels, self._kmm_version, self._state_version = labels, kmm_version, state_version
+        self._lock = threading.Lock()
+        self._seen: dict[str, dict[str, float]] = {}
+
+    def _saw(self, node: str, moment: str, now: float) -> None:
+        with self._lock:
+            self._seen.setdefault(node, {}).setdefault(moment, now)
+
+    def node(self, node: Mapping[str, Any], now: float) -> None:
+        meta = node.get("metadata") or {}
+        name, labels = str(meta["name"]), meta.get("labels") or {}
+        if labels.get(self._labels.version) == self._kmm_version:
+            self._saw(name, "written", now)
+        if labels.get(self._labels.version_ready) == self._kmm_version:
+            self._saw(name, "ready", now)
+        about = (meta.get("annotations") or {}).get(names.STATE_VERSION)
+        state = labels.get(names.STATE_LABEL, "")
+        if self._state_version is not None and about == self._state_version and state in STATES:
+            self._saw(name, state, now)
+
+    def pod(self, pod: Mapping[str, Any], now: float) -> None:
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return  # KMM taking it away
+        role = ACTIONS.get((meta.get("labels") or {}).get(WORKER_ACTION_LABEL, ""))
+        node = (pod.get("spec") or {}).get("nodeName")
+        if role is None or not node:
+            return
+        self._saw(node, f"{role} created", now)
+        if (pod.get("status") or {}).get("phase") == "Succeeded":
+            self._saw(node, f"{role} succeeded", now)
+
+    def seen(self) -> dict[str, dict[str, float]]:
+        with self._lock:
+            return {node: dict(moments) for node, moments in self._seen.items()}
+
+
+class Timeline:
+    """`Moments` fed by watches of the Nodes of `selector` and of the worker Pods of
+    `namespace`, from now on (worker Pods there before are left out)."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        selector: str,
+        namespace: str,
+        labels: KmmLabels,
+        kmm_version: str,
+        state_version: str | None,
+    ) -> None:
+        self._moments = Moments(labels, kmm_version, state_version)
+        pods = path("", "v1", "pods", namespace=namespace)
+        self._pods = WatchEvents(
+            kube,
+            pods,
+            WORKER_ACTION_LABEL,
+            lambda pod: self._moments.pod(pod, time.perf_counter()),
+            only_new=True,
+        )
+        self._nodes = WatchEvents(
+            kube, NODES, selector, lambda node: self._moments.node(node, time.perf_counter())
+        )
+
+    def stop(self) -> dict[str, dict[str, float]]:
+        """Stops watching; the moments seen, per node."""
+        self._nodes.stop()
+        self._pods.stop()
+        return self._moments.seen()
