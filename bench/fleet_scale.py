@@ -70,7 +70,7 @@ from bench.fleet_world import (
 )
 from bench.kmm_fleet import KmmFleet
 from bench.kmm_floor import floor_upgrade
-from bench.kmm_timeline import Timeline, side_by_side, stretches
+from bench.kmm_timeline import Seen, Timeline, fleet_start, side_by_side, stretches
 from bench.kmm_work import KmmWork, kmm_work
 from bench.timing import Timings
 from coordinator.kube.client import MERGE_PATCH, path
@@ -194,7 +194,15 @@ def floor(world: World, shards: list[Shard]) -> dict[str, Any]:
         "floor_kmm_seconds": run.seconds,
         "floor_kmm_batches": run.batches,
         "kmm_node": run.per_node,
-        "stretches_floor": stretches(moments.stop()),
+        **_seen("floor", moments.stop()),
+    }
+
+
+def _seen(run: str, seen: Seen) -> dict[str, Any]:
+    """A Timeline's figures for `run` ("rollout" or "floor")."""
+    return {
+        f"stretches_{run}": stretches(seen.nodes),
+        f"fleet_start_{run}": fleet_start(seen.nodes, seen.fleet, seen.begin),
     }
 
 
@@ -232,7 +240,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         figures.update(roll_out(world, shards, args.nodes, args.delay))
         figures["kmm_work_rollout"] = kmm_work(kmm_port).since(kmm_before)
         if moments is not None:
-            figures["stretches_rollout"] = stretches(moments.stop())
+            figures.update(_seen("rollout", moments.stop()))
         figures["reports_per_second"] = ingest(shards, args.nodes, args.reports)
         figures["cpu_seconds_total"] = cpu_seconds(shards)
         figures["peak_rss_kb"] = [s.coordinator.memory_kb("VmHWM") for s in shards]
@@ -296,6 +304,8 @@ def describe(f: dict[str, Any]) -> str:
             "  where a node's time goes (bench.kmm_timeline; moments as the bench's watches saw "
             "them):",
             *side_by_side(f["stretches_rollout"], f["stretches_floor"]),
+            f"    the version asked, then (gpuctl): {f['fleet_start_rollout']}",
+            f"    the version asked, then (floor): {f['fleet_start_floor']}",
         ]
     return "\n".join(
         [

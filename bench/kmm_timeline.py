@@ -5,11 +5,13 @@ A `Timeline` watches the fleet's Nodes and KMM's worker Pods (label
 and keeps, per node, the first moment the bench saw each of: the node's state label in
 Checking, Loading, Verifying and Done about the version (gpuctl's run only), the version label
 written at the version, KMM's unloader and loader Pods created and Succeeded, and KMM's
-`version.ready` label at the version. `stretches` turns those moments into the median and p90
-of each stretch between two of them (pure: plain data in, figures out), so gpuctl's rollout and
-the floor (KMM's documented upgrade on the same nodes) can be set side by side: what is KMM's
-manager, what is its worker Pods (the stand-in kubelet's start delay and KMM's `worker`), what
-is gpuctl's.
+`version.ready` label at the version; and, for the fleet, KMM's image pull Pod created and
+Succeeded (one for the new image, not one per node). `stretches` turns those moments into the
+median and p90 of each stretch between two of them (pure: plain data in, figures out), so
+gpuctl's rollout and the floor (KMM's documented upgrade on the same nodes) can be set side by
+side: what is KMM's manager, what is its worker Pods (the stand-in kubelet's start delay and
+KMM's `worker`), what is gpuctl's. `fleet_start` says how long the version took to reach its
+first node: the image pull, the first KMM write, the first node ready.
 
 Moments are when the bench's watch saw them (one process, `time.perf_counter`), not the
 objects' second-granular timestamps; a moment before the timeline was made is not one.
@@ -30,6 +32,7 @@ from gpuctl.common import names
 from gpuctl.rollout.facts import KmmLabels
 
 WORKER_ACTION_LABEL = "kmm.node.kubernetes.io/worker-action"  # KMM's, on its worker Pods
+PULL_POD_LABEL = "kmm.node.kubernetes.io/pull-pod-type"  # KMM's, on its image pull Pods
 ACTIONS = {"Unload": "unloader", "Load": "loader"}
 STATES = ("Checking", "Loading", "Verifying", "Done")  # gpuctl's, as moments
 
@@ -92,6 +95,25 @@ def stretches(moments: Mapping[str, Mapping[str, float]]) -> list[StretchFigures
     return figures
 
 
+FLEET_MOMENTS = (
+    ("KMM's image pull Pod created", "pull created"),
+    ("pull Pod Succeeded", "pull succeeded"),
+    ("the first KMM write", "written"),
+    ("the first node ready", "ready"),
+)
+
+
+def fleet_start(
+    moments: Mapping[str, Mapping[str, float]], fleet: Mapping[str, float], begin: float
+) -> str:
+    """When, after `begin` (the version asked), the fleet's first moments of each kind came."""
+    parts = []
+    for words, moment in FLEET_MOMENTS:
+        seen = [m[moment] for m in (fleet, *moments.values()) if moment in m]
+        parts.append(f"{words} {min(seen) - begin:.2f} s" if seen else f"{words}: not seen")
+    return ", ".join(parts)
+
+
 def side_by_side(
     gpuctl: list[StretchFigures], floor: list[StretchFigures], indent: str = "    "
 ) -> list[str]:
@@ -121,6 +143,7 @@ class Moments:
         self._labels, self._kmm_version, self._state_version = labels, kmm_version, state_version
         self._lock = threading.Lock()
         self._seen: dict[str, dict[str, float]] = {}
+        self._fleet: dict[str, float] = {}
 
     def _saw(self, node: str, moment: str, now: float) -> None:
         with self._lock:
@@ -142,22 +165,44 @@ class Moments:
         meta = pod.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             return  # KMM taking it away
-        role = ACTIONS.get((meta.get("labels") or {}).get(WORKER_ACTION_LABEL, ""))
+        labels = meta.get("labels") or {}
+        succeeded = (pod.get("status") or {}).get("phase") == "Succeeded"
+        if PULL_POD_LABEL in labels:
+            with self._lock:
+                self._fleet.setdefault("pull created", now)
+                if succeeded:
+                    self._fleet.setdefault("pull succeeded", now)
+            return
+        role = ACTIONS.get(labels.get(WORKER_ACTION_LABEL, ""))
         node = (pod.get("spec") or {}).get("nodeName")
         if role is None or not node:
             return
         self._saw(node, f"{role} created", now)
-        if (pod.get("status") or {}).get("phase") == "Succeeded":
+        if succeeded:
             self._saw(node, f"{role} succeeded", now)
 
     def seen(self) -> dict[str, dict[str, float]]:
         with self._lock:
             return {node: dict(moments) for node, moments in self._seen.items()}
 
+    def fleet(self) -> dict[str, float]:
+        """The fleet's own moments: KMM's image pull Pod."""
+        with self._lock:
+            return dict(self._fleet)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a Timeline saw: its start, each node's moments, the fleet's."""
+
+    begin: float
+    nodes: dict[str, dict[str, float]]
+    fleet: dict[str, float]
+
 
 class Timeline:
     """`Moments` fed by watches of the Nodes of `selector` and of the worker Pods of
-    `namespace`, from now on (worker Pods there before are left out)."""
+    `namespace` (and its image pull Pods), from now on (Pods there before are left out)."""
 
     def __init__(
         self,
@@ -169,21 +214,26 @@ class Timeline:
         kmm_version: str,
         state_version: str | None,
     ) -> None:
+        self._begin = time.perf_counter()
         self._moments = Moments(labels, kmm_version, state_version)
         pods = path("", "v1", "pods", namespace=namespace)
-        self._pods = WatchEvents(
-            kube,
-            pods,
-            WORKER_ACTION_LABEL,
-            lambda pod: self._moments.pod(pod, time.perf_counter()),
-            only_new=True,
-        )
+        self._pods = [
+            WatchEvents(
+                kube,
+                pods,
+                selector,
+                lambda pod: self._moments.pod(pod, time.perf_counter()),
+                only_new=True,
+            )
+            for selector in (WORKER_ACTION_LABEL, PULL_POD_LABEL)
+        ]
         self._nodes = WatchEvents(
             kube, NODES, selector, lambda node: self._moments.node(node, time.perf_counter())
         )
 
-    def stop(self) -> dict[str, dict[str, float]]:
-        """Stops watching; the moments seen, per node."""
+    def stop(self) -> Seen:
+        """Stops watching; what was seen."""
         self._nodes.stop()
-        self._pods.stop()
-        return self._moments.seen()
+        for watch in self._pods:
+            watch.stop()
+        return Seen(self._begin, self._moments.seen(), self._moments.fleet())

@@ -1,12 +1,13 @@
 """bench/kmm_timeline.py: the moments of a node's upgrade as the bench's watches show them
 (first sight only; KMM's worker Pods by their action; a Pod being deleted is no moment; gpuctl's
-states only about the version), and the stretches between them over the nodes that had both."""
+states only about the version), the stretches between them over the nodes that had both, and
+the fleet's start (KMM's image pull Pod, the first write, the first node ready)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench.kmm_timeline import STRETCHES, Moments, side_by_side, stretches
+from bench.kmm_timeline import STRETCHES, Moments, fleet_start, side_by_side, stretches
 from gpuctl.common import names
 from gpuctl.rollout.rollout_input import kmm_labels
 
@@ -107,3 +108,32 @@ def test_side_by_side_prints_both_runs_and_a_dash_for_none() -> None:
     (whole,) = [line for line in lines if "in all" in line]
     assert "4.00 (4.00)" in whole
     assert "3.00 (3.00)" in whole
+
+
+def pull(phase: str) -> dict[str, Any]:
+    labels = {"kmm.node.kubernetes.io/pull-pod-type": "pull"}
+    return {"metadata": {"labels": labels}, "spec": {}, "status": {"phase": phase}}
+
+
+def test_the_fleet_start_the_image_pull_then_the_first_write_and_ready() -> None:
+    moments = Moments(LABELS, VERSION, VERSION)
+    moments.pod(pull("Pending"), 100.5)
+    moments.pod(pull("Succeeded"), 102.0)
+    moments.pod(pull("Succeeded"), 103.0)
+    moments.node(node("n2", {LABELS.version: VERSION}), 104.0)
+    moments.node(node("n1", {LABELS.version: VERSION}), 103.5)
+    moments.node(node("n1", {LABELS.version: VERSION, LABELS.version_ready: VERSION}), 110.0)
+    assert moments.fleet() == {"pull created": 100.5, "pull succeeded": 102.0}
+    assert "n1" in moments.seen()
+    assert fleet_start(moments.seen(), moments.fleet(), 100.0) == (
+        "KMM's image pull Pod created 0.50 s, pull Pod Succeeded 2.00 s, "
+        "the first KMM write 3.50 s, the first node ready 10.00 s"
+    )
+
+
+def test_the_fleet_start_says_what_was_not_seen() -> None:
+    words = fleet_start({"n1": {"written": 5.0}}, {}, 1.0)
+    assert words == (
+        "KMM's image pull Pod created: not seen, pull Pod Succeeded: not seen, "
+        "the first KMM write 4.00 s, the first node ready: not seen"
+    )
