@@ -41,6 +41,7 @@ each coordinator's peak RSS; the floor run is made for one pool only.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import shutil
@@ -72,6 +73,7 @@ from bench.kmm_fleet import KmmFleet
 from bench.kmm_floor import floor_upgrade
 from bench.kmm_timeline import Seen, Timeline, fleet_start, side_by_side, stretches
 from bench.kmm_work import KmmWork, kmm_work
+from bench.machine_cpu import busy, cpu_times
 from bench.timing import Timings
 from coordinator.kube.client import MERGE_PATCH, path
 from gpuctl.common import names
@@ -179,7 +181,7 @@ def floor(world: World, shards: list[Shard]) -> dict[str, Any]:
         shard.swarm.stop()
         shard.coordinator.stop()
     (shard,) = shards
-    moments = timeline(world, shard, FLOOR, None)
+    moments, cpu_before = timeline(world, shard, FLOOR, None), cpu_times()
     run = floor_upgrade(
         world.kube,
         namespace=NAMESPACE,
@@ -194,6 +196,7 @@ def floor(world: World, shards: list[Shard]) -> dict[str, Any]:
         "floor_kmm_seconds": run.seconds,
         "floor_kmm_batches": run.batches,
         "kmm_node": run.per_node,
+        "machine_busy_floor": busy(cpu_before, cpu_times()),
         **_seen("floor", moments.stop()),
     }
 
@@ -235,10 +238,11 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             fleet.kmm.delay_node(node, args.delay)
         print("fleet Done at the old version; rolling out the new one", flush=True)
         kmm_port = fleet.kmm.operator.metrics_port
-        kmm_before = kmm_work(kmm_port)
+        kmm_before, cpu_before = kmm_work(kmm_port), cpu_times()
         moments = timeline(world, shards[0], NEW, NEW) if args.shards == 1 else None
         figures.update(roll_out(world, shards, args.nodes, args.delay))
         figures["kmm_work_rollout"] = kmm_work(kmm_port).since(kmm_before)
+        figures["machine_busy_rollout"] = busy(cpu_before, cpu_times())
         if moments is not None:
             figures.update(_seen("rollout", moments.stop()))
         figures["reports_per_second"] = ingest(shards, args.nodes, args.reports)
@@ -262,8 +266,9 @@ def _mib(kb: list[int]) -> str:
     return ", ".join(f"{k / 1024:.0f}" for k in kb)
 
 
-def _kmm_work_line(rollout: KmmWork, floor_run: KmmWork, nodes: int) -> str:
-    """KMM's manager's own work per node in gpuctl's rollout and in the floor (bench/kmm_work)."""
+def _kmm_work_lines(rollout: KmmWork, floor_run: KmmWork, nodes: int) -> list[str]:
+    """KMM's manager's own work per node in gpuctl's rollout and in the floor (bench/kmm_work),
+    and how long its controllers' items waited in their queues and took to reconcile."""
     names = sorted(n for n in {*rollout.reconciles, *floor_run.reconciles} if n)
     counts = ", ".join(
         f"{name} {rollout.reconciles.get(name, 0) / nodes:.1f} vs "
@@ -271,11 +276,25 @@ def _kmm_work_line(rollout: KmmWork, floor_run: KmmWork, nodes: int) -> str:
         for name in names
         if rollout.reconciles.get(name) or floor_run.reconciles.get(name)
     )
-    return (
+
+    def waits(work: KmmWork, name: str) -> str:
+        queued, worked = work.queued.mean(name), work.worked.mean(name)
+        if queued is None or worked is None:
+            return "-"
+        return f"{queued * 1e3:.0f} / {worked * 1e3:.0f} ms"
+
+    queues = ", ".join(
+        f"{name} {waits(rollout, name)} vs {waits(floor_run, name)}"
+        for name in sorted({*rollout.queued.count, *floor_run.queued.count})
+        if rollout.queued.count.get(name) or floor_run.queued.count.get(name)
+    )
+    return [
         f"  KMM's manager per node, gpuctl's rollout vs the floor: CPU "
         f"{rollout.cpu_seconds / nodes:.3f} vs {floor_run.cpu_seconds / nodes:.3f} s; "
-        f"reconciles {counts}"
-    )
+        f"reconciles {counts}",
+        f"  KMM's controllers, mean wait in the queue / mean reconcile, gpuctl's rollout vs the "
+        f"floor: {queues}",
+    ]
 
 
 def describe(f: dict[str, Any]) -> str:
@@ -300,7 +319,10 @@ def describe(f: dict[str, Any]) -> str:
             f"  a node: gpuctl median {f['median_node_seconds']:.2f} s (checks, cordon, drain, "
             f"KMM, verification); KMM's own (label -> ready) median {kmm_node.median:.2f} s, "
             f"p99 {kmm_node.percentile(99):.2f} s",
-            _kmm_work_line(f["kmm_work_rollout"], f["kmm_work_floor"], f["nodes"]),
+            *_kmm_work_lines(f["kmm_work_rollout"], f["kmm_work_floor"], f["nodes"]),
+            f"  the machine's CPUs busy (all its processes, /proc/stat): "
+            f"{f['machine_busy_rollout'] * 100:.0f} % in gpuctl's rollout, "
+            f"{f['machine_busy_floor'] * 100:.0f} % in the floor",
             "  where a node's time goes (bench.kmm_timeline; moments as the bench's watches saw "
             "them):",
             *side_by_side(f["stretches_rollout"], f["stretches_floor"]),
@@ -373,6 +395,9 @@ def main() -> int:
     print(describe(figures))
     if args.json:
         serial = {**figures, "handoff": list(figures["handoff"].seconds)}
+        for key in ("kmm_work_rollout", "kmm_work_floor"):
+            if key in figures:
+                serial[key] = dataclasses.asdict(figures[key])
         for key in ("stretches_rollout", "stretches_floor"):
             if key in figures:
                 serial[key] = {
