@@ -25,11 +25,15 @@ time, which a saturated coordinator inflates), a node's own time against KMM's o
 a node (label -> ready in the floor run), the node-to-node handoff (a node Done -> the next
 node in Checking, pairing each start after the first wave with the Done that freed its slot)
 p50/p99, API requests per node by kind, the coordinator's peak RSS (VmHWM) and CPU seconds,
-GPUNode writes, KMM's manager's own work per node in both runs (its reconciles by controller
-and its CPU seconds, bench.kmm_work), and then, all sessions open, reports/s ingested (each
-agent sends `--reports` changed reports at once; the per-agent report limit is lifted, as
-capacity is the question); and the kernel boundary's count of unloads on a busy node. The
-bound (nodes cordoned or in a step at most 10 %) is checked on every Node event.
+GPUNode writes, KMM's manager's own work per node in both runs (its reconciles by controller,
+its controllers' queue waits and reconcile durations, and its CPU seconds, bench.kmm_work), how
+busy the machine's CPUs were in each run (bench.machine_cpu), where a node's time goes in each
+run, stretch by stretch between gpuctl's steps, KMM's manager and KMM's worker Pods, and how
+long the version took to reach its first node (bench.kmm_timeline), and then, all sessions
+open, reports/s ingested (each agent sends `--reports` changed reports at once; the per-agent
+report limit is lifted, as capacity is the question); and the kernel boundary's count of unloads
+on a busy node. The bound (nodes cordoned or in a step at most 10 %) is checked on every Node
+event.
 
 `--shards K` splits the fleet into K node pools (label `bench-pool`), as docs/deploying.md#sharding
 says an admin does past one process's size: a GPUDriver per pool, and K coordinators, each
