@@ -1,7 +1,7 @@
 """A fleet of kwok nodes under one coordinator (or one per pool): a rollout at 10 %, its costs.
 
     .venv/bin/python -m bench.fleet_scale [--nodes 500] [--delay 5] [--reports 2]
-        [--streams-per-connection 100] [--shards 1]
+        [--streams-per-connection 100] [--shards 1] [--stepped-floor]
 
 A real control plane (testbed/harness) with kube-scheduler, the Deployment/ReplicaSet
 controllers and kwok (testbed/harness/node_lifecycle.py) holds N kwok Nodes, each with one GPU
@@ -18,7 +18,10 @@ node starts Done at the old version; the GPUDriver then asks for the new one wit
 `maxUnavailable: 10%` and `evictGPUPods: true`, and the bench watches the Nodes. Then the
 coordinators stop and the same KMM takes the same nodes one version further the way KMM's docs
 describe (bench.kmm_floor: the Module changed, version labels flipped in batches of the same
-bound, no checks): the floor.
+bound, no checks): the floor. `--stepped-floor` then runs that floor once more to a fourth
+version with gpuctl's seven node writes a node added and nothing else (bench.kmm_floor
+`step_writes`): what those writes alone cost KMM, whose controllers reconcile a node on any
+label change.
 
 Printed: gpuctl's total time against that floor (and against waves x the fastest node's own
 time, which a saturated coordinator inflates), a node's own time against KMM's own time for
@@ -59,13 +62,13 @@ from bench.agent_swarm import STREAMS_PER_CONNECTION
 from bench.fleet_observe import RolloutWatch, handoffs, wait_for
 from bench.fleet_shards import Shard, cpu_seconds, metric, start_shards, step_totals, summed
 from bench.fleet_world import (
-    FLOOR,
     FLOOR_VERSION,
     NAMESPACE,
     NEW,
     NEW_VERSION,
     OLD_VERSION,
     SELECTOR,
+    STEPPED_VERSION,
     World,
     image_of,
     loaded_at_old,
@@ -81,7 +84,7 @@ from bench.machine_cpu import busy, cpu_times
 from bench.timing import Timings
 from coordinator.kube.client import MERGE_PATCH, path
 from gpuctl.common import names
-from gpuctl.gpudriver.module_spec import module_name
+from gpuctl.gpudriver.module_spec import kmm_version, module_name
 from gpuctl.rollout.rollout_input import kmm_labels
 
 
@@ -185,23 +188,32 @@ def floor(world: World, shards: list[Shard]) -> dict[str, Any]:
         shard.swarm.stop()
         shard.coordinator.stop()
     (shard,) = shards
-    moments, cpu_before = timeline(world, shard, FLOOR, None), cpu_times()
-    run = floor_upgrade(
+    return floor_run(world, shard, "floor", FLOOR_VERSION, step_writes=False)
+
+
+def floor_run(
+    world: World, shard: Shard, run: str, version: str, *, step_writes: bool
+) -> dict[str, Any]:
+    """The fleet to `version` by KMM's docs (bench.kmm_floor), `run`'s figures."""
+    target = kmm_version(spec(version))
+    moments, cpu_before = timeline(world, shard, target, None), cpu_times()
+    upgrade = floor_upgrade(
         world.kube,
         namespace=NAMESPACE,
         module=module_name(shard.driver),
         nodes=[node for node, _ in shard.agents],
         selector=SELECTOR,
         batch=shard.bound,
-        version=FLOOR,
-        image=image_of(FLOOR_VERSION),
+        version=target,
+        image=image_of(version),
+        step_writes=step_writes,
     )
     return {
-        "floor_kmm_seconds": run.seconds,
-        "floor_kmm_batches": run.batches,
-        "kmm_node": run.per_node,
-        "machine_busy_floor": busy(cpu_before, cpu_times()),
-        **_seen("floor", moments.stop()),
+        f"{run}_kmm_seconds": upgrade.seconds,
+        f"{run}_kmm_batches": upgrade.batches,
+        f"{run}_kmm_node": upgrade.per_node,
+        f"machine_busy_{run}": busy(cpu_before, cpu_times()),
+        **_seen(run, moments.stop()),
     }
 
 
@@ -225,7 +237,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         fleet = KmmFleet(world.cluster.admin_client(), world.cluster.kubeconfig, NAMESPACE, root)
         fleet.__enter__()
         world.cleanup.append(lambda: fleet.__exit__(None, None, None))
-        for version in (OLD_VERSION, NEW_VERSION, FLOOR_VERSION):
+        for version in (OLD_VERSION, NEW_VERSION, FLOOR_VERSION, STEPPED_VERSION):
             fleet.publish(image_of(version), version)
         for node, _ in world.agents:
             fleet.host(node)
@@ -259,6 +271,12 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             kmm_before = kmm_work(kmm_port)
             figures.update(floor(world, shards))
             figures["kmm_work_floor"] = kmm_work(kmm_port).since(kmm_before)
+            if args.stepped_floor:
+                print("the floor again, with gpuctl's node writes", flush=True)
+                kmm_before = kmm_work(kmm_port)
+                stepped = floor_run(world, shards[0], "stepped", STEPPED_VERSION, step_writes=True)
+                figures.update(stepped)
+                figures["kmm_work_stepped"] = kmm_work(kmm_port).since(kmm_before)
         figures["violations"] = len(fleet.kmm.unloads_while_busy())
         figures["kubelet_errors"] = len(fleet.kmm.kubelet.errors)
     finally:
@@ -270,15 +288,16 @@ def _mib(kb: list[int]) -> str:
     return ", ".join(f"{k / 1024:.0f}" for k in kb)
 
 
-def _kmm_work_lines(rollout: KmmWork, floor_run: KmmWork, nodes: int) -> list[str]:
-    """KMM's manager's own work per node in gpuctl's rollout and in the floor (bench/kmm_work),
-    and how long its controllers' items waited in their queues and took to reconcile."""
-    names = sorted(n for n in {*rollout.reconciles, *floor_run.reconciles} if n)
+def _kmm_work_lines(runs: dict[str, KmmWork], nodes: int) -> list[str]:
+    """KMM's manager's own work per node in each run (by name, in order; bench/kmm_work), and
+    how long its controllers' items waited in their queues and took to reconcile."""
+    order = " vs ".join(runs)
+    works = list(runs.values())
+    names = sorted(n for work in works for n in work.reconciles if n)
     counts = ", ".join(
-        f"{name} {rollout.reconciles.get(name, 0) / nodes:.1f} vs "
-        f"{floor_run.reconciles.get(name, 0) / nodes:.1f}"
-        for name in names
-        if rollout.reconciles.get(name) or floor_run.reconciles.get(name)
+        f"{name} " + " vs ".join(f"{work.reconciles.get(name, 0) / nodes:.1f}" for work in works)
+        for name in dict.fromkeys(names)
+        if any(work.reconciles.get(name) for work in works)
     )
 
     def waits(work: KmmWork, name: str) -> str:
@@ -287,18 +306,53 @@ def _kmm_work_lines(rollout: KmmWork, floor_run: KmmWork, nodes: int) -> list[st
             return "-"
         return f"{queued * 1e3:.0f} / {worked * 1e3:.0f} ms"
 
+    queued = sorted({name for work in works for name in work.queued.count})
     queues = ", ".join(
-        f"{name} {waits(rollout, name)} vs {waits(floor_run, name)}"
-        for name in sorted({*rollout.queued.count, *floor_run.queued.count})
-        if rollout.queued.count.get(name) or floor_run.queued.count.get(name)
+        f"{name} " + " vs ".join(waits(work, name) for work in works)
+        for name in queued
+        if any(work.queued.count.get(name) for work in works)
     )
+    cpu = " vs ".join(f"{work.cpu_seconds / nodes:.3f}" for work in works)
     return [
-        f"  KMM's manager per node, gpuctl's rollout vs the floor: CPU "
-        f"{rollout.cpu_seconds / nodes:.3f} vs {floor_run.cpu_seconds / nodes:.3f} s; "
-        f"reconciles {counts}",
-        f"  KMM's controllers, mean wait in the queue / mean reconcile, gpuctl's rollout vs the "
-        f"floor: {queues}",
+        f"  KMM's manager per node, {order}: CPU {cpu} s; reconciles {counts}",
+        f"  KMM's controllers, mean wait in the queue / mean reconcile, {order}: {queues}",
     ]
+
+
+RUNS = {"rollout": "gpuctl", "floor": "floor", "stepped": "floor+writes"}
+
+
+def _floor_lines(f: dict[str, Any]) -> list[str]:
+    """gpuctl's rollout against the floor (and the floor with gpuctl's writes, when run)."""
+    runs = [run for run in RUNS if f"stretches_{run}" in f]
+    kmm_node: Timings = f["floor_kmm_node"]
+    ratio = f["total_seconds"] / f["floor_kmm_seconds"]
+    lines = [
+        f"  the same upgrade the way KMM's docs describe (no coordinator; version labels in "
+        f"{f['floor_kmm_batches']} batches of {f['bound']}, no checks): "
+        f"{f['floor_kmm_seconds']:.1f} s; gpuctl / that floor: {ratio:.3f} "
+        f"({(ratio - 1) * 100:+.1f} %)",
+    ]
+    if "stepped_kmm_seconds" in f:
+        stepped = f["stepped_kmm_seconds"]
+        lines.append(
+            f"  the floor with gpuctl's seven node writes a node and nothing else (floor+writes, "
+            f"bench.kmm_floor step_writes): {stepped:.1f} s; that / the floor: "
+            f"{stepped / f['floor_kmm_seconds']:.3f}; gpuctl / that: "
+            f"{f['total_seconds'] / stepped:.3f}"
+        )
+    lines += [
+        f"  a node: gpuctl median {f['median_node_seconds']:.2f} s (checks, cordon, drain, "
+        f"KMM, verification); KMM's own (label -> ready) median {kmm_node.median:.2f} s, "
+        f"p99 {kmm_node.percentile(99):.2f} s",
+        *_kmm_work_lines({RUNS[run]: f[f"kmm_work_{run}"] for run in runs}, f["nodes"]),
+        "  the machine's CPUs busy (all its processes, /proc/stat): "
+        + ", ".join(f"{f[f'machine_busy_{run}'] * 100:.0f} % ({RUNS[run]})" for run in runs),
+        "  where a node's time goes (bench.kmm_timeline; moments as the bench's watches saw them):",
+        *side_by_side({RUNS[run]: f[f"stretches_{run}"] for run in runs}),
+        *(f"    the version asked, then ({RUNS[run]}): {f[f'fleet_start_{run}']}" for run in runs),
+    ]
+    return lines
 
 
 def describe(f: dict[str, Any]) -> str:
@@ -313,26 +367,7 @@ def describe(f: dict[str, Any]) -> str:
     each = "" if f["shards"] == 1 else " each"
     floor_lines = []
     if "floor_kmm_seconds" in f:
-        kmm_node: Timings = f["kmm_node"]
-        ratio = f["total_seconds"] / f["floor_kmm_seconds"]
-        floor_lines = [
-            f"  the same upgrade the way KMM's docs describe (no coordinator; version labels in "
-            f"{f['floor_kmm_batches']} batches of {f['bound']}, no checks): "
-            f"{f['floor_kmm_seconds']:.1f} s; gpuctl / that floor: {ratio:.3f} "
-            f"({(ratio - 1) * 100:+.1f} %)",
-            f"  a node: gpuctl median {f['median_node_seconds']:.2f} s (checks, cordon, drain, "
-            f"KMM, verification); KMM's own (label -> ready) median {kmm_node.median:.2f} s, "
-            f"p99 {kmm_node.percentile(99):.2f} s",
-            *_kmm_work_lines(f["kmm_work_rollout"], f["kmm_work_floor"], f["nodes"]),
-            f"  the machine's CPUs busy (all its processes, /proc/stat): "
-            f"{f['machine_busy_rollout'] * 100:.0f} % in gpuctl's rollout, "
-            f"{f['machine_busy_floor'] * 100:.0f} % in the floor",
-            "  where a node's time goes (bench.kmm_timeline; moments as the bench's watches saw "
-            "them):",
-            *side_by_side(f["stretches_rollout"], f["stretches_floor"]),
-            f"    the version asked, then (gpuctl): {f['fleet_start_rollout']}",
-            f"    the version asked, then (floor): {f['fleet_start_floor']}",
-        ]
+        floor_lines = _floor_lines(f)
     return "\n".join(
         [
             f"{f['nodes']} kwok nodes, maxUnavailable 10% ({f['bound']}), {who}, "
@@ -386,6 +421,12 @@ def main() -> int:
         default=1,
         help="node pools, each with its own GPUDriver and coordinator (docs/deploying.md#sharding)",
     )
+    parser.add_argument(
+        "--stepped-floor",
+        action="store_true",
+        help="after the floor, the same upgrade again with gpuctl's seven node writes a node "
+        "and nothing else: what those writes alone cost KMM (bench.kmm_floor)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     if not 1 <= args.shards <= args.nodes:
@@ -399,17 +440,16 @@ def main() -> int:
     print(describe(figures))
     if args.json:
         serial = {**figures, "handoff": list(figures["handoff"].seconds)}
-        for key in ("kmm_work_rollout", "kmm_work_floor"):
-            if key in figures:
-                serial[key] = dataclasses.asdict(figures[key])
-        for key in ("stretches_rollout", "stretches_floor"):
-            if key in figures:
-                serial[key] = {
+        for name in RUNS:
+            if f"kmm_work_{name}" in figures:
+                serial[f"kmm_work_{name}"] = dataclasses.asdict(figures[f"kmm_work_{name}"])
+            if f"stretches_{name}" in figures:
+                serial[f"stretches_{name}"] = {
                     f.stretch.label: list(f.timings.seconds) if f.timings else []
-                    for f in figures[key]
+                    for f in figures[f"stretches_{name}"]
                 }
-        if "kmm_node" in figures:
-            serial["kmm_node"] = list(figures["kmm_node"].seconds)
+            if f"{name}_kmm_node" in figures:
+                serial[f"{name}_kmm_node"] = list(figures[f"{name}_kmm_node"].seconds)
         args.json.write_text(json.dumps(serial, indent=1))
         memory = root / "shard-0" / "api-counts.memory.txt"  # with GPUCTL_BENCH_TRACEMALLOC
         if memory.exists():

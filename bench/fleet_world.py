@@ -46,6 +46,7 @@ AGENT_SA = "gpuctl-agent"
 OLD_VERSION = "v6.17.13.62_260409.8"
 NEW_VERSION = "v7.1.4.6_260728.7"  # the backport tag bench.agent_swarm's reports carry
 FLOOR_VERSION = "v7.1.5.2_260815.3"  # where bench.kmm_floor's script takes the fleet next
+STEPPED_VERSION = "v7.1.6.1_260901.2"  # then, with gpuctl's node writes (--stepped-floor)
 # kwok renews each Lease every LEASE/4 s: at 5,000 nodes 33 writes/s, like kubelets with a
 # 10 min status period and far below a real cluster's 10 s renewals; nothing here needs
 # NotReady, so the node monitor's grace period is longer than any run.
@@ -93,6 +94,7 @@ def spec(version: str, pool: int | None = None) -> dict[str, Any]:
 
 OLD, NEW = kmm_version(spec(OLD_VERSION)), kmm_version(spec(NEW_VERSION))
 FLOOR = kmm_version(spec(FLOOR_VERSION))
+STEPPED = kmm_version(spec(STEPPED_VERSION))
 
 
 # -- the fleet ----------------------------------------------------------------------------

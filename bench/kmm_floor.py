@@ -7,6 +7,13 @@ that does it in batches of maxUnavailable - label a batch, wait until KMM says e
 it is ready at the new version, label the next - with no checks at all, no cordon, no drain,
 is the least time the same KMM can take on the same nodes. `floor_upgrade` is that script; it
 runs with no coordinator running (the Module is the script's while it runs).
+
+`step_writes=True` makes the same script write each node as often as a gpuctl rollout does,
+and nothing more: a bench label (`STEP_LABEL`) set to Pending on every node at the start, to
+Checking, Draining and Preparing just before its version label, to Verifying and Done once its
+batch is ready: seven node writes a node, as gpuctl's state label. No checks, no cordon, no
+drain, no agent: what those writes alone cost KMM (its controllers reconcile a node on any label
+change), measured against the plain floor in the same run.
 """
 
 from __future__ import annotations
@@ -22,6 +29,19 @@ from coordinator.kube.client import MERGE_PATCH, Kube, path
 from gpuctl.common.names import KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from gpuctl.rollout.rollout_input import kmm_labels
+
+STEP_LABEL = "bench.gpuctl.dev/step"
+BEFORE_THE_WRITE = ("Checking", "Draining", "Preparing")
+AFTER_READY = ("Verifying", "Done")
+
+
+def _label(kube: Kube, node: str, labels: dict[str, str]) -> None:
+    kube.request(
+        "PATCH",
+        path("", "v1", "nodes", name=node),
+        body={"metadata": {"labels": labels}},
+        content_type=MERGE_PATCH,
+    )
 
 
 @dataclass(frozen=True)
@@ -62,8 +82,10 @@ def floor_upgrade(
     batch: int,
     version: str,
     image: str,
+    step_writes: bool = False,
 ) -> FloorRun:
-    """The Module to `version` with `image`, then the nodes' version labels, `batch` at a time."""
+    """The Module to `version` with `image`, then the nodes' version labels, `batch` at a time
+    (with gpuctl's seven node writes a node when `step_writes`: the module docstring)."""
     labels = kmm_labels(namespace, module)
     kube.request(
         "PATCH",
@@ -86,21 +108,23 @@ def floor_upgrade(
     ordered = sorted(nodes)
     batches = [ordered[i : i + batch] for i in range(0, len(ordered), batch)]
     try:
+        for node in ordered if step_writes else ():
+            _label(kube, node, {STEP_LABEL: "Pending"})
         for members in batches:
             for node in members:
+                for step in BEFORE_THE_WRITE if step_writes else ():
+                    _label(kube, node, {STEP_LABEL: step})
                 labelled[node] = time.perf_counter()
-                kube.request(
-                    "PATCH",
-                    path("", "v1", "nodes", name=node),
-                    body={"metadata": {"labels": {labels.version: version}}},
-                    content_type=MERGE_PATCH,
-                )
+                _label(kube, node, {labels.version: version})
             wait_for(
                 f"KMM ready at {version} on {members[0]}..{members[-1]}",
                 partial(_all_ready, watch, members),
                 3600,
                 poll=0.05,
             )
+            for node in members:
+                for step in AFTER_READY if step_writes else ():
+                    _label(kube, node, {STEP_LABEL: step})
     finally:
         watch.stop()
     seconds = max(watch.ready[n] for n in ordered) - begin

@@ -114,23 +114,21 @@ def fleet_start(
     return ", ".join(parts)
 
 
-def side_by_side(
-    gpuctl: list[StretchFigures], floor: list[StretchFigures], indent: str = "    "
-) -> list[str]:
-    """The stretches of two runs, median (p90) seconds each, one line a stretch."""
+def side_by_side(runs: Mapping[str, list[StretchFigures]], indent: str = "    ") -> list[str]:
+    """The stretches of several runs (by name, in order), median (p90) seconds each, one line a
+    stretch."""
 
     def cell(timings: Timings | None) -> str:
         if timings is None:
             return "-"
         return f"{timings.median:.2f} ({timings.percentile(90):.2f})"
 
-    width = max(len(f.stretch.label) for f in gpuctl)
-    lines = [f"{indent}{'stretch, median (p90) s':<{width}}  {'gpuctl':>14}  {'floor':>14}  whose"]
-    for mine, theirs in zip(gpuctl, floor, strict=True):
-        lines.append(
-            f"{indent}{mine.stretch.label:<{width}}  {cell(mine.timings):>14}  "
-            f"{cell(theirs.timings):>14}  {mine.stretch.whose}"
-        )
+    width = max(len(stretch.label) for stretch in STRETCHES)
+    header = "".join(f"  {name:>14}" for name in runs)
+    lines = [f"{indent}{'stretch, median (p90) s':<{width}}{header}  whose"]
+    for row, stretch in enumerate(STRETCHES):
+        cells = "".join(f"  {cell(figures[row].timings):>14}" for figures in runs.values())
+        lines.append(f"{indent}{stretch.label:<{width}}{cells}  {stretch.whose}")
     return lines
 
 

@@ -97,17 +97,17 @@ def test_a_stretch_without_both_moments_on_any_node_has_no_figures() -> None:
     assert figures["KMM write -> unloader Pod created"] is None
 
 
-def test_side_by_side_prints_both_runs_and_a_dash_for_none() -> None:
+def test_side_by_side_prints_each_run_in_order_and_a_dash_for_none() -> None:
     gpuctl = stretches({"n1": {"written": 1.0, "ready": 5.0, "Verifying": 5.5}})
     floor = stretches({"n1": {"written": 1.0, "ready": 4.0}})
-    lines = side_by_side(gpuctl, floor)
+    lines = side_by_side({"gpuctl": gpuctl, "floor": floor})
     assert len(lines) == len(STRETCHES) + 1
+    assert lines[0].split()[-3:] == ["gpuctl", "floor", "whose"]
     (verifying,) = [line for line in lines if "ready label -> Verifying" in line]
     assert "0.50 (0.50)" in verifying
     assert verifying.split("0.50 (0.50)")[1].split()[0] == "-"
     (whole,) = [line for line in lines if "in all" in line]
-    assert "4.00 (4.00)" in whole
-    assert "3.00 (3.00)" in whole
+    assert whole.index("4.00 (4.00)") < whole.index("3.00 (3.00)")
 
 
 def pull(phase: str) -> dict[str, Any]:
