@@ -293,10 +293,10 @@ def _kmm_work_lines(runs: dict[str, KmmWork], nodes: int) -> list[str]:
     how long its controllers' items waited in their queues and took to reconcile."""
     order = " vs ".join(runs)
     works = list(runs.values())
-    names = sorted(n for work in works for n in work.reconciles if n)
+    names = sorted({n for work in works for n in work.reconciles if n})
     counts = ", ".join(
         f"{name} " + " vs ".join(f"{work.reconciles.get(name, 0) / nodes:.1f}" for work in works)
-        for name in dict.fromkeys(names)
+        for name in names
         if any(work.reconciles.get(name) for work in works)
     )
 

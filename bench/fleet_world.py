@@ -93,8 +93,6 @@ def spec(version: str, pool: int | None = None) -> dict[str, Any]:
 
 
 OLD, NEW = kmm_version(spec(OLD_VERSION)), kmm_version(spec(NEW_VERSION))
-FLOOR = kmm_version(spec(FLOOR_VERSION))
-STEPPED = kmm_version(spec(STEPPED_VERSION))
 
 
 # -- the fleet ----------------------------------------------------------------------------
