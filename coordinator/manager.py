@@ -128,6 +128,9 @@ class _Caches:
     def module_images(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._images_configs.get(f"{namespace}/{name}")
 
+    def images_trouble(self) -> str:
+        return self._images_configs.trouble()
+
     def drivers(self) -> list[dict[str, Any]]:
         return self._drivers.snapshot()
 
@@ -367,7 +370,7 @@ class Coordinator:
             self._on_module,
             self._discovery.kmm_installed,
         )
-        # KMM's record of which images exist: the rollout names it when KMM does not load.
+        # KMM's record of which images exist: a reload waits until KMM has found its image.
         images_configs = self._informer(
             Resource(KMM_GROUP, KMM_VERSION, KMM_IMAGES_CONFIG_PLURAL, self._config.namespace),
             self._on_images_config,
@@ -400,12 +403,18 @@ class Coordinator:
             leading_since=self._monotonic(),
         )
         reconciler, rollout = self._controllers(caches)
-        self._caches_to_sync = (nodes, claims, modules, self._drivers, pods)
-        # The images are not waited for: they only add words to a reason, and a KMM that
-        # does not serve them must not keep the coordinator from being ready.
-        for informer in (*self._caches_to_sync, images_configs):
+        # The images too: a reload is held until KMM has found its image, and a record not
+        # read yet would hold it for a wrong reason. (A KMM that does not serve them counts
+        # as synced at once: the collection is found not served.)
+        self._caches_to_sync = (nodes, claims, modules, self._drivers, pods, images_configs)
+        for informer in self._caches_to_sync:
             self._start(f"watch-{informer.resource.plural}", informer.run)
-        self._start_work(reconciler, rollout, first=(nodes, self._drivers), then=(claims, modules))
+        self._start_work(
+            reconciler,
+            rollout,
+            first=(nodes, self._drivers),
+            then=(claims, modules, images_configs),
+        )
 
     def _controllers(self, caches: _Caches) -> tuple[Reconciler, RolloutController]:
         """The GPUDriver reconciler and the rollout, on the leader's caches."""
@@ -453,7 +462,8 @@ class Coordinator:
     ) -> None:
         """The reconciler once the caches it plans on (`first`: Nodes, GPUDrivers) are
         filled, the rollout once those it also needs (`then`: claims for its checks, Modules
-        for the version asked for) are; then the leader-scoped parts."""
+        for the version asked for, KMM's found images for reloads) are; then the
+        leader-scoped parts."""
 
         def synced(informers: tuple[Informer, ...]) -> bool:
             for informer in informers:

@@ -94,8 +94,8 @@ NAMESPACE_RULES: list[dict[str, Any]] = [
         "resources": [KMM_PLURAL],
         "verbs": [*READ, "create", "update", "delete"],
     },
-    # KMM's record of which of a Module's images exist, from the watch cache only: a load that
-    # does not come names a missing image.
+    # KMM's record of which of a Module's images exist, from the watch cache only: a reload
+    # waits until KMM has found its image, and a load that does not come names a missing one.
     {"apiGroups": [KMM_GROUP], "resources": [KMM_IMAGES_CONFIG_PLURAL], "verbs": LIST_WATCH},
     {
         "apiGroups": ["coordination.k8s.io"],

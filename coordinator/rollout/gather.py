@@ -85,6 +85,11 @@ class RolloutView(Protocol):
         """KMM's ModuleImagesConfig of Module `namespace/name` (None: none, or KMM too old)."""
         ...
 
+    def images_trouble(self) -> str:
+        """Why `module_images()` cannot be trusted now ("" when it can): not listed yet, or
+        their list or watch failed."""
+        ...
+
 
 class RolloutGatherer:
     """Reads one pass's facts (`gather`) and asks the Prometheus gate (`ask_gate`)."""
@@ -143,6 +148,7 @@ class RolloutGatherer:
             claims_trouble=self.view.claims_trouble(),
             module=self.view.module(namespace, module_name(name)),
             images_config=self.view.module_images(namespace, module_name(name)),
+            images_unknown=self.view.images_trouble(),
             now=self._wall(),
             node_pods=self._pods_of(nodes),
             watched_pods={

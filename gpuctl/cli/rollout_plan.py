@@ -181,6 +181,7 @@ def _reads(inp: PlanInput, setup: PassSetup) -> Reads:
         claims_trouble=inp.claims_unknown,
         module=inp.module,
         images_config=inp.images_config,
+        images_unknown=inp.images_unknown,
         now=inp.now,
         gpu_pods={node_name(n): pods.get(node_name(n), ()) for n in nodes},
         node_pods={n: all_pods.get(n, ()) for n in {node_name(n) for n in nodes} if n in all_pods},

@@ -362,6 +362,9 @@ class RolloutInput:
     # The certSecrets the spec names, as read, by name (signing_key.py): the key KMM signs
     # the target with, for the preflight on nodes that enforce module signatures.
     signing_certificates: Mapping[str, SigningCertificate] = field(default_factory=dict)
+    # Why KMM's ModuleImagesConfig could not be read ("" when it was): unread is not "no
+    # image found", and a reload's block says which of the two it is.
+    images_unknown: str = ""
 
     def target_for(self, node: NodeFacts) -> str:
         """The version `node` is taken to: the target, or REMOVAL_VERSION when not wanted."""

@@ -277,6 +277,8 @@ def image_not_ready(inp: RolloutInput, node: NodeFacts) -> Block | None:
         return None
     image = node.target_image or "(no kernel mapping serves its kernel)"
     says = f"says {node.image_state}" if node.image_state else "says nothing of it yet"
+    if inp.images_unknown:
+        says = f"could not be read: {inp.images_unknown}"
     return Block(
         BlockKind.IMAGE_NOT_READY,
         f"KMM has not found image {image} for the node's kernel (its ModuleImagesConfig "

@@ -125,6 +125,8 @@ class Reads:
     module: Mapping[str, Any] | None
     images_config: Mapping[str, Any] | None
     now: datetime
+    # Why images_config cannot be trusted ("" when it can: read, or KMM keeps none).
+    images_unknown: str = ""
     gpu_pods: Mapping[str, tuple[GpuPod, ...] | None] = field(default_factory=dict)
     # Every pod (not finished) of the nodes whose step looks at them; where given, a node's
     # GPU pods are those among them (gpu_pods is for readers that know no more).
@@ -236,4 +238,5 @@ def rollout_input(reads: Reads) -> RolloutInput:
         rollback=revisions.read_rollback(reads.driver),
         gate=reads.gate,
         signing_certificates=reads.signing_certificates,
+        images_unknown=reads.images_unknown,
     )

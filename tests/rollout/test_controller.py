@@ -119,6 +119,9 @@ class View:
     def pods_on(self, node: str) -> list[dict[str, Any]] | None:
         return self.watched_pods
 
+    def images_trouble(self) -> str:
+        return ""
+
     def module_images(self, namespace: str, name: str) -> dict[str, Any] | None:
         if self.images_config is not None:
             return self.images_config

@@ -118,6 +118,17 @@ def test_checking_a_reload_waits_for_kmm_to_find_its_image_then_blocks_naming_it
     assert KMM.version not in patch.labels  # the version label is not flipped
 
 
+def test_checking_a_reload_blocked_on_an_unread_images_record_says_it_was_not_read() -> None:
+    # The coordinator could not read KMM's ModuleImagesConfig: that is not "KMM found none".
+    late = node(phase=Phase.CHECKING, since=61, labels=loaded_labels(OLD), image_state="")
+    late = dataclasses.replace(late, target_image="r.example/xe:new")
+    unread = dataclasses.replace(rollout([late]), images_unknown="not listed yet")
+    patch = only_patch(step_checking(unread, late).actions)
+    reason = str(patch.annotations[names.REASON])
+    assert "its ModuleImagesConfig could not be read: not listed yet" in reason, reason
+    assert "says nothing of it" not in reason
+
+
 def test_checking_needs_no_image_answer_for_a_first_load_nor_once_kmm_found_it() -> None:
     first = node(phase=Phase.CHECKING, image_state="")
     assert step_checking(rollout([first]), first).actions == [RequestReport("n1", first.attempt)]
