@@ -43,7 +43,7 @@ from prometheus_client import CollectorRegistry
 
 from bench.kmm_fleet import KERNEL, KmmFleet
 from bench.timing import Timings, ratio_line
-from coordinator.kube.client import JSON, MERGE_PATCH, Kube, KubeApi, path
+from coordinator.kube.client import JSON, MERGE_PATCH, Kube, KubeApi, KubeError, path
 from coordinator.kube.events import EventRecorder
 from coordinator.kube.watches import Informer, Resource
 from coordinator.rollout.config import RolloutConfig
@@ -52,7 +52,7 @@ from coordinator.rollout.metrics import RolloutMetrics
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names, timestamps
-from gpuctl.common.names import KMM_GROUP, KMM_VERSION
+from gpuctl.common.names import KMM_GROUP, KMM_IMAGES_CONFIG_PLURAL, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from gpuctl.gpudriver.module_spec import desired_module, kmm_version
 from gpuctl.rollout.rollout_input import kmm_labels
@@ -208,6 +208,12 @@ class WatchedView:
             "claims": Informer(
                 kube, Resource("resource.k8s.io", "v1", "resourceclaims"), on_change, self.stop
             ),
+            "images": Informer(
+                kube,
+                Resource(KMM_GROUP, KMM_VERSION, KMM_IMAGES_CONFIG_PLURAL, NAMESPACE),
+                on_change,
+                self.stop,
+            ),
         }
         for informer in self._informers.values():
             threading.Thread(target=informer.run, daemon=True).start()
@@ -236,7 +242,10 @@ class WatchedView:
         return None  # no Pod watch here: the engine lists each node's pods
 
     def module_images(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return None  # read only when a load times out, which no bench node does
+        return self._informers["images"].get(f"{namespace}/{name}")
+
+    def images_trouble(self) -> str:
+        return self._informers["images"].trouble()
 
 
 class RelistingView:
@@ -279,7 +288,20 @@ class RelistingView:
         return None  # the engine lists each node's pods afresh
 
     def module_images(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return None  # read only when a load times out, which no bench node does
+        try:
+            return self._kube.request(
+                "GET",
+                path(
+                    KMM_GROUP, KMM_VERSION, KMM_IMAGES_CONFIG_PLURAL, namespace=namespace, name=name
+                ),
+            )
+        except KubeError as error:
+            if error.not_found:
+                return None
+            raise
+
+    def images_trouble(self) -> str:
+        return ""  # module_images() reads afresh, or raises
 
 
 def set_up(
