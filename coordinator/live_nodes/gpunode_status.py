@@ -22,6 +22,7 @@ from coordinator.live_nodes.freshness import Freshness
 from coordinator.live_nodes.node_record import NodeRecord, Session
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import timestamps
+from gpuctl.common.merge_patch import merge_patch_to
 from gpuctl.common.names import GPUNODE_FRESH, UNKNOWN_BLOCKERS, FreshReason
 from gpuctl.common.unload_rule import module_state_name
 
@@ -139,36 +140,6 @@ def _content(report: Any) -> Any:
     return {k: v for k, v in report.items() if k not in _VOLATILE_REPORT_KEYS}
 
 
-def merge_diff(old: Any, new: Any) -> Any:
-    """The JSON merge patch (RFC 7386) that turns `old` into `new`.
-
-    Keys `new` lacks become null, so a blocker list that emptied (and so vanished from the
-    proto3 JSON) is removed from the stored report instead of surviving the merge.
-    """
-    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
-        return new
-    patch: dict[str, Any] = {k: None for k in old if k not in new}
-    for key, value in new.items():
-        if key not in old:
-            patch[key] = value
-        elif old[key] != value:
-            patch[key] = merge_diff(old[key], value)
-    return patch
-
-
-def apply_merge(current: Any, patch: Any) -> Any:
-    """`current` after the JSON merge patch `patch` (RFC 7386)."""
-    if not isinstance(patch, Mapping):
-        return patch
-    result = dict(current) if isinstance(current, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = apply_merge(result.get(key), value)
-    return result
-
-
 def merge_conditions(current: Any, desired: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`desired`, keeping what is stored of a condition whose status and reason are unchanged,
     and its lastTransitionTime while its status is."""
@@ -203,12 +174,12 @@ def status_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> dict
             if current.get(key) is not None:
                 patch[key] = None
         elif current.get(key) != value:
-            patch[key] = merge_diff(current.get(key), value)
+            patch[key] = merge_patch_to(current.get(key), value)
     if "report" in desired and (
         _content(current.get("report")) != _content(desired["report"])
         or "answeredInspectRequest" in patch
     ):
-        patch["report"] = merge_diff(current.get("report"), desired["report"])
+        patch["report"] = merge_patch_to(current.get("report"), desired["report"])
         if "reportReceivedAt" in desired:
             patch["reportReceivedAt"] = desired["reportReceivedAt"]
     return patch

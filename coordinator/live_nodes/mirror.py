@@ -34,10 +34,11 @@ from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.workqueue import WorkQueue
 from coordinator.live_nodes.deadlines import Deadlines
 from coordinator.live_nodes.freshness import Freshness, freshness, stale_at
-from coordinator.live_nodes.gpunode_status import apply_merge, desired_status, status_patch
+from coordinator.live_nodes.gpunode_status import desired_status, status_patch
 from coordinator.live_nodes.node_record import NodeRecord, Session
 from coordinator.live_nodes.registry import Registry
 from gpuctl.common import names
+from gpuctl.common.merge_patch import apply_merge_patch
 
 log = logging.getLogger(__name__)
 
@@ -374,7 +375,7 @@ class GPUNodeMirror:
             if answer.get("metadata"):
                 self._remember(answer)
             else:
-                self._stored[node] = apply_merge(stored, patch)
+                self._stored[node] = apply_merge_patch(stored, patch)
             self._last_write[node] = self._monotonic()
             self.writes += 1
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuctl.common import names
+from gpuctl.common.merge_patch import merge_patch_to
 
 # status.revisions keeps at most this many entries (the newest).
 MAX_REVISIONS = 10
@@ -89,20 +90,6 @@ def restorable(entry: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(kernel_module, Mapping) or not kernel_module.get("kernelMappings"):
         raise RevisionError(f"revision {entry.get(REVISION)} records no kernelModule to restore")
     return dict(kernel_module)
-
-
-def merge_patch_to(current: Any, wanted: Any) -> Any:
-    """The JSON merge patch (RFC 7386) that turns `current` into `wanted`: keys `wanted` lacks
-    are nulled, objects are patched key by key, anything else is replaced."""
-    if not isinstance(current, Mapping) or not isinstance(wanted, Mapping):
-        return wanted
-    patch: dict[str, Any] = {key: None for key in current if key not in wanted}
-    for key, value in wanted.items():
-        if key not in current:
-            patch[key] = value
-        elif current[key] != value:
-            patch[key] = merge_patch_to(current[key], value)
-    return patch
 
 
 def restore_patch(

@@ -8,15 +8,14 @@ from typing import Any
 
 from coordinator.live_nodes.freshness import FRESH, Freshness
 from coordinator.live_nodes.gpunode_status import (
-    apply_merge,
     desired_status,
-    merge_diff,
     module_word,
     status_patch,
     summary,
 )
 from coordinator.live_nodes.node_record import NodeRecord, Session
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from gpuctl.common.merge_patch import apply_merge_patch
 from gpuctl.common.names import FreshReason
 from testbed.agent_client import OPEN_CLIENTS, sample_report
 
@@ -116,7 +115,7 @@ def test_a_vanished_list_is_removed_by_the_patch() -> None:
     assert patch["report"]["blockers"] is None
     assert patch["summary"] == {"blockers": 0}
     assert patch["unloadBlockers"] == "0"
-    assert "blockers" not in apply_merge(stored, patch)["report"]
+    assert "blockers" not in apply_merge_patch(stored, patch)["report"]
 
 
 def test_an_answered_request_writes_the_report_with_it() -> None:
@@ -133,7 +132,7 @@ def test_an_error_answer_and_its_clearing() -> None:
     failed = _record(sample_report("gpu-1"), answered_request="r3", inspect_error="gone")
     patch = status_patch(stored, _desired(failed))
     assert (patch["answeredInspectRequest"], patch["inspectError"]) == ("r3", "gone")
-    stored = apply_merge(stored, patch)
+    stored = apply_merge_patch(stored, patch)
     succeeded = _record(sample_report("gpu-1"), answered_request="r4")
     patch = status_patch(stored, _desired(succeeded))
     assert patch["inspectError"] is None
@@ -145,7 +144,7 @@ def test_no_report_never_erases_a_stored_one() -> None:
     patch = status_patch(stored, _desired(_record(None, session=Session.DISCONNECTED), unknown))
     assert set(patch) == {"session", "conditions", "unloadBlockers"}
     assert (patch["session"], patch["unloadBlockers"]) == ("Disconnected", "unknown")
-    assert apply_merge(stored, patch)["report"] == stored["report"]
+    assert apply_merge_patch(stored, patch)["report"] == stored["report"]
 
 
 def test_a_silent_agent_makes_the_report_stale_and_its_blockers_unknown() -> None:
@@ -165,7 +164,7 @@ def test_a_silent_agent_makes_the_report_stale_and_its_blockers_unknown() -> Non
         ],
         "unloadBlockers": "unknown",
     }
-    assert apply_merge(stored, patch)["summary"]["blockers"] == 1  # the report's own count
+    assert apply_merge_patch(stored, patch)["summary"]["blockers"] == 1  # the report's own count
 
 
 def test_staying_stale_is_no_change_though_the_silence_grows() -> None:
@@ -198,9 +197,3 @@ def test_a_new_reason_keeps_the_transition_time_and_recovery_sets_a_new_one() ->
         "2026-11-29T23:09:00.000000Z",
     )
     assert patch["unloadBlockers"] == "0"
-
-
-def test_merge_diff_round_trips() -> None:
-    old = {"a": 1, "b": {"c": [1, 2], "d": "x"}, "e": True}
-    new = {"a": 2, "b": {"c": [1]}, "f": {"g": 1}}
-    assert apply_merge(old, merge_diff(old, new)) == new
