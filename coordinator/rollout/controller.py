@@ -177,7 +177,8 @@ class RolloutController:
         return decision.requeue_after
 
     def _write_status(self, driver: Mapping[str, Any], fields: dict[str, Any]) -> None:
-        resource_version = self.actor.write_status(driver, fields)
+        patch = self._status_writes.patch(driver, fields)
+        resource_version = self.actor.write_status(driver, patch)
         self._status_writes.wrote(str(driver["metadata"]["name"]), fields, resource_version)
 
     def _finish_refused(

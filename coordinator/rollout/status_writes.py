@@ -12,6 +12,12 @@ status is compared with what was written rather than with the cache. Once the ca
 up, or after `settle_seconds` (the cache may have skipped past that version: a later write by
 someone else), the cache is the truth again. A failed write is forgotten, so the next pass
 writes again.
+
+A write is a merge patch, which removes a key only by naming it with null: `patch` nulls every
+key of the rollout status that the cache or the last write shows and the decided status lacks
+(a hold that ended: `holdKind`). Without that, a key once written stayed for ever, and every
+pass after found the status "changed" and wrote it again: 42 writes per node in
+bench.rollout_reaction, and a `holdKind` that kept the GPUDriver's conditions wrong.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from gpuctl.common.merge_patch import overwrite_patch
 
 SETTLE_SECONDS = 5.0
 
@@ -72,6 +80,19 @@ class StatusWrites:
         if revisions is not None and revisions != lagged.get("revisions"):
             due["revisions"] = revisions
         return due
+
+    def patch(self, driver: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
+        """The status merge patch that writes `fields` (as `due` gave them): each as decided,
+        the rollout's keys that the cache or the last write shows and `fields` lacks nulled."""
+        name = str((driver.get("metadata") or {}).get("name", ""))
+        with self._lock:
+            written = self._written.get(name)
+        lagged = written.fields.get("rollout") if written is not None else None
+        cached = (driver.get("status") or {}).get("rollout")
+        patch = dict(fields)
+        if "rollout" in patch:
+            patch["rollout"] = overwrite_patch([cached, lagged], patch["rollout"])
+        return patch
 
     def wrote(self, name: str, fields: Mapping[str, Any], resource_version: str | None) -> None:
         """`fields` were written (resource_version: the GPUDriver's after the write), or the

@@ -75,7 +75,12 @@ def wait_status(
 
 
 def wait_complete(rig: RolloutRig) -> dict[str, Any]:
-    return wait_status(rig, "says Complete", lambda s: s.get("state") == "Complete")
+    """status.rollout once it says Complete, which carries no hold: every rollout is held a
+    moment (the Module asks for the new version a pass later), and a hold's key the status
+    write did not remove would outlive it (coordinator/rollout/status_writes.py)."""
+    status = wait_status(rig, "says Complete", lambda s: s.get("state") == "Complete")
+    assert "holdKind" not in status, f"a hold outlived the rollout: {status}"
+    return status
 
 
 def module_version(rig: RolloutRig, node: str) -> str:

@@ -79,3 +79,25 @@ def test_a_forgotten_gpudriver_is_read_from_the_cache() -> None:
     writes.wrote("gpu", {"rollout": RUNNING}, "5")
     writes.forget("gpu")
     assert writes.due(cached("4", None), RUNNING)
+
+
+def test_a_hold_that_ended_is_removed_by_the_write_and_the_status_then_settles() -> None:
+    # The merge patch names the ended hold with null; a cache that then shows the status as
+    # decided owes no further write (before, the hold stayed and every pass wrote again).
+    writes = StatusWrites(ManualClock())
+    held = {**RUNNING, "holdKind": "ModuleNotReady"}
+    driver = cached("4", held)
+    fields = writes.due(driver, RUNNING)
+    assert writes.patch(driver, fields) == {"rollout": {**RUNNING, "holdKind": None}}
+    writes.wrote("gpu", fields, "5")
+    assert writes.due(cached("5", RUNNING), RUNNING) == {}
+
+
+def test_a_key_only_the_last_write_shows_is_removed_too() -> None:
+    # The cache lags a write that held the rollout; the next status, without a hold, nulls it.
+    writes = StatusWrites(ManualClock())
+    writes.wrote("gpu", {"rollout": {**RUNNING, "holdKind": "Window"}}, "5")
+    stale = cached("4", RUNNING)
+    fields = writes.due(stale, FURTHER)
+    assert writes.patch(stale, fields) == {"rollout": {**FURTHER, "holdKind": None}}
+    assert writes.patch(stale, {"revisions": []}) == {"revisions": []}

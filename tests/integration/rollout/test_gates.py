@@ -21,7 +21,14 @@ from testbed.harness.prometheus import (
 )
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.rig import NEW, RolloutRig
-from testbed.rollout_live.scenario import FAST, held_by, module_version, start, wait_status
+from testbed.rollout_live.scenario import (
+    FAST,
+    held_by,
+    module_version,
+    start,
+    wait_complete,
+    wait_status,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -109,6 +116,7 @@ def test_an_alert_that_fires_while_held_keeps_the_next_node_from_starting_on_res
             assert rig.state(second) == f"Pending {new}"
             endpoint.value = 0
             rig.wait_phases(dict.fromkeys([first, second], "Done"), timeout=120, version=new)
+            assert wait_complete(rig)["targetVersion"] == new  # no PrometheusGate hold left
         assert rig.kernels.violations == []
     finally:
         endpoint.close()
