@@ -85,8 +85,19 @@ def spec_at(driver: str, version: str) -> dict[str, Any]:
 OLD, NEW = kmm_version(spec_at("", OLD_VERSION)), kmm_version(spec_at("", NEW_VERSION))
 
 
+def request_kind(method: str, resource_path: str) -> str:
+    """ "PATCH nodes", "GET pods/log": the method and the collection (with its subresource)."""
+    parts = [p for p in resource_path.split("/") if p]
+    parts = parts[2:] if parts[:1] == ["api"] else parts[3:]  # past api/v1 or apis/group/v
+    if parts[:1] == ["namespaces"] and len(parts) > 2:
+        parts = parts[2:]
+    collection = parts[0] if parts else "/"
+    return f"{method} {'/'.join([collection, *parts[2:3]])}"
+
+
 class CountingKube:
-    """A KubeApi that counts requests and timestamps the node writes that matter here."""
+    """A KubeApi that counts requests (by request_kind) and timestamps the node writes that
+    matter here."""
 
     def __init__(self, inner: Kube, version_label: str) -> None:
         self._inner = inner
@@ -120,7 +131,7 @@ class CountingKube:
         )
         now = time.perf_counter()
         with self._lock:
-            self.counts[method] += 1
+            self.counts[request_kind(method, resource_path)] += 1
             if method == "PATCH" and resource_path.startswith("/api/v1/nodes/"):
                 node = resource_path.rsplit("/", 1)[1]
                 meta = (body or {}).get("metadata") or {}
@@ -138,7 +149,7 @@ class CountingKube:
         self, resource_path: str, query: dict[str, Any], timeout_seconds: int
     ) -> Iterator[dict[str, Any]]:
         with self._lock:
-            self.counts["WATCH"] += 1
+            self.counts[request_kind("WATCH", resource_path)] += 1
         return self._inner.watch(resource_path, query, timeout_seconds)
 
     def close(self) -> None:
@@ -147,6 +158,10 @@ class CountingKube:
     def total(self) -> int:
         with self._lock:
             return sum(self.counts.values())
+
+    def by_kind(self) -> Counter[str]:
+        with self._lock:
+            return Counter(self.counts)
 
 
 class InstantAgents:
@@ -381,8 +396,9 @@ def run(
     nodes: int,
     poll: float | None,
     now: datetime.datetime,
-) -> tuple[Timings, float, float]:
-    """One rollout; (reaction delays, API requests per node, seconds for the whole rollout)."""
+) -> tuple[Timings, Counter[str], float]:
+    """One rollout; (reaction delays, its API requests by request_kind, seconds for the whole
+    rollout)."""
     names_ = set_up(kube, driver, nodes, now=now, admin=admin, fleet=fleet)
     selector = f"bench={driver}"
     module = f"{driver}-gpu"
@@ -447,7 +463,12 @@ def run(
         stop.set()
         if isinstance(view, WatchedView):
             view.stop.set()
-    return reactions(counting, names_), counting.total() / nodes, elapsed
+    return reactions(counting, names_), counting.by_kind(), elapsed
+
+
+def per_node_line(kinds: Counter[str], nodes: int) -> str:
+    """ "PATCH nodes 7.0, GET pods 3.0, …", most first."""
+    return ", ".join(f"{kind} {count / nodes:.1f}" for kind, count in kinds.most_common())
 
 
 def main() -> int:
@@ -469,7 +490,7 @@ def main() -> int:
             )
             with KmmFleet(cluster.admin_client(), cluster.kubeconfig, NAMESPACE, root) as fleet:
                 fleet.publish(IMAGE, NEW_VERSION)
-                subject, subject_requests, subject_seconds = run(
+                subject, subject_kinds, subject_seconds = run(
                     kube=kube,
                     admin=admin,
                     fleet=fleet,
@@ -478,7 +499,7 @@ def main() -> int:
                     poll=None,
                     now=now,
                 )
-                baseline, baseline_requests, baseline_seconds = run(
+                baseline, baseline_kinds, baseline_seconds = run(
                     kube=kube,
                     admin=admin,
                     fleet=fleet,
@@ -490,6 +511,8 @@ def main() -> int:
         baseline = Timings(f"relist every {args.poll:g}s", baseline.seconds)
         subject = Timings("watch-driven engine", subject.seconds)
         polls_per_node = baseline.median / args.poll
+        subject_requests = sum(subject_kinds.values()) / args.nodes
+        baseline_requests = sum(baseline_kinds.values()) / args.baseline_nodes
         print(f"rollout of {args.nodes} nodes, KMM's own operator, agents instant, one machine:")
         print(
             f"  {subject.label}: median {subject.median * 1e3:.0f} ms, "
@@ -505,6 +528,7 @@ def main() -> int:
         print(f"  {ratio_line(subject, baseline)}")
         request_ratio = subject_requests / baseline_requests
         print(f"  API requests per node, engine / baseline: {request_ratio:.2f}")
+        print(f"  the engine's requests per node: {per_node_line(subject_kinds, args.nodes)}")
         field = polls_per_node * 120.0
         print(
             f"  reference: a 120 s poll needs the same {polls_per_node:.1f} polls per node: "
