@@ -10,6 +10,7 @@ from typing import Any
 
 from gpuctl.common import names
 from gpuctl.common import revisions as rev
+from gpuctl.common.merge_patch import apply_merge_patch
 from gpuctl.common.names import Phase
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.history import recorded
@@ -197,21 +198,8 @@ def test_restore_patch_puts_the_recorded_kernel_module_back_exactly() -> None:
     }
     patch = rev.restore_patch(driver, HISTORY[0], {names.ROLLBACK: "x"})
     assert patch["metadata"] == {"resourceVersion": "42", "annotations": {names.ROLLBACK: "x"}}
-    merged = merge(current, patch["spec"]["kernelModule"])
+    merged = apply_merge_patch(current, patch["spec"]["kernelModule"])
     assert merged == OLD_KM
-
-
-def merge(target: Any, patch: Any) -> Any:
-    """RFC 7386 applied, to check the patch."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge(out.get(key), value)
-    return out
 
 
 # -- a rollback left to Git (a GitOps tool applies the spec) ----------------------------
