@@ -276,9 +276,16 @@ def image_not_ready(inp: RolloutInput, node: NodeFacts) -> Block | None:
     if node.target_label != inp.driver_name or node.image_state == IMAGE_EXISTS:
         return None
     image = node.target_image or "(no kernel mapping serves its kernel)"
-    says = f"says {node.image_state}" if node.image_state else "says nothing of it yet"
     if inp.images_unknown:
-        says = f"could not be read: {inp.images_unknown}"
+        # Unread is not "not found": the words say which, and what to look at.
+        return Block(
+            BlockKind.IMAGE_NOT_READY,
+            f"whether KMM has found image {image} for the node's kernel is unknown (its "
+            f"ModuleImagesConfig could not be read: {inp.images_unknown}): the reload would "
+            f"unload {loaded} and might leave the node without a driver; it waits until the "
+            "record is read",
+        )
+    says = f"says {node.image_state}" if node.image_state else "says nothing of it yet"
     return Block(
         BlockKind.IMAGE_NOT_READY,
         f"KMM has not found image {image} for the node's kernel (its ModuleImagesConfig "

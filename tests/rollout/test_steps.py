@@ -125,8 +125,10 @@ def test_checking_a_reload_blocked_on_an_unread_images_record_says_it_was_not_re
     unread = dataclasses.replace(rollout([late]), images_unknown="not listed yet")
     patch = only_patch(step_checking(unread, late).actions)
     reason = str(patch.annotations[names.REASON])
+    assert "whether KMM has found image r.example/xe:new for the node's kernel is unknown" in reason
     assert "its ModuleImagesConfig could not be read: not listed yet" in reason, reason
-    assert "says nothing of it" not in reason
+    assert "KMM has not found" not in reason
+    assert KMM.version not in patch.labels  # held, as for an image not found
 
 
 def test_checking_needs_no_image_answer_for_a_first_load_nor_once_kmm_found_it() -> None:
