@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.request_kinds import resource_kind
 from coordinator import main as coordinator_main
 from coordinator.kube import client as kube_client
 
@@ -44,20 +45,6 @@ def write_memory_sites(target: Path) -> None:
         lines.append(f"\n{stat.size / 2**20:.1f} MiB in {stat.count} blocks")
         lines.extend(f"    {frame}" for frame in stat.traceback.format())
     target.write_text("\n".join(lines))
-
-
-def resource_kind(resource_path: str) -> str:
-    """The resource a REST path names: the part after the version (or namespace), plus the
-    subresource if any ("pods/eviction", "gpudrivers/status")."""
-    parts = [p for p in resource_path.split("?", 1)[0].split("/") if p]
-    start = 2 if parts[:1] == ["api"] else 3
-    rest = parts[start:]
-    if rest[:1] == ["namespaces"] and len(rest) > 2:
-        rest = rest[2:]
-    if not rest:
-        return "other"
-    kind = rest[0]
-    return f"{kind}/{rest[2]}" if len(rest) > 2 else kind
 
 
 def install_counter(counts: Counter[str], lock: threading.Lock) -> None:

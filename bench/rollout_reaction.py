@@ -42,6 +42,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from bench.kmm_fleet import KERNEL, KmmFleet
+from bench.request_kinds import resource_kind
 from bench.timing import Timings, ratio_line
 from coordinator.kube.client import JSON, MERGE_PATCH, Kube, KubeApi, KubeError, path
 from coordinator.kube.events import EventRecorder
@@ -85,19 +86,9 @@ def spec_at(driver: str, version: str) -> dict[str, Any]:
 OLD, NEW = kmm_version(spec_at("", OLD_VERSION)), kmm_version(spec_at("", NEW_VERSION))
 
 
-def request_kind(method: str, resource_path: str) -> str:
-    """ "PATCH nodes", "GET pods/log": the method and the collection (with its subresource)."""
-    parts = [p for p in resource_path.split("/") if p]
-    parts = parts[2:] if parts[:1] == ["api"] else parts[3:]  # past api/v1 or apis/group/v
-    if parts[:1] == ["namespaces"] and len(parts) > 2:
-        parts = parts[2:]
-    collection = parts[0] if parts else "/"
-    return f"{method} {'/'.join([collection, *parts[2:3]])}"
-
-
 class CountingKube:
-    """A KubeApi that counts requests (by request_kind) and timestamps the node writes that
-    matter here."""
+    """A KubeApi that counts requests ("<METHOD> <resource_kind>") and timestamps the node
+    writes that matter here."""
 
     def __init__(self, inner: Kube, version_label: str) -> None:
         self._inner = inner
@@ -131,7 +122,7 @@ class CountingKube:
         )
         now = time.perf_counter()
         with self._lock:
-            self.counts[request_kind(method, resource_path)] += 1
+            self.counts[f"{method} {resource_kind(resource_path)}"] += 1
             if method == "PATCH" and resource_path.startswith("/api/v1/nodes/"):
                 node = resource_path.rsplit("/", 1)[1]
                 meta = (body or {}).get("metadata") or {}
@@ -149,7 +140,7 @@ class CountingKube:
         self, resource_path: str, query: dict[str, Any], timeout_seconds: int
     ) -> Iterator[dict[str, Any]]:
         with self._lock:
-            self.counts[request_kind("WATCH", resource_path)] += 1
+            self.counts[f"WATCH {resource_kind(resource_path)}"] += 1
         return self._inner.watch(resource_path, query, timeout_seconds)
 
     def close(self) -> None:
@@ -397,7 +388,7 @@ def run(
     poll: float | None,
     now: datetime.datetime,
 ) -> tuple[Timings, Counter[str], float]:
-    """One rollout; (reaction delays, its API requests by request_kind, seconds for the whole
+    """One rollout; (reaction delays, its API requests by kind, seconds for the whole
     rollout)."""
     names_ = set_up(kube, driver, nodes, now=now, admin=admin, fleet=fleet)
     selector = f"bench={driver}"
