@@ -60,9 +60,11 @@ def test_the_rollout_starts_only_once_kmms_images_record_is_read(
         assert coordinator.rollout is None, "a rollout pass could run on an unread images record"
 
         api.kube.request("PUT", role, body=namespace_role(list(NAMESPACE_RULES)))
+        # Readiness also asks for a recent Lease read: waited for, not read once, on a busy
+        # machine.
+        ready = Verdict(True, "leading, caches synced")
         wait_until(
-            "the leader reads the images record and starts the rollout",
-            lambda: coordinator.rollout is not None,
+            "the leader reads the images record, starts the rollout and is ready",
+            lambda: coordinator.rollout is not None and coordinator.readiness() == ready,
             timeout_seconds=60,
         )
-        assert coordinator.readiness() == Verdict(True, "leading, caches synced")
