@@ -222,7 +222,7 @@ class RolloutActor:
                 },
             )
             if self._metrics is not None:
-                self._metrics.transition(patch, node.since, inp.now)
+                self._metrics.transition(patch, patch.phase_since or node.since, inp.now)
             told.append((written, patch))
         return None
 

@@ -25,6 +25,10 @@ class PatchNode:
     unschedulable: bool | None = None
     phase_from: Phase | None = None
     phase_to: Phase | None = None
+    # Since when (RFC 3339) the node was in phase_from, where its own since annotation is
+    # about another phase: a node Pending without a write (placement.waits_unwritten) has
+    # waited since the rollout of its target began. "": the annotation says it.
+    phase_since: str = ""
     event: EventNote | None = None
     # A start that takes the slot this node's Done write (of the same pass) frees: it is made
     # right after that write, and only if it succeeded. "" for every other write, a start

@@ -1,7 +1,8 @@
 """The rollout decision for one GPUDriver: a pure function from facts to actions and status.
 
 One pass, in this order, over the nodes the pass considers (rollout_input.py): nodes not yet
-in their place are put there (placement.py); a node in a step about another version than its
+in their place are put there (placement.py: a node Done at an older version is Pending
+without a write, placement.waits_unwritten); a node in a step about another version than its
 own goes back to Checking at its version, the others in a step take their next step
 (steps.py, verify.py); then, unless something holds the whole rollout (gating.py: the failure
 budget, a pause, the hold after the first node, the windows, the Prometheus gate, the Module,
@@ -32,7 +33,7 @@ from gpuctl.rollout.history import recorded
 from gpuctl.rollout.holds import Hold, HoldKind, RolloutState
 from gpuctl.rollout.messages import driver_events, rollout_message
 from gpuctl.rollout.node_step import StepResult, removing, written
-from gpuctl.rollout.placement import placement
+from gpuctl.rollout.placement import placement, waits_unwritten
 from gpuctl.rollout.prometheus_gate import GATE_RECHECK_SECONDS
 from gpuctl.rollout.reboots import after_reboot
 from gpuctl.rollout.refused import anothers_step
@@ -106,8 +107,11 @@ def _decide(inp: RolloutInput) -> Decision:
         phase, version = _after(node, place)
         if phase is None:
             continue  # it left the rollout
+        waiting = place is None and waits_unwritten(inp, node)
+        if waiting:
+            phase, version = Phase.PENDING, inp.target_for(node)
         phases[name], versions[name], targets[name] = phase, version, inp.target_for(node)
-        if place is None:
+        if place is None and not waiting:
             decision.take(_own_step(inp, node))
     decision.node_phases, decision.node_versions = phases, versions
     if not phases and not inp.target_version:

@@ -4,8 +4,8 @@
 waiting (and why: the Wait the pass acted on), moves its step on, puts it in its place, lets
 it leave the rollout, or nothing. `dry_run` is what `gpuctl rollout plan` shows: the
 coordinator's passes on the caller's reads, each pass's node writes made on the nodes before
-the next (an older version's Done node is first put back to Pending, and starts, or waits, in
-the pass after), with each node's latest agent report lent as the answer to its check. A node
+the next (an older version's Done node is Pending without a write, and starts, or waits, in
+the same pass), with each node's latest agent report lent as the answer to its check. A node
 that starts is followed through its checks up to where the agent's hands are needed
 (Preparing) or a person's (Blocked, Failed). `at_their_turn` is the same run with every
 rollout-wide wait lifted: where a waiting node's own checks take it once the wait is over.
@@ -77,7 +77,8 @@ def move_of(node: NodeFacts, decision: Decision) -> Move:
     phase_to = next((w.phase_to for w in writes if w.phase_to is not None), None)
     if any(names.STATE_LABEL in w.labels and w.labels[names.STATE_LABEL] is None for w in writes):
         return Move(MoveKind.LEAVE)
-    if phase_to is Phase.CHECKING and node.phase in (Phase.PENDING, Phase.BLOCKED):
+    waiting = decision.node_phases.get(node.name, node.phase)  # Pending without a write too
+    if phase_to is Phase.CHECKING and waiting in (Phase.PENDING, Phase.BLOCKED):
         return Move(MoveKind.START, phase_to)
     if node.phase in IN_PROGRESS and (writes or _acts_on(decision, node.name)):
         return Move(MoveKind.STEP, phase_to)

@@ -6,10 +6,12 @@ else names.REMOVAL_VERSION. A wanted node is `Skipped` (opted out), `Done` (targ
 loaded at the target already), `Loading` (targeted at the target by someone else, KMM not
 done: verified like any other) or `Pending` (anything else, a node labelled at the target
 without names.TARGET_LABEL included: the Module does not select it, so it takes the normal
-path). A node no longer wanted that KMM loads for this GPUDriver is `Pending` on the removal
-path (or stays `Skipped` when opted out: the driver stays); one where nothing was loaded for
-it leaves the rollout (or fails, for the admin, when preparation may have changed its
-devices). A node in a step about another version goes back to Checking at its version.
+path). A node this GPUDriver verified Done at another version is Pending without a write
+(`waits_unwritten`): its labels move when its turn comes. A node no longer wanted that KMM
+loads for this GPUDriver is `Pending` on the removal path (or stays `Skipped` when opted out:
+the driver stays); one where nothing was loaded for it leaves the rollout (or fails, for the
+admin, when preparation may have changed its devices). A node in a step about another version
+goes back to Checking at its version.
 """
 
 from __future__ import annotations
@@ -40,7 +42,28 @@ def placement(inp: RolloutInput, node: NodeFacts) -> PatchNode | None:
         return _moved(inp, node, version)
     if _stays(node, version):
         return _unwritten_done(inp, node, version)
+    if waits_unwritten(inp, node):
+        return None
     return _placed(inp, node, version)
+
+
+def waits_unwritten(inp: RolloutInput, node: NodeFacts) -> bool:
+    """A node this GPUDriver verified Done at another version than the one it is to load now
+    waits for its turn as it is: Pending in the decision, its labels untouched until it
+    starts (straight to Checking). Every label gpuctl writes on a node costs KMM a
+    NodeModulesConfig reconcile of the node and a reconcile of the whole Module (docs/kmm.md):
+    writing Pending on every node when a version is asked is a fleet-wide burst of them ahead
+    of the first node's load, and says nothing the state-version annotation and the status
+    do not."""
+    version = inp.target_for(node)
+    return (
+        not removing(version)
+        and node.phase is Phase.DONE
+        and node.state_version != version
+        and node.annotations.get(names.GPUDRIVER) == inp.driver_name
+        and not node.opted_out
+        and not written(inp, node, version)
+    )
 
 
 def _stays(node: NodeFacts, version: str) -> bool:

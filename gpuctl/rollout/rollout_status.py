@@ -91,6 +91,22 @@ def rollout_state(inp: RolloutInput, counts: RolloutCounts, hold: Hold | None) -
     return state_of(hold)
 
 
+def _listed_since(inp: RolloutInput, name: str, phase: Phase, now: str) -> str:
+    """Since when a node whose labels do not say its phase (one placed in this pass, or
+    Pending without a write: placement.waits_unwritten) has been in it: as the last status
+    listed it in that phase for the same target, else now. Never now again on every pass: the
+    status would change with each one."""
+    previous = inp.previous_status
+    if previous.get("targetVersion") != _status_target(inp):
+        return now
+    for entry in previous.get("nodes") or ():
+        if isinstance(entry, Mapping) and entry.get("name") == name:
+            if entry.get("phase") == phase.value and isinstance(entry.get("since"), str):
+                return str(entry["since"])
+            break
+    return now
+
+
 def _listed_nodes(
     inp: RolloutInput, phases: Mapping[str, Phase], waits: Mapping[str, Wait]
 ) -> list[dict[str, str]]:
@@ -106,7 +122,7 @@ def _listed_nodes(
             "name": name,
             "phase": phases[name].value,
             "reason": node.reason if same else "",
-            "since": (node.since or now) if same else now,
+            "since": (node.since or now) if same else _listed_since(inp, name, phases[name], now),
         }
         if same and node.phase is Phase.BLOCKED:
             entry["kind"] = node.reason_kind.value
@@ -119,6 +135,20 @@ def _listed_nodes(
     return listed
 
 
+def rollout_started(inp: RolloutInput) -> str:
+    """When the rollout of this pass's target began (RFC 3339): as the last status says, or
+    now for a target it was not about."""
+    previous = inp.previous_status
+    same = previous.get("targetVersion") == _status_target(inp)
+    started = previous.get("startedAt") if same else None
+    return str(started or timestamps.format_seconds(inp.now))
+
+
+def _status_target(inp: RolloutInput) -> str:
+    """The version status.rollout is about: the target, or the removal path's."""
+    return inp.target_version or names.REMOVAL_VERSION
+
+
 def rollout_status(
     inp: RolloutInput,
     phases: Mapping[str, Phase],
@@ -128,12 +158,9 @@ def rollout_status(
     *,
     waits: Mapping[str, Wait] | None = None,
 ) -> dict[str, Any]:
-    previous = inp.previous_status
-    target = inp.target_version or names.REMOVAL_VERSION
-    started = previous.get("startedAt") if previous.get("targetVersion") == target else None
     state = rollout_state(inp, counts, hold)
     status: dict[str, Any] = {
-        "targetVersion": target,
+        "targetVersion": _status_target(inp),
         "state": state.value,
         "message": message,
         "total": counts.total,
@@ -141,7 +168,7 @@ def rollout_status(
         "progress": f"{counts.updated}/{counts.total}",
         "counts": {phase.value: counts.per_phase[phase] for phase in Phase},
         "nodes": _listed_nodes(inp, phases, waits or {}),
-        "startedAt": started or timestamps.format_seconds(inp.now),
+        "startedAt": rollout_started(inp),
     }
     if hold is not None and state is not RolloutState.COMPLETE:
         status["holdKind"] = hold.kind.value

@@ -36,6 +36,7 @@ from gpuctl.rollout.node_step import (
     unfixable_block,
 )
 from gpuctl.rollout.order import is_unavailable, start_order
+from gpuctl.rollout.rollout_status import rollout_started
 
 
 def _unblocked(inp: RolloutInput, node: NodeFacts) -> bool:
@@ -187,6 +188,8 @@ def start_nodes(
         unavailable.add(name)
         reason = "asking the agent for a fresh report"
         start = transition(inp, node, Phase.CHECKING, reason, version=version)
+        if node.phase is not phase:  # Pending without a write, since the rollout began
+            start = dataclasses.replace(start, phase_from=phase, phase_since=rollout_started(inp))
         decision.actions.append(dataclasses.replace(start, freed_by=freed_by))
     return held_back
 

@@ -1,6 +1,7 @@
 """What the rollout's end-to-end tests share: nodes at OLD, busy and idle again, waits on status.
 
 `start` brings nodes targeted and loaded at OLD, with real agents and the coordinator, to Done;
+`wait_pending` waits for the status to list nodes waiting their turn;
 `busy_with_ollama` makes a process hold a node's render node (an unload now would fail or
 hurt), `idle_again` lets go; `gpu_pod` puts a pod asking for a GPU on a node; `assert_left`
 checks the driver and the rollout are off a node.
@@ -72,6 +73,26 @@ def wait_status(
             f"annotations: {driver['metadata'].get('annotations')}\n"
             f"log: {rig.coordinator_log()}"
         ) from None
+
+
+def wait_pending(
+    rig: RolloutRig, nodes: Sequence[str], version: str, *, was: str, kind: str = ""
+) -> dict[str, Any]:
+    """status.rollout once it targets `version` and lists each of `nodes` Pending (and
+    waiting for `kind`, where given: a holds.WaitKind value), each still labelled Done at
+    `was` (a node Done at an older version waits without a write, placement.py); returns it."""
+
+    def waits(status: dict[str, Any]) -> bool:
+        listed = {e.get("name"): e for e in status.get("nodes") or ()}
+        return status.get("targetVersion") == version and all(
+            (listed.get(n) or {}).get("phase") == names.Phase.PENDING.value
+            and (not kind or (listed.get(n) or {}).get("waitKind") == kind)
+            for n in nodes
+        )
+
+    status = wait_status(rig, f"lists {list(nodes)} Pending at {version}", waits)
+    assert {n: rig.state(n) for n in nodes} == dict.fromkeys(nodes, f"Done {was}")
+    return status
 
 
 def wait_complete(rig: RolloutRig) -> dict[str, Any]:

@@ -220,7 +220,9 @@ def _coordinator_first_moves(
             if wait is not None:
                 first[name] = ("wait", f"{wait.kind.value}: {wait.words}")
             elif any(
-                w.phase_to is Phase.CHECKING and phase in (Phase.PENDING, Phase.BLOCKED)
+                # A start: to Checking from outside a step (Pending, Blocked, or an older
+                # version's Done, which is Pending without a write).
+                w.phase_to is Phase.CHECKING and phase not in names.IN_PROGRESS
                 for w in writes
             ):
                 first[name] = ("start", "")

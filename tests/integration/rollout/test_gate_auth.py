@@ -22,7 +22,7 @@ from testbed.harness.bearer_proxy import RESOURCE, bearer_proxy
 from testbed.harness.prometheus import FIRING_QUERY, MetricsEndpoint, query, running_prometheus
 from testbed.harness.rbac_grants import granted, service_account
 from testbed.harness.waiting import wait_until
-from testbed.rollout_live.rig import NEW, RolloutRig
+from testbed.rollout_live.rig import NEW, OLD, RolloutRig
 from testbed.rollout_live.scenario import FAST, held_by, module_version, start, wait_status
 
 pytestmark = pytest.mark.integration
@@ -79,7 +79,8 @@ def test_the_gate_asks_a_token_demanding_prometheus_with_the_coordinators_token_
             status = wait_status(rig, "held: the token's user may not", held_by(new, "HTTP 403"))
             assert "the token's user may not query" in status["message"]
             assert "system:serviceaccount:" in status["message"]  # the proxy's words, quoted
-            assert [rig.state(n) for n in nodes] == [f"Pending {new}"] * 2
+            # Nobody starts: each waits Done at the old version (no write until its turn).
+            assert [rig.state(n) for n in nodes] == [f"Done {rig.kmm_version_at(OLD)}"] * 2
 
             token_file.write_text(reader)  # rotated: read at the next query
             wait_status(rig, "held by the alert", held_by(new, "returned 1 series"))

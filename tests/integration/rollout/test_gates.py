@@ -20,7 +20,7 @@ from testbed.harness.prometheus import (
     running_prometheus,
 )
 from testbed.harness.waiting import wait_until
-from testbed.rollout_live.rig import NEW, RolloutRig
+from testbed.rollout_live.rig import NEW, OLD, RolloutRig
 from testbed.rollout_live.scenario import (
     FAST,
     held_by,
@@ -60,7 +60,8 @@ def test_a_firing_alert_holds_the_rollout_and_clearing_it_releases_it(
                 lambda: instant_queries(url) >= asked + 2,
                 timeout_seconds=60,
             )
-            assert [rig.state(n) for n in nodes] == [f"Pending {new}"] * 2
+            # Nobody starts: each waits Done at the old version (no write until its turn).
+            assert [rig.state(n) for n in nodes] == [f"Done {rig.kmm_version_at(OLD)}"] * 2
             endpoint.value = 0  # the node recovered: the alert resolves
             rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=120, version=new)
             wait_status(rig, "Complete", lambda s: s.get("state") == "Complete")
@@ -111,9 +112,9 @@ def test_an_alert_that_fires_while_held_keeps_the_next_node_from_starting_on_res
             assert status["holdKind"] == "PrometheusGate"
             assert 'alertname="GpuDegraded"' in status["message"]
             # The pass that wrote this status is the resumed one: had it started the node on
-            # an older answer, the node would have left Pending in it.
+            # an older answer, the node would have started (left Done at the old version) in it.
             assert rig.state(first) == f"Done {new}"
-            assert rig.state(second) == f"Pending {new}"
+            assert rig.state(second) == f"Done {rig.kmm_version_at(OLD)}"
             endpoint.value = 0
             rig.wait_phases(dict.fromkeys([first, second], "Done"), timeout=120, version=new)
             assert wait_complete(rig)["targetVersion"] == new  # no PrometheusGate hold left

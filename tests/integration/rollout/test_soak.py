@@ -12,7 +12,7 @@ import pytest
 
 from gpuctl.common import names
 from testbed.rollout_live.rig import NEW, OLD, RolloutRig
-from testbed.rollout_live.scenario import FAST, module_version, start, wait_status
+from testbed.rollout_live.scenario import FAST, module_version, start, wait_pending, wait_status
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +28,8 @@ def test_a_node_degrading_in_the_soak_fails_it_and_is_rolled_back(
     old, new = rig.kmm_version_at(OLD), rig.kmm_version_at(NEW)
     loads_before = len(rig.kernels.loads)
     rig.set_version(NEW)
-    rig.wait_phases({first: "Done", second: "Pending"}, timeout=120, version=new)
+    rig.wait_phases({first: "Done"}, timeout=120, version=new)
+    wait_pending(rig, (second,), new, was=old)
     assert names.SOAK_BASELINE in rig.node(first)["metadata"]["annotations"]
     wait_status(
         rig,

@@ -16,7 +16,7 @@ import pytest
 
 from testbed.rollout_live.clocked_coordinator import ShiftedClock, clocked_coordinator
 from testbed.rollout_live.rig import BIN, NEW, OLD, RolloutRig
-from testbed.rollout_live.scenario import module_version, old_root, wait_status
+from testbed.rollout_live.scenario import module_version, old_root, wait_pending, wait_status
 
 pytestmark = pytest.mark.integration
 
@@ -47,13 +47,15 @@ def test_a_window_closing_mid_rollout_lets_the_loading_node_finish_and_starts_no
         for node in (first, second, third):
             rig.start_agent(node)
         rig.wait_phases(dict.fromkeys((first, second, third), "Done"))
-        new = rig.kmm_version_at(NEW)
+        new, was = rig.kmm_version_at(NEW), rig.target()
         clock.set(utc(28, 21, 59))  # 22:59: one minute of the window left
         rig.kmm.delay_node(first, 8)  # KMM takes a while: the window closes meanwhile
         rig.set_version(NEW)
-        rig.wait_phases({first: "Loading", second: "Pending", third: "Pending"}, version=new)
+        rig.wait_phases({first: "Loading"}, version=new)
+        wait_pending(rig, (second, third), new, was=was, kind="MaxUnavailable")
         clock.set(utc(28, 22, 0, 30))  # 23:00:30: the window closed
-        rig.wait_phases({first: "Done", second: "Pending", third: "Pending"}, version=new)
+        rig.wait_phases({first: "Done"}, version=new)
+        wait_pending(rig, (second, third), new, was=was, kind="Held")
         status = wait_status(
             rig,
             "says the window is closed",
@@ -73,7 +75,7 @@ def test_a_window_closing_mid_rollout_lets_the_loading_node_finish_and_starts_no
         assert shown.returncode == 3, shown.stderr
         assert "maintenance window: closed, the next opens at 2026-12-05T21:00:00Z" in shown.stdout
         time.sleep(2)  # passes go on (agents report every second): still nobody starts
-        assert (rig.state(second), rig.state(third)) == (f"Pending {new}", f"Pending {new}")
+        assert (rig.state(second), rig.state(third)) == (f"Done {was}", f"Done {was}")
         assert module_version(rig, second) == OLD
         clock.set(datetime(2026, 12, 5, 21, 0, 5, tzinfo=UTC))  # the next window opened
         rig.wait_phases(dict.fromkeys((first, second, third), "Done"), timeout=120, version=new)
