@@ -9,11 +9,12 @@ is the least time the same KMM can take on the same nodes. `floor_upgrade` is th
 runs with no coordinator running (the Module is the script's while it runs).
 
 `step_writes=True` makes the same script write each node as often as a gpuctl rollout does,
-and nothing more: a bench label (`STEP_LABEL`) set to Pending on every node at the start, to
-Checking, Draining and Preparing just before its version label, to Verifying and Done once its
-batch is ready: seven node writes a node, as gpuctl's state label. No checks, no cordon, no
-drain, no agent: what those writes alone cost KMM (its controllers reconcile a node on any label
-change), measured against the plain floor in the same run.
+and nothing more: a bench label (`STEP_LABEL`) set to Checking, Draining and Preparing just
+before its version label, to Verifying and Done once its batch is ready: six node writes a
+node, as gpuctl's state label (a node Done at the older version waits without a write,
+gpuctl/rollout/placement.py). No checks, no cordon, no drain, no agent: what those writes alone
+cost KMM (its controllers reconcile a node on any label change), measured against the plain
+floor in the same run.
 """
 
 from __future__ import annotations
@@ -108,8 +109,6 @@ def floor_upgrade(
     ordered = sorted(nodes)
     batches = [ordered[i : i + batch] for i in range(0, len(ordered), batch)]
     try:
-        for node in ordered if step_writes else ():
-            _label(kube, node, {STEP_LABEL: "Pending"})
         for members in batches:
             for node in members:
                 for step in BEFORE_THE_WRITE if step_writes else ():
