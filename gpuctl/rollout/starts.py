@@ -176,7 +176,8 @@ def start_nodes(
             if wait.kind is WaitKind.BLOCKED:
                 _still_blocked(inp, node, wait, decision)
             elif wait.kind is WaitKind.NODE_NOT_READY and phase is Phase.PENDING:
-                decision.actions.append(blocked(inp, node, NOT_READY, version))
+                not_ready = blocked(inp, node, NOT_READY, version)
+                decision.actions.append(_leaving(inp, node, phase, not_ready))
             elif wait.kind is WaitKind.MAX_UNAVAILABLE:
                 held_back = held_back or _unavailable_words(nodes, phases, unavailable)
             elif wait.kind is WaitKind.GATE_NOT_ASKED:
@@ -187,11 +188,19 @@ def start_nodes(
             continue  # cannot be: the bound above counts the freed slots
         unavailable.add(name)
         reason = "asking the agent for a fresh report"
-        start = transition(inp, node, Phase.CHECKING, reason, version=version)
-        if node.phase is not phase:  # Pending without a write, since the rollout began
-            start = dataclasses.replace(start, phase_from=phase, phase_since=rollout_started(inp))
+        start = _leaving(
+            inp, node, phase, transition(inp, node, Phase.CHECKING, reason, version=version)
+        )
         decision.actions.append(dataclasses.replace(start, freed_by=freed_by))
     return held_back
+
+
+def _leaving(inp: RolloutInput, node: NodeFacts, phase: Phase, write: PatchNode) -> PatchNode:
+    """`write`, leaving the phase the pass gives the node: for a node Pending without a write
+    (placement.waits_unwritten), Pending, where it has waited since the rollout began."""
+    if node.phase is phase:
+        return write
+    return dataclasses.replace(write, phase_from=phase, phase_since=rollout_started(inp))
 
 
 def why_waiting(

@@ -148,3 +148,12 @@ def test_removal_still_writes_why_each_node_is_pending() -> None:
     [write] = _writes(decision).values()
     assert write.phase_to is Phase.PENDING
     assert "unloaded through the checks" in str(write.annotations[names.REASON])
+
+
+def test_one_that_goes_not_ready_while_waiting_is_blocked_from_pending() -> None:
+    rebooting = dataclasses.replace(_done_at_old("a"), ready=False)
+    decision = decide(rollout([rebooting], settings=_one_at_a_time()))
+    [write] = _writes(decision).values()
+    assert (write.phase_from, write.phase_to) == (Phase.PENDING, Phase.BLOCKED)
+    assert write.phase_since == "2026-11-29T12:00:00Z"
+    assert write.annotations[names.STATE_VERSION] == TARGET
