@@ -30,7 +30,8 @@ node in Checking, pairing each start after the first wave with the Done that fre
 p50/p99, API requests per node by kind, the coordinator's peak RSS (VmHWM) and CPU seconds,
 GPUNode writes, KMM's manager's own work per node in both runs (its reconciles by controller,
 its controllers' queue waits and reconcile durations, and its CPU seconds, bench.kmm_work), how
-busy the machine's CPUs were in each run (bench.machine_cpu), where a node's time goes in each
+busy the machine's CPUs were in each run (bench.machine_cpu) and whose CPU time it was, by
+process (bench.process_cpu), where a node's time goes in each
 run, stretch by stretch between gpuctl's steps, KMM's manager and KMM's worker Pods, and how
 long the version took to reach its first node (bench.kmm_timeline), and then, all sessions
 open, reports/s ingested (each agent sends `--reports` changed reports at once; the per-agent
@@ -81,6 +82,7 @@ from bench.kmm_floor import floor_upgrade
 from bench.kmm_timeline import Seen, Timeline, fleet_start, side_by_side, stretches
 from bench.kmm_work import KmmWork, kmm_work
 from bench.machine_cpu import busy, cpu_times
+from bench.process_cpu import cpu_by_name, cpu_words, process_cpu
 from bench.timing import Timings
 from coordinator.kube.client import MERGE_PATCH, path
 from gpuctl.common import names
@@ -197,6 +199,7 @@ def floor_run(
     """The fleet to `version` by KMM's docs (bench.kmm_floor), `run`'s figures."""
     target = kmm_version(spec(version))
     moments, cpu_before = timeline(world, shard, target, None), cpu_times()
+    processes_before = process_cpu()
     upgrade = floor_upgrade(
         world.kube,
         namespace=NAMESPACE,
@@ -213,6 +216,7 @@ def floor_run(
         f"{run}_kmm_batches": upgrade.batches,
         f"{run}_kmm_node": upgrade.per_node,
         f"machine_busy_{run}": busy(cpu_before, cpu_times()),
+        f"process_cpu_{run}": cpu_by_name(processes_before, process_cpu()),
         **_seen(run, moments.stop()),
     }
 
@@ -255,10 +259,12 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         print("fleet Done at the old version; rolling out the new one", flush=True)
         kmm_port = fleet.kmm.operator.metrics_port
         kmm_before, cpu_before = kmm_work(kmm_port), cpu_times()
+        processes_before = process_cpu()
         moments = timeline(world, shards[0], NEW, NEW) if args.shards == 1 else None
         figures.update(roll_out(world, shards, args.nodes, args.delay))
         figures["kmm_work_rollout"] = kmm_work(kmm_port).since(kmm_before)
         figures["machine_busy_rollout"] = busy(cpu_before, cpu_times())
+        figures["process_cpu_rollout"] = cpu_by_name(processes_before, process_cpu())
         if moments is not None:
             figures.update(_seen("rollout", moments.stop()))
         figures["reports_per_second"] = ingest(shards, args.nodes, args.reports)
@@ -336,7 +342,7 @@ def _floor_lines(f: dict[str, Any]) -> list[str]:
     if "stepped_kmm_seconds" in f:
         stepped = f["stepped_kmm_seconds"]
         lines.append(
-            f"  the floor with gpuctl's seven node writes a node and nothing else (floor+writes, "
+            f"  the floor with gpuctl's node writes (six a node) and nothing else (floor+writes, "
             f"bench.kmm_floor step_writes): {stepped:.1f} s; that / the floor: "
             f"{stepped / f['floor_kmm_seconds']:.3f}; gpuctl / that: "
             f"{f['total_seconds'] / stepped:.3f}"
@@ -348,6 +354,8 @@ def _floor_lines(f: dict[str, Any]) -> list[str]:
         *_kmm_work_lines({RUNS[run]: f[f"kmm_work_{run}"] for run in runs}, f["nodes"]),
         "  the machine's CPUs busy (all its processes, /proc/stat): "
         + ", ".join(f"{f[f'machine_busy_{run}'] * 100:.0f} % ({RUNS[run]})" for run in runs),
+        f"  CPU seconds by process (bench.process_cpu), {' vs '.join(RUNS[r] for r in runs)}: "
+        + cpu_words({RUNS[run]: f[f"process_cpu_{run}"] for run in runs}),
         "  where a node's time goes (bench.kmm_timeline; moments as the bench's watches saw them):",
         *side_by_side({RUNS[run]: f[f"stretches_{run}"] for run in runs}),
         *(f"    the version asked, then ({RUNS[run]}): {f[f'fleet_start_{run}']}" for run in runs),

@@ -57,6 +57,7 @@ def run_figures(run: str, seconds: float, queued: float) -> dict[str, Any]:
         f"{run}_kmm_batches": 10,
         f"{run}_kmm_node": Timings("label -> ready", (seconds / 10,)),
         f"machine_busy_{run}": 0.5,
+        f"process_cpu_{run}": {"kube-apiserver": seconds, "manager": seconds / 2},
         f"stretches_{run}": stretches({"n1": node}),
         f"fleet_start_{run}": f"the first KMM write ({run})",
         f"kmm_work_{run}": work,
@@ -73,6 +74,10 @@ def test_the_report_sets_the_rollout_beside_both_floors() -> None:
     assert "that / the floor: 1.100; gpuctl / that: 1.091" in report
     assert "CPU 0.200 vs 0.200 vs 0.200 s" in report
     assert "NodeModulesConfig 6000 / 100 ms vs 2000 / 100 ms vs 4000 / 100 ms" in report
+    assert (
+        "CPU seconds by process (bench.process_cpu), gpuctl vs floor vs floor+writes: "
+        "kube-apiserver 60.0 vs 50.0 vs 55.0, manager 30.0 vs 25.0 vs 27.5"
+    ) in report
     assert "90 % (gpuctl), 50 % (floor), 50 % (floor+writes)" in report
     header = next(line for line in report.splitlines() if "stretch, median (p90) s" in line)
     assert header.split()[-4:] == ["gpuctl", "floor", "floor+writes", "whose"]
