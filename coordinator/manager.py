@@ -55,6 +55,11 @@ LEASE_LOOP_WITHIN_SECONDS = 90.0
 PASS_WITHIN_SECONDS = 300.0
 # How long a stopping coordinator waits for its threads, all together.
 STOP_JOIN_SECONDS = 5.0
+# Changes the reconciler only follows (KMM's and the rollout's node labels, the words of
+# status.rollout) are one reconcile within this long: in a rollout they come several a
+# second, each reconcile two fresh GETs and a plan over every node, at 300 nodes 8 a node.
+# A change of a GPUDriver's own spec or metadata is reconciled at once.
+FOLLOW_WITHIN_SECONDS = 1.0
 
 
 def rfc3339_now() -> str:
@@ -168,10 +173,11 @@ def _reconciled_node_part(node: dict[str, Any]) -> tuple[dict[str, str], str, st
     return labels, node_kernel(node), json.dumps(taints, sort_keys=True)
 
 
-def _reconciled_part(driver: dict[str, Any]) -> str:
+def _reconciled_part(driver: dict[str, Any]) -> tuple[str, str]:
     """What the reconciler reads of a GPUDriver: all of it but the bookkeeping every write
-    changes, and of status.rollout only what its Reconciling and Stalled conditions say
-    (gpuctl/gpudriver/kstatus.py)."""
+    changes and status.rollout; and, apart, of status.rollout only what its Reconciling and
+    Stalled conditions say (gpuctl/gpudriver/kstatus.py), which the rollout's own writes
+    change."""
     meta = {
         k: v
         for k, v in (driver.get("metadata") or {}).items()
@@ -179,8 +185,9 @@ def _reconciled_part(driver: dict[str, Any]) -> str:
     }
     status = {k: v for k, v in (driver.get("status") or {}).items() if k != "rollout"}
     rollout = (driver.get("status") or {}).get("rollout") or {}
-    status["rollout"] = {k: rollout.get(k) for k in ("state", "holdKind", "message")}
-    return json.dumps([meta, driver.get("spec"), status], sort_keys=True, default=str)
+    words = {k: rollout.get(k) for k in ("state", "holdKind", "message")}
+    own = json.dumps([meta, driver.get("spec"), status], sort_keys=True, default=str)
+    return own, json.dumps(words, sort_keys=True, default=str)
 
 
 class Coordinator:
@@ -237,15 +244,20 @@ class Coordinator:
         self._work_stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._node_seen: dict[str, tuple[dict[str, str], str, str]] = {}
-        self._drivers_seen: dict[str, str] = {}
+        self._drivers_seen: dict[str, tuple[str, str]] = {}
         self.reconciles = 0
         self.lost_leadership = False
 
     # -- change handlers: which GPUDrivers a change concerns --------------------------------
 
-    def _enqueue_all(self) -> None:
+    def _enqueue_all(self, within: float = 0.0) -> None:
+        """Every GPUDriver, at once or (`within` seconds) with the changes around it."""
         for driver in self._drivers.snapshot():
-            self.queue.add(driver["metadata"]["name"])
+            name = driver["metadata"]["name"]
+            if within:
+                self.queue.add_within(name, within)
+            else:
+                self.queue.add(name)
 
     def _rollout_changed(self) -> None:
         if self.rollout is not None:
@@ -255,12 +267,17 @@ class Coordinator:
         self._rollout_changed()
         name = obj["metadata"]["name"]
         seen = None if kind == "DELETED" else _reconciled_part(obj)
-        if kind == "MODIFIED" and self._drivers_seen.get(name) == seen:
+        before = self._drivers_seen.get(name)
+        if kind == "MODIFIED" and before == seen:
             return  # only status.rollout changed (the rollout's own write): nothing to reconcile
         if seen is None:
             self._drivers_seen.pop(name, None)
         else:
             self._drivers_seen[name] = seen
+        if kind == "MODIFIED" and before is not None and seen is not None and before[0] == seen[0]:
+            # Only the rollout's words for the conditions: followed with the changes around.
+            self.queue.add_within(name, FOLLOW_WITHIN_SECONDS)
+            return
         self.queue.add(name)
         # A GPUDriver going or changing its selector can end another one's conflict.
         self._enqueue_all()
@@ -289,7 +306,7 @@ class Coordinator:
                 self._node_seen.pop(name, None)
             else:
                 self._node_seen[name] = seen
-            self._enqueue_all()
+            self._enqueue_all(within=FOLLOW_WITHIN_SECONDS)
 
     def _on_claim(self, _kind: str, _obj: dict[str, Any]) -> None:
         self._rollout_changed()  # the rollout's checks read claims; the reconciler does not

@@ -2,7 +2,8 @@
 
 Change handlers `add` the key a change concerns; a `WorkQueue` holds each key at most once, so
 a burst of changes to one object becomes one pass, and `add_after` brings a key back at a
-time (a wake-up the decision asked for, a retry). `run_worker` is the loop a controller runs
+time (a wake-up the decision asked for, a retry); `add_within` makes a burst of changes
+spread over a second or so one pass. `run_worker` is the loop a controller runs
 in its own thread: take a key, make one pass over it, queue it again after the delay the pass
 asked for (or after `error_retry_seconds` when it raised), until `stop` is set.
 """
@@ -39,6 +40,18 @@ class WorkQueue:
                 self._queued.add(key)
                 self._ready.append(key)
                 self._cond.notify()
+
+    def add_within(self, key: str, seconds: float) -> None:
+        """Have `key` taken no later than `seconds` from now: nothing more while it is queued or
+        due by then already, so a burst of changes within `seconds` is one pass."""
+        with self._cond:
+            if key in self._queued:
+                return
+            by = self._clock() + seconds
+            if any(queued == key and due <= by for due, queued in self._delayed):
+                return
+            heapq.heappush(self._delayed, (by, key))
+            self._cond.notify()
 
     def add_after(self, key: str, seconds: float) -> None:
         with self._cond:

@@ -22,6 +22,18 @@ def test_a_status_rollout_write_is_not_a_change_for_the_reconciler() -> None:
     assert _reconciled_part(before) == _reconciled_part(after)
 
 
+def test_the_rollouts_words_for_the_conditions_are_apart_from_the_rest() -> None:
+    """status.rollout's state, hold and message feed the conditions: a change of them is
+    followed (coalesced, coordinator.manager.FOLLOW_WITHIN_SECONDS), not a change of the
+    GPUDriver's own."""
+    before = samples.driver(status={"rollout": {"message": "1 of 5 updated"}})
+    after = copy.deepcopy(before)
+    after["status"]["rollout"]["message"] = "2 of 5 updated"
+    (own_before, words_before), (own_after, words_after) = map(_reconciled_part, (before, after))
+    assert own_before == own_after
+    assert words_before != words_after
+
+
 CHANGES: list[tuple[str, str, Any]] = [
     ("spec", "kernelModule", {"version": "v2"}),
     ("status", "kmmStatus", "0/1"),
@@ -35,7 +47,7 @@ def test_spec_status_and_metadata_changes_are(part: str, key: str, value: Any) -
     before = samples.driver(status={"kmmStatus": "1/1"})
     after = copy.deepcopy(before)
     after[part][key] = value
-    assert _reconciled_part(before) != _reconciled_part(after)
+    assert _reconciled_part(before)[0] != _reconciled_part(after)[0]
 
 
 def _gpu_node() -> dict[str, Any]:

@@ -61,3 +61,30 @@ def test_worker_returns_at_once_when_stopped() -> None:
     stop.set()
     run_worker(queue, lambda _key: None, stop, error_retry_seconds=1.0, failure="", key_name="k")
     assert drain(queue) == ["never"]
+
+
+def test_changes_within_a_second_of_each_other_are_one_pass() -> None:
+    clock = ManualClock()
+    queue = WorkQueue(clock)
+    for _ in range(5):
+        queue.add_within("gpu", 1.0)
+        clock.advance(0.1)
+    assert drain(queue) == []  # not yet: the burst may go on
+    clock.advance(0.5)
+    assert drain(queue) == ["gpu"]
+    clock.advance(10.0)
+    assert drain(queue) == []  # one pass for the five changes
+    # A change while the key is queued for now adds nothing; one after it was taken, a pass.
+    queue.add("gpu")
+    queue.add_within("gpu", 1.0)
+    assert drain(queue) == ["gpu"]
+    clock.advance(1.0)
+    assert drain(queue) == []
+    queue.add_within("gpu", 1.0)
+    clock.advance(1.0)
+    assert drain(queue) == ["gpu"]
+    # A pass due later (a requeue in 30 s) does not stand in for one within the second.
+    queue.add_after("gpu", 30.0)
+    queue.add_within("gpu", 1.0)
+    clock.advance(1.0)
+    assert drain(queue) == ["gpu"]
