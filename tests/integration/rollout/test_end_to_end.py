@@ -137,12 +137,18 @@ def test_five_nodes_roll_one_at_a_time_in_order_and_end_verified(
     assert metrics["gpuctl_leader"] == 1
     assert [s for s in metrics if s.startswith('gpuctl_build_info{component="coordinator"')]
     assert metrics['gpuctl_rollout_nodes{gpudriver="gpu",phase="Done"}'] == 5
-    health = wait_until(
-        "Argo CD's health check to say Healthy",
-        lambda: h if (h := argocd_health(rig.driver())).status == "Healthy" else None,
+    # Healthy at the target (it was Healthy at the old version before: it follows a moment
+    # after the rollout's status).
+    wait_until(
+        f"Argo CD's health check to say Healthy: all 5 nodes run {target}",
+        lambda: (
+            h
+            if (h := argocd_health(rig.driver())).status == "Healthy"
+            and h.message == f"all 5 nodes run {target}"
+            else None
+        ),
         timeout_seconds=30,
     )
-    assert health.message == f"all 5 nodes run {target}"
     # `gpuctl version`: the leader's version from its Lease, the agents' from their GPUNodes.
     shown = subprocess.run(
         [

@@ -99,12 +99,18 @@ def test_a_node_failing_verification_is_rolled_back_verified_uncordoned_and_the_
     assert f"{broken}: " in message
     assert "0000:03:00.0 not bound to xe (unbound)" in message
     # Argo CD's health check reads the GPUDriver as the coordinator wrote it: Degraded, why.
-    health = wait_until(
-        "Argo CD's health check to say Degraded",
-        lambda: h if (h := argocd_health(rig.driver())).status == "Degraded" else None,
+    # (Its conditions follow status.rollout a moment later: Degraded for the failure first.)
+    rolled_back = f"paused: rolled back from {new} to revision 1 ({old})"
+    wait_until(
+        "Argo CD's health check to say Degraded: rolled back",
+        lambda: (
+            h
+            if (h := argocd_health(rig.driver())).status == "Degraded"
+            and h.message.startswith(rolled_back)
+            else None
+        ),
         timeout_seconds=30,
     )
-    assert health.message.startswith(f"paused: rolled back from {new} to revision 1 ({old})")
     assert {"RollingBack", "RolloutPaused"} <= event_reasons(rig)
     wait_revisions(rig, [(2, new), (3, old)])
     # It stays paused (the failure in status) until `gpuctl rollout resume`.
@@ -212,12 +218,17 @@ def test_a_rollback_where_argo_cd_applies_the_spec_is_left_to_git_then_made_from
     assert "applied by Argo CD (field manager argocd-controller)" in message
     assert f"put revision 1 ({old}) back in Git" in message
     assert "RollbackInGit" in event_reasons(rig)
-    health = wait_until(
-        "Argo CD's health check to say Degraded",
-        lambda: h if (h := argocd_health(rig.driver())).status == "Degraded" else None,
+    # Argo CD's health check follows a moment later (Degraded for the failure first).
+    back_in_git = f"put revision 1 ({old}) back in Git"
+    wait_until(
+        "Argo CD's health check to say Degraded: put the revision back in Git",
+        lambda: (
+            h
+            if (h := argocd_health(rig.driver())).status == "Degraded" and back_in_git in h.message
+            else None
+        ),
         timeout_seconds=30,
     )
-    assert f"put revision 1 ({old}) back in Git" in health.message
     undo = gpuctl(rig, "rollout", "undo")
     assert undo.returncode != 0
     assert "applied by Argo CD (field manager argocd-controller)" in undo.stderr
