@@ -28,12 +28,12 @@ from tests.support.rollout_samples import (
 )
 
 
-def _done_at_old(name: str, driver: str = DRIVER, **annotations: str) -> NodeFacts:
+def _done(name: str, driver: str = DRIVER, version: str = OLD, **annotations: str) -> NodeFacts:
     return node(
         name,
         phase=Phase.DONE,
-        version=OLD,
-        labels=loaded_labels(OLD),
+        version=version,
+        labels=loaded_labels(version),
         annotations={names.GPUDRIVER: driver, **annotations},
     )
 
@@ -49,7 +49,7 @@ def _one_at_a_time(**kwargs: Any) -> RolloutSettings:
 
 
 def test_an_older_versions_done_node_starts_in_the_first_pass_straight_from_done() -> None:
-    soaked = _done_at_old("a", **{names.SOAK_BASELINE: "{}"})
+    soaked = _done("a", **{names.SOAK_BASELINE: "{}"})
     decision = decide(rollout([soaked], settings=_one_at_a_time()))
     [write] = _writes(decision).values()
     # It leaves Pending (the status's phase), waiting since the rollout began: the step
@@ -64,7 +64,7 @@ def test_an_older_versions_done_node_starts_in_the_first_pass_straight_from_done
 
 
 def test_the_ones_that_wait_get_no_write_and_are_pending_in_the_status() -> None:
-    nodes = [_done_at_old(name) for name in ("a", "b", "c")]
+    nodes = [_done(name) for name in ("a", "b", "c")]
     decision = decide(rollout(nodes, settings=_one_at_a_time()))
     assert list(_writes(decision)) == ["a"]
     assert decision.node_phases == dict.fromkeys("abc", Phase.PENDING)
@@ -80,7 +80,7 @@ def test_the_ones_that_wait_get_no_write_and_are_pending_in_the_status() -> None
 
 
 def test_a_waiting_nodes_since_holds_from_pass_to_pass() -> None:
-    nodes = [_done_at_old(name) for name in ("a", "b")]
+    nodes = [_done(name) for name in ("a", "b")]
     first = decide(rollout(nodes, settings=_one_at_a_time()))
     assert first.status is not None
     again = decide(
@@ -95,13 +95,7 @@ def test_a_waiting_nodes_since_holds_from_pass_to_pass() -> None:
     since = {e["name"]: e["since"] for e in again.status["nodes"]}
     assert since["b"] == "2026-11-29T12:00:00Z"
     # Its turn, three minutes on: it has waited since the rollout began.
-    a_done = node(
-        "a",
-        phase=Phase.DONE,
-        version=TARGET,
-        labels=loaded_labels(TARGET),
-        annotations={names.GPUDRIVER: DRIVER},
-    )
+    a_done = _done("a", version=TARGET)  # verified at the target meanwhile
     turn = decide(
         rollout(
             [a_done, nodes[1]],
@@ -127,7 +121,7 @@ def test_a_waiting_nodes_since_holds_from_pass_to_pass() -> None:
 
 def test_nodes_it_does_not_cover_are_still_placed_with_a_write() -> None:
     nodes = [
-        _done_at_old("anothers", driver="other-driver"),
+        _done("anothers", driver="other-driver"),
         node("unrecorded", phase=Phase.DONE, version=OLD, labels=loaded_labels(OLD)),
         node(
             "failed",
@@ -144,14 +138,14 @@ def test_nodes_it_does_not_cover_are_still_placed_with_a_write() -> None:
 
 
 def test_removal_still_writes_why_each_node_is_pending() -> None:
-    decision = decide(rollout([_done_at_old("a")], target=None))
+    decision = decide(rollout([_done("a")], target=None))
     [write] = _writes(decision).values()
     assert write.phase_to is Phase.PENDING
     assert "unloaded through the checks" in str(write.annotations[names.REASON])
 
 
 def test_one_that_goes_not_ready_while_waiting_is_blocked_from_pending() -> None:
-    rebooting = dataclasses.replace(_done_at_old("a"), ready=False)
+    rebooting = dataclasses.replace(_done("a"), ready=False)
     decision = decide(rollout([rebooting], settings=_one_at_a_time()))
     [write] = _writes(decision).values()
     assert (write.phase_from, write.phase_to) == (Phase.PENDING, Phase.BLOCKED)
