@@ -1,7 +1,11 @@
 """The kubelet of KMM's Pods: runs the image pull, sign and worker Pods of one namespace.
 
-``KmmKubelet`` lists the namespace's Pods on every watch event and runs each one it serves on
-a thread of its own:
+``KmmKubelet`` lists KMM's Pods of the namespace on every watch event about one of them and
+runs each one it serves on a thread of its own. It watches and lists only KMM's Pods (one
+label selector per kind below, ``SERVED_SELECTORS``), as a real kubelet is sent only its own
+node's Pods: the namespace also holds the workload's Pods, and listing all of them on every
+event of theirs made the stand-in cost the API server and the machine more the more the
+workload churned (a drain's evictions), which a cluster's kubelets never do.
 
 - an image pull Pod (``kmm.node.kubernetes.io/pull-pod-type``; KMM leaves it unscheduled, so
   no node is needed) succeeds when the image is in the catalogue; otherwise its container
@@ -63,6 +67,8 @@ from testbed.harness.watch_wakeup import WatchWakeup
 WORKER_ACTION_LABEL = "kmm.node.kubernetes.io/worker-action"
 PULL_POD_LABEL = "kmm.node.kubernetes.io/pull-pod-type"
 RESOURCE_TYPE_LABEL = "kmm.node.kubernetes.io/resource-type"  # KMM's build and sign Pods
+# KMM's Pods, one kind per selector (a label's existence; selectors have no "or").
+SERVED_SELECTORS = (PULL_POD_LABEL, RESOURCE_TYPE_LABEL, WORKER_ACTION_LABEL)
 FIRMWARE_CLASS_PARAMETERS = "/sys/module/firmware_class/parameters"
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 RESYNC_SECONDS = 2.0
@@ -192,7 +198,10 @@ class KmmKubelet:
         self.errors: list[BaseException] = []
         self._bin = folder / "bin"
         self._write_modprobe()
-        self._watch = WatchWakeup("kmm-pods", self._open_watch, self._wakeup.set)
+        self._watches = tuple(
+            WatchWakeup(f"kmm-pods-{selector}", self._opens_watch(selector), self._wakeup.set)
+            for selector in SERVED_SELECTORS
+        )
         self._loop = threading.Thread(target=self._run, name="kmm-kubelet", daemon=True)
 
     # --- test controls -------------------------------------------------------------------
@@ -234,13 +243,15 @@ class KmmKubelet:
     # --- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
-        self._watch.start()
+        for watch in self._watches:
+            watch.start()
         self._loop.start()
 
     def stop(self) -> None:
         self._stopped.set()
         self._wakeup.set()
-        self._watch.stop()
+        for watch in self._watches:
+            watch.stop()
         if self._loop.ident is not None:  # started
             self._loop.join(10)
         with self._lock:
@@ -266,10 +277,28 @@ class KmmKubelet:
         script.write_text(f'#!/bin/sh\nexec {python} -m testbed.harness.kubelet.modprobe "$@"\n')
         script.chmod(0o755)
 
-    def _open_watch(self) -> Any:
-        return self._core.list_namespaced_pod(
-            self.namespace, watch=True, timeout_seconds=300, _preload_content=False
-        )
+    def _opens_watch(self, selector: str) -> Callable[[], Any]:
+        def open_watch() -> Any:
+            return self._core.list_namespaced_pod(
+                self.namespace,
+                label_selector=selector,
+                watch=True,
+                timeout_seconds=300,
+                _preload_content=False,
+            )
+
+        return open_watch
+
+    def kmm_pods(self) -> list[dict[str, Any]]:
+        """KMM's Pods in the namespace, each once."""
+        pods: dict[str, dict[str, Any]] = {}
+        for selector in SERVED_SELECTORS:
+            response = self._core.list_namespaced_pod(
+                self.namespace, label_selector=selector, _preload_content=False
+            )
+            for pod in json.loads(response.data)["items"]:
+                pods[pod["metadata"]["uid"]] = pod
+        return list(pods.values())
 
     def _run(self) -> None:
         while not self._stopped.is_set():
@@ -283,10 +312,8 @@ class KmmKubelet:
                 self._record_error(error)
 
     def _sync(self) -> None:
-        response = self._core.list_namespaced_pod(self.namespace, _preload_content=False)
-        pods = json.loads(response.data)["items"]
         present = set()
-        for pod in pods:
+        for pod in self.kmm_pods():
             uid = pod["metadata"]["uid"]
             present.add(uid)
             if pod["metadata"].get("deletionTimestamp"):
