@@ -61,7 +61,15 @@ from typing import Any
 
 from bench.agent_swarm import STREAMS_PER_CONNECTION
 from bench.fleet_observe import RolloutWatch, handoffs, wait_for
-from bench.fleet_shards import Shard, cpu_seconds, metric, start_shards, step_totals, summed
+from bench.fleet_shards import (
+    Shard,
+    cpu_seconds,
+    metric,
+    rollout_passes,
+    start_shards,
+    step_totals,
+    summed,
+)
 from bench.fleet_world import (
     FLOOR_VERSION,
     NAMESPACE,
@@ -97,6 +105,7 @@ def roll_out(world: World, shards: list[Shard], nodes: int, delay: float) -> dic
     counts_before = summed([shard.coordinator.counts() for shard in shards])
     cpu_before = cpu_seconds(shards)
     mirror_before = metric(shards, "gpuctl_gpunode_writes")
+    passes_before = rollout_passes(shards)
     steps_before = step_totals(shards)
     begin = time.perf_counter()
     for shard in shards:
@@ -148,6 +157,8 @@ def roll_out(world: World, shards: list[Shard], nodes: int, delay: float) -> dic
         "requests_per_node": sum(window.values()) / nodes,
         "requests_by_kind": {k: v for k, v in sorted(window.items()) if v},
         "gpunode_writes": metric(shards, "gpuctl_gpunode_writes") - mirror_before,
+        "passes": rollout_passes(shards)[0] - passes_before[0],
+        "pass_seconds": rollout_passes(shards)[1] - passes_before[1],
         "cpu_seconds_rollout": [
             after - before for after, before in zip(cpu_seconds(shards), cpu_before, strict=True)
         ],
@@ -395,6 +406,10 @@ def describe(f: dict[str, Any]) -> str:
             f"  API requests per node: {f['requests_per_node']:.1f} ({kinds})",
             f"  GPUNode writes during the rollout: {f['gpunode_writes']:.0f} "
             f"({f['gpunode_writes'] / f['nodes']:.2f} per node)",
+            f"  rollout passes (gpuctl_rollout_pass_seconds): {f['passes']:.0f} "
+            f"({f['passes'] / f['nodes']:.1f} per node), mean "
+            f"{f['pass_seconds'] / max(f['passes'], 1) * 1e3:.1f} ms, "
+            f"{f['pass_seconds']:.1f} s in all",
             f"  coordinator{'s' if f['shards'] > 1 else ''}: peak RSS{each} "
             f"{_mib(f['peak_rss_kb'])} MiB (now {_mib(f['rss_kb'])} MiB); CPU{each} "
             + ", ".join(f"{c:.1f}" for c in f["cpu_seconds_rollout"])

@@ -170,5 +170,14 @@ def metric(shards: list[Shard], name: str) -> float:
     return sum(shard.coordinator.metric(name) for shard in shards)
 
 
+def rollout_passes(shards: list[Shard]) -> tuple[float, float]:
+    """The coordinators' rollout passes so far and the seconds they took in all
+    (gpuctl_rollout_pass_seconds, coordinator/rollout/metrics.py)."""
+    return (
+        metric(shards, "gpuctl_rollout_pass_seconds_count"),
+        metric(shards, "gpuctl_rollout_pass_seconds_sum"),
+    )
+
+
 def cpu_seconds(shards: list[Shard]) -> list[float]:
     return [shard.coordinator.cpu_seconds() for shard in shards]

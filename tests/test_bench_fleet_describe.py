@@ -30,6 +30,8 @@ def rollout_figures() -> dict[str, Any]:
         "requests_per_node": 40.0,
         "requests_by_kind": {"PATCH nodes": 70},
         "gpunode_writes": 30.0,
+        "passes": 120.0,
+        "pass_seconds": 1.5,
         "cpu_seconds_rollout": [3.0],
         "cpu_seconds_total": [4.0],
         "peak_rss_kb": [90 * 1024],
@@ -82,6 +84,11 @@ def test_the_report_sets_the_rollout_beside_both_floors() -> None:
     header = next(line for line in report.splitlines() if "stretch, median (p90) s" in line)
     assert header.split()[-4:] == ["gpuctl", "floor", "floor+writes", "whose"]
     assert "the version asked, then (floor+writes): the first KMM write (stepped)" in report
+    nodes = figures["nodes"]
+    assert (
+        f"rollout passes (gpuctl_rollout_pass_seconds): 120 ({120 / nodes:.1f} per node), "
+        "mean 12.5 ms, 1.5 s in all"
+    ) in report
 
 
 def test_without_the_stepped_floor_only_two_runs_are_set_side_by_side() -> None:

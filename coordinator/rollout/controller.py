@@ -61,6 +61,7 @@ class RolloutController:
         self._events = events
         self._config = config
         self._metrics = metrics
+        self._monotonic = monotonic
         self.queue = WorkQueue(monotonic)
         self.calls = CallTable(lambda: wall_clock().timestamp(), lambda _node: self.enqueue_all())
         self.overlay = NodeOverlay()
@@ -123,10 +124,13 @@ class RolloutController:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _counted_sync(self, name: str) -> float | None:
+        started = self._monotonic()
         try:
             return self.sync(name)
         finally:
             self.passes += 1
+            if self._metrics is not None:
+                self._metrics.pass_seconds.observe(self._monotonic() - started)
 
     # -- one pass ---------------------------------------------------------------------------
 

@@ -13,7 +13,8 @@ Per node in a rollout (removed when it leaves, or its phase or version changes):
 - `gpuctl_node_driver_version_info{gpudriver,node,version}`: 1, the version KMM is asked for
   there (the removal path's marker while the driver is taken off).
 And `gpuctl_rollout_step_seconds{phase}`: how long nodes spent in each step (a histogram,
-observed when a node leaves the step).
+observed when a node leaves the step); `gpuctl_rollout_pass_seconds`: how long each pass took
+(gather, decide, act; its count is how often the rollout looked again).
 
 Series of a GPUDriver that is gone are removed (`forget`): an alert on a Failed node of a
 deleted GPUDriver would otherwise fire for ever.
@@ -34,6 +35,7 @@ from gpuctl.rollout.holds import BlockKind, HoldKind, RolloutState
 from gpuctl.rollout.node_step import seconds_since
 
 STEP_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 
 @dataclass
@@ -59,6 +61,12 @@ class RolloutMetrics:
             "Seconds a node spent in a rollout step, observed when it leaves the step.",
             ["phase"],
             buckets=STEP_BUCKETS,
+            registry=registry,
+        )
+        self.pass_seconds = Histogram(
+            "gpuctl_rollout_pass_seconds",
+            "Seconds one rollout pass over a GPUDriver's nodes took (gather, decide, act).",
+            buckets=PASS_BUCKETS,
             registry=registry,
         )
         self.blocked = Gauge(

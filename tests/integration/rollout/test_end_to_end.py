@@ -64,6 +64,7 @@ def watch(rig: RolloutRig, bound: int, admin: frozenset[str] = frozenset()) -> N
 
 MODULE = "gpu-gpu"
 LOADING_COUNT = 'gpuctl_rollout_step_seconds_count{phase="Loading"}'
+PASSES = "gpuctl_rollout_pass_seconds_count"
 
 
 def scrape(rig: RolloutRig) -> dict[str, float]:
@@ -87,7 +88,8 @@ def test_five_nodes_roll_one_at_a_time_in_order_and_end_verified(
     node_watch = watch(rig, bound=1)
     target = rig.kmm_version_at(NEW)
     order = node_watch.first_reaching(rig.labels.version, target)
-    loading_before = scrape(rig).get(LOADING_COUNT, 0)
+    before = scrape(rig)
+    loading_before, passes_before = before.get(LOADING_COUNT, 0), before.get(PASSES, 0)
     try:
         rig.set_version(NEW)
         rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=120)
@@ -167,6 +169,9 @@ def test_five_nodes_roll_one_at_a_time_in_order_and_end_verified(
     # Every node left Loading once more for NEW, and spent measurable time in it.
     assert metrics[LOADING_COUNT] - loading_before == 5
     assert metrics['gpuctl_rollout_step_seconds_sum{phase="Loading"}'] > 0
+    # Each node's five steps were each taken in a pass of their own at least.
+    assert metrics[PASSES] - passes_before >= 5 * 5
+    assert metrics["gpuctl_rollout_pass_seconds_sum"] > 0
 
 
 def test_an_open_render_fd_blocks_its_node_the_rest_proceed_and_closing_it_lets_it_finish(
