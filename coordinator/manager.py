@@ -190,6 +190,19 @@ def _reconciled_part(driver: dict[str, Any]) -> tuple[str, str]:
     return own, json.dumps(words, sort_keys=True, default=str)
 
 
+def _reconciled_module_part(module: dict[str, Any]) -> tuple[str, str]:
+    """What the reconciler reads of a KMM Module: its metadata (owner, labels, deletion) and
+    spec (drift from what the GPUDriver asks), and apart its status (how many nodes KMM
+    reports loaded: the GPUDriver's status), which KMM writes as each node's load lands."""
+    meta = {
+        k: v
+        for k, v in (module.get("metadata") or {}).items()
+        if k not in ("resourceVersion", "managedFields")
+    }
+    own = json.dumps([meta, module.get("spec")], sort_keys=True, default=str)
+    return own, json.dumps(module.get("status"), sort_keys=True, default=str)
+
+
 class Coordinator:
     """One coordinator replica."""
 
@@ -245,6 +258,7 @@ class Coordinator:
         self._threads: list[threading.Thread] = []
         self._node_seen: dict[str, tuple[dict[str, str], str, str]] = {}
         self._drivers_seen: dict[str, tuple[str, str]] = {}
+        self._modules_seen: dict[tuple[str, str], tuple[str, str]] = {}
         self.reconciles = 0
         self.lost_leadership = False
 
@@ -282,16 +296,34 @@ class Coordinator:
         # A GPUDriver going or changing its selector can end another one's conflict.
         self._enqueue_all()
 
-    def _on_module(self, _kind: str, obj: dict[str, Any]) -> None:
+    def _on_module(self, kind: str, obj: dict[str, Any]) -> None:
         self._rollout_changed()
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        seen = None if kind == "DELETED" else _reconciled_module_part(obj)
+        before = self._modules_seen.get(key)
+        if seen is None:
+            self._modules_seen.pop(key, None)
+        else:
+            self._modules_seen[key] = seen
         owner = _labels(obj).get(DRIVER_LABEL)
         owners = [
             r["name"]
-            for r in obj.get("metadata", {}).get("ownerReferences") or []
+            for r in meta.get("ownerReferences") or []
             if r.get("kind") == names.GPUDRIVER_KIND
         ]
+        if kind == "MODIFIED" and before == seen:
+            return  # nothing the reconciler reads
+        # Only KMM's status of the Module (a node's load landed): followed with the changes
+        # around it, as KMM writes it once or twice per node; anything else at once.
+        only_status = (
+            kind == "MODIFIED" and before is not None and seen is not None and before[0] == seen[0]
+        )
         for name in {*owners, *([owner] if owner else [])}:
-            self.queue.add(name)
+            if only_status:
+                self.queue.add_within(name, FOLLOW_WITHIN_SECONDS)
+            else:
+                self.queue.add(name)
 
     def _on_node(self, kind: str, obj: dict[str, Any]) -> None:
         # Every change matters to the rollout (cordon, Ready, its own annotations).

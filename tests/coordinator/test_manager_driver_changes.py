@@ -1,5 +1,5 @@
-"""Which GPUDriver and Node changes the reconciler needs to see: not the rollout's own status
-writes, nor a Node's heartbeats or rollout steps."""
+"""Which GPUDriver, Module and Node changes the reconciler needs to see: not the rollout's own
+status writes, nor a Node's heartbeats or rollout steps; KMM's status of a Module apart."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.manager import _reconciled_node_part, _reconciled_part
+from coordinator.manager import _reconciled_module_part, _reconciled_node_part, _reconciled_part
 from gpuctl.common.names import STATE_LABEL, TARGET_LABEL
 from tests.support import samples
 
@@ -32,6 +32,24 @@ def test_the_rollouts_words_for_the_conditions_are_apart_from_the_rest() -> None
     (own_before, words_before), (own_after, words_after) = map(_reconciled_part, (before, after))
     assert own_before == own_after
     assert words_before != words_after
+
+
+def test_kmms_status_of_a_module_is_apart_from_its_spec_and_metadata() -> None:
+    """KMM writes a Module's status as each node's load lands: followed (coalesced), while a
+    change of its spec or metadata (drift, an owner, a deletion) is reconciled at once."""
+    before = samples.module(available=1, desired=5)
+    after = samples.module(available=2, desired=5)
+    after["metadata"]["resourceVersion"] = "9"
+    (own_before, status_before), (own_after, status_after) = map(
+        _reconciled_module_part, (before, after)
+    )
+    assert own_before == own_after
+    assert status_before != status_after
+    drifted = copy.deepcopy(before)
+    drifted["spec"]["selector"] = {"someone": "else"}
+    deleting = samples.module(available=1, desired=5, deleting_since="2026-12-04T12:00:00Z")
+    for changed in (drifted, deleting):
+        assert _reconciled_module_part(changed)[0] != own_before
 
 
 CHANGES: list[tuple[str, str, Any]] = [
