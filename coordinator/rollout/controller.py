@@ -176,9 +176,15 @@ class RolloutController:
             self._metrics.record(
                 name, decision.status, decision.node_phases, decision.node_versions, blocked
             )
-        if requeue is not None:
+        return self._or_when_held(name, decision.requeue_after if requeue is None else requeue)
+
+    def _or_when_held(self, name: str, requeue: float | None) -> float | None:
+        """`requeue`, or sooner if a progress-only status write was held back
+        (status_writes.py): a pass when it is due."""
+        held = self._status_writes.held_for(name)
+        if held is None:
             return requeue
-        return decision.requeue_after
+        return held if requeue is None else min(requeue, held)
 
     def _write_status(self, driver: Mapping[str, Any], fields: dict[str, Any]) -> None:
         patch = self._status_writes.patch(driver, fields)
@@ -214,4 +220,4 @@ class RolloutController:
             self._metrics.record(
                 name, status, decision.node_phases, decision.node_versions, blocked
             )
-        return requeue if requeue is not None else decision.requeue_after
+        return self._or_when_held(name, requeue if requeue is not None else decision.requeue_after)

@@ -13,6 +13,14 @@ up, or after `settle_seconds` (the cache may have skipped past that version: a l
 someone else), the cache is the truth again. A failed write is forgotten, so the next pass
 writes again.
 
+A status that differs from the last one written only in its progress (`PROGRESS_KEYS`: the
+counts, the listed nodes, the message) is written at most once per `progress_spacing` seconds:
+at 300 nodes each node's six steps changed it, five writes of the whole status a node, each
+an API request and a watch event that woke the rollout and the reconciler again (measured with
+bench.fleet_scale, docs/benchmarks.md). The pass that holds a write back asks for a pass when
+it is due (`held_for`); anything else (the state, a hold, the target, the revisions) is
+written at once.
+
 A write is a merge patch, which removes a key only by naming it with null: `patch` nulls every
 key of the rollout status that the cache or the last write shows and the decided status lacks
 (a hold that ended: `holdKind`). Without that, a key once written stayed for ever, and every
@@ -31,6 +39,13 @@ from typing import Any
 from gpuctl.common.merge_patch import overwrite_patch
 
 SETTLE_SECONDS = 5.0
+PROGRESS_SPACING_SECONDS = 1.0
+# What a rollout's status says of its progress, as opposed to its state and holds.
+PROGRESS_KEYS = frozenset({"message", "updated", "progress", "counts", "nodes"})
+
+
+def _beyond_progress(rollout: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (rollout or {}).items() if k not in PROGRESS_KEYS}
 
 
 @dataclass(frozen=True)
@@ -47,10 +62,14 @@ class StatusWrites:
         self,
         monotonic: Callable[[], float] = time.monotonic,
         settle_seconds: float = SETTLE_SECONDS,
+        progress_spacing: float = PROGRESS_SPACING_SECONDS,
     ) -> None:
         self._monotonic = monotonic
         self._settle_seconds = settle_seconds
+        self._progress_spacing = progress_spacing
         self._written: dict[str, _Written] = {}
+        self._last_write: dict[str, float] = {}  # when each GPUDriver's status was last written
+        self._held: dict[str, float] = {}  # when a progress write held back is due
         self._lock = threading.Lock()
 
     def due(
@@ -79,7 +98,30 @@ class StatusWrites:
             due["rollout"] = rollout
         if revisions is not None and revisions != lagged.get("revisions"):
             due["revisions"] = revisions
-        return due
+        return self._unless_progress_too_soon(name, due, on_driver)
+
+    def _unless_progress_too_soon(
+        self, name: str, due: dict[str, Any], on_driver: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """`due`, or nothing yet when it is progress only and the last write was too recent."""
+        with self._lock:
+            self._held.pop(name, None)
+            last = self._last_write.get(name)
+            if set(due) != {"rollout"} or last is None or not on_driver or not due["rollout"]:
+                return due
+            if _beyond_progress(due["rollout"]) != _beyond_progress(on_driver):
+                return due
+            at = last + self._progress_spacing
+            if self._monotonic() >= at:
+                return due
+            self._held[name] = at
+            return {}
+
+    def held_for(self, name: str) -> float | None:
+        """Seconds until the progress write the last pass held back is due (None: none held)."""
+        with self._lock:
+            at = self._held.get(name)
+        return None if at is None else max(0.0, at - self._monotonic())
 
     def patch(self, driver: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
         """The status merge patch that writes `fields` (as `due` gave them): each as decided,
@@ -101,6 +143,7 @@ class StatusWrites:
             if not resource_version:
                 self._written.pop(name, None)
                 return
+            self._last_write[name] = self._monotonic()
             before = self._written.get(name)
             merged = {**(before.fields if before is not None else {}), **fields}
             self._written[name] = _Written(merged, resource_version, self._monotonic())
@@ -108,3 +151,5 @@ class StatusWrites:
     def forget(self, name: str) -> None:
         with self._lock:
             self._written.pop(name, None)
+            self._last_write.pop(name, None)
+            self._held.pop(name, None)

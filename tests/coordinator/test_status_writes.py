@@ -6,11 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.rollout.status_writes import SETTLE_SECONDS, StatusWrites
+from coordinator.rollout.status_writes import (
+    PROGRESS_SPACING_SECONDS,
+    SETTLE_SECONDS,
+    StatusWrites,
+)
 from tests.support.clock import ManualClock
 
 RUNNING = {"state": "Progressing", "progress": "1/3"}
 FURTHER = {"state": "Progressing", "progress": "2/3"}
+HELD = {"state": "Paused", "progress": "1/3", "holdKind": "OutsideWindows"}
 
 
 def cached(resource_version: str, rollout: dict[str, Any] | None) -> dict[str, Any]:
@@ -44,7 +49,7 @@ def test_while_the_cache_lags_the_write_the_same_status_is_not_written_again() -
     writes.wrote("gpu", {"rollout": RUNNING}, "5")
     stale = cached("4", None)
     assert not writes.due(stale, RUNNING)
-    assert writes.due(stale, FURTHER)  # a new status is written at once
+    assert writes.due(stale, HELD)  # a new state is written at once
     writes.wrote("gpu", {"revisions": [{"version": "b"}]}, "6")  # a later write of the other
     assert not writes.due(stale, RUNNING)  # field: what was written of both is remembered
 
@@ -101,3 +106,40 @@ def test_a_key_only_the_last_write_shows_is_removed_too() -> None:
     fields = writes.due(stale, FURTHER)
     assert writes.patch(stale, fields) == {"rollout": {**FURTHER, "holdKind": None}}
     assert writes.patch(stale, {"revisions": []}) == {"revisions": []}
+
+
+def test_progress_is_written_at_most_once_per_spacing_and_a_pass_asked_for_when_due() -> None:
+    """Each node's step changes the counts and the listed nodes: written at most once per
+    PROGRESS_SPACING_SECONDS, the pass that holds it back told when it is due."""
+    clock = ManualClock()
+    writes = StatusWrites(clock)
+    writes.wrote("gpu", {"rollout": RUNNING}, "5")
+    settled = cached("5", RUNNING)
+    assert writes.due(settled, FURTHER) == {}
+    assert writes.held_for("gpu") == PROGRESS_SPACING_SECONDS
+    clock.advance(PROGRESS_SPACING_SECONDS / 2)
+    assert writes.due(settled, FURTHER) == {}
+    assert writes.held_for("gpu") == PROGRESS_SPACING_SECONDS / 2
+    clock.advance(PROGRESS_SPACING_SECONDS / 2)
+    assert writes.due(settled, FURTHER) == {"rollout": FURTHER}
+    assert writes.held_for("gpu") is None
+
+
+def test_a_change_beyond_progress_is_written_at_once_and_nothing_stays_held() -> None:
+    clock = ManualClock()
+    writes = StatusWrites(clock)
+    writes.wrote("gpu", {"rollout": RUNNING}, "5")
+    settled = cached("5", RUNNING)
+    assert writes.due(settled, FURTHER) == {}
+    assert writes.due(settled, HELD) == {"rollout": HELD}  # a hold: at once
+    assert writes.held_for("gpu") is None
+    history = [{"version": "a"}]
+    assert writes.due(settled, FURTHER, history) == {"rollout": FURTHER, "revisions": history}
+    assert writes.due(settled, None) == {"rollout": None}  # the rollout's status cleared
+
+
+def test_the_first_status_is_written_at_once() -> None:
+    writes = StatusWrites(ManualClock())
+    assert writes.due(cached("4", None), RUNNING) == {"rollout": RUNNING}
+    writes.wrote("other", {"rollout": RUNNING}, "9")  # another GPUDriver's write holds nothing
+    assert writes.due(cached("4", RUNNING), FURTHER) == {"rollout": FURTHER}

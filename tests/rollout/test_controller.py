@@ -12,6 +12,7 @@ from coordinator.kube.events import EventRecorder
 from coordinator.rollout.act import CONFLICT_RETRY_SECONDS
 from coordinator.rollout.config import RolloutConfig
 from coordinator.rollout.controller import RolloutController
+from coordinator.rollout.status_writes import PROGRESS_SPACING_SECONDS
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names
@@ -335,6 +336,7 @@ def test_a_status_the_cache_has_not_caught_up_with_is_not_written_again() -> Non
         return sum(1 for w in api.writes if w == ("PATCH", status_path))
 
     for _ in range(3):  # Pending, then Checking (waiting for the agent's report)
+        clock.advance(PROGRESS_SPACING_SECONDS)  # each step's progress written as it comes
         controller.sync(DRIVER)
     assert phase(api) == "Checking"
     written = api.objects[DRIVER_PATH]["status"]["rollout"]
