@@ -306,14 +306,14 @@ class Coordinator:
             self._modules_seen.pop(key, None)
         else:
             self._modules_seen[key] = seen
+        if kind == "MODIFIED" and before == seen:
+            return  # nothing the reconciler reads
         owner = _labels(obj).get(DRIVER_LABEL)
         owners = [
             r["name"]
             for r in meta.get("ownerReferences") or []
             if r.get("kind") == names.GPUDRIVER_KIND
         ]
-        if kind == "MODIFIED" and before == seen:
-            return  # nothing the reconciler reads
         # Only KMM's status of the Module (a node's load landed): followed with the changes
         # around it, as KMM writes it once or twice per node; anything else at once.
         only_status = (
