@@ -1,12 +1,11 @@
 """Work queues of keys (GPUDriver names, node names) and the worker loop that drains one.
 
 Change handlers `add` the key a change concerns; a `WorkQueue` holds each key at most once, so
-a burst of changes to one object becomes one pass; `add_within` has a key taken no later
-than a time (a burst of changes spread over a second or so is one pass; a wake-up a pass asked
-for, a retry), and `add_after` at a time (the GPUNode mirror's write slots). `run_worker` is
-the loop a controller runs in its own thread: take a key, make one pass over it, queue it
-again within the delay the pass asked for (or `error_retry_seconds` when it raised; a pass due
-sooner stands in for it), until `stop` is set.
+a burst of changes to one object becomes one pass, and `add_after` brings a key back at a
+time (a wake-up the decision asked for, a retry); `add_within` makes a burst of changes
+spread over a second or so one pass. `run_worker` is the loop a controller runs
+in its own thread: take a key, make one pass over it, queue it again after the delay the pass
+asked for (or after `error_retry_seconds` when it raised), until `stop` is set.
 """
 
 from __future__ import annotations
@@ -118,7 +117,5 @@ def run_worker(
             log.exception(failure, extra={key_name: key})
             again = error_retry_seconds
         if again is not None and not stop.is_set():
-            # No later than asked: a pass already due sooner (a change during this one) makes
-            # its own request, so a second pass at the same moment would decide nothing new.
-            queue.add_within(key, again)
+            queue.add_after(key, again)
     heartbeat.rest()  # only on purpose: a loop that died mid-pass stays overdue
