@@ -173,16 +173,18 @@ def _reconciled_node_part(node: dict[str, Any]) -> tuple[dict[str, str], str, st
     return labels, node_kernel(node), json.dumps(taints, sort_keys=True)
 
 
+def _metadata_but_bookkeeping(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object's metadata without what every write changes (resourceVersion, managedFields)."""
+    meta = obj.get("metadata") or {}
+    return {k: v for k, v in meta.items() if k not in ("resourceVersion", "managedFields")}
+
+
 def _reconciled_part(driver: dict[str, Any]) -> tuple[str, str]:
     """What the reconciler reads of a GPUDriver: all of it but the bookkeeping every write
     changes and status.rollout; and, apart, of status.rollout only what its Reconciling and
     Stalled conditions say (gpuctl/gpudriver/kstatus.py), which the rollout's own writes
     change."""
-    meta = {
-        k: v
-        for k, v in (driver.get("metadata") or {}).items()
-        if k not in ("resourceVersion", "managedFields")
-    }
+    meta = _metadata_but_bookkeeping(driver)
     status = {k: v for k, v in (driver.get("status") or {}).items() if k != "rollout"}
     rollout = (driver.get("status") or {}).get("rollout") or {}
     words = {k: rollout.get(k) for k in ("state", "holdKind", "message")}
@@ -194,11 +196,7 @@ def _reconciled_module_part(module: dict[str, Any]) -> tuple[str, str]:
     """What the reconciler reads of a KMM Module: its metadata (owner, labels, deletion) and
     spec (drift from what the GPUDriver asks), and apart its status (how many nodes KMM
     reports loaded: the GPUDriver's status), which KMM writes as each node's load lands."""
-    meta = {
-        k: v
-        for k, v in (module.get("metadata") or {}).items()
-        if k not in ("resourceVersion", "managedFields")
-    }
+    meta = _metadata_but_bookkeeping(module)
     own = json.dumps([meta, module.get("spec")], sort_keys=True, default=str)
     return own, json.dumps(module.get("status"), sort_keys=True, default=str)
 
