@@ -143,6 +143,7 @@ def roll_out(world: World, shards: list[Shard], nodes: int, delay: float) -> dic
         for shard in shards
         for gap in handoffs(watch, shard.bound, {node for node, _ in shard.agents}).seconds
     ]
+    passes_after = rollout_passes(shards)
     return {
         "bound": bound,
         "total_seconds": elapsed,
@@ -157,8 +158,8 @@ def roll_out(world: World, shards: list[Shard], nodes: int, delay: float) -> dic
         "requests_per_node": sum(window.values()) / nodes,
         "requests_by_kind": {k: v for k, v in sorted(window.items()) if v},
         "gpunode_writes": metric(shards, "gpuctl_gpunode_writes") - mirror_before,
-        "passes": rollout_passes(shards)[0] - passes_before[0],
-        "pass_seconds": rollout_passes(shards)[1] - passes_before[1],
+        "passes": passes_after[0] - passes_before[0],
+        "pass_seconds": passes_after[1] - passes_before[1],
         "cpu_seconds_rollout": [
             after - before for after, before in zip(cpu_seconds(shards), cpu_before, strict=True)
         ],
