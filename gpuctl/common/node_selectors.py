@@ -9,15 +9,21 @@ same answers.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
+
+_NO_LABELS: Mapping[str, str] = MappingProxyType({})
 
 
 def node_name(node: Mapping[str, Any]) -> str:
     return str(node["metadata"]["name"])
 
 
-def node_labels(node: Mapping[str, Any]) -> dict[str, str]:
-    return dict(node.get("metadata", {}).get("labels") or {})
+def node_labels(node: Mapping[str, Any]) -> Mapping[str, str]:
+    """The node's labels, as the node holds them (not a copy: a pass reads every node's
+    labels several times; a caller that changes labels builds its own dict)."""
+    labels: Mapping[str, str] | None = (node.get("metadata") or {}).get("labels")
+    return labels or _NO_LABELS
 
 
 def matches_labels(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
