@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
@@ -68,8 +68,12 @@ class CallTable:
         self._lock = threading.Lock()
 
     def for_node(self, node: str) -> dict[str, CallState]:
+        return self.for_nodes([node]).get(node, {})
+
+    def for_nodes(self, nodes: Iterable[str]) -> dict[str, dict[str, CallState]]:
+        """`for_node` of each node that has calls (one lock for a whole pass's nodes)."""
         with self._lock:
-            return dict(self._calls.get(node) or {})
+            return {node: dict(self._calls[node]) for node in nodes if self._calls.get(node)}
 
     def forget(self, node: str) -> None:
         with self._lock:

@@ -145,6 +145,7 @@ class RolloutController:
         driver = self._driver(name)
         if driver is None:
             self._status_writes.forget(name)
+            self.gatherer.forget_driver(name)
             if self._metrics is not None:
                 self._metrics.forget(name)
             return None

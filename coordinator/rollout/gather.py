@@ -31,6 +31,7 @@ from gpuctl.common.names import Phase
 from gpuctl.common.node_selectors import node_labels, node_name
 from gpuctl.gpudriver.module_spec import module_name
 from gpuctl.rollout.facts import NodeFacts, RolloutInput
+from gpuctl.rollout.facts_memo import NodeFactsMemo
 from gpuctl.rollout.pod_facts import PodFacts, node_pod_facts
 from gpuctl.rollout.prometheus_gate import (
     GATE_RECHECK_SECONDS,
@@ -120,6 +121,9 @@ class RolloutGatherer:
         self._pods: dict[str, tuple[float, tuple[PodFacts, ...] | None]] = {}
         self._gate_answers: dict[tuple[str, str, str], tuple[float, GateResult]] = {}
         self._certificates = SigningCertificates(kube, monotonic)
+        # Each GPUDriver's NodeFacts of its last pass (facts_memo.py); a GPUDriver's passes
+        # never run at once (the work queue hands a key to one worker at a time).
+        self._memos: dict[str, NodeFactsMemo] = {}
 
     def gather(
         self,
@@ -154,7 +158,7 @@ class RolloutGatherer:
             watched_pods={
                 node_name(n): self.view.pods_on(node_name(n)) for n in nodes if reads_kmm_workers(n)
             },
-            calls={node_name(n): self._calls.for_node(node_name(n)) for n in nodes},
+            calls=self._calls.for_nodes(node_name(n) for n in nodes),
             observed_for=(
                 math.inf
                 if self._observing_since is None
@@ -165,9 +169,14 @@ class RolloutGatherer:
                 namespace, cert_secrets((driver.get("spec") or {}).get("kernelModule") or {})
             ),
         )
-        inp = rollout_input(reads)
+        memo = self._memos.setdefault(name, NodeFactsMemo())
+        inp = rollout_input(reads, memo)
         gate = self._gate(name, settings, inp.nodes)
         return inp if gate is None else dataclasses.replace(inp, gate=gate)
+
+    def forget_driver(self, name: str) -> None:
+        """The GPUDriver is gone: drop its passes' kept facts."""
+        self._memos.pop(name, None)
 
     def forget_pods(self, node: str) -> None:
         """The node's pods changed by our hand (an eviction): list them afresh next time."""

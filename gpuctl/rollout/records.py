@@ -13,6 +13,7 @@ All pure; a malformed annotation (an admin's edit) reads as a RecordError naming
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -142,6 +143,9 @@ def encode_boot(boot: BootRecord) -> str:
     return json.dumps({"bootID": boot.boot_id, "kernel": boot.kernel}, separators=(",", ":"))
 
 
+# Every Done node's record is read on every pass, and a fleet's records change only as its
+# nodes reboot: the records read are kept (BootRecord is immutable; an error is not kept).
+@functools.lru_cache(maxsize=16_384)
 def decode_boot(text: str | None) -> BootRecord | None:
     """The recorded boot (None when nothing is recorded)."""
     if not text:

@@ -23,6 +23,7 @@ from gpuctl.common.unload_rule import modules_unloaded_with
 from gpuctl.gpudriver import model
 from gpuctl.gpudriver.module_spec import module_name, ready_label, version_label
 from gpuctl.rollout.facts import CallState, GpuPod, KmmLabels, RolloutInput, node_facts
+from gpuctl.rollout.facts_memo import NodeFactsMemo
 from gpuctl.rollout.kmm_activity import image_state, kmm_activity, module_worker_pods
 from gpuctl.rollout.pod_facts import PodFacts
 from gpuctl.rollout.prometheus_gate import GateResult
@@ -143,10 +144,14 @@ class Reads:
 def reads_kmm_workers(node: Mapping[str, Any]) -> bool:
     """Whether the pass looks at KMM's worker Pods on the node: Loading (what KMM is doing
     there), or with KMM's worker held or let go (worker_hold.py)."""
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
-    if {names.KMM_WORKER_HELD, names.KMM_WORKER_RELEASED} & set(annotations):
+    if _worker_held_or_let_go(node):
         return True
     return names.parse_phase(node_labels(node).get(names.STATE_LABEL)) is Phase.LOADING
+
+
+def _worker_held_or_let_go(node: Mapping[str, Any]) -> bool:
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return names.KMM_WORKER_HELD in annotations or names.KMM_WORKER_RELEASED in annotations
 
 
 def _unfinished_workers(
@@ -154,8 +159,7 @@ def _unfinished_workers(
 ) -> tuple[str, ...]:
     """KMM's worker Pods on a node whose KMM worker is held or was let go (worker_hold.py)
     that have not succeeded nor are being deleted; () for other nodes."""
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
-    if not {names.KMM_WORKER_HELD, names.KMM_WORKER_RELEASED} & set(annotations):
+    if not _worker_held_or_let_go(node):
         return ()
     return tuple(
         sorted(
@@ -172,23 +176,25 @@ def _gpu_pods(pods: Sequence[PodFacts], resources: Sequence[str]) -> tuple[GpuPo
     return tuple(GpuPod(p.namespace, p.name) for p in pods if p.uses_gpu(resources))
 
 
-def rollout_input(reads: Reads) -> RolloutInput:
-    """The decision's input of one pass's reads."""
+def rollout_input(reads: Reads, memo: NodeFactsMemo | None = None) -> RolloutInput:
+    """The decision's input of one pass's reads; with a `memo` (facts_memo.py), a node whose
+    facts would be built as the last pass built them gets that pass's NodeFacts again."""
     name = str(reads.driver["metadata"]["name"])
     spec = reads.driver.get("spec") or {}
     module = module_name(name)
     claims = claims_on_nodes(reads.claims, list(reads.nodes))
     image_of = target_images(spec)
     images_config = reads.images_config
+    make_facts = node_facts if memo is None else memo.node_facts
     facts = []
     for node in reads.nodes:
         called = node_name(node)
         watched = reads.watched_pods.get(called)
         workers = module_worker_pods(watched or [], reads.namespace, module)
         activity = ""
+        image = image_of(node)
         phase = names.parse_phase(node_labels(node).get(names.STATE_LABEL))
         if phase is Phase.LOADING and watched is not None:
-            image = image_of(node)
             activity = kmm_activity(
                 workers, image=image, state_of_image=image_state(images_config, image)
             )
@@ -197,7 +203,7 @@ def rollout_input(reads: Reads) -> RolloutInput:
         if called in reads.node_pods:
             gpu = None if pods is None else _gpu_pods(pods, reads.settings.gpu_resources)
         facts.append(
-            node_facts(
+            make_facts(
                 node,
                 gpu_pods=gpu,
                 pods=pods or (),
@@ -205,12 +211,14 @@ def rollout_input(reads: Reads) -> RolloutInput:
                 calls=reads.calls.get(called, {}),
                 wanted=called in reads.wanted,
                 claims_unknown=reads.claims_trouble,
-                target_image=image_of(node),
-                image_state=image_state(images_config, image_of(node)),
+                target_image=image,
+                image_state=image_state(images_config, image),
                 kmm_activity=activity,
                 unfinished_workers=_unfinished_workers(node, workers) if watched else (),
             )
         )
+    if memo is not None:
+        memo.keep_only([n.name for n in facts])
     kernel_module = spec.get("kernelModule") or {}
     modprobe = module_container(reads.module).get("modprobe") or {}
     target = reads.target

@@ -87,6 +87,11 @@ def test_call_table_records_answers_errors_and_ignores_stale_attempts() -> None:
 
     table.start("b", INSPECT, "Checking@3", refuse)
     assert table.for_node("b")[INSPECT].error == "the coordinator serves no agents"
+    # A pass reads every node's calls at once; nodes nobody called are left out.
+    both = table.for_nodes(["a", "b", "c"])
+    assert set(both) == {"a", "b"}
+    assert both["b"][INSPECT].error == "the coordinator serves no agents"
+    assert table.for_node("c") == {}
 
 
 def test_metrics_count_phases_steps_and_blocked_kinds() -> None:
