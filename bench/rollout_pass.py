@@ -1,0 +1,202 @@
+"""One rollout pass's CPU, with each node's facts kept from the last pass and without.
+
+    .venv/bin/python -m bench.rollout_pass [--nodes 300 1000] [--passes 200]
+
+A pass is what the coordinator computes for one GPUDriver (coordinator/rollout/gather.py,
+then decide): the nodes it considers (pass_nodes), the decision's input (rollout_input) and
+the decision (decide). The fleet is a mid-rollout snapshot as a watch cache holds it: Nodes
+as plain dicts with a kwok node's labels, annotations and conditions, 40 % Done at the new
+version, a maxUnavailable of 10 % in gpuctl's steps, the rest Done at the old version, and the
+Module asking for the new version. Between two passes one node changes, as one watch event
+makes a pass: its object is replaced at a new resourceVersion, one step further.
+
+- subject: rollout_input with a NodeFactsMemo (gpuctl/rollout/facts_memo.py), as the
+  coordinator runs it;
+- baseline: the same passes building every node's facts afresh (no memo).
+
+Passes alternate between the two (bench.timing.measure_interleaved), each on its own copy of
+the fleet with the same changes; both decisions are checked equal on the way. Prints the
+median and p95 per pass and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from bench.timing import measure_interleaved, ratio_line
+from gpuctl.common import names
+from gpuctl.gpudriver.module_spec import kmm_version, module_name
+from gpuctl.rollout.decide import decide
+from gpuctl.rollout.decision import Decision
+from gpuctl.rollout.facts_memo import NodeFactsMemo
+from gpuctl.rollout.pass_setup import pass_setup
+from gpuctl.rollout.records import BootRecord, encode_boot
+from gpuctl.rollout.rollout_input import Reads, kmm_labels, pass_nodes, rollout_input
+
+NAMESPACE = "gpuctl-system"
+NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+KERNEL = "6.8.0-60-generic"
+SPEC: dict[str, Any] = {
+    "nodeSelector": {"bench": "fleet"},
+    "kernelModule": {
+        "version": "v7.1.4.6_260728.7",
+        "kernelMappings": [{"regexp": "^.+$", "containerImage": "registry.example.com/xe:7"}],
+    },
+    "rollout": {"maxUnavailable": "10%", "holdAfterFirstNode": False, "evictGPUPods": True},
+}
+DRIVER: dict[str, Any] = {"metadata": {"name": "gpu", "generation": 2}, "spec": SPEC}
+NEW = kmm_version(SPEC)
+OLD = "v6.17.13.62_260409.8-9f8e7d6c"
+LABELS = kmm_labels(NAMESPACE, module_name("gpu"))
+# A node's steps, each one further than the last (Done at the new version ends it).
+STEPS = ("Checking", "Draining", "Preparing", "Loading", "Verifying", "Done")
+
+
+def kwok_node(index: int, version: int, state: str, driver_version: str) -> dict[str, Any]:
+    """A Node as the coordinator's watch cache holds it, in gpuctl's `state`."""
+    name = f"fleet-{index:05}"
+    labels = {
+        "beta.kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/role": "agent",
+        "node-role.kubernetes.io/agent": "",
+        "node.kubernetes.io/instance-type": "gpu.xe.2x",
+        "topology.kubernetes.io/region": "eu-west",
+        "topology.kubernetes.io/zone": f"eu-west-{index % 3}",
+        "type": "kwok",
+        "bench": "fleet",
+        names.STATE_LABEL: state,
+        names.TARGET_LABEL: "gpu",
+        LABELS.version: driver_version,
+    }
+    annotations = {
+        "kwok.x-k8s.io/node": "fake",
+        "node.alpha.kubernetes.io/ttl": "0",
+        "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+        names.GPUDRIVER: "gpu",
+        names.STATE_VERSION: driver_version,
+        names.SINCE: "2026-12-04T11:58:00Z",
+    }
+    if state == "Done":
+        labels[LABELS.ready] = ""
+        labels[LABELS.version_ready] = driver_version
+        labels[names.DRIVER_READY_LABEL] = names.DRIVER_READY_VALUE
+        annotations[names.VERIFIED_BOOT] = encode_boot(BootRecord(f"boot-{index}", KERNEL))
+    return {
+        "metadata": {
+            "name": name,
+            "resourceVersion": str(version),
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": {"unschedulable": state in STEPS[1:-1]},
+        "status": {
+            "conditions": [
+                {"type": kind, "status": "False" if kind != "Ready" else "True"}
+                for kind in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
+            ],
+            "nodeInfo": {"kernelVersion": KERNEL, "bootID": f"boot-{index}"},
+        },
+    }
+
+
+@dataclass
+class Fleet:
+    """One copy of the fleet; `step()` moves one node a step further, as a watch event."""
+
+    nodes: list[dict[str, Any]]
+    moving: itertools.cycle[int]
+    version: int = 1_000
+    decisions: list[Decision] = field(default_factory=list)
+
+    def step(self) -> None:
+        index = next(self.moving)
+        node = self.nodes[index]
+        state = node["metadata"]["labels"][names.STATE_LABEL]
+        following = STEPS[0] if state not in STEPS[:-1] else STEPS[STEPS.index(state) + 1]
+        self.version += 1
+        self.nodes[index] = kwok_node(index, self.version, following, NEW)
+
+
+def fleet(count: int) -> Fleet:
+    done, in_steps = count * 4 // 10, max(1, count // 10)
+    nodes = []
+    for index in range(count):
+        if index < done:
+            nodes.append(kwok_node(index, 1, "Done", NEW))
+        elif index < done + in_steps:
+            nodes.append(kwok_node(index, 1, STEPS[index % (len(STEPS) - 1)], NEW))
+        else:
+            nodes.append(kwok_node(index, 1, "Done", OLD))
+    # The nodes in steps move, one per pass, round and round.
+    return Fleet(nodes, itertools.cycle(range(done, done + in_steps)))
+
+
+def module() -> dict[str, Any]:
+    return {
+        "metadata": {"name": module_name("gpu"), "namespace": NAMESPACE},
+        "spec": {"moduleLoader": {"container": {"version": NEW}}},
+    }
+
+
+def one_pass(world: Fleet, memo: NodeFactsMemo | None) -> None:
+    """One watch event, then the coordinator's pass over the fleet."""
+    world.step()
+    setup = pass_setup(DRIVER, [DRIVER], None)
+    assert setup.settings is not None
+    considered, wanted = pass_nodes(DRIVER, world.nodes, setup.target)
+    reads = Reads(
+        driver=DRIVER,
+        target=setup.target,
+        settings=setup.settings,
+        previous={},
+        namespace=NAMESPACE,
+        nodes=considered,
+        wanted=wanted,
+        claims=[],
+        claims_trouble="",
+        module=module(),
+        images_config=None,
+        now=NOW,
+    )
+    world.decisions.append(decide(rollout_input(reads, memo)))
+
+
+def run(count: int, passes: int) -> None:
+    kept, fresh = fleet(count), fleet(count)
+    memo = NodeFactsMemo()
+    subject, baseline = measure_interleaved(
+        {
+            "facts kept": lambda: one_pass(kept, memo),
+            "facts built afresh": lambda: one_pass(fresh, None),
+        },
+        runs=passes,
+    )
+    if kept.decisions != fresh.decisions:
+        sys.exit(f"{count} nodes: the passes with the memo decided otherwise than without it")
+    reused = memo.reused / max(1, memo.reused + memo.built)
+    print(f"{count} nodes, {passes} passes, one node changed between passes:")
+    print(f"  {subject.summary()} ({reused:.1%} of nodes' facts kept)")
+    print(f"  {baseline.summary()}")
+    print(f"  {ratio_line(subject, baseline)}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[300, 1000])
+    parser.add_argument("--passes", type=int, default=200)
+    args = parser.parse_args(argv)
+    for count in args.nodes:
+        run(count, args.passes)
+
+
+if __name__ == "__main__":
+    main()
