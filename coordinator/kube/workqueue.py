@@ -4,8 +4,9 @@ Change handlers `add` the key a change concerns; a `WorkQueue` holds each key at
 a burst of changes to one object becomes one pass, and `add_after` brings a key back at a
 time (a wake-up the decision asked for, a retry); `add_within` makes a burst of changes
 spread over a second or so one pass. `run_worker` is the loop a controller runs
-in its own thread: take a key, make one pass over it, queue it again after the delay the pass
-asked for (or after `error_retry_seconds` when it raised), until `stop` is set.
+in its own thread: take a key, make one pass over it, queue it again within the delay the pass
+asked for (or `error_retry_seconds` when it raised; a pass due sooner stands in for it), until
+`stop` is set.
 """
 
 from __future__ import annotations
@@ -117,5 +118,7 @@ def run_worker(
             log.exception(failure, extra={key_name: key})
             again = error_retry_seconds
         if again is not None and not stop.is_set():
-            queue.add_after(key, again)
+            # No later than asked: a pass already due sooner (a change during this one) makes
+            # its own request, so a second pass at the same moment would decide nothing new.
+            queue.add_within(key, again)
     heartbeat.rest()  # only on purpose: a loop that died mid-pass stays overdue

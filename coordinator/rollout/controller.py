@@ -41,6 +41,13 @@ from gpuctl.rollout.refused import finishing_settings, refused_status
 from gpuctl.rollout.rollout_input import module_container
 from gpuctl.rollout.settings import RolloutSettings
 
+# A wake-up the decision asks for (a window opening, a soak or a step's timeout ending) is a
+# moment on the wall clock made a delay on the monotonic one, and the work queue takes a
+# pass's request no later than asked, a sooner pass standing in for it. Were the wall clock
+# to jump (an NTP step; a test's clock), a long delay would miss its moment: a rollout that
+# waits for one is looked at again at least this often.
+WALL_CLOCK_RECHECK_SECONDS = 10.0
+
 
 class RolloutController:
     """Drives every managed GPUDriver's rollout; `run(stop)` in its own thread."""
@@ -181,11 +188,12 @@ class RolloutController:
 
     def _or_when_held(self, name: str, requeue: float | None) -> float | None:
         """`requeue`, or sooner if a progress-only status write was held back
-        (status_writes.py): a pass when it is due."""
+        (status_writes.py): a pass when it is due; never later than
+        WALL_CLOCK_RECHECK_SECONDS."""
         held = self._status_writes.held_for(name)
-        if held is None:
-            return requeue
-        return held if requeue is None else min(requeue, held)
+        if held is not None:
+            requeue = held if requeue is None else min(requeue, held)
+        return None if requeue is None else min(requeue, WALL_CLOCK_RECHECK_SECONDS)
 
     def _write_status(self, driver: Mapping[str, Any], fields: dict[str, Any]) -> None:
         patch = self._status_writes.patch(driver, fields)

@@ -54,6 +54,30 @@ def test_worker_requeues_as_asked_retries_failures_and_stops(
     assert drain(queue) == []
 
 
+def test_a_pass_already_due_sooner_stands_in_for_the_requeue_a_pass_asks() -> None:
+    """Every pass recomputes when it wants the next: a change during a pass queued one sooner
+    than the pass's own request, so that request adds no pass of its own."""
+    clock = ManualClock()
+    queue = WorkQueue(clock)
+    stop = threading.Event()
+
+    def one_pass(key: str) -> float | None:
+        if key == "stop":
+            stop.set()
+            return None
+        queue.add_within(key, 0.5)  # a change while the pass runs, followed within 0.5 s
+        return 3.0  # and the pass would look again in 3 s
+
+    queue.add("gpu")
+    queue.add("stop")
+    run_worker(queue, one_pass, stop, error_retry_seconds=1.0, failure="", key_name="k")
+
+    clock.advance(0.5)
+    assert drain(queue) == ["gpu"]
+    clock.advance(10.0)
+    assert drain(queue) == []  # no second pass at 3 s: the one at 0.5 s asks its own
+
+
 def test_worker_returns_at_once_when_stopped() -> None:
     queue = WorkQueue(ManualClock())
     queue.add("never")

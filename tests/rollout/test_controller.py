@@ -11,7 +11,7 @@ from coordinator.kube.client import KubeError
 from coordinator.kube.events import EventRecorder
 from coordinator.rollout.act import CONFLICT_RETRY_SECONDS
 from coordinator.rollout.config import RolloutConfig
-from coordinator.rollout.controller import RolloutController
+from coordinator.rollout.controller import WALL_CLOCK_RECHECK_SECONDS, RolloutController
 from coordinator.rollout.status_writes import PROGRESS_SPACING_SECONDS
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
@@ -676,3 +676,19 @@ def test_a_rollback_git_owns_writes_the_record_only_and_only_on_the_driver_decid
     assert "Argo CD" in patch["metadata"]["annotations"][names.ROLLBACK]
     reasons = [b.get("reason") for b in api.bodies if isinstance(b, dict)]
     assert "RollbackInGit" in reasons
+
+
+def test_a_rollout_waiting_days_for_its_window_is_looked_at_again_within_the_recheck() -> None:
+    """The decision asks for a pass when the window opens, days away by the monotonic clock;
+    the controller asks for one within WALL_CLOCK_RECHECK_SECONDS, so a wall clock that
+    jumps (an NTP step) is noticed then, not days later."""
+    wednesdays = [{"days": ["Wed"], "start": "02:00", "duration": "1h"}]
+    api, controller, clock = world(rollout={"maintenanceWindows": wednesdays})
+    again = controller.sync(DRIVER)
+    status = api.objects[DRIVER_PATH]["status"]["rollout"]
+    assert status["maintenanceWindow"]["open"] is False
+    assert phase(api) == "Pending"
+    assert again == WALL_CLOCK_RECHECK_SECONDS
+    clock.advance(again)
+    assert controller.sync(DRIVER) == WALL_CLOCK_RECHECK_SECONDS
+    assert phase(api) == "Pending"  # still outside the window: nothing starts
