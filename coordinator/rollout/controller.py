@@ -184,9 +184,9 @@ class RolloutController:
             self._metrics.record(
                 name, decision.status, decision.node_phases, decision.node_versions, blocked
             )
-        return self._or_when_held(name, decision.requeue_after if requeue is None else requeue)
+        return self._look_again_in(name, decision.requeue_after if requeue is None else requeue)
 
-    def _or_when_held(self, name: str, requeue: float | None) -> float | None:
+    def _look_again_in(self, name: str, requeue: float | None) -> float | None:
         """`requeue`, or sooner if a progress-only status write was held back
         (status_writes.py): a pass when it is due; never later than
         WALL_CLOCK_RECHECK_SECONDS."""
@@ -229,4 +229,4 @@ class RolloutController:
             self._metrics.record(
                 name, status, decision.node_phases, decision.node_versions, blocked
             )
-        return self._or_when_held(name, requeue if requeue is not None else decision.requeue_after)
+        return self._look_again_in(name, requeue if requeue is not None else decision.requeue_after)
