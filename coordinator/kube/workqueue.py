@@ -1,12 +1,12 @@
 """Work queues of keys (GPUDriver names, node names) and the worker loop that drains one.
 
 Change handlers `add` the key a change concerns; a `WorkQueue` holds each key at most once, so
-a burst of changes to one object becomes one pass, and `add_after` brings a key back at a
-time (a wake-up the decision asked for, a retry); `add_within` makes a burst of changes
-spread over a second or so one pass. `run_worker` is the loop a controller runs
-in its own thread: take a key, make one pass over it, queue it again within the delay the pass
-asked for (or `error_retry_seconds` when it raised; a pass due sooner stands in for it), until
-`stop` is set.
+a burst of changes to one object becomes one pass; `add_within` has a key taken no later
+than a time (a burst of changes spread over a second or so is one pass; a wake-up a pass asked
+for, a retry), and `add_after` at a time (the GPUNode mirror's write slots). `run_worker` is
+the loop a controller runs in its own thread: take a key, make one pass over it, queue it
+again within the delay the pass asked for (or `error_retry_seconds` when it raised; a pass due
+sooner stands in for it), until `stop` is set.
 """
 
 from __future__ import annotations
