@@ -67,11 +67,9 @@ class CallTable:
         self._calls: dict[str, dict[str, CallState]] = {}
         self._lock = threading.Lock()
 
-    def for_node(self, node: str) -> dict[str, CallState]:
-        return self.for_nodes([node]).get(node, {})
-
     def for_nodes(self, nodes: Iterable[str]) -> dict[str, dict[str, CallState]]:
-        """`for_node` of each node that has calls (one lock for a whole pass's nodes)."""
+        """Each node's calls by kind, for the nodes that have any (one lock for a whole
+        pass's nodes)."""
         with self._lock:
             return {node: dict(self._calls[node]) for node in nodes if self._calls.get(node)}
 

@@ -68,9 +68,9 @@ def test_call_table_records_answers_errors_and_ignores_stale_attempts() -> None:
     future: concurrent.futures.Future[report_pb.NodeReport] = concurrent.futures.Future()
     assert table.start("a", INSPECT, "Checking@1", lambda: future)
     assert not table.start("a", INSPECT, "Checking@1", lambda: future)  # in flight
-    assert table.for_node("a")[INSPECT].in_flight
+    assert table.for_nodes(["a"])["a"][INSPECT].in_flight
     future.set_result(report_pb.NodeReport(module=report_pb.Module(state=report_pb.Module.LIVE)))
-    state = table.for_node("a")[INSPECT]
+    state = table.for_nodes(["a"])["a"][INSPECT]
     assert state.answered
     assert state.report is not None
     assert state.report.module_state == "LIVE"
@@ -79,19 +79,18 @@ def test_call_table_records_answers_errors_and_ignores_stale_attempts() -> None:
     table.start("a", INSPECT, "Draining@2", lambda: failing)
     old: concurrent.futures.Future[report_pb.NodeReport] = concurrent.futures.Future()
     failing.set_exception(TimeoutError())
-    assert table.for_node("a")[INSPECT].error == "the agent did not answer in time"
+    assert table.for_nodes(["a"])["a"][INSPECT].error == "the agent did not answer in time"
     old.set_result(report_pb.NodeReport())  # never started: nothing recorded
 
     def refuse() -> concurrent.futures.Future[report_pb.NodeReport]:
         raise RuntimeError("the coordinator serves no agents")
 
     table.start("b", INSPECT, "Checking@3", refuse)
-    assert table.for_node("b")[INSPECT].error == "the coordinator serves no agents"
+    assert table.for_nodes(["b"])["b"][INSPECT].error == "the coordinator serves no agents"
     # A pass reads every node's calls at once; nodes nobody called are left out.
     both = table.for_nodes(["a", "b", "c"])
     assert set(both) == {"a", "b"}
     assert both["b"][INSPECT].error == "the coordinator serves no agents"
-    assert table.for_node("c") == {}
 
 
 def test_metrics_count_phases_steps_and_blocked_kinds() -> None:
