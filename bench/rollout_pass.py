@@ -24,23 +24,28 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from bench.timing import measure_interleaved, ratio_line
+from coordinator.rollout.gather import NEEDS_PODS
 from gpuctl.common import names
+from gpuctl.common.node_selectors import node_name
 from gpuctl.gpudriver.module_spec import kmm_version, module_name
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.facts_memo import NodeFactsMemo
 from gpuctl.rollout.pass_setup import pass_setup
+from gpuctl.rollout.pod_facts import node_pod_facts
 from gpuctl.rollout.records import BootRecord, encode_boot
 from gpuctl.rollout.rollout_input import Reads, kmm_labels, pass_nodes, rollout_input
 
 NAMESPACE = "gpuctl-system"
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 KERNEL = "6.8.0-60-generic"
+GPU = "gpu.intel.com/xe"
 SPEC: dict[str, Any] = {
     "nodeSelector": {"bench": "fleet"},
     "kernelModule": {
@@ -140,6 +145,36 @@ def fleet(count: int) -> Fleet:
     return Fleet(nodes, itertools.cycle(range(done, done + in_steps)))
 
 
+def pod(node: str, name: str, owner: str, *, ready: bool = True) -> dict[str, Any]:
+    """A Running pod on `node` asking for one GPU, owned by a `owner` controller."""
+    return {
+        "metadata": {
+            "namespace": "ml" if owner == "ReplicaSet" else "gpu-system",
+            "name": f"{name}-{node}",
+            "uid": f"uid-{name}-{node}",
+            "ownerReferences": [{"kind": owner, "name": name, "controller": True}],
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": name, "resources": {"limits": {GPU: "1"}}}],
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def pods_on(node: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A GPU node is never idle: a GPU daemon (a DaemonSet's) on every node, and the workload's
+    GPU pod until the node is drained (Draining evicts it; it is back once Done)."""
+    name = str(node["metadata"]["name"])
+    pods = [pod(name, "xpu-manager", "DaemonSet")]
+    if node["metadata"]["labels"][names.STATE_LABEL] in ("Done", "Checking"):
+        pods.append(pod(name, "train", "ReplicaSet"))
+    return pods
+
+
 def module() -> dict[str, Any]:
     return {
         "metadata": {"name": module_name("gpu"), "namespace": NAMESPACE},
@@ -166,6 +201,12 @@ def one_pass(world: Fleet, memo: NodeFactsMemo | None) -> None:
         module=module(),
         images_config=None,
         now=NOW,
+        # As the gatherer reads them: afresh each pass, for the nodes whose step looks at them.
+        node_pods={
+            node_name(n): node_pod_facts(pods_on(n))
+            for n in considered
+            if names.parse_phase(n["metadata"]["labels"].get(names.STATE_LABEL)) in NEEDS_PODS
+        },
     )
     world.decisions.append(decide(rollout_input(reads, memo)))
 

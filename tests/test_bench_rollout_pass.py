@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.rollout_pass import STEPS, fleet, main
+from bench.rollout_pass import STEPS, fleet, main, one_pass, pods_on
 from gpuctl.common import names
+from gpuctl.rollout.actions import EvictPods
 
 
 def test_a_watch_event_moves_one_node_one_step_at_a_new_resource_version() -> None:
@@ -19,6 +20,15 @@ def test_a_watch_event_moves_one_node_one_step_at_a_new_resource_version() -> No
     was = before[changed[0]]["labels"][names.STATE_LABEL]
     assert moved["labels"][names.STATE_LABEL] == STEPS[STEPS.index(was) + 1]
     assert int(moved["resourceVersion"]) > int(before[changed[0]]["resourceVersion"])
+
+
+def test_no_node_is_idle_and_the_passes_drain_the_busy_ones() -> None:
+    """Every node runs a GPU daemon, the undrained ones the workload's GPU pod too, so the
+    passes the bench times go through the drain (evictions), not past idle nodes."""
+    world = fleet(100)  # ten nodes in steps, every step among them
+    assert all(pods_on(node) for node in world.nodes)
+    one_pass(world, None)
+    assert any(isinstance(action, EvictPods) for action in world.decisions[-1].actions)
 
 
 def test_the_bench_prints_both_sides_and_their_ratio(capsys: pytest.CaptureFixture[str]) -> None:
