@@ -36,6 +36,7 @@ from gpuctl.common.node_selectors import node_name
 from gpuctl.gpudriver.module_spec import kmm_version, module_name
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
+from gpuctl.rollout.facts import RolloutInput
 from gpuctl.rollout.facts_memo import NodeFactsMemo
 from gpuctl.rollout.pass_setup import pass_setup
 from gpuctl.rollout.pod_facts import node_pod_facts
@@ -182,8 +183,8 @@ def module() -> dict[str, Any]:
     }
 
 
-def one_pass(world: Fleet, memo: NodeFactsMemo | None) -> None:
-    """One watch event, then the coordinator's pass over the fleet."""
+def pass_input(world: Fleet, memo: NodeFactsMemo | None) -> RolloutInput:
+    """One watch event, then the decision's input the coordinator's pass builds of the fleet."""
     world.step()
     setup = pass_setup(DRIVER, [DRIVER], None)
     assert setup.settings is not None
@@ -208,7 +209,12 @@ def one_pass(world: Fleet, memo: NodeFactsMemo | None) -> None:
             if names.parse_phase(n["metadata"]["labels"].get(names.STATE_LABEL)) in NEEDS_PODS
         },
     )
-    world.decisions.append(decide(rollout_input(reads, memo)))
+    return rollout_input(reads, memo)
+
+
+def one_pass(world: Fleet, memo: NodeFactsMemo | None) -> None:
+    """One watch event, then the coordinator's pass over the fleet."""
+    world.decisions.append(decide(pass_input(world, memo)))
 
 
 def run(count: int, passes: int) -> None:

@@ -4,24 +4,19 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from typing import Any
 
+from bench.rollout_pass import fleet, pass_input
 from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import kmm_version
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.facts import INSPECT, CallState, GpuPod, node_facts
 from gpuctl.rollout.facts_memo import NodeFactsMemo
-from gpuctl.rollout.pass_setup import pass_setup
-from gpuctl.rollout.rollout_input import Reads, pass_nodes, rollout_input
 
-NS = "gpuctl-system"
-NOW = datetime.datetime(2026, 12, 4, 12, 0, tzinfo=datetime.UTC)
 SPEC: dict[str, Any] = {
     "kernelModule": {"kernelMappings": [{"regexp": r"^6\.8\.", "containerImage": "r/xe:2"}]},
     "rollout": {"maxUnavailable": 2, "holdAfterFirstNode": False},
 }
-DRIVER: dict[str, Any] = {"metadata": {"name": "gpu"}, "spec": SPEC, "status": {}}
 TARGET = kmm_version(SPEC)
 
 
@@ -129,37 +124,16 @@ def test_nodes_a_pass_no_longer_looks_at_are_forgotten() -> None:
     assert (memo.built, memo.reused) == (3, 1)
 
 
-def _pass(nodes: list[dict[str, Any]], memo: NodeFactsMemo | None) -> Any:
-    setup = pass_setup(DRIVER, [DRIVER], None)
-    assert setup.settings is not None
-    considered, wanted = pass_nodes(DRIVER, nodes, setup.target)
-    reads = Reads(
-        driver=DRIVER,
-        target=setup.target,
-        settings=setup.settings,
-        previous={},
-        namespace=NS,
-        nodes=considered,
-        wanted=wanted,
-        claims=[],
-        claims_trouble="",
-        module=None,
-        images_config=None,
-        now=NOW,
-    )
-    return rollout_input(reads, memo)
-
-
 def test_a_pass_with_the_memo_decides_on_what_a_pass_without_it_would() -> None:
-    """Passes over a fleet where one node changes between them: the memo's input equals a
+    """Passes over a busy fleet (bench.rollout_pass: GPU daemons and workload pods, pods read
+    afresh each pass) where one node moves a step between them: the memo's input equals a
     fresh one's, node for node, and so does the decision."""
-    nodes = [a_node(f"n{i}", "10") for i in range(6)]
-    memo = NodeFactsMemo()
-    for step, state in enumerate(("Pending", "Checking", "Draining", "Done")):
-        nodes[step] = a_node(f"n{step}", str(11 + step), state=state)
-        with_memo, without = _pass(nodes, memo), _pass(nodes, None)
+    count, passes = 100, 12
+    kept, fresh, memo = fleet(count), fleet(count), NodeFactsMemo()
+    for _ in range(passes):
+        with_memo, without = pass_input(kept, memo), pass_input(fresh, None)
         assert list(with_memo.nodes) == list(without.nodes)
         assert decide(with_memo) == decide(without)
-    # Each pass after the first built only the node that changed.
-    assert memo.built == len(nodes) + 3
-    assert memo.reused == 3 * (len(nodes) - 1)
+    # Each pass after the first built only the node that moved.
+    assert memo.built == count + passes - 1
+    assert memo.reused == (passes - 1) * (count - 1)
