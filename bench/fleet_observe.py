@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.timing import Timings
-from coordinator.kube.client import Kube, KubeError, path
+from coordinator.kube.client import Kube, KubeApi, KubeError, path
 from gpuctl.common import names
 
 
@@ -120,25 +120,30 @@ class Coordinator:
 
 class WatchEvents:
     """Calls `apply` with each object of `collection` matching `selector` that is added or
-    changed from now on, in a thread of its own, until `stop`; a failed watch is resumed where
-    it was. `only_new`: objects there before are left out, whatever happens to them."""
+    changed from now on (and `deleted`, when given, with each one deleted), in a thread of its
+    own, until `stop`; a failed watch is resumed where it was. `only_new`: objects there before
+    are left out, whatever happens to them; `existing`: they are applied first, as listed."""
 
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeApi,
         collection: str,
         selector: str,
         apply: Callable[[dict[str, Any]], None],
         *,
         only_new: bool = False,
+        deleted: Callable[[dict[str, Any]], None] | None = None,
+        existing: bool = False,
     ) -> None:
         self._kube, self._collection, self._selector = kube, collection, selector
-        self._apply = apply
+        self._apply, self._deleted = apply, deleted
         self._stop = threading.Event()
         listed = kube.request("GET", collection, query={"labelSelector": selector})
         self._version = str(listed["metadata"]["resourceVersion"])
-        items = (listed.get("items") or []) if only_new else []
-        self._before = frozenset(str(item["metadata"]["uid"]) for item in items)
+        items = listed.get("items") or []
+        self._before = frozenset(str(item["metadata"]["uid"]) for item in items if only_new)
+        for item in items if existing and not only_new else ():
+            apply(item)
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self) -> None:
@@ -147,9 +152,13 @@ class WatchEvents:
             try:
                 for event in self._kube.watch(self._collection, query, 60):
                     obj = event.get("object") or {}
-                    if event.get("type") in ("ADDED", "MODIFIED"):
+                    kind = event.get("type")
+                    if kind in ("ADDED", "MODIFIED", "DELETED"):
                         if obj["metadata"].get("uid") not in self._before:
-                            self._apply(obj)
+                            if kind != "DELETED":
+                                self._apply(obj)
+                            elif self._deleted is not None:
+                                self._deleted(obj)
                         self._version = obj["metadata"]["resourceVersion"]
                     if self._stop.is_set():
                         return

@@ -21,7 +21,11 @@ describe (bench.kmm_floor: the Module changed, version labels flipped in batches
 bound, no checks): the floor. `--stepped-floor` then runs that floor once more to a fourth
 version with gpuctl's seven node writes a node added and nothing else (bench.kmm_floor
 `step_writes`): what those writes alone cost KMM, whose controllers reconcile a node on any
-label change.
+label change. Last, floor+drain: the same floor to one more version with the two steps of KMM's
+docs it leaves out, which no busy node can do without (3: terminate the workload using the
+module on the node; 7: restore it), done as `kubectl drain --pod-selector` and `uncordon` do
+them and still with no checks (bench.floor_workload): the floor of an upgrade a fleet whose
+GPUs are in use can actually take.
 
 Printed: gpuctl's total time against that floor (and against waves x the fastest node's own
 time, which a saturated coordinator inflates), a node's own time against KMM's own time for
@@ -71,6 +75,7 @@ from bench.fleet_shards import (
     summed,
 )
 from bench.fleet_world import (
+    DRAINED_VERSION,
     FLOOR_VERSION,
     NAMESPACE,
     NEW,
@@ -78,6 +83,7 @@ from bench.fleet_world import (
     OLD_VERSION,
     SELECTOR,
     STEPPED_VERSION,
+    WORKLOAD,
     World,
     image_of,
     loaded_at_old,
@@ -196,19 +202,44 @@ def timeline(world: World, shard: Shard, kmm_version: str, state_version: str | 
     )
 
 
-def floor(world: World, shards: list[Shard]) -> dict[str, Any]:
-    """The coordinators stopped, the same upgrade by KMM's docs on the same nodes and KMM."""
+# The floors after gpuctl's rollout, in order: run name, version, gpuctl's node writes, drain.
+FLOORS = (
+    ("floor", FLOOR_VERSION, False, False),
+    ("stepped", STEPPED_VERSION, True, False),
+    ("drained", DRAINED_VERSION, False, True),
+)
+
+
+def floors(world: World, shards: list[Shard], kmm_port: int, *, stepped: bool) -> dict[str, Any]:
+    """The coordinators stopped, the same upgrade by KMM's docs on the same nodes and KMM: the
+    floor, floor+writes when `stepped`, and floor+drain; each run's figures and KMM's work."""
     for shard in shards:
         shard.swarm.stop()
         shard.coordinator.stop()
     (shard,) = shards
-    return floor_run(world, shard, "floor", FLOOR_VERSION, step_writes=False)
+    figures: dict[str, Any] = {}
+    for run, version, step_writes, drain in FLOORS:
+        if run == "stepped" and not stepped:
+            continue
+        print(f"the same upgrade the way KMM's docs describe: {RUNS[run]}", flush=True)
+        kmm_before = kmm_work(kmm_port)
+        figures.update(floor_run(world, shard, run, version, step_writes=step_writes, drain=drain))
+        figures[f"kmm_work_{run}"] = kmm_work(kmm_port).since(kmm_before)
+    return figures
 
 
 def floor_run(
-    world: World, shard: Shard, run: str, version: str, *, step_writes: bool
+    world: World, shard: Shard, run: str, version: str, *, step_writes: bool, drain: bool = False
 ) -> dict[str, Any]:
-    """The fleet to `version` by KMM's docs (bench.kmm_floor), `run`'s figures."""
+    """The fleet to `version` by KMM's docs (bench.kmm_floor), `run`'s figures; `drain`: with
+    their steps 3 and 7, the workload off each node while it changes (bench.floor_workload)."""
+    if drain:
+        wait_for(
+            "a Running GPU pod on every node",
+            lambda: running_gpu_pods(world.kube) >= len(shard.agents),
+            600,
+            poll=1,
+        )
     target = kmm_version(spec(version))
     moments, cpu_before = timeline(world, shard, target, None), cpu_times()
     processes_before = process_cpu()
@@ -222,6 +253,7 @@ def floor_run(
         version=target,
         image=image_of(version),
         step_writes=step_writes,
+        workload=WORKLOAD if drain else None,
     )
     return {
         f"{run}_kmm_seconds": upgrade.seconds,
@@ -253,7 +285,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         fleet = KmmFleet(world.cluster.admin_client(), world.cluster.kubeconfig, NAMESPACE, root)
         fleet.__enter__()
         world.cleanup.append(lambda: fleet.__exit__(None, None, None))
-        for version in (OLD_VERSION, NEW_VERSION, FLOOR_VERSION, STEPPED_VERSION):
+        for version in (OLD_VERSION, NEW_VERSION, FLOOR_VERSION, STEPPED_VERSION, DRAINED_VERSION):
             fleet.publish(image_of(version), version)
         for node, _ in world.agents:
             fleet.host(node)
@@ -285,16 +317,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         figures["rss_kb"] = [s.coordinator.memory_kb("VmRSS") for s in shards]
         figures["handshake_retries"] = sum(s.swarm.handshake_retries for s in shards)
         if args.shards == 1:
-            print("gpuctl done; the same upgrade the way KMM's docs describe", flush=True)
-            kmm_before = kmm_work(kmm_port)
-            figures.update(floor(world, shards))
-            figures["kmm_work_floor"] = kmm_work(kmm_port).since(kmm_before)
-            if args.stepped_floor:
-                print("the floor again, with gpuctl's node writes", flush=True)
-                kmm_before = kmm_work(kmm_port)
-                stepped = floor_run(world, shards[0], "stepped", STEPPED_VERSION, step_writes=True)
-                figures.update(stepped)
-                figures["kmm_work_stepped"] = kmm_work(kmm_port).since(kmm_before)
+            figures.update(floors(world, shards, kmm_port, stepped=args.stepped_floor))
         figures["violations"] = len(fleet.kmm.unloads_while_busy())
         figures["kubelet_errors"] = len(fleet.kmm.kubelet.errors)
     finally:
@@ -337,7 +360,12 @@ def _kmm_work_lines(runs: dict[str, KmmWork], nodes: int) -> list[str]:
     ]
 
 
-RUNS = {"rollout": "gpuctl", "floor": "floor", "stepped": "floor+writes"}
+RUNS = {
+    "rollout": "gpuctl",
+    "floor": "floor",
+    "stepped": "floor+writes",
+    "drained": "floor+drain",
+}
 
 
 def _floor_lines(f: dict[str, Any]) -> list[str]:
@@ -358,6 +386,16 @@ def _floor_lines(f: dict[str, Any]) -> list[str]:
             f"bench.kmm_floor step_writes): {stepped:.1f} s; that / the floor: "
             f"{stepped / f['floor_kmm_seconds']:.3f}; gpuctl / that: "
             f"{f['total_seconds'] / stepped:.3f}"
+        )
+    if "drained_kmm_seconds" in f:
+        drained = f["drained_kmm_seconds"]
+        lines.append(
+            f"  the floor with KMM's docs' steps 3 and 7 (floor+drain: each batch cordoned, its "
+            f"GPU pods evicted and gone, then labelled, uncordoned once ready; no checks; "
+            f"bench.floor_workload): {drained:.1f} s; that / the floor: "
+            f"{drained / f['floor_kmm_seconds']:.3f}; gpuctl / that: "
+            f"{f['total_seconds'] / drained:.3f} "
+            f"({(f['total_seconds'] / drained - 1) * 100:+.1f} %)"
         )
     lines += [
         f"  a node: gpuctl median {f['median_node_seconds']:.2f} s (checks, cordon, drain, "

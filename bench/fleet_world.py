@@ -23,6 +23,7 @@ from typing import Any
 
 from bench.agent_swarm import agent_token
 from bench.fleet_observe import wait_for
+from bench.floor_workload import Workload
 from bench.kmm_fleet import KERNEL
 from coordinator.kube.client import MERGE_PATCH, Kube, path
 from gpuctl.common import names
@@ -36,7 +37,7 @@ from testbed.harness.cluster import repository_root, start_cluster
 from testbed.harness.kwok import find_kwok
 from testbed.harness.node_lifecycle import start_node_lifecycle
 from testbed.harness.nodes import node_status
-from testbed.kwok_nodes import GPU_RESOURCE, gpu_deployment
+from testbed.kwok_nodes import GPU_RESOURCE, WORKLOAD_LABEL, gpu_deployment
 
 NAMESPACE = "fleet"
 DRIVER = "gpu"
@@ -47,6 +48,9 @@ OLD_VERSION = "v6.17.13.62_260409.8"
 NEW_VERSION = "v7.1.4.6_260728.7"  # the backport tag bench.agent_swarm's reports carry
 FLOOR_VERSION = "v7.1.5.2_260815.3"  # where bench.kmm_floor's script takes the fleet next
 STEPPED_VERSION = "v7.1.6.1_260901.2"  # then, with gpuctl's node writes (--stepped-floor)
+DRAINED_VERSION = "v7.1.7.4_260922.1"  # then with KMM's docs' steps 3 and 7 (the workload off)
+TRAIN = "train"  # the Deployment with one Running GPU pod on every node
+WORKLOAD = Workload(NAMESPACE, f"{WORKLOAD_LABEL}={TRAIN}")  # its pods (gpu_deployment's label)
 # kwok renews each Lease every LEASE/4 s: at 5,000 nodes 33 writes/s, like kubelets with a
 # 10 min status period and far below a real cluster's 10 s renewals; nothing here needs
 # NotReady, so the node monitor's grace period is longer than any run.
@@ -153,7 +157,7 @@ def running_gpu_pods(kube: Kube) -> int:
     listed = kube.request(
         "GET",
         path("", "v1", "pods", namespace=NAMESPACE),
-        query={"labelSelector": "app=train", "fieldSelector": "status.phase=Running"},
+        query={"labelSelector": WORKLOAD.selector, "fieldSelector": "status.phase=Running"},
     )
     return len(listed.get("items") or [])
 
@@ -211,7 +215,7 @@ def start_world(args: argparse.Namespace, root: Path, figures: dict[str, Any]) -
         started = time.perf_counter()
         world.agents = create_fleet(cluster, args.nodes, args.shards)
         gpu_deployment(
-            kube, NAMESPACE, "train", replicas=args.nodes, node_selector={"bench": "fleet"}
+            kube, NAMESPACE, TRAIN, replicas=args.nodes, node_selector={"bench": "fleet"}
         )
         wait_for(
             "a Running GPU pod on every node",

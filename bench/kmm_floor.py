@@ -8,6 +8,12 @@ it is ready at the new version, label the next - with no checks at all, no cordo
 is the least time the same KMM can take on the same nodes. `floor_upgrade` is that script; it
 runs with no coordinator running (the Module is the script's while it runs).
 
+`workload=` adds the steps of KMM's docs that a busy fleet cannot do without (3: terminate the
+workload using the module on the node; 7: restore it), the way `kubectl drain --pod-selector`
+and `kubectl uncordon` do them (bench.floor_workload): the batch's nodes cordoned and their
+workload pods evicted, their labels moved once those pods are gone, the nodes uncordoned once
+KMM says they are ready. Still no checks. The run then ends at the last uncordon.
+
 `step_writes=True` makes the same script write each node as often as a gpuctl rollout does,
 and nothing more: a bench label (`STEP_LABEL`) set to Checking, Draining and Preparing just
 before its version label, to Verifying and Done once its batch is ready: six node writes a
@@ -25,6 +31,7 @@ from functools import partial
 from typing import Any
 
 from bench.fleet_observe import NODES, WatchEvents, wait_for
+from bench.floor_workload import Workload, WorkloadPods, evict_remaining, set_unschedulable
 from bench.timing import Timings
 from coordinator.kube.client import MERGE_PATCH, Kube, path
 from gpuctl.common.names import KMM_GROUP, KMM_VERSION
@@ -47,7 +54,7 @@ def _label(kube: Kube, node: str, labels: dict[str, str]) -> None:
 
 @dataclass(frozen=True)
 class FloorRun:
-    seconds: float  # the first label written -> the last node ready
+    seconds: float  # the first label written (or cordon) -> the last node ready (or uncordoned)
     per_node: Timings  # a node's label written -> KMM's ready label at the version
     batches: int
 
@@ -84,9 +91,11 @@ def floor_upgrade(
     version: str,
     image: str,
     step_writes: bool = False,
+    workload: Workload | None = None,
 ) -> FloorRun:
     """The Module to `version` with `image`, then the nodes' version labels, `batch` at a time
-    (with gpuctl's seven node writes a node when `step_writes`: the module docstring)."""
+    (with gpuctl's seven node writes a node when `step_writes`, with the `workload` off each
+    node while it changes when given: the module docstring)."""
     labels = kmm_labels(namespace, module)
     kube.request(
         "PATCH",
@@ -104,12 +113,23 @@ def floor_upgrade(
         content_type=MERGE_PATCH,
     )
     watch = ReadyWatch(kube, selector, labels.version_ready, version)
+    pods = WorkloadPods(kube, workload) if workload is not None else None
     labelled: dict[str, float] = {}
     begin = time.perf_counter()
+    restored = begin
     ordered = sorted(nodes)
     batches = [ordered[i : i + batch] for i in range(0, len(ordered), batch)]
     try:
         for members in batches:
+            if pods is not None:
+                set_unschedulable(kube, members, True)
+                evicted: set[str] = set()
+                wait_for(
+                    f"the workload off {members[0]}..{members[-1]}",
+                    partial(evict_remaining, kube, pods, frozenset(members), evicted),
+                    600,
+                    poll=0.05,
+                )
             for node in members:
                 for step in BEFORE_THE_WRITE if step_writes else ():
                     _label(kube, node, {STEP_LABEL: step})
@@ -124,8 +144,13 @@ def floor_upgrade(
             for node in members:
                 for step in AFTER_READY if step_writes else ():
                     _label(kube, node, {STEP_LABEL: step})
+            if pods is not None:
+                set_unschedulable(kube, members, False)
+                restored = time.perf_counter()
     finally:
         watch.stop()
-    seconds = max(watch.ready[n] for n in ordered) - begin
+        if pods is not None:
+            pods.stop()
+    seconds = max(restored, *(watch.ready[n] for n in ordered)) - begin
     per_node = Timings("label -> ready", tuple(watch.ready[n] - labelled[n] for n in ordered))
     return FloorRun(seconds, per_node, len(batches))

@@ -1,5 +1,6 @@
 """bench/fleet_scale.py's report: every figure a run gathers is printed, with the floor and,
-when it ran, the floor with gpuctl's node writes beside gpuctl's rollout (ratios, KMM's work,
+when they ran, the floor with gpuctl's node writes and the floor with the workload off each
+node (KMM's steps 3 and 7) beside gpuctl's rollout (ratios, KMM's work,
 the machine's CPU, the stretches, the fleet's start); without a floor (shards), none of it."""
 
 from __future__ import annotations
@@ -104,3 +105,15 @@ def test_sharded_runs_have_no_floor_lines() -> None:
     report = describe(rollout_figures() | {"shards": 2})
     assert "KMM's docs" not in report
     assert "total 60.0 s" in report
+
+
+def test_the_floor_with_the_workload_off_each_node_is_set_beside_the_others() -> None:
+    figures = rollout_figures()
+    figures.update(run_figures("rollout", 60.0, 6.0))
+    figures.update(run_figures("floor", 50.0, 2.0))
+    figures.update(run_figures("drained", 57.0, 3.0))
+    report = describe(figures)
+    assert "steps 3 and 7 (floor+drain" in report
+    assert "57.0 s; that / the floor: 1.140; gpuctl / that: 1.053 (+5.3 %)" in report
+    assert "gpuctl vs floor vs floor+drain: CPU" in report
+    assert "50 % (gpuctl), 50 % (floor), 50 % (floor+drain)" in report
