@@ -18,7 +18,8 @@ from bench.floor_workload import (
     evict_remaining,
     set_unschedulable,
 )
-from coordinator.kube.client import JSON, KubeError
+from coordinator.kube.client import KubeError
+from tests.support.memory_api import MemoryApi
 
 WORKLOAD = Workload("fleet", "app=train")
 
@@ -29,46 +30,23 @@ def pod(name: str, node: str, version: str = "1") -> dict[str, Any]:
             "namespace": "fleet",
             "name": name,
             "uid": f"uid-{name}",
+            "labels": {"app": "train"},
             "resourceVersion": version,
         },
         "spec": {"nodeName": node},
     }
 
 
-class RecordingKube:
-    """Answers the floor's requests: a pod list, scripted watch events (once, then a watch that
-    waits for `close`), and refusals of chosen evictions; records every request."""
+class WatchedApi(MemoryApi):
+    """The unit tests' API server with one scripted watch of the pods: its events once, then
+    watches that wait until `close`."""
 
-    def __init__(
-        self,
-        listed: list[dict[str, Any]] | None = None,
-        events: list[dict[str, Any]] | None = None,
-        refuse: dict[str, int] | None = None,
-    ) -> None:
-        self.listed, self.events, self.refuse = listed or [], events or [], refuse or {}
-        self.requests: list[tuple[str, str, Any]] = []
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.events = events
         self.events_applied = threading.Event()
         self.closed = threading.Event()
         self._watched = False
-
-    def request(
-        self,
-        method: str,
-        resource_path: str,
-        *,
-        query: dict[str, Any] | None = None,
-        body: Any = None,
-        content_type: str = JSON,
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        url = resource_path
-        self.requests.append((method, url, body))
-        if method == "GET":
-            return {"metadata": {"resourceVersion": "1"}, "items": self.listed}
-        for name, status in self.refuse.items():
-            if url.endswith(f"/pods/{name}/eviction"):
-                raise KubeError(status, "refused")
-        return {}
 
     def watch(
         self, resource_path: str, query: dict[str, Any], timeout_seconds: int
@@ -94,12 +72,12 @@ class Pods:
         return [p for p in self.pods if p.node in nodes]
 
 
-def evictions(kube: RecordingKube) -> list[str]:
-    return [url for method, url, _ in kube.requests if method == "POST"]
+def evictions(kube: MemoryApi) -> list[str]:
+    return [url for method, url in kube.writes if method == "POST"]
 
 
 def test_each_pod_on_the_batch_is_evicted_once_and_the_batch_is_clear_when_none_is_left() -> None:
-    kube = RecordingKube()
+    kube = MemoryApi()
     a, b = PodOnNode("fleet", "a", "uid-a", "n1"), PodOnNode("fleet", "b", "uid-b", "n2")
     elsewhere = PodOnNode("fleet", "c", "uid-c", "n9")
     pods, evicted = Pods(a, b, elsewhere), set[str]()
@@ -108,7 +86,7 @@ def test_each_pod_on_the_batch_is_evicted_once_and_the_batch_is_clear_when_none_
         "/api/v1/namespaces/fleet/pods/a/eviction",
         "/api/v1/namespaces/fleet/pods/b/eviction",
     ]
-    body = kube.requests[0][2]
+    body = kube.bodies[0]
     assert body["kind"] == "Eviction"
     assert body["metadata"] == {"name": "a", "namespace": "fleet"}
     pods.pods.remove(a)  # a is gone, b is still terminating: not clear, b not evicted again
@@ -121,7 +99,7 @@ def test_each_pod_on_the_batch_is_evicted_once_and_the_batch_is_clear_when_none_
 
 
 def test_a_pod_that_lands_on_the_batch_later_is_evicted_too() -> None:
-    kube, pods, evicted = RecordingKube(), Pods(), set[str]()
+    kube, pods, evicted = MemoryApi(), Pods(), set[str]()
     assert evict_remaining(kube, pods, {"n1"}, evicted)
     pods.pods.append(PodOnNode("fleet", "late", "uid-late", "n1"))
     assert not evict_remaining(kube, pods, {"n1"}, evicted)
@@ -129,33 +107,44 @@ def test_a_pod_that_lands_on_the_batch_later_is_evicted_too() -> None:
 
 
 def test_a_pod_already_gone_is_no_error_but_another_refusal_is() -> None:
-    gone = RecordingKube(refuse={"a": 404})
+    eviction = ("POST", "/api/v1/namespaces/fleet/pods/a/eviction")
+    gone, broken = MemoryApi(), MemoryApi()
+    gone.fail[eviction] = KubeError(404, "NotFound")
+    broken.fail[eviction] = KubeError(500, "InternalError")
     pods = Pods(PodOnNode("fleet", "a", "uid-a", "n1"))
     assert not evict_remaining(gone, pods, {"n1"}, set())
-    broken = RecordingKube(refuse={"a": 500})
     with pytest.raises(KubeError, match="500"):
         evict_remaining(broken, pods, {"n1"}, set())
 
 
 def test_cordon_and_uncordon_are_one_patch_a_node() -> None:
-    kube = RecordingKube()
+    kube = MemoryApi()
+    for name in ("n1", "n2"):
+        kube.store(f"/api/v1/nodes/{name}", {"metadata": {"name": name}})
     set_unschedulable(kube, ["n1", "n2"], True)
+    assert kube.objects["/api/v1/nodes/n2"]["spec"] == {"unschedulable": True}
     set_unschedulable(kube, ["n1"], False)
-    assert kube.requests == [
-        ("PATCH", "/api/v1/nodes/n1", {"spec": {"unschedulable": True}}),
-        ("PATCH", "/api/v1/nodes/n2", {"spec": {"unschedulable": True}}),
-        ("PATCH", "/api/v1/nodes/n1", {"spec": {"unschedulable": False}}),
+    assert kube.writes == [
+        ("PATCH", "/api/v1/nodes/n1"),
+        ("PATCH", "/api/v1/nodes/n2"),
+        ("PATCH", "/api/v1/nodes/n1"),
     ]
+    assert kube.objects["/api/v1/nodes/n1"]["spec"] == {"unschedulable": False}
+    assert kube.objects["/api/v1/nodes/n2"]["spec"] == {"unschedulable": True}
 
 
 def test_the_workloads_pods_are_followed_by_node_from_the_list_and_the_watch() -> None:
-    kube = RecordingKube(
-        listed=[pod("a", "n1"), pod("b", "n2")],
+    kube = WatchedApi(
         events=[
             {"type": "DELETED", "object": pod("a", "n1", "2")},
             {"type": "ADDED", "object": pod("a2", "", "3")},  # a replacement, not yet placed
             {"type": "MODIFIED", "object": pod("a2", "n5", "4")},
         ],
+    )
+    kube.answer(
+        "GET",
+        "/api/v1/namespaces/fleet/pods",
+        {"metadata": {"resourceVersion": "1"}, "items": [pod("a", "n1"), pod("b", "n2")]},
     )
     pods = WorkloadPods(kube, WORKLOAD)
     try:
@@ -165,7 +154,7 @@ def test_the_workloads_pods_are_followed_by_node_from_the_list_and_the_watch() -
             PodOnNode("fleet", "b", "uid-b", "n2"),
             PodOnNode("fleet", "a2", "uid-a2", "n5"),
         ]
-        assert kube.requests[0][:2] == ("GET", "/api/v1/namespaces/fleet/pods")
+        assert kube.requests[0] == ("GET", "/api/v1/namespaces/fleet/pods")
     finally:
         pods.stop()
         kube.close()
