@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gpuctl.common import re2
@@ -69,3 +71,12 @@ def test_what_go_and_python_read_differently_is_named(pattern: str, why: str) ->
 def test_go_dollar_is_the_end_of_text_unless_multiline() -> None:
     assert not re2.search(r"generic$", "6.8.0-60-generic\n")
     assert re2.search(r"(?m)generic$", "6.8.0-60-generic\nx")
+
+
+def test_a_compiled_pattern_is_kept_and_a_refused_one_is_not() -> None:
+    """A pass matches every node's kernel: the pattern is translated once, not per node; a
+    pattern `re` refuses raises every time (nothing kept in its place)."""
+    assert re2.compiled(r"^6\.8\..*generic$") is re2.compiled(r"^6\.8\..*generic$")
+    for _ in range(2):
+        with pytest.raises(re.error):
+            re2.compiled(r"(unclosed")
