@@ -69,3 +69,22 @@ def test_nfd_labeling_adds_the_gpu_pci_label() -> None:
 
 def test_no_kernel_module_wants_nothing() -> None:
     assert not wants_node({"nodeSelector": {}}, node("a", "6.8.0-60-generic"))
+
+
+def test_wanted_nodes_is_wants_node_for_each() -> None:
+    """The fleet-wide answer (selector built and each kernel matched once) names exactly the
+    nodes the one-node answer wants: the reconciler's known issues rely on it."""
+    spec = {**SPEC, "tolerateAllTaints": False}
+    tainted = node("tainted", "6.8.0-60-generic", gpu="yes")
+    tainted["spec"] = {"taints": [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]}
+    nodes = [
+        node("served-a", "6.8.0-60-generic", gpu="yes"),
+        node("served-b", "6.11.0-1-oem+", gpu="yes"),
+        node("unserved", "5.15.0-1-generic", gpu="yes"),
+        node("no-kernel", "", gpu="yes"),
+        node("unselected", "6.8.0-60-generic", gpu="no"),
+        tainted,
+    ]
+    one_by_one = {n["metadata"]["name"] for n in nodes if wants_node(spec, n)}
+    assert one_by_one == {"served-a", "served-b"}
+    assert wanted_nodes(spec, nodes) == one_by_one

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.common.node_selectors import matches_labels, node_labels, node_name
-from gpuctl.common.targeting import node_kernel, node_selector, wants_node
+from gpuctl.common.targeting import node_kernel, node_selector, wanted_nodes
 from gpuctl.gpudriver.model import GPUDriverSpec
 from gpuctl.gpudriver.status import NO_NODES_TARGETED, named
 from gpuctl.gpudriver.unknown_fields import unknown_fields
@@ -130,7 +130,10 @@ def known_issues(
     if not spec.get("kernelModule"):
         return ()
     every = sorted(nodes, key=node_name)
-    targeted = [n for n in every if wants_node(spec, n)]
+    # wanted_nodes, not wants_node per node: the selector built and each kernel matched once
+    # (the reconciler asks this of every Node about once a second during a rollout).
+    wanted = wanted_nodes(spec, every)
+    targeted = [n for n in every if node_name(n) in wanted]
     found = (
         _unknown(spec),
         _no_nodes(spec, every, targeted),
