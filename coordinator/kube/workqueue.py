@@ -6,13 +6,15 @@ than a time (a burst of changes spread over a second or so is one pass; a wake-u
 for, a retry), and `add_after` at a time (the GPUNode mirror's write slots). `run_worker` is
 the loop a controller runs in its own thread: take a key, make one pass over it, queue it
 again within the delay the pass asked for (or `error_retry_seconds` when it raised; a pass due
-sooner stands in for it), until `stop` is set.
+sooner stands in for it), until `stop` is set. A worker may rest after each pass (`rest`):
+the queue then hands out no key for a while, and the changes that come meanwhile are one pass.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +35,18 @@ class WorkQueue:
         self._ready: list[str] = []
         self._queued: set[str] = set()
         self._delayed: list[tuple[float, str]] = []
+        # No key is handed out before this moment (rest).
+        self._resting_until = -math.inf
         self._cond = threading.Condition()
+
+    def now(self) -> float:
+        """The queue's clock."""
+        return self._clock()
+
+    def rest(self, seconds: float) -> None:
+        """Hand out no key for `seconds` from now; keys added meanwhile wait, each once."""
+        with self._cond:
+            self._resting_until = self._clock() + seconds
 
     def add(self, key: str) -> None:
         with self._cond:
@@ -74,7 +87,8 @@ class WorkQueue:
         with self._cond:
             while True:
                 until_delayed = self._promote_due()
-                if self._ready:
+                resting = self._resting_until - self._clock()
+                if self._ready and resting <= 0:
                     key = self._ready.pop(0)
                     self._queued.discard(key)
                     return key
@@ -82,11 +96,19 @@ class WorkQueue:
                 if remaining <= 0:
                     return None
                 wait = remaining if until_delayed is None else min(remaining, until_delayed)
+                if self._ready:
+                    wait = min(wait, resting)
                 self._cond.wait(wait)
 
 
 # One pass over a key: seconds until it wants another pass, or None when events suffice.
 Pass = Callable[[str], float | None]
+# How long the worker rests after a pass, given how long the pass took (seconds).
+Rest = Callable[[float], float]
+
+
+def no_rest(_pass_seconds: float) -> float:
+    return 0.0
 
 
 def run_worker(
@@ -98,13 +120,15 @@ def run_worker(
     failure: str,
     key_name: str,
     heartbeat: Heartbeat = NO_HEARTBEAT,
+    rest: Rest = no_rest,
 ) -> None:
     """Take keys from `queue` and make `one_pass` over each until `stop` is set.
 
     A pass that raises is logged as `failure` (with the key under `key_name`) and tried again
     after `error_retry_seconds`; nothing is queued again once `stop` is set. The loop beats
     `heartbeat` before each wait and each pass, so a pass that never returns (or a dead
-    thread) shows as overdue; it rests when `stop` ends it.
+    thread) shows as overdue; it rests when `stop` ends it. After each pass the queue hands
+    out no key for `rest(seconds the pass took)` (by the queue's clock).
     """
     while not stop.is_set():
         heartbeat.beat()
@@ -112,11 +136,13 @@ def run_worker(
         if key is None:
             continue
         heartbeat.beat()
+        started = queue.now()
         try:
             again = one_pass(key)
         except Exception:
             log.exception(failure, extra={key_name: key})
             again = error_retry_seconds
+        queue.rest(rest(queue.now() - started))
         if again is not None and not stop.is_set():
             # No later than asked: a pass already due sooner (a change during this one) makes
             # its own request, so a second pass at the same moment would decide nothing new.

@@ -112,3 +112,47 @@ def test_changes_within_a_second_of_each_other_are_one_pass() -> None:
     queue.add_within("gpu", 1.0)
     clock.advance(1.0)
     assert drain(queue) == ["gpu"]
+
+
+def test_a_worker_that_rests_hands_out_nothing_until_its_rest_ends() -> None:
+    """After a pass of 0.3 s the worker rests as `rest` says (here as long as the pass took):
+    the changes that come meanwhile are one pass, taken once the rest is over."""
+    clock = ManualClock()
+    queue = WorkQueue(clock)
+    stop = threading.Event()
+    rests: list[float] = []
+
+    def one_pass(_key: str) -> float | None:
+        clock.advance(0.3)  # the pass takes 0.3 s
+        stop.set()  # and is the last: what the worker leaves behind is looked at below
+        return None
+
+    def rest(pass_seconds: float) -> float:
+        rests.append(pass_seconds)
+        return pass_seconds
+
+    queue.add("gpu")
+    run_worker(queue, one_pass, stop, error_retry_seconds=1.0, failure="", key_name="k", rest=rest)
+    assert rests == [pytest.approx(0.3)]
+    for _ in range(3):
+        queue.add("gpu")  # three changes during the rest
+        clock.advance(0.05)
+    clock.advance(0.1)
+    assert drain(queue) == []  # 0.55 s: resting until 0.6 s
+    clock.advance(0.1)
+    assert drain(queue) == ["gpu"]  # one pass for the three, once the rest is over
+    assert drain(queue) == []
+
+
+def test_a_rest_holds_back_delayed_keys_too_and_ends_by_the_queues_clock() -> None:
+    clock = ManualClock()
+    queue = WorkQueue(clock)
+    queue.add_within("gpu", 0.1)
+    queue.rest(0.5)
+    clock.advance(0.2)
+    assert queue.get(0) is None  # due, but the worker rests
+    clock.advance(0.3)
+    assert queue.get(0) == "gpu"
+    queue.rest(0.0)
+    queue.add("gpu")
+    assert queue.get(0) == "gpu"  # no rest: at once

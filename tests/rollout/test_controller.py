@@ -11,7 +11,12 @@ from coordinator.kube.client import KubeError
 from coordinator.kube.events import EventRecorder
 from coordinator.rollout.act import CONFLICT_RETRY_SECONDS
 from coordinator.rollout.config import RolloutConfig
-from coordinator.rollout.controller import WALL_CLOCK_RECHECK_SECONDS, RolloutController
+from coordinator.rollout.controller import (
+    PASS_REST_MAX_SECONDS,
+    WALL_CLOCK_RECHECK_SECONDS,
+    RolloutController,
+    pass_rest,
+)
 from coordinator.rollout.status_writes import PROGRESS_SPACING_SECONDS
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
@@ -692,3 +697,12 @@ def test_a_rollout_waiting_days_for_its_window_is_looked_at_again_within_the_rec
     clock.advance(again)
     assert controller.sync(DRIVER) == WALL_CLOCK_RECHECK_SECONDS
     assert phase(api) == "Pending"  # still outside the window: nothing starts
+
+
+def test_the_worker_rests_as_long_as_a_pass_took_and_never_longer_than_a_second() -> None:
+    """Passes take at most about half the rollout loop's time; a pass that waited long (a
+    server away) is not made to wait again."""
+    assert pass_rest(0.0) == 0.0
+    assert pass_rest(0.2) == 0.2
+    assert pass_rest(30.0) == PASS_REST_MAX_SECONDS == 1.0
+    assert pass_rest(-0.001) == 0.0  # a clock that stepped back
