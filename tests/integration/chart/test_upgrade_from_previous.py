@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from gpuctl.common.names import STATE_LABEL
 from gpuctl.gpudriver.module_spec import module_name
 from testbed.cluster_api import Api, gpudriver, node_labels, simple_spec
 from testbed.harness.access import KubeCluster
@@ -46,6 +47,11 @@ def host_paths(release: Release) -> list[str]:
     return [v["hostPath"]["path"] for v in volumes if "hostPath" in v]
 
 
+def node_state(api: Api, node: str) -> str | None:
+    labels = api.kube.request("GET", f"/api/v1/nodes/{node}")["metadata"].get("labels") or {}
+    return labels.get(STATE_LABEL)
+
+
 def test_upgrading_the_chart_rewrites_no_module_target_or_node(
     kube_cluster: KubeCluster,
     previous_chart_release: Release,
@@ -59,7 +65,10 @@ def test_upgrading_the_chart_rewrites_no_module_target_or_node(
     assert host_paths(release) == ["/"]  # the previous chart: the whole host, read-only
     node = make_node("gpu-1", node_labels(namespace)).metadata.name
     name = f"{namespace}-gpu"
-    api.create_driver(gpudriver(name, namespace, simple_spec(namespace)))
+    # No agent runs here: the node stays in Checking, waiting for a report, for the whole
+    # check timeout, so its labels hold still across both coordinators.
+    spec = {**simple_spec(namespace), "rollout": {"timeouts": {"check": "1h"}}}
+    api.create_driver(gpudriver(name, namespace, spec))
     with running_coordinator(kube_cluster, release, tmp_path / "previous") as previous:
         module = wait_until(
             "the previous release's coordinator writes the Module",
@@ -69,6 +78,12 @@ def test_upgrading_the_chart_rewrites_no_module_target_or_node(
         wait_until(
             "it has made a pass for the GPUDriver",
             lambda: target_served(release, name),
+            timeout_seconds=120,
+        )
+        # The node the rollout holds still at: a pass has started it (Pending, then Checking).
+        wait_until(
+            "the previous release's coordinator has taken the node to Checking",
+            lambda: node_state(api, node) == "Checking",
             timeout_seconds=120,
         )
     assert previous.exit_code == 0, previous.log_text()[-4000:]
