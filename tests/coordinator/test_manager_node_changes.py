@@ -1,6 +1,7 @@
 """Which Node events ask the rollout for a pass: a change of anything it reads (labels,
 annotations, cordon, taints, Ready, the kernel), a Node coming or going; not a kubelet's
-status heartbeat, which changes only what the watch does not keep and the resourceVersion."""
+status heartbeat, which changes only what the watch does not keep and the resourceVersion.
+A reboot is a change even into the same kernel: the rollout tells it by the boot ID."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from coordinator.manager import Coordinator, CoordinatorConfig, _rollout_node_part
-from gpuctl.common.names import STATE_LABEL
+from gpuctl.common.names import REASON, STATE_LABEL
 from tests.support import samples
 from tests.support.clock import ManualClock
 from tests.support.memory_api import MemoryApi
@@ -19,6 +20,7 @@ from tests.support.memory_api import MemoryApi
 def _kubelet_node() -> dict[str, Any]:
     """A Node as a kubelet keeps it: bookkeeping, capacity and images beside what is read."""
     node = samples.node("n1", {"kubernetes.io/arch": "amd64"}, kernel="6.8.0-45-generic")
+    node["status"]["nodeInfo"]["bootID"] = "0f2c9d5e-1b7a-4c3e-9a51-6d2e8f4b7c10"
     node["metadata"]["resourceVersion"] = "7"
     node["metadata"]["managedFields"] = [{"manager": "kubelet"}]
     node["metadata"]["annotations"] = {"node.alpha.kubernetes.io/ttl": "0"}
@@ -50,7 +52,7 @@ def _label(node: dict[str, Any]) -> None:
 
 
 def _annotation(node: dict[str, Any]) -> None:
-    node["metadata"]["annotations"]["gpuctl.dev/rollout-reason"] = "asking the agent"
+    node["metadata"]["annotations"][REASON] = "asking the agent"
 
 
 def _cordon(node: dict[str, Any]) -> None:
@@ -69,6 +71,11 @@ def _rebooted_into_another_kernel(node: dict[str, Any]) -> None:
     node["status"]["nodeInfo"]["kernelVersion"] = "6.8.0-60-generic"
 
 
+def _rebooted_into_the_same_kernel(node: dict[str, Any]) -> None:
+    """A reboot is told by the boot ID alone (reboots.py): a Done node must be verified again."""
+    node["status"]["nodeInfo"]["bootID"] = "5a8e0b3f-7c21-4d9e-b6f4-0e1d2c3b4a59"
+
+
 def _deleting(node: dict[str, Any]) -> None:
     node["metadata"]["deletionTimestamp"] = "2026-12-05T04:06:00Z"
 
@@ -80,6 +87,7 @@ READ_BY_THE_ROLLOUT = [
     _taint,
     _not_ready,
     _rebooted_into_another_kernel,
+    _rebooted_into_the_same_kernel,
     _deleting,
 ]
 
