@@ -19,6 +19,7 @@ renders it (first_moves.py). One decision, two callers.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from gpuctl.common import names, timestamps
@@ -138,7 +139,7 @@ def _decide(inp: RolloutInput) -> Decision:
     if window is not None:
         decision.status["maintenanceWindow"] = window_status(window)
     decision.events.extend(driver_events(inp, decision.status))
-    _history(inp, counts, decision)
+    _history(inp, counts, [nodes[name] for name in phases], decision)
     decision.rollback = _rollback(inp, nodes, phases, versions)
     return decision
 
@@ -195,8 +196,11 @@ def _soak(
     return ", ".join(result.soaking)
 
 
-def _history(inp: RolloutInput, counts: RolloutCounts, decision: Decision) -> None:
-    """status.revisions with this pass's target recorded."""
+def _history(
+    inp: RolloutInput, counts: RolloutCounts, rollout: Sequence[NodeFacts], decision: Decision
+) -> None:
+    """status.revisions with this pass's target recorded (`rollout`: its nodes as read, the
+    Done ones counted at the version they are Done at)."""
     if not inp.target_version or decision.status is None:
         return
     history = recorded(
@@ -207,6 +211,7 @@ def _history(inp: RolloutInput, counts: RolloutCounts, decision: Decision) -> No
         complete=decision.status["state"] == RolloutState.COMPLETE,
         started=decision.status["startedAt"],
         now=timestamps.format_seconds(inp.now),
+        done_at=Counter(n.state_version for n in rollout if n.phase is Phase.DONE),
     )
     if history != rev.ordered(inp.revisions):
         decision.revisions = history

@@ -4,7 +4,10 @@ A version that becomes the target is a new revision (the highest number plus one
 Deployment's new ReplicaSet; a version recorded before that becomes the target again (an
 undo, a rollback) moves to the new number, keeping what it recorded. While a revision is the
 target, `nodes` counts the most nodes that were Done at it, and `completedAt` is set once its
-rollout is Complete. At most gpuctl.common.revisions.MAX_REVISIONS entries are kept.
+rollout is Complete. The pass that records a new target also counts the nodes still Done at
+the revision it replaces: none has moved yet, and the status written while that revision was
+the target may not have caught up with its last nodes. At most
+gpuctl.common.revisions.MAX_REVISIONS entries are kept.
 """
 
 from __future__ import annotations
@@ -25,12 +28,16 @@ def recorded(
     complete: bool,
     started: str,
     now: str,
+    done_at: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """The history once the rollout of `version` (at `updated` nodes, started at `started`)
-    is recorded at `now`."""
+    is recorded at `now`; `done_at` counts the nodes Done at each version this pass."""
     entries = rev.ordered(history)
     newest = entries[-1] if entries else None
     if newest is None or newest.get(rev.VERSION) != version:
+        if newest is not None:
+            replaced = (done_at or {}).get(str(newest.get(rev.VERSION)), 0)
+            newest[rev.NODES] = max(int(newest.get(rev.NODES) or 0), replaced)
         earlier = [e for e in entries if e.get(rev.VERSION) == version]
         entries = [e for e in entries if e.get(rev.VERSION) != version]
         number = (int(newest[rev.REVISION]) + 1) if newest is not None else 1

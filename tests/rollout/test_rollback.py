@@ -84,6 +84,16 @@ def test_a_version_rolled_out_again_moves_to_a_new_number_keeping_its_kernel_mod
     assert "completedAt" not in back[-1]
 
 
+def test_a_new_target_counts_the_nodes_still_done_at_the_revision_it_replaces() -> None:
+    # The status written while OLD was the target saw one node Done; all three finished
+    # before the target changed, and nothing moved yet when the new one is recorded.
+    history = record([], OLD, kernel_module=OLD_KM, updated=1)
+    after = record(history, TARGET, done_at={OLD: 3})
+    assert [(e["version"], e["nodes"]) for e in after] == [(OLD, 3), (TARGET, 0)]
+    # A count lower than recorded (a node moved on already) does not lower it.
+    assert record(record(history, OLD, updated=3), TARGET, done_at={OLD: 2})[0]["nodes"] == 3
+
+
 def test_the_history_keeps_the_newest_revisions_only() -> None:
     history: list[dict[str, Any]] = []
     for n in range(rev.MAX_REVISIONS + 3):
@@ -101,6 +111,14 @@ def test_decide_records_the_target_and_writes_the_history_only_when_it_changes()
     assert entry["completedAt"] == "2026-11-29T12:00:00Z"
     again = decide(rollout([at(TARGET)], kernel_module=NEW_KM, revisions=first.revisions))
     assert again.revisions is None
+
+
+def test_decide_at_a_new_target_counts_the_nodes_left_done_at_the_previous_revision() -> None:
+    behind = [{"revision": 1, "version": OLD, "kernelModule": OLD_KM, "nodes": 2}]
+    nodes = [at(OLD, name=name) for name in ("a", "b", "c")]
+    decision = decide(rollout(nodes, kernel_module=NEW_KM, revisions=behind))
+    assert decision.revisions is not None
+    assert [(e["version"], e["nodes"]) for e in decision.revisions] == [(OLD, 3), (TARGET, 0)]
 
 
 # -- rollback on a node failure -----------------------------------------------------------
