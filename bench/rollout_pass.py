@@ -1,4 +1,5 @@
-"""One rollout pass's CPU, with each node's facts kept from the last pass and without.
+"""One rollout pass's CPU, with what each node's facts and wanted answer kept from the last
+pass and without.
 
     .venv/bin/python -m bench.rollout_pass [--nodes 300 1000] [--passes 200]
 
@@ -10,9 +11,9 @@ version, a maxUnavailable of 10 % in gpuctl's steps, the rest Done at the old ve
 Module asking for the new version. Between two passes one node changes, as one watch event
 makes a pass: its object is replaced at a new resourceVersion, one step further.
 
-- subject: rollout_input with a NodeFactsMemo (gpuctl/rollout/facts_memo.py), as the
-  coordinator runs it;
-- baseline: the same passes building every node's facts afresh (no memo).
+- subject: pass_nodes with a WantedMemo (gpuctl/common/wanted_memo.py) and rollout_input
+  with a NodeFactsMemo (gpuctl/rollout/facts_memo.py), as the coordinator runs them;
+- baseline: the same passes asking every node afresh (no memo).
 
 Passes alternate between the two (bench.timing.measure_interleaved), each on its own copy of
 the fleet with the same changes; both decisions are checked equal on the way. Prints the
@@ -33,6 +34,7 @@ from bench.timing import measure_interleaved, ratio_line
 from coordinator.rollout.gather import NEEDS_PODS
 from gpuctl.common import names
 from gpuctl.common.node_selectors import node_name
+from gpuctl.common.wanted_memo import WantedMemo
 from gpuctl.gpudriver.module_spec import kmm_version, module_name
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
@@ -183,12 +185,14 @@ def module() -> dict[str, Any]:
     }
 
 
-def pass_input(world: Fleet, memo: NodeFactsMemo | None) -> RolloutInput:
+def pass_input(
+    world: Fleet, memo: NodeFactsMemo | None, wanted_memo: WantedMemo | None
+) -> RolloutInput:
     """One watch event, then the decision's input the coordinator's pass builds of the fleet."""
     world.step()
     setup = pass_setup(DRIVER, [DRIVER], None)
     assert setup.settings is not None
-    considered, wanted = pass_nodes(DRIVER, world.nodes, setup.target)
+    considered, wanted = pass_nodes(DRIVER, world.nodes, setup.target, memo=wanted_memo)
     reads = Reads(
         driver=DRIVER,
         target=setup.target,
@@ -212,26 +216,30 @@ def pass_input(world: Fleet, memo: NodeFactsMemo | None) -> RolloutInput:
     return rollout_input(reads, memo)
 
 
-def one_pass(world: Fleet, memo: NodeFactsMemo | None) -> None:
+def one_pass(world: Fleet, memo: NodeFactsMemo | None, wanted: WantedMemo | None) -> None:
     """One watch event, then the coordinator's pass over the fleet."""
-    world.decisions.append(decide(pass_input(world, memo)))
+    world.decisions.append(decide(pass_input(world, memo, wanted)))
 
 
 def run(count: int, passes: int) -> None:
     kept, fresh = fleet(count), fleet(count)
-    memo = NodeFactsMemo()
+    memo, wanted = NodeFactsMemo(), WantedMemo()
     subject, baseline = measure_interleaved(
         {
-            "facts kept": lambda: one_pass(kept, memo),
-            "facts built afresh": lambda: one_pass(fresh, None),
+            "kept": lambda: one_pass(kept, memo, wanted),
+            "built afresh": lambda: one_pass(fresh, None, None),
         },
         runs=passes,
     )
     if kept.decisions != fresh.decisions:
-        sys.exit(f"{count} nodes: the passes with the memo decided otherwise than without it")
+        sys.exit(f"{count} nodes: the passes with the memos decided otherwise than without them")
     reused = memo.reused / max(1, memo.reused + memo.built)
+    answers = wanted.reused / max(1, wanted.reused + wanted.asked)
     print(f"{count} nodes, {passes} passes, one node changed between passes:")
-    print(f"  {subject.summary()} ({reused:.1%} of nodes' facts kept)")
+    print(
+        f"  {subject.summary()} ({reused:.1%} of nodes' facts kept, "
+        f"{answers:.1%} of their wanted answers)"
+    )
     print(f"  {baseline.summary()}")
     print(f"  {ratio_line(subject, baseline)}")
 

@@ -25,6 +25,7 @@ from coordinator.kube.events import EventRecorder
 from coordinator.kube.paged_list import list_pages
 from gpuctl.common import names
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
+from gpuctl.common.wanted_memo import WantedMemo
 from gpuctl.gpudriver.conflicts import conflicting_driver
 from gpuctl.gpudriver.known_issues import KnownIssue, known_issues, new_warnings
 from gpuctl.gpudriver.module_spec import (
@@ -110,6 +111,8 @@ class Reconciler:
         self._events = events
         self._config = config
         self._now = now
+        # Each GPUDriver's wanted answers of its last reconcile (wanted_memo.py).
+        self._wanted: dict[str, WantedMemo] = {}
 
     def _module_path(self, name: str | None = None) -> str:
         return path(
@@ -156,6 +159,7 @@ class Reconciler:
         """One pass; seconds until the next wanted pass, or None."""
         driver = self._get_or_none(_driver_path(name))
         if driver is None:
+            self._wanted.pop(name, None)
             return None
         kmm_installed = self._discovery.kmm_installed()
         mod_name = module_name(name)
@@ -220,7 +224,9 @@ class Reconciler:
         """The reference's known issues on the nodes a live GPUDriver targets (Node cache)."""
         if inputs.desired is None or driver["metadata"].get("deletionTimestamp"):
             return ()
-        return known_issues(driver.get("spec") or {}, self._view.nodes())
+        spec, nodes = driver.get("spec") or {}, self._view.nodes()
+        memo = self._wanted.setdefault(str(driver["metadata"]["name"]), WantedMemo())
+        return known_issues(spec, nodes, memo.wanted(spec, nodes))
 
     def _carry_out(
         self,

@@ -29,6 +29,7 @@ from coordinator.rollout.signing_certificates import SigningCertificates
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.common.node_selectors import node_labels, node_name
+from gpuctl.common.wanted_memo import WantedMemo
 from gpuctl.gpudriver.module_spec import module_name
 from gpuctl.rollout.facts import NodeFacts, RolloutInput
 from gpuctl.rollout.facts_memo import NodeFactsMemo
@@ -124,6 +125,8 @@ class RolloutGatherer:
         # Each GPUDriver's NodeFacts of its last pass (facts_memo.py); a GPUDriver's passes
         # never run at once (the work queue hands a key to one worker at a time).
         self._memos: dict[str, NodeFactsMemo] = {}
+        # Each GPUDriver's wanted answers of its last pass (wanted_memo.py).
+        self._wanted: dict[str, WantedMemo] = {}
 
     def gather(
         self,
@@ -139,7 +142,13 @@ class RolloutGatherer:
         name = str(driver["metadata"]["name"])
         namespace = self._config.namespace
         all_nodes = self._overlay.apply(self.view.nodes())
-        nodes, wanted = pass_nodes(driver, all_nodes, target, finishing=finishing)
+        nodes, wanted = pass_nodes(
+            driver,
+            all_nodes,
+            target,
+            finishing=finishing,
+            memo=self._wanted.setdefault(name, WantedMemo()),
+        )
         reads = Reads(
             driver=driver,
             target=target,
@@ -177,6 +186,7 @@ class RolloutGatherer:
     def forget_driver(self, name: str) -> None:
         """The GPUDriver is gone: drop its passes' kept facts."""
         self._memos.pop(name, None)
+        self._wanted.pop(name, None)
 
     def forget_pods(self, node: str) -> None:
         """The node's pods changed by our hand (an eviction): list them afresh next time."""

@@ -15,7 +15,7 @@ unanchored `regexp` search, in list order).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from gpuctl.common import re2
@@ -71,26 +71,31 @@ def wants_node(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     return mapping_for(node_kernel(node), kernel_module.get("kernelMappings") or []) is not None
 
 
-def wanted_nodes(spec: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> frozenset[str]:
-    """The names of the nodes the GPUDriver spec wants its driver on (wants_node for each,
-    with the selector built and each distinct kernel's mapping found once: a fleet has
-    thousands of nodes and a few kernels)."""
+def wants(spec: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool]:
+    """wants_node(spec, ·) for many nodes: the selector and tolerations built once, and each
+    distinct kernel's mapping found once (a fleet has thousands of nodes and a few kernels)."""
     kernel_module = spec.get("kernelModule") or {}
-    if not kernel_module:
-        return frozenset()
     selector = node_selector(spec)
     mappings = kernel_module.get("kernelMappings") or []
     tolerations = module_tolerations(spec)
     served: dict[str, bool] = {}
-    wanted = []
-    for node in nodes:
-        if not matches_labels(selector, node_labels(node)):
-            continue
+
+    def wanted(node: Mapping[str, Any]) -> bool:
+        if not kernel_module or not matches_labels(selector, node_labels(node)):
+            return False
         if untolerated(node_taints(node), tolerations):
-            continue
+            return False
         kernel = node_kernel(node)
         if kernel not in served:
             served[kernel] = mapping_for(kernel, mappings) is not None
-        if served[kernel]:
-            wanted.append(node_name(node))
-    return frozenset(wanted)
+        return served[kernel]
+
+    return wanted
+
+
+def wanted_nodes(spec: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The names of the nodes the GPUDriver spec wants its driver on."""
+    if not spec.get("kernelModule"):
+        return frozenset()
+    wanted = wants(spec)
+    return frozenset(node_name(node) for node in nodes if wanted(node))

@@ -124,15 +124,20 @@ def _no_nodes(
 
 
 def known_issues(
-    spec: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]
+    spec: Mapping[str, Any],
+    nodes: Iterable[Mapping[str, Any]],
+    wanted: frozenset[str] | None = None,
 ) -> tuple[KnownIssue, ...]:
-    """The known issues of a GPUDriver spec with a kernelModule on these Nodes, or ()."""
+    """The known issues of a GPUDriver spec with a kernelModule on these Nodes, or ();
+    `wanted`: targeting.wanted_nodes(spec, nodes) when the caller has it already."""
     if not spec.get("kernelModule"):
         return ()
     every = sorted(nodes, key=node_name)
     # wanted_nodes, not wants_node per node: the selector built and each kernel matched once
-    # (the reconciler asks this of every Node about once a second during a rollout).
-    wanted = wanted_nodes(spec, every)
+    # (the reconciler asks this of every Node about once a second during a rollout, through
+    # a wanted_memo.WantedMemo).
+    if wanted is None:
+        wanted = wanted_nodes(spec, every)
     targeted = [n for n in every if node_name(n) in wanted]
     found = (
         _unknown(spec),

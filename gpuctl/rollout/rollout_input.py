@@ -20,6 +20,7 @@ from gpuctl.common.names import Phase
 from gpuctl.common.node_selectors import node_labels, node_name
 from gpuctl.common.targeting import mapping_for, node_kernel, wanted_nodes
 from gpuctl.common.unload_rule import modules_unloaded_with
+from gpuctl.common.wanted_memo import WantedMemo
 from gpuctl.gpudriver import model
 from gpuctl.gpudriver.module_spec import module_name, ready_label, version_label
 from gpuctl.rollout.facts import CallState, GpuPod, KmmLabels, RolloutInput, node_facts
@@ -69,14 +70,22 @@ def pass_nodes(
     target: str | None,
     *,
     finishing: bool = False,
+    memo: WantedMemo | None = None,
 ) -> tuple[list[Mapping[str, Any]], frozenset[str]]:
-    """The nodes a pass considers, and the wanted ones among them. `finishing` (a refused
-    rollout, refused.py): only the nodes mid-step, each wanted as its step says."""
+    """The nodes a pass considers, and the wanted ones among them (through `memo`, the
+    answers of the last pass kept). `finishing` (a refused rollout, refused.py): only the
+    nodes mid-step, each wanted as its step says."""
     name = str(driver["metadata"]["name"])
     if finishing:
         mid = [n for n in all_nodes if mid_step(n, name)]
         return mid, frozenset(node_name(n) for n in mid if finishes_loaded(n))
-    wanted = wanted_nodes(driver.get("spec") or {}, all_nodes) if target else frozenset()
+    spec = driver.get("spec") or {}
+    if not target:
+        wanted: frozenset[str] = frozenset()
+    elif memo is not None:
+        wanted = memo.wanted(spec, all_nodes)
+    else:
+        wanted = wanted_nodes(spec, all_nodes)
     return considered(name, all_nodes, wanted), wanted
 
 

@@ -276,3 +276,43 @@ def test_mapping_loss_keeps_the_stored_module_and_says_why() -> None:
     rec.reconcile("gpu-policy")
     assert api.objects[MODULE]["spec"] != before
     assert api.objects[DRIVER]["status"]["errors"] == []
+
+
+def test_known_issues_follow_each_node_change_across_reconciles() -> None:
+    """One Reconciler, as the coordinator keeps it (its wanted answers kept between
+    reconciles, wanted_memo.py): a node that changes, in place or as a new object, is
+    judged again."""
+    api = MemoryApi()
+    with_driver(api, samples.driver(finalizers=[FINALIZER]))
+    gpu_node(api, "n1", {})
+    gpu_node(api, "n2", {})
+    rec = reconciler(api)
+
+    def unsupported() -> str:
+        rec.reconcile("gpu-policy")
+        warnings = api.objects[DRIVER]["status"].get("warnings") or []
+        return next((w for w in warnings if "do not run Ubuntu 26.04" in w), "")
+
+    assert "n1 (OS not reported)" in unsupported()
+    assert "n2 (OS not reported)" in unsupported()
+    # n1 leaves the selector (a PATCH: the stored object changed in place, a new
+    # resourceVersion); n2 is registered again running the supported OS (a new object).
+    api.request(
+        "PATCH",
+        f"{NODES}/n1",
+        body={"metadata": {"labels": {"kubernetes.io/arch": "arm64"}}},
+        content_type="application/merge-patch+json",
+    )
+    supported = samples.node("n2", dict(samples.GPU_NODE_LABELS), kernel="6.8.0")
+    supported["status"]["nodeInfo"]["osImage"] = "Ubuntu 26.04 LTS"
+    with_node(api, supported)
+    assert unsupported() == ""
+    # n1 comes back into the selector: named again.
+    api.request(
+        "PATCH",
+        f"{NODES}/n1",
+        body={"metadata": {"labels": {"kubernetes.io/arch": "amd64"}}},
+        content_type="application/merge-patch+json",
+    )
+    assert "n1 (OS not reported)" in unsupported()
+    assert "n2" not in unsupported()

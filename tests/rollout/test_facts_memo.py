@@ -8,6 +8,7 @@ from typing import Any
 
 from bench.rollout_pass import fleet, pass_input
 from gpuctl.common import names
+from gpuctl.common.wanted_memo import WantedMemo
 from gpuctl.gpudriver.module_spec import kmm_version
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.facts import INSPECT, CallState, GpuPod, node_facts
@@ -124,16 +125,17 @@ def test_nodes_a_pass_no_longer_looks_at_are_forgotten() -> None:
     assert (memo.built, memo.reused) == (3, 1)
 
 
-def test_a_pass_with_the_memo_decides_on_what_a_pass_without_it_would() -> None:
+def test_a_pass_with_the_memos_decides_on_what_a_pass_without_them_would() -> None:
     """Passes over a busy fleet (bench.rollout_pass: GPU daemons and workload pods, pods read
-    afresh each pass) where one node moves a step between them: the memo's input equals a
-    fresh one's, node for node, and so does the decision."""
+    afresh each pass) where one node moves a step between them: the input with the memos
+    (facts and wanted answers kept) equals a fresh one's, node for node, and so does the
+    decision."""
     count, passes = 100, 12
-    kept, fresh, memo = fleet(count), fleet(count), NodeFactsMemo()
+    kept, fresh, memo, wanted = fleet(count), fleet(count), NodeFactsMemo(), WantedMemo()
     for _ in range(passes):
-        with_memo, without = pass_input(kept, memo), pass_input(fresh, None)
+        with_memo, without = pass_input(kept, memo, wanted), pass_input(fresh, None, None)
         assert list(with_memo.nodes) == list(without.nodes)
         assert decide(with_memo) == decide(without)
-    # Each pass after the first built only the node that moved.
-    assert memo.built == count + passes - 1
-    assert memo.reused == (passes - 1) * (count - 1)
+    # Each pass after the first built and asked only the node that moved.
+    assert memo.built == wanted.asked == count + passes - 1
+    assert memo.reused == wanted.reused == (passes - 1) * (count - 1)
