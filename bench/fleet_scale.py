@@ -316,7 +316,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         figures["peak_rss_kb"] = [s.coordinator.memory_kb("VmHWM") for s in shards]
         figures["rss_kb"] = [s.coordinator.memory_kb("VmRSS") for s in shards]
         figures["handshake_retries"] = sum(s.swarm.handshake_retries for s in shards)
-        if args.shards == 1:
+        if args.shards == 1 and not args.rollout_only:
             figures.update(floors(world, shards, kmm_port, stepped=args.stepped_floor))
         figures["violations"] = len(fleet.kmm.unloads_while_busy())
         figures["kubelet_errors"] = len(fleet.kmm.kubelet.errors)
@@ -488,6 +488,12 @@ def main() -> int:
         action="store_true",
         help="after the floor, the same upgrade again with gpuctl's seven node writes a node "
         "and nothing else: what those writes alone cost KMM (bench.kmm_floor)",
+    )
+    parser.add_argument(
+        "--rollout-only",
+        action="store_true",
+        help="gpuctl's rollout without the floors after it (half the time; a ratio then "
+        "needs another run's floors, which vary a few per cent from run to run)",
     )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
