@@ -51,15 +51,11 @@ WALL_CLOCK_RECHECK_SECONDS = 10.0
 # at 1,000), while the changes that ask for one do not slow down: at 1,000 nodes the loop made
 # pass after pass, 85 % of the rollout's time, its CPU taken from the control plane and from
 # KMM's one NodeModulesConfig worker beside it (docs/benchmarks.md). So after each pass the
-# worker rests three times as long as the pass took (at most PASS_REST_MAX_SECONDS; one that
-# waited on an unreachable server is not made to wait again), and the changes that come
-# meanwhile are one pass: passes take at most about a quarter of the loop's time, and a change
-# waits at most a second longer. While changes keep coming (a rollout at 1,000 nodes: each
-# node's steps, KMM's labels, the agents' answers) the loop's CPU follows that share, not a
-# pass's cost: a rest as long as the pass (the ratio before, 1.0) made 1,593 passes of 382 ms
-# and 198 s of the coordinator's CPU in a 1,254 s rollout. A Done node's slot still goes to
-# the next node in the pass that writes Done.
-PASS_REST_RATIO = 3.0
+# worker rests as long as the pass took (at most PASS_REST_MAX_SECONDS; one that waited on an
+# unreachable server is not made to wait again), and the changes that come meanwhile are one
+# pass: passes take at most about half the loop's time, and a change waits at most one pass
+# longer. A Done node's slot still goes to the next node in the pass that writes Done.
+PASS_REST_RATIO = 1.0
 PASS_REST_MAX_SECONDS = 1.0
 
 

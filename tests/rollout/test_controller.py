@@ -7,8 +7,6 @@ import concurrent.futures
 import copy
 from typing import Any
 
-import pytest
-
 from coordinator.kube.client import KubeError
 from coordinator.kube.events import EventRecorder
 from coordinator.rollout.act import CONFLICT_RETRY_SECONDS
@@ -701,10 +699,10 @@ def test_a_rollout_waiting_days_for_its_window_is_looked_at_again_within_the_rec
     assert phase(api) == "Pending"  # still outside the window: nothing starts
 
 
-def test_the_worker_rests_thrice_as_long_as_a_pass_took_and_never_longer_than_a_second() -> None:
-    """Passes take at most about a quarter of the rollout loop's time; a pass that waited
-    long (a server away) is not made to wait again."""
+def test_the_worker_rests_as_long_as_a_pass_took_and_never_longer_than_a_second() -> None:
+    """Passes take at most about half the rollout loop's time; a pass that waited long (a
+    server away) is not made to wait again."""
     assert pass_rest(0.0) == 0.0
-    assert pass_rest(0.2) == pytest.approx(0.6)
+    assert pass_rest(0.2) == 0.2
     assert pass_rest(30.0) == PASS_REST_MAX_SECONDS == 1.0
     assert pass_rest(-0.001) == 0.0  # a clock that stepped back
