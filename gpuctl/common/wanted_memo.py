@@ -3,7 +3,7 @@
 targeting.wanted_nodes looks at every node: its labels against the selector, its taints
 against the Module's tolerations, its kernel against the kernel mappings. The rollout asks it
 on every pass and the reconciler (its known issues) on every reconcile, and at 1,000 nodes the
-two together were 15 % of the coordinator's CPU in a rollout (py-spy, docs/benchmarks.md),
+two together were 15 % of the coordinator's Python time in a rollout (py-spy, docs/benchmarks.md),
 though between two asks almost no node changed. `WantedMemo.wanted` answers as wanted_nodes
 does, and keeps each node's answer with the Node object it was made of: the next ask reuses it
 while the node is the same object at the same resourceVersion (a watch cache replaces an

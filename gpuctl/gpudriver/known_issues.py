@@ -134,7 +134,7 @@ def known_issues(
         return ()
     every = sorted(nodes, key=node_name)
     # wanted_nodes, not wants_node per node: the selector built and each kernel matched once
-    # (the reconciler asks this of every Node about once a second during a rollout, through
+    # (the reconciler asks this of every Node about twice a second during a rollout, through
     # a wanted_memo.WantedMemo).
     if wanted is None:
         wanted = wanted_nodes(spec, every)
