@@ -1,5 +1,6 @@
 """Which GPUDriver, Module and Node changes the reconciler needs to see: not the rollout's own
-status writes, nor a Node's heartbeats or rollout steps; KMM's status of a Module apart."""
+status writes, nor a Node's heartbeats or rollout steps; a GPUDriver's status and KMM's status
+of a Module apart (followed, not reconciled at once)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,18 @@ from typing import Any
 
 import pytest
 
-from coordinator.manager import _reconciled_module_part, _reconciled_node_part, _reconciled_part
+from coordinator.manager import (
+    FOLLOW_WITHIN_SECONDS,
+    Coordinator,
+    CoordinatorConfig,
+    _reconciled_module_part,
+    _reconciled_node_part,
+    _reconciled_part,
+)
 from gpuctl.common.names import STATE_LABEL, TARGET_LABEL
 from tests.support import samples
+from tests.support.clock import ManualClock
+from tests.support.memory_api import MemoryApi
 
 
 def test_a_status_rollout_write_is_not_a_change_for_the_reconciler() -> None:
@@ -54,18 +64,71 @@ def test_kmms_status_of_a_module_is_apart_from_its_spec_and_metadata() -> None:
 
 CHANGES: list[tuple[str, str, Any]] = [
     ("spec", "kernelModule", {"version": "v2"}),
-    ("status", "kmmStatus", "0/1"),
     ("metadata", "annotations", {"gpuctl.dev/rollout-resumed-version": "v2"}),
     ("metadata", "deletionTimestamp", "2026-11-29T12:00:00Z"),
 ]
 
 
 @pytest.mark.parametrize(("part", "key", "value"), CHANGES)
-def test_spec_status_and_metadata_changes_are(part: str, key: str, value: Any) -> None:
+def test_spec_and_metadata_changes_are(part: str, key: str, value: Any) -> None:
     before = samples.driver(status={"kmmStatus": "1/1"})
     after = copy.deepcopy(before)
     after[part][key] = value
     assert _reconciled_part(before)[0] != _reconciled_part(after)[0]
+
+
+def test_a_status_write_is_apart_from_spec_and_metadata() -> None:
+    """The reconciler's own status write coming back (KMM's count of loaded nodes, say) is
+    followed, not reconciled at once: it changes the second part only."""
+    before = samples.driver(status={"kmmStatus": "1/5"})
+    after = copy.deepcopy(before)
+    after["status"]["kmmStatus"] = "2/5"
+    after["metadata"]["resourceVersion"] = "12"
+    (own_before, followed_before), (own_after, followed_after) = map(
+        _reconciled_part, (before, after)
+    )
+    assert own_before == own_after
+    assert followed_before != followed_after
+
+
+class _OneDriverCoordinator(Coordinator):
+    """The coordinator's change handlers and queue, not leading (no caches behind them):
+    the asks to look at every other GPUDriver are counted."""
+
+    others_asked = 0
+
+    def _enqueue_all(self, within: float = 0.0) -> None:
+        self.others_asked += 1
+
+
+def _queued_now(coordinator: Coordinator) -> str | None:
+    return coordinator.queue.get(0.0)
+
+
+def test_the_driver_handler_follows_a_status_write_and_reconciles_a_spec_change_at_once() -> None:
+    """On a real Coordinator's queue: a new GPUDriver is reconciled at once; its status
+    written (the reconciler's own write coming back) is reconciled within
+    FOLLOW_WITHIN_SECONDS, not at once; a spec change at once again."""
+    clock = ManualClock()
+    config = CoordinatorConfig(namespace="ns", identity="me", lease_duration=15.0)
+    coordinator = _OneDriverCoordinator(MemoryApi(), config, wall_clock=clock.wall, monotonic=clock)
+    driver = samples.driver(status={"kmmStatus": "0/5"})
+    name = driver["metadata"]["name"]
+    coordinator._on_driver("ADDED", copy.deepcopy(driver))
+    assert _queued_now(coordinator) == name
+    driver["status"]["kmmStatus"] = "1/5"
+    coordinator._on_driver("MODIFIED", copy.deepcopy(driver))
+    assert _queued_now(coordinator) is None
+    assert coordinator.others_asked == 1  # the ADDED's: a status write ends no conflict
+    clock.advance(FOLLOW_WITHIN_SECONDS)
+    assert _queued_now(coordinator) == name
+    coordinator._on_driver("MODIFIED", copy.deepcopy(driver))  # the same again: nothing
+    clock.advance(FOLLOW_WITHIN_SECONDS)
+    assert _queued_now(coordinator) is None
+    driver["spec"]["kernelModule"] = {"version": "v2"}
+    coordinator._on_driver("MODIFIED", copy.deepcopy(driver))
+    assert _queued_now(coordinator) == name
+    assert coordinator.others_asked == 2
 
 
 def _gpu_node() -> dict[str, Any]:
