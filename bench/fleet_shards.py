@@ -29,6 +29,7 @@ from bench.fleet_world import (
     pool_name,
     pool_of,
 )
+from coordinator.kube.client import Kube, path
 from gpuctl.common import names
 from testbed.harness import certs
 from testbed.harness.ports import free_loopback_ports
@@ -144,7 +145,25 @@ def start_shards(world: World, args: argparse.Namespace, root: Path) -> list[Sha
         return bool(count_nodes(world.kube, f"{SELECTOR},{names.STATE_LABEL}=Done") >= args.nodes)
 
     wait_for("every node Done at the old version", all_done, args.nodes * 0.2 + 300, poll=3)
+    # An admin's coordinator has mirrored its fleet long before an upgrade: the rollout starts
+    # once every node's GPUNode holds its agent's report, not while the mirror still catches
+    # up with the agents just connected (at most its 50 writes a second: at 1,000 nodes, 751
+    # of the GPUNodes were created inside the measured rollout, beside KMM).
+    wait_for(
+        "every node's report in its GPUNode",
+        lambda: mirrored(world.kube) >= args.nodes,
+        args.nodes * 0.1 + 120,
+        poll=3,
+    )
     return shards
+
+
+def mirrored(kube: Kube) -> int:
+    """How many GPUNodes hold an agent's report."""
+    listed = kube.request(
+        "GET", path(names.GROUP, names.VERSION, names.GPUNODE_PLURAL), query={"limit": 100000}
+    )
+    return sum(1 for item in listed.get("items") or [] if (item.get("status") or {}).get("report"))
 
 
 def summed(parts: list[dict[str, Any]]) -> dict[str, Any]:
