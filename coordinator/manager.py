@@ -196,7 +196,7 @@ def _reconciled_part(driver: dict[str, Any]) -> tuple[str, str]:
     The status is apart because the coordinator writes all of it: the reconciler what it
     finds (each follow of the fleet's changes writes it), the rollout its own words. Were it
     a change of the GPUDriver's own, each status write the reconciler makes would come back
-    as a reconcile at once that finds nothing new to write: half of all reconciles in a
+    as a reconcile at once that finds nothing new to write: three reconciles in five in a
     1,000-node rollout (docs/benchmarks.md)."""
     meta = _metadata_but_bookkeeping(driver)
     status = {k: v for k, v in (driver.get("status") or {}).items() if k != "rollout"}
