@@ -12,7 +12,6 @@ import pytest
 from coordinator.manager import (
     FOLLOW_WITHIN_SECONDS,
     Coordinator,
-    CoordinatorConfig,
     _reconciled_module_part,
     _reconciled_node_part,
     _reconciled_part,
@@ -20,7 +19,7 @@ from coordinator.manager import (
 from gpuctl.common.names import STATE_LABEL, TARGET_LABEL
 from tests.support import samples
 from tests.support.clock import ManualClock
-from tests.support.memory_api import MemoryApi
+from tests.support.counting_coordinator import counting_coordinator
 
 
 def test_a_status_rollout_write_is_not_a_change_for_the_reconciler() -> None:
@@ -91,16 +90,6 @@ def test_a_status_write_is_apart_from_spec_and_metadata() -> None:
     assert followed_before != followed_after
 
 
-class _OneDriverCoordinator(Coordinator):
-    """The coordinator's change handlers and queue, not leading (no caches behind them):
-    the asks to look at every other GPUDriver are counted."""
-
-    others_asked = 0
-
-    def _enqueue_all(self, within: float = 0.0) -> None:
-        self.others_asked += 1
-
-
 def _queued_now(coordinator: Coordinator) -> str | None:
     return coordinator.queue.get(0.0)
 
@@ -110,8 +99,7 @@ def test_the_driver_handler_follows_a_status_write_and_reconciles_a_spec_change_
     written (the reconciler's own write coming back) is reconciled within
     FOLLOW_WITHIN_SECONDS, not at once; a spec change at once again."""
     clock = ManualClock()
-    config = CoordinatorConfig(namespace="ns", identity="me", lease_duration=15.0)
-    coordinator = _OneDriverCoordinator(MemoryApi(), config, wall_clock=clock.wall, monotonic=clock)
+    coordinator = counting_coordinator(clock)
     driver = samples.driver(status={"kmmStatus": "0/5"})
     name = driver["metadata"]["name"]
     coordinator._on_driver("ADDED", copy.deepcopy(driver))
@@ -119,7 +107,7 @@ def test_the_driver_handler_follows_a_status_write_and_reconciles_a_spec_change_
     driver["status"]["kmmStatus"] = "1/5"
     coordinator._on_driver("MODIFIED", copy.deepcopy(driver))
     assert _queued_now(coordinator) is None
-    assert coordinator.others_asked == 1  # the ADDED's: a status write ends no conflict
+    assert coordinator.reconciles_asked == 1  # the ADDED's: a status write ends no conflict
     clock.advance(FOLLOW_WITHIN_SECONDS)
     assert _queued_now(coordinator) == name
     coordinator._on_driver("MODIFIED", copy.deepcopy(driver))  # the same again: nothing
@@ -128,7 +116,7 @@ def test_the_driver_handler_follows_a_status_write_and_reconciles_a_spec_change_
     driver["spec"]["kernelModule"] = {"version": "v2"}
     coordinator._on_driver("MODIFIED", copy.deepcopy(driver))
     assert _queued_now(coordinator) == name
-    assert coordinator.others_asked == 2
+    assert coordinator.reconciles_asked == 2
 
 
 def _gpu_node() -> dict[str, Any]:

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from coordinator.manager import Coordinator, CoordinatorConfig, _rollout_node_part
+from coordinator.manager import _rollout_node_part
 from gpuctl.common.names import REASON, STATE_LABEL
 from tests.support import samples
-from tests.support.clock import ManualClock
-from tests.support.memory_api import MemoryApi
+from tests.support.counting_coordinator import counting_coordinator
 
 
 def _kubelet_node() -> dict[str, Any]:
@@ -108,28 +107,8 @@ def test_what_the_rollout_reads_is_a_change(change: Any) -> None:
     assert _rollout_node_part(before) != _rollout_node_part(after)
 
 
-class _CountingCoordinator(Coordinator):
-    """The coordinator's change handlers, with the passes and reconciles they ask for
-    counted (not leading: no caches, no queue behind them)."""
-
-    passes_asked = 0
-    reconciles_asked = 0
-
-    def _rollout_changed(self) -> None:
-        self.passes_asked += 1
-
-    def _enqueue_all(self, within: float = 0.0) -> None:
-        self.reconciles_asked += 1
-
-
-def _coordinator() -> _CountingCoordinator:
-    clock = ManualClock()
-    config = CoordinatorConfig(namespace="ns", identity="me", lease_duration=15.0)
-    return _CountingCoordinator(MemoryApi(), config, wall_clock=clock.wall, monotonic=clock)
-
-
 def test_the_node_handler_asks_a_pass_for_changes_and_none_for_heartbeats() -> None:
-    coordinator = _coordinator()
+    coordinator = counting_coordinator()
     node = _kubelet_node()
     coordinator._on_node("ADDED", copy.deepcopy(node))
     assert coordinator.passes_asked == 1
@@ -152,6 +131,6 @@ def test_the_node_handler_asks_a_pass_for_changes_and_none_for_heartbeats() -> N
 def test_a_modified_node_never_seen_asks_a_pass() -> None:
     """The first event of a node may be MODIFIED (a relist after a gap): nothing to compare
     it with, so it is a change."""
-    coordinator = _coordinator()
+    coordinator = counting_coordinator()
     coordinator._on_node("MODIFIED", _kubelet_node())
     assert coordinator.passes_asked == 1
