@@ -17,7 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuctl.cli.kmm_touch import module_ref
 from gpuctl.common.targeting import mapping_for
+from gpuctl.gpudriver.kmm_templates import ModuleOf, TemplateError, kmm_image
+from gpuctl.gpudriver.module_spec import module_name
 from gpuctl.rollout.preflight import signed_for
 
 
@@ -66,10 +69,20 @@ class KernelVerdict:
         }
 
 
-def image_for(mapping: Mapping[str, Any], kernel: str) -> str:
-    """The mapping's image with the kernel filled in ($KERNEL_FULL_VERSION, as KMM does)."""
+def image_for(driver: Mapping[str, Any], mapping: Mapping[str, Any], kernel: str) -> str:
+    """The image KMM looks up for `kernel`: the mapping's, its template variables filled in
+    as KMM fills them (gpuctl.gpudriver.kmm_templates) for the GPUDriver's Module (its
+    `status.module`; before there is one, `$MOD_NAMESPACE` stays as written)."""
     image = str(mapping.get("containerImage") or "")
-    return image.replace("${KERNEL_FULL_VERSION}", kernel).replace("$KERNEL_FULL_VERSION", kernel)
+    ref = module_ref(driver)
+    if ref:
+        module = ModuleOf(name=ref[1], namespace=ref[0])
+    else:
+        module = ModuleOf(module_name(str(driver["metadata"]["name"])), "${MOD_NAMESPACE}")
+    try:
+        return kmm_image(image, kernel, module)
+    except TemplateError as error:
+        return f"{image} (KMM cannot fill it in: {error})"
 
 
 def signing_words(spec: Mapping[str, Any], kernel: str) -> str:
@@ -96,7 +109,7 @@ def verdict(driver: Mapping[str, Any], kernel: str, image_check: ImageCheck) -> 
         name,
         kernel,
         str(mapping.get("regexp") or mapping.get("literal") or ""),
-        image_for(mapping, kernel),
+        image_for(driver, mapping, kernel),
         image_check,
         signing_words(spec, kernel),
     )

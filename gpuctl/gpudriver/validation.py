@@ -9,7 +9,9 @@ anything, and reported as a status error and a Warning Event that name the field
   tests/integration/drivers/test_kernel_mapping_regexps.py and against Go's regexp in
   tests/test_re2_against_go.py);
 - a `containerImage` without an explicit tag or digest once KMM's template variables
-  (`$KERNEL_FULL_VERSION`, `$MOD_NAME`, `${VAR}`) are filled in;
+  (`$KERNEL_FULL_VERSION`, `$MOD_NAME`, `${VAR}`) are filled in as KMM fills them
+  (gpuctl.gpudriver.kmm_templates: a name KMM does not define is empty, a `${` never
+  closed is an error);
 - KMM's limit of 40 characters on namespace + Module name (its node label names; v2.6.0's
   webhook, main's allows 41), and no dot in the GPUDriver's name: KMM reads the namespace
   and Module back from its version label `version-module.<namespace>.<module>` by splitting
@@ -35,6 +37,7 @@ import pydantic
 
 from gpuctl.common import names, re2
 from gpuctl.gpudriver import model
+from gpuctl.gpudriver.kmm_templates import ModuleOf, TemplateError, kmm_image
 from gpuctl.gpudriver.module_spec import KMM_MAX_NAMESPACE_PLUS_NAME, module_name
 
 # Node labels gpuctl writes: a GPUDriver cannot select its nodes by them.
@@ -52,17 +55,19 @@ class FieldError:
         return f"{self.field}: {self.message}"
 
 
-_TEMPLATE_VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Za-z_][A-Za-z0-9_]*")
 _DIGEST = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}$")
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _REPOSITORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
-# Sample values for KMM's template variables: what a kernel version looks like.
-_SAMPLE_VALUE = "6.8.0-1-generic"
+# What KMM's template variables are filled in from to check an image: a kernel release as
+# distributions write them, and a Module as the coordinator names them.
+_SAMPLE_KERNEL = "6.8.0-1-generic"
+_SAMPLE_MODULE = ModuleOf(module_name("xe-driver"), "gpuctl-system")
 
 
 def expand_template_variables(image: str) -> str:
-    """The image reference with KMM's template variables replaced by a sample value."""
-    return _TEMPLATE_VARIABLE.sub(_SAMPLE_VALUE, image)
+    """The image reference as KMM would fill it in for a sample kernel and Module;
+    TemplateError where KMM could not."""
+    return kmm_image(image, _SAMPLE_KERNEL, _SAMPLE_MODULE)
 
 
 def _path_of(repository: str) -> str:
@@ -92,7 +97,10 @@ def _reference_problem(image: str, expanded: str) -> str | None:
 
 def image_problem(image: str) -> str | None:
     """Why an image reference is unusable, or None. KMM needs an explicit tag or digest."""
-    expanded = expand_template_variables(image)
+    try:
+        expanded = expand_template_variables(image)
+    except TemplateError:
+        return f"image {image!r} has a malformed template variable (a `${{` never closed)"
     if "$" in expanded:
         return f"image {image!r} has a malformed template variable"
     problem = _reference_problem(image, expanded)

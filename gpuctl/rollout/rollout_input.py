@@ -22,6 +22,7 @@ from gpuctl.common.targeting import mapping_for, node_kernel, wanted_nodes
 from gpuctl.common.unload_rule import modules_unloaded_with
 from gpuctl.common.wanted_memo import WantedMemo
 from gpuctl.gpudriver import model
+from gpuctl.gpudriver.kmm_templates import ModuleOf, TemplateError, kmm_image
 from gpuctl.gpudriver.module_spec import module_name, ready_label, version_label
 from gpuctl.rollout.facts import CallState, GpuPod, KmmLabels, RolloutInput, node_facts
 from gpuctl.rollout.facts_memo import NodeFactsMemo
@@ -89,9 +90,10 @@ def pass_nodes(
     return considered(name, all_nodes, wanted), wanted
 
 
-def target_images(spec: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], str]:
-    """The image the spec's kernel mapping gives a node's kernel ("" for none), each distinct
-    kernel looked up once per pass."""
+def target_images(spec: Mapping[str, Any], module: ModuleOf) -> Callable[[Mapping[str, Any]], str]:
+    """The image KMM looks up for a node's kernel: the spec's kernel mapping's, its template
+    variables filled in as KMM fills them ("" for none, or where KMM cannot fill them in);
+    each distinct kernel looked up once per pass."""
     mappings = (spec.get("kernelModule") or {}).get("kernelMappings") or []
     images: dict[str, str] = {}
 
@@ -99,7 +101,11 @@ def target_images(spec: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], str]
         kernel = node_kernel(node)
         if kernel not in images:
             mapping = mapping_for(kernel, mappings)
-            images[kernel] = str((mapping or {}).get("containerImage") or "")
+            template = str((mapping or {}).get("containerImage") or "")
+            try:
+                images[kernel] = kmm_image(template, kernel, module) if template else ""
+            except TemplateError:
+                images[kernel] = ""
         return images[kernel]
 
     return image
@@ -192,7 +198,7 @@ def rollout_input(reads: Reads, memo: NodeFactsMemo | None = None) -> RolloutInp
     spec = reads.driver.get("spec") or {}
     module = module_name(name)
     claims = claims_on_nodes(reads.claims, list(reads.nodes))
-    image_of = target_images(spec)
+    image_of = target_images(spec, ModuleOf(module, reads.namespace))
     images_config = reads.images_config
     make_facts = node_facts if memo is None else memo.node_facts
     facts = []
