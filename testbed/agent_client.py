@@ -28,6 +28,12 @@ def sample_report(
 ) -> report_pb.NodeReport:
     """A plausible report: one PF bound to xe with one VF, an out-of-tree module."""
     report = report_pb.NodeReport(node_name=node, kernel_release="6.8.0-45-generic")
+    # A BIOS boot: any module loads (the rollout's signature preflight blocks on unknown).
+    trust = report.kernel_trust
+    trust.secure_boot = report_pb.KernelTrust.SECURE_BOOT_NOT_EFI
+    trust.lockdown = report_pb.KernelTrust.LOCKDOWN_NONE
+    trust.sig_enforce = report_pb.KernelTrust.SIG_ENFORCE_OFF
+    trust.signatures = report_pb.KernelTrust.SIGNATURES_NOT_ENFORCED
     report.observed_at.FromSeconds(1_800_000_000 + observed_seconds)
     report.devices.add(
         pci_address="0000:03:00.0",

@@ -5,7 +5,8 @@ next_kernel.py). For every node whose next kernel is not the one it runs, and ev
 that targets it (the Node's gpuctl.dev/driver-target label), the same verdict as `gpuctl
 preflight --kernel` (a mapping, the image through KMM's PreflightValidation: one per distinct
 kernel), plus the node's own fact: a node that enforces module signatures fails when the
-target is not signed for that kernel. The verdicts are pure (preflight_verdict.py).
+target is not signed for that kernel, and one whose enforcement is unknown is unknown. The
+verdicts are pure (preflight_verdict.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from gpuctl.cli.node_view import NodeView
 from gpuctl.cli.preflight_verdict import ImageCheck, KernelVerdict, Outcome, verdict
 from gpuctl.cli.table import format_table
 from gpuctl.common import names
-from gpuctl.rollout.preflight import signed_for
+from gpuctl.rollout.preflight import signed_for, unknown_words
 
 HEADERS = ["NODE", "RUNNING", "NEXT", "GPUDRIVER", "VERDICT", "WHY"]
 
@@ -68,11 +69,19 @@ def row(
         why = one.image_check.words if one.mapping else "no kernel mapping matches it"
         return NodeKernelRow(view.name, running, upcoming, name, one.outcome, why)
     spec = driver.get("spec") or {}
-    enforced = view.report.kernel_trust.signatures == pb.KernelTrust.SIGNATURES_ENFORCED
+    signatures = view.report.kernel_trust.signatures
     trusted = bool((spec.get("rollout") or {}).get("trustImageSignatures"))
-    if enforced and not trusted and not signed_for(spec.get("kernelModule") or {}, upcoming):
-        why = "the node enforces module signatures and the driver is not signed for it"
-        return NodeKernelRow(view.name, running, upcoming, name, Outcome.FAIL, why)
+    lax = signatures == pb.KernelTrust.SIGNATURES_NOT_ENFORCED
+    if not lax and not trusted and not signed_for(spec.get("kernelModule") or {}, upcoming):
+        if signatures == pb.KernelTrust.SIGNATURES_ENFORCED:
+            why = "the node enforces module signatures and the driver is not signed for it"
+            return NodeKernelRow(view.name, running, upcoming, name, Outcome.FAIL, why)
+        why = (
+            f"the driver is not signed for it and {unknown_words(view.report)}: whether the "
+            "node enforces module signatures is unknown (gpuctl node inspect names the "
+            "unreadable file)"
+        )
+        return NodeKernelRow(view.name, running, upcoming, name, Outcome.UNKNOWN, why)
     return NodeKernelRow(view.name, running, upcoming, name, Outcome.PASS, one.image_check.words)
 
 

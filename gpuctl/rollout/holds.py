@@ -133,6 +133,10 @@ class BlockKind(enum.StrEnum):
     # The node enforces module signatures and the target is signed with a key it does not
     # trust, or one whose trust cannot be told (signing_key.py): refused after the unload too.
     SIGNING_KEY = "signing-key"
+    # Whether the node enforces module signatures is unknown (an older agent, efivarfs or
+    # securityfs not mounted) and the target is unsigned or its key not proven trusted: taken
+    # as enforcing, never as safe (preflight.py).
+    SIGNATURES_UNKNOWN = "signatures-unknown"
     # The node rebooted and the module it came back with (the in-tree one, autoloaded) is in
     # use: KMM's loader would remove it, so KMM's worker is held off the node (reboots.py).
     REBOOTED_IN_USE = "rebooted-in-use"

@@ -8,9 +8,11 @@ GPUDriver (kernelModule.sign, or that of the mapping KMM picks for the node's ke
 first whose regexp matches, in Go's RE2 semantics), unless the admin says the images are
 signed already (rollout.trustImageSignatures). A target KMM signs is Blocked the same way
 when the node does not trust the key, or when that cannot be told (signing_key.py: the
-certSecret's certificate against the node's enrolled MOK keys). A report that does not say
-whether signatures are enforced (an older agent, an unreadable lockdown) blocks nothing
-here: the load's own verification still stands.
+certSecret's certificate against the keys the node's kernel verifies modules with). A report
+that does not say whether signatures are enforced (an older agent, efivarfs or securityfs not
+mounted, an unreadable lockdown or sig_enforce) is never taken as "not enforced": the same
+checks run, and a target they cannot clear Blocks the node with the kind
+`signatures-unknown`, naming what is unknown and how to find out.
 """
 
 from __future__ import annotations
@@ -50,6 +52,29 @@ def enforcement_words(trust: pb.KernelTrust) -> str:
     return ", ".join(parts) or "its kernel"
 
 
+def unknown_words(report: pb.NodeReport) -> str:
+    """What the agent could not tell of the node's kernel, in words ("" when it told all)."""
+    if not report.HasField("kernel_trust"):
+        return "its agent reports nothing of the kernel's module signing (an older agent)"
+    trust = report.kernel_trust
+    unknown = [
+        name
+        for name, value in (
+            ("Secure Boot", trust.secure_boot == pb.KernelTrust.SECURE_BOOT_UNSPECIFIED),
+            ("lockdown", trust.lockdown == pb.KernelTrust.LOCKDOWN_UNSPECIFIED),
+            ("module.sig_enforce", trust.sig_enforce == pb.KernelTrust.SIG_ENFORCE_UNSPECIFIED),
+        )
+        if value
+    ]
+    return f"its agent cannot read {', '.join(unknown) or 'whether signatures are enforced'}"
+
+
+_FIND_OUT = (
+    "find out with `gpuctl node inspect` (the agent's warnings name the unreadable file: it "
+    "needs the host's /sys with efivarfs and securityfs mounted, as the chart mounts it)"
+)
+
+
 def signature_block(
     report: pb.NodeReport,
     kernel_module: Mapping[str, Any],
@@ -59,10 +84,20 @@ def signature_block(
     version: str,
 ) -> Block | None:
     """The preflight's signature check on one node's report (None: it passes).
-    `certificates`: the certSecrets as read, by name."""
+    `certificates`: the certSecrets as read, by name. A node whose enforcement is unknown is
+    checked as one that enforces: unknown is never taken as safe."""
     trust = report.kernel_trust
-    if trusted or trust.signatures != pb.KernelTrust.SIGNATURES_ENFORCED:
+    if trusted or trust.signatures == pb.KernelTrust.SIGNATURES_NOT_ENFORCED:
         return None
+    enforced = trust.signatures == pb.KernelTrust.SIGNATURES_ENFORCED
+    kind = BlockKind.SIGNATURES_UNKNOWN
+    if enforced:
+        node = f"the node enforces module signatures ({enforcement_words(trust)})"
+    else:
+        node = (
+            "whether the node enforces module signatures is unknown "
+            f"({unknown_words(report)}), so it is taken as enforcing"
+        )
     kernel = report.kernel_release
     if signed_for(kernel_module, kernel):
         name = cert_secret_for(kernel_module, kernel)
@@ -73,16 +108,16 @@ def signature_block(
         if not why:
             return None
         return Block(
-            BlockKind.SIGNING_KEY,
-            f"the node enforces module signatures ({enforcement_words(trust)}): {why}; the "
-            f"target {version} would be refused after the unload, leaving the node without a "
-            "driver (or set rollout.trustImageSignatures if the node trusts it)",
+            BlockKind.SIGNING_KEY if enforced else kind,
+            f"{node}: {why}; the target {version} would be refused after the unload, leaving "
+            "the node without a driver (or set rollout.trustImageSignatures if the node trusts "
+            f"it){'' if enforced else '; ' + _FIND_OUT}",
         )
     return Block(
-        BlockKind.UNSIGNED_TARGET,
-        f"the node enforces module signatures ({enforcement_words(trust)}) and the target "
-        f"{version} is not signed for kernel {kernel or '(unknown)'}: its load would be "
-        "refused after the unload, leaving the node without a driver; sign it in the cluster "
-        "(kernelModule.sign, docs/secure-boot.md), or set rollout.trustImageSignatures if "
-        "its modules are signed already",
+        BlockKind.UNSIGNED_TARGET if enforced else kind,
+        f"{node} and the target {version} is not signed for kernel {kernel or '(unknown)'}: "
+        "its load would be refused after the unload, leaving the node without a driver; sign "
+        "it in the cluster (kernelModule.sign, docs/secure-boot.md), or set "
+        "rollout.trustImageSignatures if its modules are signed already"
+        f"{'' if enforced else '; ' + _FIND_OUT}",
     )

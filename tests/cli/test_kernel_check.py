@@ -14,12 +14,27 @@ FOUND = ImageCheck(True, "KMM: verified image exists")
 SIGN = {"keySecret": {"name": "k"}, "certSecret": {"name": "c"}, "filesToSign": ["/opt/x"]}
 
 
-def view(name: str, running: str, upcoming: str | None, *, enforced: bool = False) -> NodeView:
+def view(
+    name: str,
+    running: str,
+    upcoming: str | None,
+    *,
+    enforced: bool | None = False,
+) -> NodeView:
+    """A node's view; `enforced` None: its agent could not tell (lockdown unreadable)."""
     report = pb.NodeReport(node_name=name, kernel_release=running)
     if upcoming is not None:
         report.next_kernel.release = upcoming
+    trust = report.kernel_trust
+    trust.secure_boot = pb.KernelTrust.SECURE_BOOT_NOT_EFI
+    trust.sig_enforce = pb.KernelTrust.SIG_ENFORCE_OFF
+    trust.lockdown = pb.KernelTrust.LOCKDOWN_NONE
+    trust.signatures = pb.KernelTrust.SIGNATURES_NOT_ENFORCED
     if enforced:
-        report.kernel_trust.signatures = pb.KernelTrust.SIGNATURES_ENFORCED
+        trust.signatures = pb.KernelTrust.SIGNATURES_ENFORCED
+    elif enforced is None:
+        trust.lockdown = pb.KernelTrust.LOCKDOWN_UNSPECIFIED
+        trust.signatures = pb.KernelTrust.SIGNATURES_UNSPECIFIED
     return NodeView(name, True, report, None)
 
 
@@ -56,6 +71,17 @@ def test_a_secure_boot_node_fails_on_an_unsigned_driver_for_its_next_kernel() ->
         "the node enforces module signatures and the driver is not signed for it",
     )
     assert row(locked, "6.17.0-9-generic", driver(sign=SIGN), FOUND).outcome is Outcome.PASS
+
+
+def test_a_node_whose_enforcement_is_unknown_is_unknown_for_an_unsigned_driver() -> None:
+    unsure = view("u", "6.8.0-60-generic", "6.17.0-9-generic", enforced=None)
+    verdict = row(unsure, "6.17.0-9-generic", driver(), FOUND)
+    assert verdict.outcome is Outcome.UNKNOWN
+    assert verdict.why.startswith(
+        "the driver is not signed for it and its agent cannot read lockdown: whether the node "
+        "enforces module signatures is unknown"
+    )
+    assert row(unsure, "6.17.0-9-generic", driver(sign=SIGN), FOUND).outcome is Outcome.PASS
 
 
 def test_no_mapping_unknown_next_kernel_and_the_exit_codes() -> None:

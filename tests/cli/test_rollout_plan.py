@@ -23,6 +23,7 @@ from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import kmm_version
 from gpuctl.rollout.facts import GpuPod
 from gpuctl.rollout.pod_facts import PodFacts
+from tests.support.rollout_samples import NOT_ENFORCING
 from tests.support.samples import claim
 
 AGE = datetime.timedelta(seconds=5)
@@ -113,7 +114,7 @@ def _view(report: pb.NodeReport, connected: bool | None = True, problem: str = "
 
 
 def _idle(state: pb.Module.State.ValueType = pb.Module.LIVE) -> pb.NodeReport:
-    report = pb.NodeReport()
+    report = pb.NodeReport(kernel_trust=NOT_ENFORCING)
     report.module.name = "xe"
     report.module.state = state
     return report

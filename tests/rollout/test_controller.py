@@ -29,6 +29,7 @@ from gpuctl.rollout.rollout_input import kmm_labels
 from tests.support import samples
 from tests.support.clock import ManualClock
 from tests.support.memory_api import MemoryApi
+from tests.support.rollout_samples import NOT_ENFORCING
 
 OLD, NEW = "v6.17.13.62_260409.8", "v7.1.4.6_260728.7"
 NS = samples.NAMESPACE
@@ -64,7 +65,7 @@ class Agents:
         self, node: str, timeout: float
     ) -> concurrent.futures.Future[report_pb.NodeReport]:
         self.asked.append("report")
-        report = report_pb.NodeReport(node_name=node)
+        report = report_pb.NodeReport(node_name=node, kernel_trust=NOT_ENFORCING)
         if self.loaded is None:
             report.devices.add(pci_address=PF, driver="")
             report.module.state = report_pb.Module.NOT_LOADED

@@ -33,6 +33,7 @@ from gpuctl.rollout.first_moves import MoveKind
 from gpuctl.rollout.pass_setup import pass_setup
 from gpuctl.rollout.records import BootRecord, encode_boot
 from gpuctl.rollout.rollout_input import Reads, pass_nodes, rollout_input
+from tests.support.rollout_samples import NOT_ENFORCING
 
 EXAMPLES = {"ci": 60, "long": 2000}[os.environ.get("HYPOTHESIS_PROFILE", "ci")]
 NS = "gpuctl-system"
@@ -132,7 +133,7 @@ def clusters(
 def _report(agent: str) -> pb.NodeReport | None:
     if agent == "none":
         return None
-    report = pb.NodeReport()
+    report = pb.NodeReport(kernel_trust=NOT_ENFORCING)
     report.module.name = "xe"
     report.module.state = pb.Module.LIVE
     if agent == "busy":

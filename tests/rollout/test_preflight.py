@@ -125,9 +125,36 @@ def test_a_target_signed_with_an_enrolled_key_or_trusted_images_or_a_lax_node_go
     assert trusted.phase_to is not Phase.BLOCKED
     relaxed = enforcing(pb.KernelTrust.SIGNATURES_NOT_ENFORCED)
     assert check(relaxed, {"kernelMappings": MAPPINGS}).phase_to is not Phase.BLOCKED
-    # A report that cannot say (an older agent) blocks nothing here.
-    unknown = enforcing(pb.KernelTrust.SIGNATURES_UNSPECIFIED)
-    assert check(unknown, {"kernelMappings": MAPPINGS}).phase_to is not Phase.BLOCKED
+
+
+def test_unknown_enforcement_is_taken_as_enforcing_and_blocks_naming_what_is_unknown() -> None:
+    """An agent that cannot read lockdown (securityfs not mounted) or sig_enforce: the node
+    may refuse an unsigned target after the unload, so it is Blocked, never taken as lax."""
+    facts = enforcing(pb.KernelTrust.SIGNATURES_UNSPECIFIED)
+    facts.report.kernel_trust.lockdown = pb.KernelTrust.LOCKDOWN_UNSPECIFIED
+    write = check(facts, {"kernelMappings": MAPPINGS})
+    assert write.phase_to is Phase.BLOCKED
+    assert write.annotations[names.REASON_KIND] == "signatures-unknown"
+    words = str(write.annotations[names.REASON])
+    assert words.startswith(
+        "whether the node enforces module signatures is unknown (its agent cannot read "
+        "lockdown), so it is taken as enforcing and the target "
+    )
+    assert "sign it in the cluster (kernelModule.sign" in words
+    assert "efivarfs and securityfs mounted" in words
+    assert KMM.version not in write.labels  # nothing unloads
+    # A signed target whose key the node cannot be shown to trust: blocked the same way.
+    signed = check(facts, {"kernelMappings": MAPPINGS, "sign": SIGN})
+    assert signed.annotations[names.REASON_KIND] == "signatures-unknown"
+    # A report without any kernel facts (an older agent) says so.
+    older = new_report()
+    older.report.ClearField("kernel_trust")
+    old_write = check(older, {"kernelMappings": MAPPINGS})
+    assert old_write.annotations[names.REASON_KIND] == "signatures-unknown"
+    assert "(an older agent)" in str(old_write.annotations[names.REASON])
+    # The admin vouching for the images lets it go on, as on an enforcing node.
+    vouched = check(facts, {"kernelMappings": MAPPINGS}, trust_image_signatures=True)
+    assert vouched.phase_to is not Phase.BLOCKED
 
 
 def test_the_words_say_why_the_node_enforces() -> None:

@@ -48,6 +48,14 @@ def ago(seconds: float) -> str:
     return (NOW - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+NOT_ENFORCING = report_pb.KernelTrust(
+    secure_boot=report_pb.KernelTrust.SECURE_BOOT_NOT_EFI,
+    lockdown=report_pb.KernelTrust.LOCKDOWN_NONE,
+    sig_enforce=report_pb.KernelTrust.SIG_ENFORCE_OFF,
+    signatures=report_pb.KernelTrust.SIGNATURES_NOT_ENFORCED,
+)
+
+
 def report_proto(
     blockers: Sequence[BlockerFact] = (),
     *,
@@ -58,6 +66,9 @@ def report_proto(
     """The NodeReport the unload rule reads: xe held by `holders`, with `blockers`; the PF of
     each ACTIVE_VFS blocker has `vf_count` idle VFs bound to `vf_driver`."""
     proto = report_pb.NodeReport(module=report_pb.Module(name="xe", holders=list(holders)))
+    # A BIOS node that loads any module: the signature preflight (which blocks on unknown)
+    # passes; the preflight's own tests set the node's kernel trust.
+    proto.kernel_trust.CopyFrom(NOT_ENFORCING)
     for blocker in blockers:
         proto.blockers.add(
             reason=report_pb.Blocker.Reason.Value(blocker.reason),
