@@ -169,6 +169,10 @@ VERIFIED_BOOT = f"{GROUP}/verified-boot"
 # On a node Verifying (or Failed) after a reboot: the boot it left and the one it came back
 # in, in words; the verification then asks for the module verified before the reboot.
 REBOOTED = f"{GROUP}/rebooted"
+# On a node whose reboot the rollout took up, in whatever phase: that boot, JSON as
+# VERIFIED_BOOT. A node KMM loads for this GPUDriver whose bootID differs from this (or, when
+# there is none, from VERIFIED_BOOT) rebooted again. Dropped with the next Done.
+REBOOT_TAKEN_UP = f"{GROUP}/reboot-taken-up"
 
 # On a Node, value DRIVER_READY_VALUE: this GPUDriver's driver is loaded there and verified by
 # the rollout. The one label a GPU DaemonSet (device plugin, DRA kubelet plugin, XPU Manager,
@@ -212,6 +216,7 @@ STATE_ANNOTATIONS = (
     SOAK_BASELINE,
     KMM_WORKER_HELD,
     VERIFIED_BOOT,
+    REBOOT_TAKEN_UP,
     *PASS_DETAIL,
 )
 

@@ -36,7 +36,7 @@ from gpuctl.rollout.messages import driver_events, rollout_message
 from gpuctl.rollout.node_step import StepResult, removing, written
 from gpuctl.rollout.placement import placement, waits_unwritten
 from gpuctl.rollout.prometheus_gate import GATE_RECHECK_SECONDS
-from gpuctl.rollout.reboots import after_reboot
+from gpuctl.rollout.reboots import boot_recorded, reboot_taken_up
 from gpuctl.rollout.refused import anothers_step
 from gpuctl.rollout.rollout_status import RolloutCounts, rollout_status
 from gpuctl.rollout.settings import SettingsError, max_unavailable
@@ -85,10 +85,39 @@ def _own_step(inp: RolloutInput, node: NodeFacts) -> StepResult:
     if node.phase in STEPS:
         return STEPS[node.phase](inp, node)
     if node.phase is Phase.DONE:
-        return after_reboot(inp, node)
+        return boot_recorded(node)
     if node.phase is Phase.BLOCKED:
         return cleanup(node)
     return StepResult()
+
+
+def _node_place(
+    inp: RolloutInput, node: NodeFacts, decision: Decision
+) -> tuple[Phase, str] | None:
+    """The node's phase and version in this pass (None: not in this GPUDriver's rollout),
+    its placement, reboot or own step taken into `decision`."""
+    if anothers_step(node, inp.driver_name):
+        return None  # that GPUDriver finishes its step first (refused.py)
+    rebooted = reboot_taken_up(inp, node)
+    if rebooted is not None:
+        # KMM's loader runs at the new boot whatever the node's phase: before anything
+        # else, the node is held and verified again at what KMM loads there (reboots.py).
+        result, phase, version = rebooted
+        decision.take(result)
+        return phase, version
+    place = placement(inp, node)
+    if place is None and node.phase is None and removing(inp.target_for(node)):
+        return None  # neither wanted nor loaded for this GPUDriver: not in its rollout
+    if place is not None:
+        decision.actions.append(place)
+    after, version = _after(node, place)
+    if after is None:
+        return None  # it left the rollout
+    if place is None and waits_unwritten(inp, node):
+        return Phase.PENDING, inp.target_for(node)
+    if place is None:
+        decision.take(_own_step(inp, node))
+    return after, version
 
 
 def _decide(inp: RolloutInput) -> Decision:
@@ -98,22 +127,10 @@ def _decide(inp: RolloutInput) -> Decision:
     versions: dict[str, str] = {}
     targets: dict[str, str] = {}
     for name, node in nodes.items():
-        if anothers_step(node, inp.driver_name):
-            continue  # that GPUDriver finishes its step first (refused.py)
-        place = placement(inp, node)
-        if place is None and node.phase is None and removing(inp.target_for(node)):
-            continue  # neither wanted nor loaded for this GPUDriver: not in its rollout
-        if place is not None:
-            decision.actions.append(place)
-        phase, version = _after(node, place)
-        if phase is None:
-            continue  # it left the rollout
-        waiting = place is None and waits_unwritten(inp, node)
-        if waiting:
-            phase, version = Phase.PENDING, inp.target_for(node)
-        phases[name], versions[name], targets[name] = phase, version, inp.target_for(node)
-        if place is None and not waiting:
-            decision.take(_own_step(inp, node))
+        placed = _node_place(inp, node, decision)
+        if placed is not None:
+            phases[name], versions[name] = placed
+            targets[name] = inp.target_for(node)
     decision.node_phases, decision.node_versions = phases, versions
     if not phases and not inp.target_version:
         return decision

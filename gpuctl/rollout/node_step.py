@@ -349,9 +349,11 @@ def transition(
         # next one with its Done): a node moved on never soaks on a stale one.
         all_annotations[names.SOAK_BASELINE] = None
     if to is Phase.DONE and node.boot_id:
-        # The boot it is verified in: a Done node in another one rebooted (reboots.py).
+        # The boot it is verified in: a node KMM loads in another one rebooted (reboots.py).
         boot = BootRecord(node.boot_id, node.kernel_version)
         all_annotations[names.VERIFIED_BOOT] = encode_boot(boot)
+    if to is Phase.DONE and names.REBOOT_TAKEN_UP in node.annotations:
+        all_annotations[names.REBOOT_TAKEN_UP] = None
     if names.REBOOTED in node.annotations and to not in (Phase.VERIFYING, Phase.FAILED):
         # A verification after a reboot ends with its step (reboots.py).
         all_annotations[names.REBOOTED] = None

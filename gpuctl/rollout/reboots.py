@@ -1,22 +1,29 @@
-"""A Done node that rebooted is verified again before it counts as Done (pure).
+"""A node KMM loads that rebooted is verified again before it counts as anything (pure).
 
 A reboot (a kured kernel patch, a crash) brings a node back with whatever loads first: the
 kernel's in-tree `xe`, autoloaded by udev, or nothing. KMM sees the new boot id
 (`IsNodeRebooted`) and starts a loader whose first act is `modprobe -r` of the in-tree module,
 retried until the device is idle — from under a GPU daemon that started on it — while KMM's
-ready labels stay on the node throughout. So:
+ready labels stay on the node throughout. It does so on every node its Module selects with a
+version label, whatever phase gpuctl has the node in. So:
 
 - every Done write records the boot it was verified in (names.VERIFIED_BOOT, from the Node's
   `status.nodeInfo`; a node Done before this build gets it recorded on the first pass, and
   the driver-ready label, names.DRIVER_READY_LABEL, likewise);
-- a Done node whose `bootID` differs goes back to Verifying at its version (names.REBOOTED
-  says from which boot to which), cordoned, without the driver-ready label (its GPU daemons
-  leave until it is verified again), and KMM's worker held off it (the worker hold
-  guard, worker_hold.py) in the same pass: the kubelet posts the new boot id as soon as it
-  starts, usually before the node is Ready, and KMM starts no loader before it is;
-- the agent's answer decides: the module verified before (live, out of tree, the target's
-  backport tag) with KMM's labels at the version is Done again; a module that is not it and
-  is in use (the in-tree `xe` a daemon opened) keeps KMM's worker held, Blocked
+- a node carrying this GPUDriver's target label and a version label whose `bootID` differs
+  from the boot last known of it (names.REBOOT_TAKEN_UP, else names.VERIFIED_BOOT) is taken
+  up before anything else in the pass (`reboot_taken_up`), in whatever phase — Done at the
+  target or at the version before it waiting for its turn, Pending, Blocked, Skipped, held by
+  a window or after the first node, mid-step: it goes to Verifying at the version KMM loads
+  there (names.REBOOTED says from which boot to which), cordoned, without the driver-ready
+  label (its GPU daemons leave until it is verified again), and KMM's worker held off it (the
+  worker hold guard, worker_hold.py) in the same pass: the kubelet posts the new boot id as
+  soon as it starts, usually before the node is Ready, and KMM starts no loader before it is.
+  A Failed node is held and stays Failed for the admin;
+- the agent's answer decides: the module of the version verified (live, out of tree, that
+  version's backport tag: the target's, or a recorded revision's) with KMM's labels at the
+  version is Done again, and the rollout takes the node on from there; a module that is not it
+  and is in use (the in-tree `xe` a daemon opened) keeps KMM's worker held, Blocked
   (BlockKind.REBOOTED_IN_USE), and the node then takes the normal path through the checks
   once idle; one that is not it and is idle, or none, lets KMM's worker go to load it, and
   the verification goes on (a device opened before KMM's loader ran holds it again);
@@ -33,7 +40,7 @@ deleted by the hold, but may have started; blacklisting the in-tree `xe` closes 
 from __future__ import annotations
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
-from gpuctl.common import names
+from gpuctl.common import names, revisions
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import DeleteWorkerPods, HoldWorkers, NudgeKmm, PatchNode
 from gpuctl.rollout.event_notes import WARNING
@@ -82,20 +89,60 @@ def boot_change_words(before: BootRecord | None, node: NodeFacts) -> str:
     return words
 
 
-def after_reboot(inp: RolloutInput, node: NodeFacts) -> StepResult:
-    """For a Done node at its version: nothing; its boot recorded (when none is); or, booted
-    again since it was verified, back to Verifying with KMM's worker held off it."""
+def kmm_boot_version(inp: RolloutInput, node: NodeFacts) -> str:
+    """The version KMM loads on the node at its next boot for this GPUDriver: its version
+    label where the node carries this GPUDriver's target label ("" where KMM loads nothing)."""
+    if node.target_label != inp.driver_name:
+        return ""
+    return node.labels.get(inp.kmm.version, "")
+
+
+def reboot_taken_up(inp: RolloutInput, node: NodeFacts) -> tuple[StepResult, Phase, str] | None:
+    """A node KMM loads for this GPUDriver that booted again since the boot last known of it
+    (the one it was verified in, or the last reboot taken up), in whatever phase: what to do,
+    and the phase and version it is in after (None: no such reboot, or none that can be told).
+
+    KMM's loader runs at every new boot of a node its Module selects with a version label
+    (IsNodeRebooted), whatever gpuctl thinks of the node: Done, Pending, Blocked, Skipped,
+    waiting for a window or its turn, mid-step. So every such node is held and verified
+    again at the version KMM loads there; a Failed one is held and stays Failed (the admin's
+    `rollout retry` takes it up)."""
+    version = kmm_boot_version(inp, node)
+    if node.phase is None or not node.boot_id or not version:
+        return None
+    try:
+        known = decode_boot(
+            node.annotations.get(names.REBOOT_TAKEN_UP)
+            or node.annotations.get(names.VERIFIED_BOOT)
+        )
+    except RecordError as err:
+        return _taken_up(inp, node, None, f"{err}: verifying it again", version)
+    if known is None or known.boot_id == node.boot_id:
+        return None
+    return _taken_up(inp, node, known, "rebooted", version)
+
+
+def _taken_up(
+    inp: RolloutInput, node: NodeFacts, before: BootRecord | None, why: str, version: str
+) -> tuple[StepResult, Phase, str]:
+    result = StepResult()
+    if node.phase is Phase.FAILED:
+        result.actions += _held_failed(inp, node, before)
+        return result, Phase.FAILED, node.state_version
+    result.actions += _verify_again(inp, node, before, why, version)
+    return result, Phase.VERIFYING, version
+
+
+def boot_recorded(node: NodeFacts) -> StepResult:
+    """A Done node in the boot it was verified in: what an older gpuctl did not write (or
+    someone took off), its boot record and the driver-ready label, written."""
     result = StepResult()
     if node.phase is not Phase.DONE or not node.boot_id:
         return result  # a boot id nobody reports cannot be compared (unknown: nothing done)
     try:
         before = decode_boot(node.annotations.get(names.VERIFIED_BOOT))
-    except RecordError as err:
-        result.actions += _verify_again(inp, node, None, f"{err}: verifying it again")
-        return result
-    if before is not None and before.boot_id != node.boot_id:
-        result.actions += _verify_again(inp, node, before, "rebooted")
-        return result
+    except RecordError:
+        return result  # reboot_taken_up verifies it again
     adopted = _adopted(node, before)
     if adopted is not None:
         result.actions.append(adopted)
@@ -118,16 +165,23 @@ def _adopted(node: NodeFacts, before: BootRecord | None) -> PatchNode | None:
     return PatchNode(node.name, node.resource_version, labels=labels, annotations=annotations)
 
 
+def _this_boot(node: NodeFacts) -> str:
+    return encode_boot(BootRecord(node.boot_id, node.kernel_version))
+
+
 def _verify_again(
-    inp: RolloutInput, node: NodeFacts, before: BootRecord | None, why: str
+    inp: RolloutInput, node: NodeFacts, before: BootRecord | None, why: str, version: str
 ) -> list[PatchNode | HoldWorkers]:
     change = boot_change_words(before, node)
     annotations: dict[str, str | None] = {
         names.REBOOTED: change,
-        names.KMM_WORKER_HELD: node.state_version,
+        names.KMM_WORKER_HELD: version,
+        names.KMM_WORKER_RELEASED: None,
+        names.REBOOT_TAKEN_UP: _this_boot(node),
     }
+    was = f" while {node.phase.value}" if node.phase not in (None, Phase.DONE) else ""
     reason = (
-        f"{why} ({change}): KMM's worker is held off the node and the node cordoned until "
+        f"{why}{was} ({change}): KMM's worker is held off the node and the node cordoned until "
         f"its agent shows the out-of-tree {inp.module_driver} live again"
     )
     write = transition(
@@ -135,13 +189,38 @@ def _verify_again(
         node,
         Phase.VERIFYING,
         reason,
-        version=node.state_version,
+        version=version,
         labels={names.DRIVER_READY_LABEL: None},  # GPU daemons leave until it is verified
         annotations=annotations,
         unschedulable=cordon(node, annotations),
         event_kind=WARNING,
     )
     return [HoldWorkers(node.name, held=True), write]
+
+
+def _held_failed(
+    inp: RolloutInput, node: NodeFacts, before: BootRecord | None
+) -> list[PatchNode | HoldWorkers | DeleteWorkerPods]:
+    """A Failed node rebooted: KMM's worker held off it (its loader would remove whatever the
+    boot brought up), the boot taken up, the node left Failed for the admin."""
+    change = boot_change_words(before, node)
+    reason = (
+        f"{node.reason} (rebooted since: {change}; KMM's worker is held off the node until "
+        "`gpuctl rollout retry`)"
+    )
+    annotations: dict[str, str | None] = {
+        names.REASON: reason,
+        names.KMM_WORKER_HELD: node.state_version or kmm_boot_version(inp, node),
+        names.KMM_WORKER_RELEASED: None,
+        names.REBOOT_TAKEN_UP: _this_boot(node),
+    }
+    write = PatchNode(
+        node.name,
+        node.resource_version,
+        labels={names.DRIVER_READY_LABEL: None},
+        annotations=annotations,
+    )
+    return [HoldWorkers(node.name, held=True), write, DeleteWorkerPods(node.name)]
 
 
 def _autoload_words(inp: RolloutInput, report: ReportFacts) -> str:
@@ -156,14 +235,27 @@ def _autoload_words(inp: RolloutInput, report: ReportFacts) -> str:
     )
 
 
+def user_version_of(inp: RolloutInput, kmm_version: str) -> str:
+    """The spec's `version` a KMM version was made of: the target's, or a recorded
+    revision's ("" when neither says: the build is then told by its srcversion)."""
+    if kmm_version == inp.target_version:
+        return inp.module_version
+    for entry in inp.revisions:
+        if entry.get(revisions.VERSION) == kmm_version:
+            return str((entry.get(revisions.KERNEL_MODULE) or {}).get("version") or "")
+    return ""
+
+
 def not_the_verified_module(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> str:
     """Why the live module is not the one verified before the reboot ("" when it is): live,
-    out of tree (an unknown provenance is not taken for it), and the target's."""
+    out of tree (an unknown provenance is not taken for it), and the build of the version
+    the node is verified at (the target's, or an older revision's for a node the rollout
+    has not reached yet)."""
     if report.module_state == MODULE_LIVE and report.provenance != OUT_OF_TREE:
         if report.provenance == IN_TREE:
             return f"module {inp.module_driver} is the kernel's in-tree one"
         return f"module {inp.module_driver} cannot be told apart from the in-tree one"
-    return module_mismatch(inp, node, report)
+    return module_mismatch(inp, node, report, user_version_of(inp, node.state_version))
 
 
 def step_reverifying(inp: RolloutInput, node: NodeFacts) -> StepResult:

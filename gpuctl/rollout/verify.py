@@ -92,17 +92,21 @@ def _by_srcversion(inp: RolloutInput) -> bool:
     return inp.settings.verify_by == "srcversion" or not inp.module_version
 
 
-def module_mismatch(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> str:
-    """ "" when the loaded module is the expected one, else why not (in words)."""
+def module_mismatch(
+    inp: RolloutInput, node: NodeFacts, report: ReportFacts, user_version: str | None = None
+) -> str:
+    """ "" when the loaded module is the expected one, else why not (in words). The expected
+    one is the spec's `version` (`user_version` for another revision's)."""
     if report.module_state != MODULE_LIVE:
         return f"module {inp.module_driver} is {report.module_state}, not live"
     if report.provenance == IN_TREE:
         # KMM loads its own build: the kernel's module (autoloaded, say) is never the target.
         return f"module {inp.module_driver} is the kernel's in-tree one"
-    if _by_srcversion(inp):
+    version = inp.module_version if user_version is None else user_version
+    if inp.settings.verify_by == "srcversion" or not version:
         required = inp.settings.verify_by == "srcversion"
         return _srcversion_mismatch(node, report, required=required)
-    return _backport_tag_mismatch(report, inp.module_version)
+    return _backport_tag_mismatch(report, version)
 
 
 def bindings_restored(node: NodeFacts, report: ReportFacts) -> str:

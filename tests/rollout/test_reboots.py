@@ -13,9 +13,10 @@ from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import DeleteWorkerPods, HoldWorkers, NudgeKmm, PatchNode
 from gpuctl.rollout.decide import decide
-from gpuctl.rollout.facts import INSPECT, NodeFacts, ReportFacts
+from gpuctl.rollout.facts import INSPECT, NodeFacts, ReportFacts, RolloutInput
 from gpuctl.rollout.holds import BlockKind
-from gpuctl.rollout.reboots import after_reboot, step_reverifying
+from gpuctl.rollout.node_step import StepResult
+from gpuctl.rollout.reboots import boot_recorded, reboot_taken_up, step_reverifying
 from gpuctl.rollout.records import BootRecord, encode_boot
 from gpuctl.rollout.settings import RolloutSettings
 from gpuctl.rollout.steps import step_any_verifying
@@ -68,6 +69,12 @@ def out_of_tree(**overrides: object) -> ReportFacts:
 def in_tree(**overrides: object) -> ReportFacts:
     values: dict[str, object] = {"tag": "", "srcversion": "INTREESRC", **overrides}
     return dataclasses.replace(report(**values), provenance="IN_TREE")  # type: ignore[arg-type]
+
+
+def after_reboot(inp: RolloutInput, facts: NodeFacts) -> StepResult:
+    """What a pass does about a node's boot: a reboot taken up, or a Done node's record."""
+    taken = reboot_taken_up(inp, facts)
+    return taken[0] if taken is not None else boot_recorded(facts)
 
 
 def writes(actions: Sequence[object]) -> list[PatchNode]:
