@@ -14,7 +14,7 @@ Not here, on purpose: the host's /dev. The agent matches the targets of /proc/<p
 
 from __future__ import annotations
 
-from agent.autoload import MODPROBE_DIRS, MODULES_LOAD_DIRS
+from agent.module_config_dirs import DEBIAN_MODULES_FILE, MODPROBE_DIRS, MODULES_LOAD_DIRS
 from agent.next_kernel import DEFAULT_GRUB
 
 SYSFS = "sys"
@@ -34,13 +34,19 @@ AGENT_HOST_PATHS: tuple[str, ...] = (
     GRUB_DEFAULTS_DIR,
     *MODPROBE_DIRS,
     *MODULES_LOAD_DIRS,
+    DEBIAN_MODULES_FILE,
 )
 # Paths every Linux node with loadable modules has: the chart mounts them with hostPath type
 # Directory (on a host without one the Pod does not start, and the kubelet says which). The
-# others are configuration directories a node may lack; the chart mounts them with
+# other directories are configuration a node may lack; the chart mounts them with
 # DirectoryOrCreate, so the kubelet makes an empty one (which configures nothing) rather than
 # the Pod never starting.
 REQUIRED_HOST_PATHS: tuple[str, ...] = (SYSFS, PROCFS, KERNEL_MODULES)
+# Paths that are files, not directories: /etc/modules, which Debian and Ubuntu read through
+# their /etc/modules-load.d/modules.conf link (a link into a path not mounted would dangle in
+# the agent's container). The chart mounts it with FileOrCreate: on a node without one the
+# kubelet makes an empty file, which loads nothing (and only that link reads it).
+FILE_HOST_PATHS: tuple[str, ...] = (DEBIAN_MODULES_FILE,)
 
 
 def is_read_path(relative: str) -> bool:

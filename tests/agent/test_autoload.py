@@ -41,9 +41,10 @@ def test_a_blacklist_line_stops_the_boot_load_and_is_named(tmp_path: Path) -> No
         "etc/modprobe.d/blacklist-xe.conf",
         "# the out-of-tree xe comes from KMM\n\nblacklist   xe   # in-tree\n",
     )
+    # kmod reads the module's name and ignores the rest of the line: it is named whole.
     assert autoload(fake) == (
         State.BLACKLISTED,
-        ["/etc/modprobe.d/blacklist-xe.conf:3: blacklist xe"],
+        ["/etc/modprobe.d/blacklist-xe.conf:3: blacklist xe # in-tree"],
     )
 
 
@@ -78,11 +79,13 @@ def test_an_install_override_disables_every_load_and_a_wrapper_does_not(tmp_path
     assert autoload(fake) == (State.AUTOLOADS, [])
 
 
-def test_modules_load_d_loads_it_by_name_whatever_a_blacklist_says(tmp_path: Path) -> None:
+def test_modules_load_d_loads_it_by_name_unless_it_is_blacklisted(tmp_path: Path) -> None:
     fake = host(tmp_path)
-    fake.write("etc/modprobe.d/blacklist-xe.conf", "blacklist xe\n")
     fake.write("etc/modules-load.d/gpu.conf", "# GPU drivers\nxe\n")
     assert autoload(fake) == (State.AUTOLOADS, ["/etc/modules-load.d/gpu.conf:2: xe"])
+    # systemd-modules-load applies the blacklist (tests/agent/test_autoload_writers.py).
+    fake.write("etc/modprobe.d/blacklist-xe.conf", "blacklist xe\n")
+    assert autoload(fake)[0] == State.BLACKLISTED
 
 
 def test_an_unreadable_configuration_is_unknown_never_safe(tmp_path: Path) -> None:

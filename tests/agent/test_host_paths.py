@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.autoload import MODPROBE_DIRS, MODULES_LOAD_DIRS
 from agent.host_paths import (
     AGENT_HOST_PATHS,
     BOOT,
+    FILE_HOST_PATHS,
     GRUB_DEFAULTS_DIR,
     KERNEL_MODULES,
     PROCFS,
@@ -23,6 +23,7 @@ from agent.host_paths import (
 )
 from agent.hostroot import HostRootError
 from agent.inspect import inspect_node
+from agent.module_config_dirs import DEBIAN_MODULES_FILE, MODPROBE_DIRS, MODULES_LOAD_DIRS
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from testbed.fakehost import FIXED_NOW, FakeHost
 from testbed.fakehost.scenarios import SCENARIOS, large_node
@@ -48,6 +49,9 @@ def mounted(host: FakeHost, into: Path, paths: tuple[str, ...] = AGENT_HOST_PATH
         source = host.root / relative
         if source.is_dir():
             shutil.copytree(source, into / relative, symlinks=True)
+        elif source.is_file():  # a file's bind mount shows its content, links followed
+            (into / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, into / relative)
     into.mkdir(parents=True, exist_ok=True)
     return into
 
@@ -63,6 +67,7 @@ def test_the_paths_are_host_relative_directories_and_the_rest_of_the_host_is_not
 ):
     assert len(set(AGENT_HOST_PATHS)) == len(AGENT_HOST_PATHS)
     assert set(REQUIRED_HOST_PATHS) <= set(AGENT_HOST_PATHS)
+    assert set(FILE_HOST_PATHS) <= set(AGENT_HOST_PATHS)
     for relative in AGENT_HOST_PATHS:
         assert relative
         assert not relative.startswith("/")
@@ -124,6 +129,11 @@ def depends_on(path: str, host: FakeHost) -> FakeHost:
     elif path in MODULES_LOAD_DIRS:
         host.write(IN_TREE.format(release=release), b"\x28\xb5\x2f\xfd")
         host.write(f"{path}/xe.conf", "xe\n")
+    elif path == DEBIAN_MODULES_FILE:  # Debian's /etc/modules-load.d/modules.conf -> ../modules
+        host.write(IN_TREE.format(release=release), b"\x28\xb5\x2f\xfd")
+        host.write(path, "xe\n")
+        host.real("etc/modules-load.d").mkdir(parents=True)
+        host.symlink("etc/modules-load.d/modules.conf", "../modules")
     elif path == KERNEL_MODULES:
         host.write(IN_TREE.format(release=release), b"\x28\xb5\x2f\xfd")
     else:

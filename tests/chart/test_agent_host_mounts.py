@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent.host_paths import AGENT_HOST_PATHS, REQUIRED_HOST_PATHS
+from agent.host_paths import AGENT_HOST_PATHS, FILE_HOST_PATHS, REQUIRED_HOST_PATHS
 from tests.support.helm import Helm, HelmError, find
 
 HOST = "/host"
@@ -49,8 +49,13 @@ def test_only_the_paths_the_agent_reads_are_mounted_each_read_only_and_recursive
         assert mount["recursiveReadOnly"] == "IfPossible", host_path
         # recursiveReadOnly requires no propagation (the API server refuses both together).
         assert "mountPropagation" not in mount, host_path
-        required = host_path.lstrip("/") in REQUIRED_HOST_PATHS
-        assert mount["type"] == ("Directory" if required else "DirectoryOrCreate"), host_path
+        relative = host_path.lstrip("/")
+        if relative in REQUIRED_HOST_PATHS:
+            assert mount["type"] == "Directory", host_path
+        elif relative in FILE_HOST_PATHS:  # /etc/modules: an empty file where there is none
+            assert mount["type"] == "FileOrCreate", host_path
+        else:
+            assert mount["type"] == "DirectoryOrCreate", host_path
     assert pod["priorityClassName"] == "system-node-critical"
 
 
