@@ -17,8 +17,10 @@ from agent.hostfs import HostFiles
 from agent.survivability import (
     NOT_IN_SURVIVABILITY,
     SURVIVABILITY_FILE,
+    SURVIVABILITY_INFO_DIR,
     Survivability,
     parse_survivability,
+    with_info,
 )
 from agent.sysattr import parse_hex, read_attribute, read_decimal, read_hex
 from agent.warninglog import WarningLog
@@ -161,6 +163,9 @@ def read_gpu_function(
     if SURVIVABILITY_FILE in entries:
         text = read_attribute(files, f"{base}/{SURVIVABILITY_FILE}", log)
         gpu.survivability = parse_survivability(text)
+        if SURVIVABILITY_INFO_DIR in entries:
+            info = _read_group(files, f"{base}/{SURVIVABILITY_INFO_DIR}", log)
+            gpu.survivability = with_info(gpu.survivability, info)
     if "physfn" in entries:
         gpu.role = Role.VIRTUAL
         gpu.physfn = _link_basename(files, f"{base}/physfn", log)
@@ -170,6 +175,16 @@ def read_gpu_function(
             gpu.role = Role.PHYSICAL
     gpu.drm_nodes = _read_drm_nodes(files, f"{base}/drm", log)
     return gpu
+
+
+def _read_group(files: HostFiles, directory: str, log: WarningLog) -> dict[str, str | None]:
+    """An attribute group's files (name -> text; None, with a warning, when unreadable)."""
+    try:
+        names = files.list_dir(directory)
+    except OSError as error:
+        log.add_error(directory, error)
+        return {}
+    return {name: read_attribute(files, f"{directory}/{name}", log) for name in names}
 
 
 def _link_basename(files: HostFiles, relative: str, log: WarningLog) -> str:

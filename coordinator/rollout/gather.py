@@ -92,6 +92,12 @@ class RolloutView(Protocol):
         their list or watch failed."""
         ...
 
+    def kmm_boot_id(self, node: str, namespace: str, module: str) -> str | None:
+        """The boot KMM's NodeModulesConfig of `node` records its loader of Module
+        `namespace/module` ran in ("" none; None: the NodeModulesConfigs cannot be trusted
+        now: not listed yet, or their list or watch failed)."""
+        ...
+
 
 class RolloutGatherer:
     """Reads one pass's facts (`gather`) and asks the Prometheus gate (`ask_gate`)."""
@@ -177,11 +183,24 @@ class RolloutGatherer:
             signing_certificates=self._certificates.read(
                 namespace, cert_secrets((driver.get("spec") or {}).get("kernelModule") or {})
             ),
+            kmm_boot_ids=self._kmm_boot_ids(nodes, namespace, module_name(name)),
         )
         memo = self._memos.setdefault(name, NodeFactsMemo())
         inp = rollout_input(reads, memo)
         gate = self._gate(name, settings, inp.nodes)
         return inp if gate is None else dataclasses.replace(inp, gate=gate)
+
+    def _kmm_boot_ids(
+        self, nodes: Sequence[Mapping[str, Any]], namespace: str, module: str
+    ) -> dict[str, str]:
+        """KMM's boot record of each node that has one read (kmm_boots.py)."""
+        out: dict[str, str] = {}
+        for node in nodes:
+            called = node_name(node)
+            boot = self.view.kmm_boot_id(called, namespace, module)
+            if boot is not None:
+                out[called] = boot
+        return out
 
     def forget_driver(self, name: str) -> None:
         """The GPUDriver is gone: drop its passes' kept facts."""

@@ -218,6 +218,9 @@ class NodeFacts:
     # The Node's status.nodeInfo: its boot id (new at every boot) and kernel ("" unknown).
     boot_id: str = ""
     kernel_version: str = ""
+    # The boot KMM's NodeModulesConfig records its loader ran in for this GPUDriver's Module
+    # (status.modules[].bootId; "" when it records no load; None when not read).
+    kmm_boot_id: str | None = None
     # Every pod on the node that has not finished, read with `gpu_pods` (() when those are
     # unknown or not looked at): who a GPU client's pod UID is, what is paused or drained.
     pods: tuple[PodFacts, ...] = ()
@@ -289,6 +292,7 @@ def node_facts(
     kmm_activity: str = "",
     unfinished_workers: tuple[str, ...] = (),
     pods: tuple[PodFacts, ...] = (),
+    kmm_boot_id: str | None = None,
 ) -> NodeFacts:
     meta = node.get("metadata") or {}
     info = (node.get("status") or {}).get("nodeInfo") or {}
@@ -311,6 +315,7 @@ def node_facts(
         boot_id=str(info.get("bootID") or ""),
         kernel_version=str(info.get("kernelVersion") or ""),
         pods=pods,
+        kmm_boot_id=kmm_boot_id,
     )
 
 

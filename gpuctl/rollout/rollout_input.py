@@ -154,6 +154,9 @@ class Reads:
     blocked_recheck_seconds: float = 30.0
     # The certSecrets the spec names (signing_key.cert_secrets), as read, by name.
     signing_certificates: Mapping[str, SigningCertificate] = field(default_factory=dict)
+    # The boot KMM's NodeModulesConfig records its loader of the Module ran in, by node
+    # (kmm_boots.py; "" none recorded); a node not in it: not read (unknown).
+    kmm_boot_ids: Mapping[str, str] = field(default_factory=dict)
 
 
 def reads_kmm_workers(node: Mapping[str, Any]) -> bool:
@@ -230,6 +233,7 @@ def rollout_input(reads: Reads, memo: NodeFactsMemo | None = None) -> RolloutInp
                 image_state=image_state(images_config, image),
                 kmm_activity=activity,
                 unfinished_workers=_unfinished_workers(node, workers) if watched else (),
+                kmm_boot_id=reads.kmm_boot_ids.get(called),
             )
         )
     if memo is not None:

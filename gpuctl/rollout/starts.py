@@ -30,10 +30,12 @@ from gpuctl.rollout.node_step import (
     epoch,
     foreign_target,
     image_not_ready,
+    kmm_loaded,
     preflight_block,
     removing,
     transition,
     unfixable_block,
+    written,
 )
 from gpuctl.rollout.order import is_unavailable, start_order
 from gpuctl.rollout.rollout_status import rollout_started
@@ -187,12 +189,20 @@ def start_nodes(
         if freed_by is None:
             continue  # cannot be: the bound above counts the freed slots
         unavailable.add(name)
-        reason = "asking the agent for a fresh report"
-        start = _leaving(
-            inp, node, phase, transition(inp, node, Phase.CHECKING, reason, version=version)
-        )
+        start = _leaving(inp, node, phase, _start_write(inp, node, phase, version))
         decision.actions.append(dataclasses.replace(start, freed_by=freed_by))
     return held_back
+
+
+def _start_write(inp: RolloutInput, node: NodeFacts, phase: Phase, version: str) -> PatchNode:
+    """A node's start: its checks; or, for a Pending node KMM has loaded at `version` already
+    (targeted before the rollout reached it, placement.py), its verification: Done only on
+    its agent's word in this boot, never on KMM's labels alone."""
+    if phase is Phase.PENDING and written(inp, node, version) and kmm_loaded(inp, node, version):
+        reason = f"loaded at {version} before the rollout reached it: verifying it"
+        return transition(inp, node, Phase.VERIFYING, reason, version=version)
+    reason = "asking the agent for a fresh report"
+    return transition(inp, node, Phase.CHECKING, reason, version=version)
 
 
 def _leaving(inp: RolloutInput, node: NodeFacts, phase: Phase, write: PatchNode) -> PatchNode:

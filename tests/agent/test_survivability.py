@@ -78,3 +78,28 @@ def test_a_device_directory_that_cannot_be_listed_is_unknown_not_healthy(tmp_pat
     [device] = report.devices
     assert not device.HasField("survivability")
     assert device.survivability.mode == Mode.MODE_UNSPECIFIED
+
+
+def test_newer_xe_prints_only_the_type_and_puts_the_details_in_survivability_info(
+    tmp_path: Path,
+) -> None:
+    # xe_survivability_mode.c (newer): survivability_mode_show is sysfs_emit("%s\n", "Boot"
+    # or "Runtime"); survivability_info_show prints each visible register as "0x%x\n" and
+    # fdo_mode as str_enabled_disabled() (the attribute group "survivability_info").
+    host = scenarios.arc_b580_in_tree(tmp_path)
+    device = host.device_dir(B580)
+    host.write(f"{device}/survivability_mode", "Boot\n")
+    host.write(f"{device}/survivability_info/capability_info", "0x2138344\n")
+    host.write(f"{device}/survivability_info/postcode_trace", "0x5\n")
+    host.write(f"{device}/survivability_info/fdo_mode", "enabled\n")
+    [found] = host.inspect().devices
+    assert found.survivability.mode == Mode.BOOT
+    assert list(found.survivability.details) == [
+        "capability_info: 0x2138344",
+        "fdo_mode: enabled",
+        "postcode_trace: 0x5",
+    ]
+    host.remove(f"{device}/survivability_info")
+    host.write(f"{device}/survivability_mode", "Runtime\n")
+    [found] = host.inspect().devices
+    assert (found.survivability.mode, list(found.survivability.details)) == (Mode.RUNTIME, [])
