@@ -56,6 +56,7 @@ from gpuctl.common import names, timestamps
 from gpuctl.common.names import KMM_GROUP, KMM_IMAGES_CONFIG_PLURAL, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from gpuctl.gpudriver.module_spec import desired_module, kmm_version
+from gpuctl.rollout.kmm_boots import boot_part, loaded_boot
 from gpuctl.rollout.rollout_input import kmm_labels
 from testbed.harness.cluster import repository_root, start_cluster
 from testbed.harness.nodes import create_node
@@ -64,7 +65,8 @@ from testbed.harness.real_kmm import RealKmm
 NAMESPACE = "gpuctl-bench"
 OLD_VERSION, NEW_VERSION = "v6.17.13.62_260409.8", "v7.1.4.6_260728.7"
 PF = "0000:03:00.0"
-IMAGE = "registry.example.com/xe:1"  # one image: the versions differ in the Module only
+# One image, as fleets write it (KMM fills in the kernel): the versions differ in the Module only.
+IMAGE = "registry.example.com/xe:1-$KERNEL_FULL_VERSION"
 ROLLOUT = {
     "holdAfterFirstNode": False,
     "timeouts": {"check": "60s", "drain": "60s", "prepare": "60s", "load": "60s", "verify": "60s"},
@@ -220,6 +222,13 @@ class WatchedView:
                 on_change,
                 self.stop,
             ),
+            "node_configs": Informer(
+                kube,
+                Resource(KMM_GROUP, KMM_VERSION, names.KMM_NODE_CONFIG_PLURAL),
+                on_change,
+                self.stop,
+                keep=boot_part,
+            ),
         }
         for informer in self._informers.values():
             threading.Thread(target=informer.run, daemon=True).start()
@@ -252,6 +261,12 @@ class WatchedView:
 
     def images_trouble(self) -> str:
         return self._informers["images"].trouble()
+
+    def kmm_boot_id(self, node: str, namespace: str, module: str) -> str | None:
+        configs = self._informers["node_configs"]
+        if configs.trouble():
+            return None
+        return loaded_boot(configs.get(node), namespace, module)
 
 
 class RelistingView:
@@ -308,6 +323,17 @@ class RelistingView:
 
     def images_trouble(self) -> str:
         return ""  # module_images() reads afresh, or raises
+
+    def kmm_boot_id(self, node: str, namespace: str, module: str) -> str | None:
+        try:
+            config = self._kube.request(
+                "GET", path(KMM_GROUP, KMM_VERSION, names.KMM_NODE_CONFIG_PLURAL, name=node)
+            )
+        except KubeError as error:
+            if error.not_found:
+                return ""
+            raise
+        return loaded_boot(config, namespace, module)
 
 
 def set_up(

@@ -42,6 +42,7 @@ from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from gpuctl.common.targeting import node_kernel
 from gpuctl.common.tolerations import CORDON_TAINT_KEY, node_taints
 from gpuctl.gpudriver.node_facts import watched_node_part
+from gpuctl.rollout.kmm_boots import boot_part, loaded_boot
 from gpuctl.rollout.pods import concerns_rollout, pod_node, watched_part
 
 log = logging.getLogger(__name__)
@@ -113,10 +114,12 @@ class _Caches:
         *,
         pods: Informer,
         images_configs: Informer,
+        node_configs: Informer,
         leading_since: float,
     ) -> None:
         self._drivers, self._nodes, self._claims = drivers, nodes, claims
         self._modules, self._pods, self._images_configs = modules, pods, images_configs
+        self._node_configs = node_configs
         self._leading_since = leading_since
 
     def observing_since(self) -> float:
@@ -135,6 +138,11 @@ class _Caches:
 
     def images_trouble(self) -> str:
         return self._images_configs.trouble()
+
+    def kmm_boot_id(self, node: str, namespace: str, module: str) -> str | None:
+        if self._node_configs.trouble():
+            return None
+        return loaded_boot(self._node_configs.get(node), namespace, module)
 
     def drivers(self) -> list[dict[str, Any]]:
         return self._drivers.snapshot()
@@ -272,6 +280,8 @@ class Coordinator:
         self._node_read_by_rollout: dict[str, dict[str, Any]] = {}
         self._drivers_seen: dict[str, tuple[str, str]] = {}
         self._modules_seen: dict[tuple[str, str], tuple[str, str]] = {}
+        # Each node's KMM load records (its NodeModulesConfig's status) last seen.
+        self._node_config_boots: dict[str, str] = {}
         self.reconciles = 0
         self.lost_leadership = False
 
@@ -368,6 +378,14 @@ class Coordinator:
     def _on_images_config(_kind: str, _obj: dict[str, Any]) -> None:
         """Nothing to do at once: a step that waits on KMM reads it when it times out."""
 
+    def _on_node_config(self, _kind: str, obj: dict[str, Any]) -> None:
+        """KMM recorded a load (or its boot) on a node: a verification may be over."""
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        boots = repr(((obj.get("status") or {}).get("modules")) or [])
+        if self._node_config_boots.get(name) != boots:
+            self._node_config_boots[name] = boots
+            self._rollout_changed()
+
     def _on_pod(self, _kind: str, obj: dict[str, Any]) -> None:
         # A GPU pod started, finished or went, a GPU daemon paused or came back: a drain or
         # a pause may be over, a node blocked or free. Other pods' churn concerns nobody here.
@@ -446,6 +464,14 @@ class Coordinator:
             self._on_images_config,
             self._discovery.kmm_installed,
         )
+        # KMM's record of the boot its loader last ran in, per node: a node is Done only when
+        # KMM's loader ran in its current boot (gpuctl/rollout/kmm_boots.py).
+        node_configs = self._informer(
+            Resource(KMM_GROUP, KMM_VERSION, names.KMM_NODE_CONFIG_PLURAL),
+            self._on_node_config,
+            self._discovery.kmm_installed,
+        )
+        node_configs.keep = boot_part
         nodes = self._informer(Resource("", "v1", "nodes"), self._on_node)
         nodes.keep = watched_node_part
         nodes.label_selector = self._config.node_selector
@@ -470,20 +496,29 @@ class Coordinator:
             modules,
             pods=pods,
             images_configs=images_configs,
+            node_configs=node_configs,
             leading_since=self._monotonic(),
         )
         reconciler, rollout = self._controllers(caches)
         # The images too: a reload is held until KMM has found its image, and a record not
         # read yet would hold it for a wrong reason. (A KMM that does not serve them counts
         # as synced at once: the collection is found not served.)
-        self._caches_to_sync = (nodes, claims, modules, self._drivers, pods, images_configs)
+        self._caches_to_sync = (
+            nodes,
+            claims,
+            modules,
+            self._drivers,
+            pods,
+            images_configs,
+            node_configs,
+        )
         for informer in self._caches_to_sync:
             self._start(f"watch-{informer.resource.plural}", informer.run)
         self._start_work(
             reconciler,
             rollout,
             first=(nodes, self._drivers),
-            then=(claims, modules, images_configs),
+            then=(claims, modules, images_configs, node_configs),
         )
 
     def _controllers(self, caches: _Caches) -> tuple[Reconciler, RolloutController]:

@@ -74,9 +74,15 @@ CLUSTER_RULES: list[dict[str, Any]] = [
         "resourceNames": [OWN_NAMESPACE],
         "verbs": ["get", "patch"],
     },
-    # A node whose KMM worker hold was let go (gpuctl/rollout/worker_hold.py): the rollout
-    # touches its NodeModulesConfig so that KMM makes its refused worker again at once.
-    {"apiGroups": [KMM_GROUP], "resources": [names.KMM_NODE_CONFIG_PLURAL], "verbs": ["patch"]},
+    # KMM's NodeModulesConfigs: watched for the boot KMM's loader last ran in on each node (a
+    # node is Done only when it is the current one, gpuctl/rollout/kmm_boots.py); patched for
+    # a node whose KMM worker hold was let go (gpuctl/rollout/worker_hold.py): the rollout
+    # touches it so that KMM makes its refused worker again at once.
+    {
+        "apiGroups": [KMM_GROUP],
+        "resources": [names.KMM_NODE_CONFIG_PLURAL],
+        "verbs": [*LIST_WATCH, "patch"],
+    },
     {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
     {
         "apiGroups": ["authorization.k8s.io"],

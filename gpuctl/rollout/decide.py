@@ -85,7 +85,7 @@ def _own_step(inp: RolloutInput, node: NodeFacts) -> StepResult:
     if node.phase in STEPS:
         return STEPS[node.phase](inp, node)
     if node.phase is Phase.DONE:
-        return boot_recorded(node)
+        return boot_recorded(inp, node)
     if node.phase is Phase.BLOCKED:
         return cleanup(node)
     return StepResult()

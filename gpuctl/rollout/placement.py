@@ -2,12 +2,13 @@
 and 2).
 
 Each node's version is the target (the Module's KMM version) when the GPUDriver wants it,
-else names.REMOVAL_VERSION. A wanted node is `Skipped` (opted out), `Done` (targeted and
-loaded at the target already), `Loading` (targeted at the target by someone else, KMM not
-done: verified like any other) or `Pending` (anything else, a node labelled at the target
-without names.TARGET_LABEL included: the Module does not select it, so it takes the normal
-path). A node this GPUDriver verified Done at another version is Pending without a write
-(`waits_unwritten`): its labels move when its turn comes. A node no longer wanted that KMM
+else names.REMOVAL_VERSION. A wanted node is `Skipped` (opted out), `Loading` (targeted at
+the target by someone else, KMM not done: verified like any other) or `Pending` (anything
+else: a node targeted and loaded at the target before the rollout reached it is verified when
+its turn comes, starts.py; a node labelled at the target without names.TARGET_LABEL
+included: the Module does not select it, so it takes the normal path). A node this
+GPUDriver verified Done at another version is Pending without a write (`waits_unwritten`):
+its labels move when its turn comes. A node no longer wanted that KMM
 loads for this GPUDriver is `Pending` on the removal path (or stays `Skipped` when opted out:
 the driver stays); one where nothing was loaded for it leaves the rollout (or fails, for the
 admin, when preparation may have changed its devices). A node in a step about another version
@@ -103,8 +104,14 @@ def _placed(inp: RolloutInput, node: NodeFacts, target: str) -> PatchNode:
         return transition(inp, node, Phase.SKIPPED, OPTED_OUT, version=target)
     if written(inp, node, target):
         if kmm_loaded(inp, node, target):
-            reason = f"already targeted and loaded at {target} before the rollout reached it"
-            return transition(inp, node, Phase.DONE, reason, version=target)
+            # KMM's ready labels survive reboots and say nothing of what is live now: Done
+            # only once the agent has verified it in this boot, when its turn comes
+            # (starts.py starts it in Verifying, within maxUnavailable).
+            reason = (
+                f"already targeted and loaded at {target} before the rollout reached it: "
+                "verified when its turn comes"
+            )
+            return transition(inp, node, Phase.PENDING, reason, version=target)
         # Targeted by someone else: KMM acts on it whatever gpuctl does; verify its result.
         reason = f"targeted at {target} before the rollout reached it; waiting for KMM"
         return transition(inp, node, Phase.LOADING, reason, version=target)

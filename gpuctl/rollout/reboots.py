@@ -64,6 +64,7 @@ from gpuctl.rollout.node_step import (
     epoch,
     failed,
     kmm_loaded,
+    not_loaded_in_this_boot,
     step_elapsed,
     transition,
     unfixable_block,
@@ -133,9 +134,12 @@ def _taken_up(
     return result, Phase.VERIFYING, version
 
 
-def boot_recorded(node: NodeFacts) -> StepResult:
-    """A Done node in the boot it was verified in: what an older gpuctl did not write (or
-    someone took off), its boot record and the driver-ready label, written."""
+def boot_recorded(inp: RolloutInput, node: NodeFacts) -> StepResult:
+    """A Done node's boot record and driver-ready label, where an older gpuctl did not write
+    them (or someone took the label off). The label goes back in the boot the node was
+    verified in; a node with no record of that boot is asked: its agent's answer showing the
+    module verified and KMM's own record of its load in this boot records the boot, anything
+    else verifies it again (held, cordoned): Done is never taken on trust."""
     result = StepResult()
     if node.phase is not Phase.DONE or not node.boot_id:
         return result  # a boot id nobody reports cannot be compared (unknown: nothing done)
@@ -143,10 +147,31 @@ def boot_recorded(node: NodeFacts) -> StepResult:
         before = decode_boot(node.annotations.get(names.VERIFIED_BOOT))
     except RecordError:
         return result  # reboot_taken_up verifies it again
-    adopted = _adopted(node, before)
-    if adopted is not None:
-        result.actions.append(adopted)
+    if before is not None:
+        adopted = _adopted(node, before)
+        if adopted is not None:
+            result.actions.append(adopted)
+        return result
+    call = node.call(INSPECT)
+    if call is None or not call.answered or call.report is None:
+        if due(call, epoch(inp.now), VERIFY_POLL_SECONDS):
+            ask_report(result, node)
+        result.wake(VERIFY_POLL_SECONDS)
+        return result
+    why = module_mismatch(inp, node, call.report) or not_loaded_in_this_boot(node)
+    if why:
+        version = node.state_version
+        result.actions += _verify_again(
+            inp, node, None, f"the boot it was verified in is not recorded and {why}", version
+        )
+        return result
+    result.actions.append(_adopted(node, None) or _record_only(node))
     return result
+
+
+def _record_only(node: NodeFacts) -> PatchNode:
+    annotations: dict[str, str | None] = {names.VERIFIED_BOOT: _this_boot(node)}
+    return PatchNode(node.name, node.resource_version, annotations=annotations)
 
 
 def _adopted(node: NodeFacts, before: BootRecord | None) -> PatchNode | None:
@@ -271,9 +296,13 @@ def step_reverifying(inp: RolloutInput, node: NodeFacts) -> StepResult:
         why = call.error if call is not None and call.error else "no agent report since the boot"
         return _not_yet(inp, node, result, why)
     mismatch = not_the_verified_module(inp, node, report)
+    if not mismatch and not kmm_loaded(inp, node, version):
+        return _not_yet(inp, node, result, "KMM's ready labels are gone", ask=False)
+    # The module verified, but not loaded by KMM in this boot (a host copy of the same build,
+    # a loader killed after insmod): KMM's loader will run there, so it is let go while the
+    # module is idle, and held (Blocked) while it is in use, as for any other module.
+    mismatch = mismatch or not_loaded_in_this_boot(node)
     if not mismatch:
-        if not kmm_loaded(inp, node, version):
-            return _not_yet(inp, node, result, "KMM's ready labels are gone", ask=False)
         result.actions.append(_done_again(inp, node, report))
         return result
     in_use = unfixable_block(inp, report, node) if report.module_state == MODULE_LIVE else None

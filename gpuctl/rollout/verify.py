@@ -48,6 +48,7 @@ from gpuctl.rollout.node_step import (
     failed,
     kmm_loaded,
     leave,
+    not_loaded_in_this_boot,
     removing,
     seconds_since,
     step_elapsed,
@@ -253,8 +254,10 @@ def _verify_report(check: _Verification, report: ReportFacts) -> StepResult:
         return restoring
     if missing:
         return check.not_yet(missing)
-    if not kmm_loaded(inp, node, check.version):
-        return check.not_yet("KMM's ready labels are gone", ask=False)
+    kmm_says = "" if kmm_loaded(inp, node, check.version) else "KMM's ready labels are gone"
+    kmm_says = kmm_says or not_loaded_in_this_boot(node)
+    if kmm_says:
+        return check.not_yet(kmm_says, ask=False)
     return _resume_step(inp, node) or StepResult(actions=[_done(inp, node, check.version, report)])
 
 

@@ -7,7 +7,7 @@ import concurrent.futures
 import copy
 from typing import Any
 
-from coordinator.kube.client import KubeError
+from coordinator.kube.client import KubeError, path
 from coordinator.kube.events import EventRecorder
 from coordinator.rollout.act import CONFLICT_RETRY_SECONDS
 from coordinator.rollout.config import RolloutConfig
@@ -24,6 +24,7 @@ from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import kmm_version
 from gpuctl.rollout.actions import RestoreRevision
 from gpuctl.rollout.event_notes import EventNote
+from gpuctl.rollout.kmm_boots import loaded_boot
 from gpuctl.rollout.node_step import EVICT_RETRY_SECONDS
 from gpuctl.rollout.rollout_input import kmm_labels
 from tests.support import samples
@@ -136,12 +137,25 @@ class View:
         found = [{"image": m.get("containerImage"), "status": "Exists"} for m in mappings or []]
         return {"status": {"imagesStates": found}}
 
+    def kmm_boot_id(self, node: str, namespace: str, module: str) -> str | None:
+        return loaded_boot(self.api.objects.get(nmc_path(node)), namespace, module)
+
     def module(self, namespace: str, name: str) -> dict[str, Any] | None:
         spec = self.api.objects[DRIVER_PATH]["spec"]
         return {
             "metadata": {"name": name},
             "spec": {"moduleLoader": {"container": {"version": kmm_version(spec)}}},
         }
+
+
+def nmc_path(node: str) -> str:
+    return path(names.KMM_GROUP, names.KMM_VERSION, names.KMM_NODE_CONFIG_PLURAL, name=node)
+
+
+def kmm_loads_in_boot(api: MemoryApi, node: str, boot: str) -> None:
+    """KMM's NodeModulesConfig of `node` as KMM writes it once its loader succeeded."""
+    entry = {"namespace": NS, "name": f"{DRIVER}-gpu", "bootId": boot}
+    api.objects[nmc_path(node)] = {"metadata": {"name": node}, "status": {"modules": [entry]}}
 
 
 def target(api: MemoryApi) -> str:
@@ -636,6 +650,7 @@ def test_a_done_node_that_reboots_is_verified_again_with_a_warning_event() -> No
         controller.sync(DRIVER)
         if phase(api) == "Loading":
             api.objects[NODE_PATH]["metadata"]["labels"][LABELS.version_ready] = target(api)
+            kmm_loads_in_boot(api, "n1", "boot-1")
             agents.loaded = NEW
         clock.advance(1.5)
     assert phase(api) == "Done"

@@ -11,7 +11,13 @@ from collections.abc import Sequence
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase
-from gpuctl.rollout.actions import DeleteWorkerPods, HoldWorkers, NudgeKmm, PatchNode
+from gpuctl.rollout.actions import (
+    DeleteWorkerPods,
+    HoldWorkers,
+    NudgeKmm,
+    PatchNode,
+    RequestReport,
+)
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.facts import INSPECT, NodeFacts, ReportFacts, RolloutInput
 from gpuctl.rollout.holds import BlockKind
@@ -44,6 +50,11 @@ def booted(facts: NodeFacts, boot: str = BOOT_B, kernel: str = NEW_KERNEL) -> No
     return dataclasses.replace(facts, boot_id=boot, kernel_version=kernel)
 
 
+def kmm_loaded_in(facts: NodeFacts, boot: str) -> NodeFacts:
+    """KMM's NodeModulesConfig records its loader ran in `boot` (status.modules[].bootId)."""
+    return dataclasses.replace(facts, kmm_boot_id=boot)
+
+
 def done(
     *, recorded: str | None = encode_boot(BootRecord(BOOT_A, KERNEL)), ready: bool = True
 ) -> NodeFacts:
@@ -74,7 +85,7 @@ def in_tree(**overrides: object) -> ReportFacts:
 def after_reboot(inp: RolloutInput, facts: NodeFacts) -> StepResult:
     """What a pass does about a node's boot: a reboot taken up, or a Done node's record."""
     taken = reboot_taken_up(inp, facts)
-    return taken[0] if taken is not None else boot_recorded(facts)
+    return taken[0] if taken is not None else boot_recorded(inp, facts)
 
 
 def writes(actions: Sequence[object]) -> list[PatchNode]:
@@ -86,6 +97,7 @@ def writes(actions: Sequence[object]) -> list[PatchNode]:
 
 def test_the_done_write_records_the_boot_it_was_verified_in() -> None:
     verifying = booted(node(phase=Phase.VERIFYING, labels=loaded_labels()), BOOT_A, KERNEL)
+    verifying = kmm_loaded_in(verifying, BOOT_A)
     [write] = writes(
         step_any_verifying(rollout([verifying]), answered(verifying, report=new_report())).actions
     )
@@ -103,13 +115,33 @@ def test_the_same_boot_changes_nothing_and_an_unknown_boot_is_not_guessed() -> N
     assert after_reboot(rollout([unknown]), unknown).actions == []
 
 
-def test_a_node_done_before_this_build_gets_its_boot_recorded_without_a_step() -> None:
+def test_a_node_done_before_this_build_gets_its_boot_recorded_on_its_agents_word() -> None:
+    """No record of the boot it was verified in: its agent is asked; the module verified and
+    KMM's own record of its load in this boot record the boot, without a step."""
     legacy = booted(done(recorded=None), BOOT_A, KERNEL)
-    [write] = after_reboot(rollout([legacy]), legacy).actions
+    [ask] = after_reboot(rollout([legacy]), legacy).actions
+    assert isinstance(ask, RequestReport)
+    verified = answered(kmm_loaded_in(legacy, BOOT_A), report=out_of_tree())
+    [write] = after_reboot(rollout([verified]), verified).actions
     assert isinstance(write, PatchNode)
     assert write.phase_to is None
     assert write.labels == {}
     assert write.annotations == {names.VERIFIED_BOOT: encode_boot(BootRecord(BOOT_A, KERNEL))}
+
+
+def test_a_node_done_before_this_build_not_verified_now_is_verified_again() -> None:
+    """Its agent shows the in-tree module (a reboot the older build never saw), or KMM's
+    record is of another boot: held and verified again, never recorded as verified."""
+    legacy = booted(done(recorded=None), BOOT_A, KERNEL)
+    for facts in (
+        answered(kmm_loaded_in(legacy, BOOT_A), report=in_tree()),
+        answered(kmm_loaded_in(legacy, "a-boot-before"), report=out_of_tree()),
+    ):
+        hold, write = after_reboot(rollout([facts]), facts).actions
+        assert hold == HoldWorkers(facts.name, held=True)
+        assert isinstance(write, PatchNode)
+        assert write.phase_to is Phase.VERIFYING
+        assert "the boot it was verified in is not recorded" in str(write.annotations[names.REASON])
 
 
 def test_a_done_node_without_the_driver_ready_label_gets_it_without_a_step() -> None:
@@ -225,7 +257,7 @@ def test_the_module_verified_before_is_done_again_uncordoned_with_the_new_boot()
     )
     live = out_of_tree()
     live.report.in_tree_autoload.CopyFrom(autoloads)
-    facts = answered(reverifying(), report=live)
+    facts = answered(kmm_loaded_in(reverifying(), BOOT_B), report=live)
     decision = decide(rollout([facts]))
     assert decision.actions[0] == HoldWorkers(facts.name, held=False)
     [write] = writes(decision.actions)
@@ -292,3 +324,33 @@ def test_an_answer_of_the_verification_before_the_reboot_is_not_this_boots() -> 
         before, annotations={**before.annotations, names.REBOOTED: REBOOTED}
     )
     assert rebooted.call(INSPECT) is None
+
+
+# -- KMM's own record of the boot (NodeModulesConfig status.modules[].bootId) ----------------
+
+
+def test_the_verified_module_without_kmms_load_in_this_boot_is_not_done() -> None:
+    """A host copy of the same build (DKMS) live at boot, or a loader killed after insmod:
+    the module is the one verified, KMM's ready labels are on, but KMM records its loader in
+    the boot before. KMM will run its loader there: idle, it is let go to; never Done."""
+    facts = answered(kmm_loaded_in(reverifying(), BOOT_A), report=out_of_tree())
+    decision = decide(rollout([facts]))
+    [write] = writes(decision.actions)
+    assert write.phase_to is Phase.VERIFYING
+    assert write.annotations[names.KMM_WORKER_RELEASED] == "true"
+    assert "not in this boot" in str(write.annotations[names.REASON])
+    busy = answered(
+        kmm_loaded_in(reverifying(), BOOT_A), report=out_of_tree(blockers=[OPEN_CLIENT])
+    )
+    [blocked] = writes(decide(rollout([busy])).actions)
+    assert blocked.phase_to is Phase.BLOCKED
+    assert blocked.annotations[names.KMM_WORKER_HELD] == TARGET
+    unread = answered(dataclasses.replace(reverifying(), kmm_boot_id=None), report=out_of_tree())
+    assert not any(w.phase_to is Phase.DONE for w in writes(decide(rollout([unread])).actions))
+
+
+def test_a_first_verification_waits_for_kmms_record_of_this_boot() -> None:
+    verifying = booted(node(phase=Phase.VERIFYING, labels=loaded_labels()), BOOT_A, KERNEL)
+    for record in (None, "", BOOT_B):
+        facts = answered(dataclasses.replace(verifying, kmm_boot_id=record), report=new_report())
+        assert not writes(step_any_verifying(rollout([facts]), facts).actions), record

@@ -138,6 +138,7 @@ def test_a_node_verified_again_at_the_old_version_is_done_there_then_waits_its_t
         ),
         boot_id=BOOT_B,
         kernel_version=KERNEL,
+        kmm_boot_id=BOOT_B,  # KMM's loader, let go, loaded OLD in this boot
     )
     old_live = dataclasses.replace(
         new_report(tag=f"xeb_{OLD_MODULE_VERSION}", srcversion="OLDSRC"), provenance="OUT_OF_TREE"
