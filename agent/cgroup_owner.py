@@ -7,10 +7,14 @@ cgroup whose path names the pod's UID and the container's ID, in one of these sh
   dashes as underscores>.slice/<runtime>-<container id>.scope`, the runtime prefix
   `cri-containerd`, `crio` or `docker` (guaranteed pods have no `<qos>` level; CRI-O's
   `crio-conmon-<id>.scope` is the pod's monitor, no container of it);
-- cgroupfs driver: `/kubepods/<qos>/pod<UID>/<container id>` (guaranteed: no `<qos>`);
+- cgroupfs driver: `/kubepods/<qos>/pod<UID>/<container id>` (guaranteed: no `<qos>`), CRI-O
+  naming it `crio-<container id>` (cri-o's cgmgr/cgroupfs.go `ContainerCgroupPath`);
 - cgroup v2 is one line `0::<path>`; v1 one line per hierarchy `<n>:<controllers>:<path>`,
-  the unified line preferred when both are there; a path seen from inside a cgroup
-  namespace may start with `/../..`: the pod's own segments are searched for, wherever.
+  the unified line preferred when both are there and it names a pod. On a hybrid host a
+  runtime with the cgroupfs driver moves its containers into the v1 hierarchies only, their
+  unified line left at the runtime's own service: then the v1 lines say. A path seen from
+  inside a cgroup namespace may start with `/../..`: the pod's own segments are searched for,
+  wherever.
 
 A path with no pod segment is a host process (system.slice, user.slice, `/`). Text that is
 not a cgroup file, or empty, is unknown: never taken for a host process, nor a pod.
@@ -28,7 +32,7 @@ _SYSTEMD_POD = re.compile(rf"^kubepods(?:-besteffort|-burstable)?-pod({_UID})\.s
 _CGROUPFS_POD = re.compile(rf"^pod({_UID})$")
 _CONTAINER_ID = r"[0-9a-f]{64}"
 _SYSTEMD_CONTAINER = re.compile(rf"^(?:cri-containerd|crio|docker)-({_CONTAINER_ID})\.scope$")
-_CGROUPFS_CONTAINER = re.compile(rf"^({_CONTAINER_ID})$")
+_CGROUPFS_CONTAINER = re.compile(rf"^(?:crio-)?({_CONTAINER_ID})$")
 _LINE = re.compile(r"^(\d+):([^:]*):(/.*)$")
 
 
@@ -92,7 +96,7 @@ def owner_of(text: str) -> ProcessOwner:
         if match is None:
             return ProcessOwner(OwnerKind.UNKNOWN, why=f"not a cgroup line: {line[:80]!r}")
         (unified if match.group(1) == "0" and not match.group(2) else legacy).append(match.group(3))
-    paths = unified or legacy
+    paths = unified + legacy
     if not paths:
         return ProcessOwner(OwnerKind.UNKNOWN, why="no cgroup lines")
     for path in paths:

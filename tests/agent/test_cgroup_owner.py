@@ -131,3 +131,25 @@ def test_a_host_process_is_one_and_an_unreadable_cgroup_is_unknown(tmp_path: Pat
     owner = _client(denied).owner
     assert owner.kind == pb.ProcessOwner.UNKNOWN
     assert "/proc/4242/cgroup" in owner.message
+
+
+def test_a_hybrid_host_whose_runtime_never_joined_the_unified_tree_names_the_pod() -> None:
+    # kernel/cgroup/cgroup.c proc_cgroup_show: "<hierarchy id>:<controllers>:<path>\n" per
+    # v1 hierarchy (named ones as "name=systemd"), then "0::<path>\n" for the unified one.
+    # On a hybrid host runc's cgroupfs (v1) manager moves the container into the v1
+    # hierarchies only: the unified line keeps the runtime's own service.
+    pod = f"/kubepods/besteffort/pod{UID}/{CID}"
+    text = (
+        f"12:cpuset:{pod}\n11:memory:{pod}\n10:devices:{pod}\n9:freezer:{pod}\n"
+        f"8:net_cls,net_prio:{pod}\n7:blkio:{pod}\n6:perf_event:{pod}\n5:hugetlb:{pod}\n"
+        f"4:pids:{pod}\n3:cpu,cpuacct:{pod}\n2:rdma:/\n1:name=systemd:{pod}\n"
+        "0::/system.slice/containerd.service\n"
+    )
+    assert owner_of(text) == POD
+
+
+def test_cri_o_with_the_cgroupfs_driver_names_its_containers_crio_id() -> None:
+    # cri-o internal/config/cgmgr/cgroupfs.go ContainerCgroupPath:
+    # filepath.Join("/", parent, crioPrefix+"-"+containerID), crioPrefix "crio".
+    assert owner_of(f"0::/kubepods/burstable/pod{UID}/crio-{CID}\n") == POD
+    assert owner_of(f"11:memory:/kubepods/pod{UID}/crio-{CID}\n") == POD
