@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from agent.efi_signature_list import EfiListError, x509_keys
 from agent.hostfs import HostFiles
+from agent.module_keyrings import NOTHING_READ, ModuleKeyrings, read_module_keyrings
 from agent.warninglog import WarningLog
 from gpuctl.common.module_signature import SignatureFacts
 
@@ -81,6 +82,8 @@ class KernelTrust:
     sig_enforce: SigEnforce
     # The enrolled Machine Owner Keys; None when there is no MokListRT or it is unreadable.
     enrolled_keys: tuple[SignatureFacts, ...] | None = None
+    # db, MokListTrustedRT, and whether .platform verifies modules (module_keyrings.py).
+    keyrings: ModuleKeyrings = NOTHING_READ
 
     @property
     def signatures(self) -> Signatures:
@@ -113,6 +116,7 @@ def read_kernel_trust(files: HostFiles, log: WarningLog) -> KernelTrust:
         lockdown=_lockdown(files, log),
         sig_enforce=_sig_enforce(files, log),
         enrolled_keys=_enrolled_keys(files, log),
+        keyrings=read_module_keyrings(files, log),
     )
 
 

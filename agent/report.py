@@ -188,6 +188,14 @@ def trust_message(trust: KernelTrust) -> pb.KernelTrust:
                 keys=[pb.EnrolledKey(signer=k.signer, key_id=k.key_id) for k in trust.enrolled_keys]
             )
         )
+    keyrings = trust.keyrings
+    if keyrings.mok_list_trusted is not None:
+        message.mok_list_trusted = keyrings.mok_list_trusted
+    if keyrings.db_keys is not None:
+        keys = [pb.EnrolledKey(signer=k.signer, key_id=k.key_id) for k in keyrings.db_keys]
+        message.db_keys.CopyFrom(pb.MokList(keys=keys))
+    if keyrings.platform_keys_verify_modules is not None:
+        message.platform_keys_verify_modules = keyrings.platform_keys_verify_modules
     return message
 
 

@@ -9,10 +9,10 @@ old driver. So before the unload the preflight compares the certificate's identi
 issuer's name and serial, as modinfo names a module's signer: module_signature.py) with
 what the node's agent says the kernel trusts:
 
-- the Machine Owner Keys enrolled with shim (MokListRT), which the kernel trusts for
-  modules, or
-- the key the node's loaded module was signed with, when the kernel verified that load
-  (no `E` taint): a key in the kernel's built-in keyring shows only that way.
+- the keys the kernel verifies modules with, as node_keys.py judges them from the agent's
+  report: MOK keys (MokListRT) and db keys where the kernel's keyrings make them verify
+  modules, and the key the node's loaded module was verified with (no `E` taint): a key in
+  the kernel's built-in keyring shows only that way.
 
 The certificate is read from its Secret (KMM's data key `cert`, PEM) by the caller; what
 could not be read, or a node whose trusted keys cannot be read, is unknown, and unknown
@@ -35,6 +35,7 @@ from gpuctl.common.module_signature import (
     certificate_identity,
 )
 from gpuctl.common.targeting import mapping_for
+from gpuctl.rollout.node_keys import KeyTrust, judge_key
 
 CERT_DATA_KEY = "cert"  # KMM's data key of the certSecret (constants.PublicSignDataKey)
 _PEM = re.compile(
@@ -101,42 +102,17 @@ def cert_secrets(kernel_module: Mapping[str, Any]) -> list[str]:
     return sorted({name for name in map(_cert_secret, signs) if name})
 
 
-def _same(key: SignatureFacts, signer: str, key_id: str) -> bool:
-    return (key.signer, key.key_id.upper()) == (signer, key_id.upper())
-
-
-def trusted_by(report: pb.NodeReport, key: SignatureFacts) -> bool | None:
-    """Whether the node's kernel trusts `key`: True, False, or None when it cannot be told
-    (no readable MOK list, and no verified load with that key)."""
-    trust = report.kernel_trust
-    signature = report.module.signature
-    verified = signature.verified == pb.ModuleSignature.VERIFIED
-    if verified and _same(key, signature.signer, signature.key_id):
-        return True
-    if not trust.HasField("mok_list"):
-        return None
-    return any(_same(key, k.signer, k.key_id) for k in trust.mok_list.keys)
-
-
 def untrusted_words(report: pb.NodeReport, certificate: SigningCertificate) -> str:
-    """Why the node would refuse the signed target ("" when it trusts the key)."""
+    """Why the node would refuse the signed target ("" when it trusts the key; node_keys.py)."""
     if certificate.identity is None:
         return (
             f"cannot tell whether the node trusts the key KMM signs the target with: "
             f"{certificate.problem}"
         )
-    verdict = trusted_by(report, certificate.identity)
-    if verdict is True:
-        return ""
+    verdict = judge_key(report, certificate.identity)
     key = certificate.words()
-    if verdict is None:
-        return (
-            f"cannot tell whether the node trusts {key}: its MOK list cannot be read and its "
-            "loaded module was not verified with that key"
-        )
-    enrolled = len(report.kernel_trust.mok_list.keys)
-    return (
-        f"KMM signs the target with {key}, which the node does not trust: not among its "
-        f"{enrolled} enrolled MOK key{'' if enrolled == 1 else 's'}, nor the key its loaded "
-        "module was verified with; enroll it (mokutil --import, docs/secure-boot.md)"
-    )
+    if verdict.trust is KeyTrust.TRUSTED:
+        return ""
+    if verdict.trust is KeyTrust.UNKNOWN:
+        return f"cannot tell whether the node trusts {key}: {verdict.words}"
+    return f"KMM signs the target with {key}, which the node does not trust: {verdict.words}"

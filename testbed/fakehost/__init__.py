@@ -40,6 +40,7 @@ DRM_MAJOR = 226
 DEFAULT_RELEASE = "6.8.0-60-generic"
 EFI_GLOBAL_GUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
 SHIM_GUID = "605dab50-e046-4300-abb6-3dd810dd8b23"
+IMAGE_SECURITY_DATABASE_GUID = "d719b2cb-3d3a-4596-a3bc-dad00e67656f"
 # The clock fake hosts are inspected at.
 FIXED_NOW = datetime.datetime(2026, 11, 29, 23, 0, tzinfo=datetime.UTC)
 
@@ -265,11 +266,18 @@ class FakeHost:
         secure_boot: bool | None,
         shim_validation_disabled: bool | None = None,
         mok_keys: Sequence[SigningKey] = (),
+        mok_list_trusted: bool = True,
+        db_keys: Sequence[SigningKey] = (),
     ) -> None:
         """An EFI boot: efivarfs with BootCurrent, and the SecureBoot variable (4 attribute
         bytes, then 1 or 0) unless `secure_boot` is None (firmware without Secure Boot);
         shim's MokSBStateRT when `shim_validation_disabled` is not None, and its MokListRT
-        with `mok_keys` enrolled (and a blocklisted hash, which names no key)."""
+        with `mok_keys` enrolled (and a blocklisted hash, which names no key). With `mok_keys`
+        and `mok_list_trusted` (shim 15.7+'s default, no MokListTrusted variable): shim's
+        MokListTrustedRT, the byte 0x01, both as a runtime variable and in its MOK config table
+        (/sys/firmware/efi/mok-variables/, raw data, no attribute bytes). `db_keys`: UEFI db.
+        Every efivarfs file is as fs/efivarfs/file.c (efivarfs_file_read) serves it: the
+        attributes as a little-endian u32 (here BOOTSERVICE|RUNTIME, 0x06), then the data."""
         efivars = "sys/firmware/efi/efivars"
         self.write(f"{efivars}/BootCurrent-{EFI_GLOBAL_GUID}", b"\x06\x00\x00\x00\x01\x00")
         if secure_boot is not None:
@@ -281,6 +289,12 @@ class FakeHost:
         if mok_keys:
             lists = efi_signature_lists(mok_keys, hashes=[bytes(32)])
             self.write(f"{efivars}/MokListRT-{SHIM_GUID}", b"\x06\x00\x00\x00" + lists)
+            if mok_list_trusted:
+                self.write(f"{efivars}/MokListTrustedRT-{SHIM_GUID}", b"\x06\x00\x00\x00\x01")
+                self.write("sys/firmware/efi/mok-variables/MokListTrustedRT", b"\x01")
+        if db_keys:
+            db = efi_signature_lists(db_keys)
+            self.write(f"{efivars}/db-{IMAGE_SECURITY_DATABASE_GUID}", b"\x27\x00\x00\x00" + db)
 
     def set_lockdown(self, mode: str | None) -> None:
         """/sys/kernel/security/lockdown with `mode` selected; None: securityfs without it

@@ -159,11 +159,12 @@ def _backport_xe(
 
 
 def secure_boot_signed_backport(root: Path) -> FakeHost:
-    """A Secure Boot node (lockdown integrity) running the DKMS backport signed with the
-    admin's enrolled key (MOK): the kernel checked it, so its taint has no E."""
+    """A Secure Boot node (lockdown integrity) of Ubuntu's kernel running the DKMS backport
+    signed with the admin's enrolled key (MOK): the kernel checked it, so its taint has no E."""
     host = FakeHost(root)
     mok = signing_key(MOK_COMMON_NAME, MOK_SERIAL)
     host.boot_efi(secure_boot=True, shim_validation_disabled=False, mok_keys=[mok])
+    host.write("proc/version_signature", UBUNTU_VERSION_SIGNATURE)
     host.set_lockdown("integrity")
     _host_bridge(host)
     _battlemage_card(host)
@@ -172,6 +173,8 @@ def secure_boot_signed_backport(root: Path) -> FakeHost:
 
 
 MOK_COMMON_NAME = "ACME GPU fleet module signing"
+# What only Ubuntu's kernels have (/proc/version_signature): agent/module_keyrings.py.
+UBUNTU_VERSION_SIGNATURE = "Ubuntu 6.17.0-7.7-generic 6.17.1\n"
 MOK_SERIAL = 0x1D5E7A
 
 

@@ -240,3 +240,46 @@ def test_a_mok_list_that_does_not_parse_is_a_warning_and_unknown(tmp_path: Path)
     with pytest.raises(EfiListError, match="too short"):
         x509_keys(b"\x00" * 10)
     assert x509_keys(b"") == []
+
+
+def test_mok_list_trusted_is_read_where_the_kernel_reads_it_the_mok_config_table(
+    tmp_path: Path,
+) -> None:
+    """The kernel looks MokListTrustedRT up in shim's MOK config table (machine_keyring.c,
+    efi_mokvar_entry_find), exposed as /sys/firmware/efi/mok-variables/: its presence, not
+    the runtime variable under efivarfs, decides."""
+    key = signing_key(MOK_COMMON_NAME, MOK_SERIAL)
+    host = FakeHost(tmp_path)
+    host.boot_efi(secure_boot=True, mok_keys=[key])
+    trust, _ = trust_of(host)
+    assert trust.mok_list_trusted is True
+    # The runtime variable alone (no table entry): the kernel did not trust MOK keys.
+    host.remove("sys/firmware/efi/mok-variables/MokListTrustedRT")
+    assert trust_of(host)[0].mok_list_trusted is False
+    # MokListTrusted set (mokutil --untrust-mok): shim mirrors nothing.
+    untrusted = FakeHost(tmp_path / "untrusted")
+    untrusted.boot_efi(secure_boot=True, mok_keys=[key], mok_list_trusted=False)
+    assert trust_of(untrusted)[0].mok_list_trusted is False
+    # A BIOS boot: no MOK at all, unset.
+    assert not trust_of(FakeHost(tmp_path / "bios"))[0].HasField("mok_list_trusted")
+
+
+def test_db_keys_and_mok_ignore_db_and_an_ubuntu_kernel_are_reported(tmp_path: Path) -> None:
+    firmware_key = signing_key("ACME firmware db key", 0x5DB1)
+    host = FakeHost(tmp_path)
+    host.boot_efi(secure_boot=True, db_keys=[firmware_key])
+    trust, _ = trust_of(host)
+    assert [(k.signer, k.key_id) for k in trust.db_keys.keys] == [
+        (firmware_key.common_name, firmware_key.key_id)
+    ]
+    assert not trust.HasField("platform_keys_verify_modules")  # not known: never assumed
+    host.write("proc/version_signature", scenarios.UBUNTU_VERSION_SIGNATURE)
+    assert trust_of(host)[0].platform_keys_verify_modules is True
+    # shim's MokIgnoreDB: the kernel does not load db (load_uefi.c, uefi_check_ignore_db).
+    host.write(
+        "sys/firmware/efi/efivars/MokIgnoreDB-605dab50-e046-4300-abb6-3dd810dd8b23",
+        b"\x06\x00\x00\x00\x01",
+    )
+    ignored = trust_of(host)[0]
+    assert ignored.HasField("db_keys")
+    assert list(ignored.db_keys.keys) == []

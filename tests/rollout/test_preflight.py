@@ -120,7 +120,7 @@ def test_an_enforcing_node_with_an_unsigned_target_is_blocked_before_the_unload(
 
 def test_a_target_signed_with_an_enrolled_key_or_trusted_images_or_a_lax_node_go_on() -> None:
     signed = {"kernelMappings": MAPPINGS, "sign": SIGN}
-    assert check(enrol(enforcing(), signing_key()), signed).phase_to is not Phase.BLOCKED
+    assert check(ubuntu(enrol(enforcing(), signing_key())), signed).phase_to is not Phase.BLOCKED
     trusted = check(enforcing(), {"kernelMappings": MAPPINGS}, trust_image_signatures=True)
     assert trusted.phase_to is not Phase.BLOCKED
     relaxed = enforcing(pb.KernelTrust.SIGNATURES_NOT_ENFORCED)
@@ -240,3 +240,53 @@ def test_kmm_takes_the_mappings_cert_secret_over_the_modules() -> None:
     assert cert_secret_for(spec, KERNEL) == "c"
     assert cert_secret_for({"kernelMappings": MAPPINGS}, KERNEL) == ""
     assert cert_secrets(spec) == ["c", "mapping-cert"]
+
+
+def ubuntu(facts: ReportFacts) -> ReportFacts:
+    """An Ubuntu kernel: it verifies modules with .platform too (agent/module_keyrings.py)."""
+    facts.report.kernel_trust.platform_keys_verify_modules = True
+    return facts
+
+
+def test_a_mok_key_counts_only_where_the_kernels_keyrings_verify_modules_with_it() -> None:
+    """MokListRT's keys go to .machine only with MokListTrustedRT (and the kernel's
+    CONFIG_INTEGRITY_MACHINE_KEYRING), else to .platform, which mainline never verifies
+    modules with; Ubuntu's kernels do. Each case names its own remedy."""
+    signed = {"kernelMappings": MAPPINGS, "sign": SIGN}
+    key = signing_key()
+    # Enrolled, no MokListTrustedRT, a kernel not known to use .platform: refused.
+    plain = enrol(enforcing(), key)
+    plain.report.kernel_trust.mok_list_trusted = False
+    write = check(plain, signed)
+    assert write.annotations[names.REASON_KIND] == "signing-key"
+    assert "which the node does not trust: it is an enrolled MOK, but shim does not trust" in (
+        str(write.annotations[names.REASON])
+    )
+    assert "mokutil --trust-mok, reboot, confirm in MokManager" in str(
+        write.annotations[names.REASON]
+    )
+    # MokListTrustedRT set, but the kernel's .machine keyring is not known: cannot tell.
+    plain.report.kernel_trust.mok_list_trusted = True
+    unsure = check(plain, signed)
+    assert unsure.phase_to is Phase.BLOCKED
+    assert "cannot tell whether the node trusts" in str(unsure.annotations[names.REASON])
+    # Ubuntu's kernel verifies with .platform: trusted either way.
+    trusted = ubuntu(enrol(enforcing(), key))
+    trusted.report.kernel_trust.mok_list_trusted = False
+    assert check(trusted, signed).phase_to is not Phase.BLOCKED
+    # Without Secure Boot the kernel loads no MOK key at all (sig_enforce=Y enforces).
+    no_sb = ubuntu(enrol(enforcing(), key))
+    no_sb.report.kernel_trust.secure_boot = pb.KernelTrust.SECURE_BOOT_DISABLED
+    no_sb.report.kernel_trust.sig_enforce = pb.KernelTrust.SIG_ENFORCE_ON
+    assert "booted without Secure Boot" in str(check(no_sb, signed).annotations[names.REASON])
+
+
+def test_a_db_key_is_trusted_only_where_the_kernel_verifies_modules_with_platform() -> None:
+    signed = {"kernelMappings": MAPPINGS, "sign": SIGN}
+    key = signing_key()
+    facts = enrol(enforcing())  # an empty MOK list
+    facts.report.kernel_trust.db_keys.keys.add(signer=key.common_name, key_id=key.key_id)
+    refused = check(facts, signed)
+    assert refused.phase_to is Phase.BLOCKED
+    assert "it is in the node's UEFI db" in str(refused.annotations[names.REASON])
+    assert check(ubuntu(facts), signed).phase_to is not Phase.BLOCKED

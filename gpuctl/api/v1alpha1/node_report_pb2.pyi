@@ -259,6 +259,9 @@ class KernelTrust(_message.Message):
     SIG_ENFORCE_FIELD_NUMBER: _builtins.int
     SIGNATURES_FIELD_NUMBER: _builtins.int
     MOK_LIST_FIELD_NUMBER: _builtins.int
+    MOK_LIST_TRUSTED_FIELD_NUMBER: _builtins.int
+    DB_KEYS_FIELD_NUMBER: _builtins.int
+    PLATFORM_KEYS_VERIFY_MODULES_FIELD_NUMBER: _builtins.int
     secure_boot: Global___KernelTrust.SecureBoot.ValueType
     shim_validation_disabled: _builtins.bool
     """shim's MokSBStateRT: Secure Boot validation turned off with `mokutil
@@ -268,11 +271,28 @@ class KernelTrust(_message.Message):
     sig_enforce: Global___KernelTrust.SigEnforce.ValueType
     signatures: Global___KernelTrust.Signatures.ValueType
     """The verdict from the three: what a new module must satisfy on this node."""
+    mok_list_trusted: _builtins.bool
+    """shim's MokListTrustedRT is in its MOK config table (/sys/firmware/efi/mok-variables/),
+    where the kernel looks for it (efi_mokvar_entry_find): MokListRT's keys then go to the
+    .machine keyring, which verifies modules; else to .platform. Unset when not EFI.
+    """
+    platform_keys_verify_modules: _builtins.bool
+    """The kernel also verifies modules with the .platform keyring (db, and MOK keys not trusted
+    for .machine): true for an Ubuntu kernel (/proc/version_signature), which carries
+    "KEYS: Make use of platform keyring for module signature verify"; unset when not known
+    (mainline does not).
+    """
     @_builtins.property
     def mok_list(self) -> Global___MokList:
         """The X.509 keys enrolled with shim as Machine Owner Keys (MokListRT): the keys, besides
         the kernel's own, an out-of-tree module may be signed with. Unset when there is no such
         variable or it cannot be read.
+        """
+
+    @_builtins.property
+    def db_keys(self) -> Global___MokList:
+        """The X.509 keys in UEFI `db`, which the kernel loads into the .platform keyring; empty when
+        shim's MokIgnoreDB tells the kernel to ignore db. Unset when absent or unreadable.
         """
 
     def __init__(
@@ -284,13 +304,25 @@ class KernelTrust(_message.Message):
         sig_enforce: Global___KernelTrust.SigEnforce.ValueType = ...,
         signatures: Global___KernelTrust.Signatures.ValueType = ...,
         mok_list: Global___MokList | None = ...,
+        mok_list_trusted: _builtins.bool | None = ...,
+        db_keys: Global___MokList | None = ...,
+        platform_keys_verify_modules: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_shim_validation_disabled", b"_shim_validation_disabled", "mok_list", b"mok_list", "shim_validation_disabled", b"shim_validation_disabled"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_mok_list_trusted", b"_mok_list_trusted", "_platform_keys_verify_modules", b"_platform_keys_verify_modules", "_shim_validation_disabled", b"_shim_validation_disabled", "db_keys", b"db_keys", "mok_list", b"mok_list", "mok_list_trusted", b"mok_list_trusted", "platform_keys_verify_modules", b"platform_keys_verify_modules", "shim_validation_disabled", b"shim_validation_disabled"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_shim_validation_disabled", b"_shim_validation_disabled", "lockdown", b"lockdown", "mok_list", b"mok_list", "secure_boot", b"secure_boot", "shim_validation_disabled", b"shim_validation_disabled", "sig_enforce", b"sig_enforce", "signatures", b"signatures"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_mok_list_trusted", b"_mok_list_trusted", "_platform_keys_verify_modules", b"_platform_keys_verify_modules", "_shim_validation_disabled", b"_shim_validation_disabled", "db_keys", b"db_keys", "lockdown", b"lockdown", "mok_list", b"mok_list", "mok_list_trusted", b"mok_list_trusted", "platform_keys_verify_modules", b"platform_keys_verify_modules", "secure_boot", b"secure_boot", "shim_validation_disabled", b"shim_validation_disabled", "sig_enforce", b"sig_enforce", "signatures", b"signatures"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__mok_list_trusted: _TypeAlias = _typing.Literal["mok_list_trusted"]  # noqa: Y015
+    _WhichOneofArgType__mok_list_trusted: _TypeAlias = _typing.Literal["_mok_list_trusted", b"_mok_list_trusted"]  # noqa: Y015
+    _WhichOneofReturnType__platform_keys_verify_modules: _TypeAlias = _typing.Literal["platform_keys_verify_modules"]  # noqa: Y015
+    _WhichOneofArgType__platform_keys_verify_modules: _TypeAlias = _typing.Literal["_platform_keys_verify_modules", b"_platform_keys_verify_modules"]  # noqa: Y015
     _WhichOneofReturnType__shim_validation_disabled: _TypeAlias = _typing.Literal["shim_validation_disabled"]  # noqa: Y015
     _WhichOneofArgType__shim_validation_disabled: _TypeAlias = _typing.Literal["_shim_validation_disabled", b"_shim_validation_disabled"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__mok_list_trusted) -> _WhichOneofReturnType__mok_list_trusted | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__platform_keys_verify_modules) -> _WhichOneofReturnType__platform_keys_verify_modules | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__shim_validation_disabled) -> _WhichOneofReturnType__shim_validation_disabled | None: ...
 
 Global___KernelTrust: _TypeAlias = KernelTrust  # noqa: Y015
