@@ -315,27 +315,6 @@ def not_loaded_in_this_boot(node: NodeFacts) -> str:
     return ""
 
 
-def not_loaded_in_this_boot(node: NodeFacts) -> str:
-    """Why KMM's own record does not show its loader ran in the node's current boot ("" when
-    it does, or when the Node reports no boot id to compare). KMM's ready labels survive a
-    reboot; its NodeModulesConfig's status.modules[].bootId is the boot its loader last
-    succeeded in (KMM v2.6.0 nmc_reconciler.go), so a module live in this boot that KMM did
-    not load (a host copy of the same build, a loader killed after insmod) leaves KMM wanting
-    to reload a node that counts as verified."""
-    if not node.boot_id:
-        return ""
-    if node.kmm_boot_id is None:
-        return "KMM's NodeModulesConfig of the node is not read yet"
-    if not node.kmm_boot_id:
-        return "KMM's NodeModulesConfig records no load of the module on the node"
-    if node.kmm_boot_id != node.boot_id:
-        return (
-            f"KMM's NodeModulesConfig records its load in boot {node.kmm_boot_id[:8]}, not in "
-            f"this boot ({node.boot_id[:8]}): its loader has not run since the node booted"
-        )
-    return ""
-
-
 def kmm_loaded(inp: RolloutInput, node: NodeFacts, version: str) -> bool:
     """KMM reports the module loaded at `version` (its ready and version.ready labels)."""
     return inp.kmm.ready in node.labels and node.labels.get(inp.kmm.version_ready) == version
