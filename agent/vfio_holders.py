@@ -3,9 +3,12 @@
 A VF passed through to a virtual machine is held by the VM's process (QEMU, in KubeVirt its
 virt-launcher pod) through VFIO: the legacy group file `/dev/vfio/<iommu group>` (sysfs
 `iommu_group` link of the function) or the iommufd device file `/dev/vfio/devices/vfioN`
-(sysfs `vfio-dev/vfioN`). The kernel keeps no list of who opened them, unlike DRM's
-debugfs client lists, so this sweeps every /proc/<pid>/fd (`fdscan.find_fd_holders`) for
-those paths, and names each holder's pod from its cgroup as the DRM scan does.
+(sysfs `vfio-dev/vfioN`); with VFIO's unsafe no-IOMMU mode the kernel names them
+`/dev/vfio/noiommu-<group>` and `/dev/vfio/devices/noiommu-vfioN` (drivers/vfio/group.c
+`vfio_create_group`, vfio_main.c `__vfio_register_dev`). The kernel keeps no list of who
+opened them, unlike DRM's debugfs client lists, so this sweeps every /proc/<pid>/fd
+(`fdscan.find_fd_holders`) for those paths, and names each holder's pod from its cgroup as
+the DRM scan does.
 
 The sweep is skipped when no GPU is bound to a passthrough driver, or when every such
 driver's module holds no reference: VFIO takes a reference on the bound driver's module for
@@ -34,6 +37,7 @@ from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
 
 VFIO_GROUP_DIR = "/dev/vfio/"
 VFIO_DEVICE_DIR = "/dev/vfio/devices/"
+NO_IOMMU_PREFIX = "noiommu-"
 
 
 @dataclass(slots=True)
@@ -124,7 +128,8 @@ def _vfio_paths(
         log.add(f"{base}/iommu_group", f"not an IOMMU group: {group[:40]!r}")
         return None
     outcome.iommu_groups[gpu.address] = group
-    paths = [VFIO_GROUP_DIR + group]
+    # A process opens whichever of the two the kernel made: both are looked for.
+    paths = [VFIO_GROUP_DIR + group, VFIO_GROUP_DIR + NO_IOMMU_PREFIX + group]
     try:
         cdevs = files.list_dir(f"{base}/vfio-dev")
     except FileNotFoundError:
@@ -132,7 +137,11 @@ def _vfio_paths(
     except OSError as error:
         log.add_error(f"{base}/vfio-dev", error)
         return None
-    paths += [VFIO_DEVICE_DIR + name for name in sorted(cdevs) if name.startswith("vfio")]
+    paths += [
+        VFIO_DEVICE_DIR + name
+        for name in sorted(cdevs)
+        if name.removeprefix(NO_IOMMU_PREFIX).startswith("vfio")
+    ]
     return paths
 
 

@@ -134,3 +134,26 @@ def test_a_vf_no_process_holds_is_said_to_be_open_by_none(tmp_path: Path) -> Non
     report = host.inspect()
     assert "(vfio-pci: handed to a VM, open by no process)" in report.blockers[0].message
     assert "held by pid 4712" in report.blockers[1].message
+
+
+def test_a_no_iommu_group_and_device_file_are_holdings_too(tmp_path: Path) -> None:
+    # drivers/vfio/group.c vfio_create_group: dev_set_name("%s%d", type == VFIO_NO_IOMMU ?
+    # "noiommu-" : "", iommu_group_id) -> /dev/vfio/noiommu-<group>; vfio_main.c
+    # __vfio_register_dev: "%svfio%d" with the same prefix -> /dev/vfio/devices/noiommu-vfio<n>
+    # (sysfs vfio-dev/noiommu-vfio<n>). The sysfs iommu_group link names the group's number.
+    host = FakeHost(tmp_path)
+    host.add_pci_function("0000:03:00.0", device=0xE20B, class_code=0x030000, driver="vfio-pci")
+    host.add_module("vfio_pci", refcnt=2)
+    group = host.iommu_group("0000:03:00.0")
+    host.add_vfio_cdev("0000:03:00.0", "noiommu-vfio0")
+    host.add_process(901, "dpdk-testpmd", cgroup="0::/system.slice/dpdk.service\n")
+    host.symlink("proc/901/fd/30", f"/dev/vfio/noiommu-{group}")
+    host.add_process(902, "qemu-system-x86", cgroup="0::/system.slice/vm.service\n")
+    host.symlink("proc/902/fd/31", "/dev/vfio/devices/noiommu-vfio0")
+    outcome, _ = scan(host)
+    assert outcome.state is ScanState.COMPLETE
+    holders = outcome.holders_by_device["0000:03:00.0"]
+    assert [(h.pid, h.paths) for h in holders] == [
+        (901, [f"/dev/vfio/noiommu-{group}"]),
+        (902, ["/dev/vfio/devices/noiommu-vfio0"]),
+    ]
