@@ -9,7 +9,9 @@ file) and `/lib/modules/<release>/vmlinuz` (where BLS distributions keep it). Wh
   boots it whatever GRUB_DEFAULT says.
 - Else a pinned default: `saved_entry` in grubenv where /etc/default/grub says
   GRUB_DEFAULT=saved (grub-set-default, and grubby --set-default on Fedora and RHEL, where
-  it is the default), or GRUB_DEFAULT naming an entry itself.
+  it is the default), or GRUB_DEFAULT naming an entry itself. GRUB_DEFAULT is the last one
+  set as Debian's grub-mkconfig sources them: /etc/default/grub, then each
+  /etc/default/grub.d/*.cfg in name order.
 - Else the newest installed (GRUB_DEFAULT=0 on Debian and Ubuntu lists the newest first; BLS
   sorts entries by version), compared as version strings (numbers as numbers).
 
@@ -36,6 +38,7 @@ _VMLINUZ = "vmlinuz-"
 _PARTS = re.compile(r"(\d+)")
 GRUBENV = ("boot/grub/grubenv", "boot/grub2/grubenv")
 DEFAULT_GRUB = "etc/default/grub"
+DEFAULT_GRUB_D = "etc/default/grub.d"
 BLS_ENTRIES = "boot/loader/entries"
 
 
@@ -113,14 +116,32 @@ def _pinned_entry(files: HostFiles, log: WarningLog) -> tuple[str, str] | None:
         env = _read_settings(files, relative, log)
         if env.get("next_entry"):
             return f"/{relative} next_entry", env["next_entry"]
-        default = _read_settings(files, DEFAULT_GRUB, log).get("GRUB_DEFAULT", "0")
+        where, default = _grub_default(files, log)
         if default == "saved" and env.get("saved_entry"):
             return f"/{relative} saved_entry", env["saved_entry"]
         if default not in ("saved", "") and not default.isdigit():
-            return f"/{DEFAULT_GRUB} GRUB_DEFAULT", default
+            return f"/{where} GRUB_DEFAULT", default
         if env:
             return None
     return None
+
+
+def _grub_default(files: HostFiles, log: WarningLog) -> tuple[str, str]:
+    """(the file that sets it, GRUB_DEFAULT): the last assignment of /etc/default/grub and
+    its grub.d/*.cfg, sourced in that order; "0" where none sets it."""
+    found = (DEFAULT_GRUB, "0")
+    try:
+        names = [n for n in files.list_dir(DEFAULT_GRUB_D) if n.endswith(".cfg")]
+    except (FileNotFoundError, NotADirectoryError):
+        names = []
+    except OSError as error:
+        log.add_error(DEFAULT_GRUB_D, error)
+        names = []
+    for relative in [DEFAULT_GRUB, *(f"{DEFAULT_GRUB_D}/{n}" for n in names if n[0] != ".")]:
+        value = _read_settings(files, relative, log).get("GRUB_DEFAULT")
+        if value is not None:
+            found = (relative, value)
+    return found
 
 
 def _release_of(files: HostFiles, entry: str, found: dict[str, str]) -> str | None:

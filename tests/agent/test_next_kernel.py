@@ -114,3 +114,34 @@ def test_an_entry_naming_no_installed_kernel_falls_back_to_the_newest_with_a_war
     assert report.next_kernel.release == "6.17.0-9-generic"
     [warning] = [w for w in report.warnings if w.path == "boot/grub/grubenv"]
     assert "names no installed kernel" in warning.message
+
+
+def test_a_grub_d_cfg_overrides_etc_default_grub_in_name_order(tmp_path: Path) -> None:
+    # Debian's and Ubuntu's grub-mkconfig (update-grub) sources /etc/default/grub, then each
+    # /etc/default/grub.d/*.cfg in glob order ("for x in .../grub.d/*.cfg; do . $x; done"):
+    # a later assignment wins. Ubuntu's cloud images ship 50-cloudimg-settings.cfg this way.
+    host = pinned_host(tmp_path, "", "0")
+    host.write(
+        "etc/default/grub.d/40-pin.cfg", 'GRUB_DEFAULT="1>Ubuntu, with Linux 6.8.0-60-generic"\n'
+    )
+    host.write(
+        "etc/default/grub.d/50-cloudimg-settings.cfg",
+        "# Cloud Image specific Grub settings for Generic Cloud Images\n"
+        "# CLOUD_IMG: This file was created/modified by the Cloud Image build process\n"
+        "\n"
+        "# Set the recordfail timeout\n"
+        "GRUB_RECORDFAIL_TIMEOUT=0\n"
+        "\n"
+        "# Do not wait on grub prompt\n"
+        "GRUB_TIMEOUT=0\n"
+        "\n"
+        "# Set the default commandline\n"
+        'GRUB_CMDLINE_LINUX_DEFAULT="console=tty1 console=ttyS0"\n'
+        'GRUB_DEFAULT="1>Ubuntu, with Linux 6.8.0-6-generic"\n',
+    )
+    host.write("etc/default/grub.d/init-select.cfg.dpkg-old", "GRUB_DEFAULT=0\n")  # not *.cfg
+    report = host.inspect()
+    assert (report.next_kernel.release, report.next_kernel.source) == (
+        "6.8.0-6-generic",
+        "/boot/vmlinuz-6.8.0-6-generic (/etc/default/grub.d/50-cloudimg-settings.cfg GRUB_DEFAULT)",
+    )
