@@ -135,8 +135,12 @@ def _issuer_name(der: bytes, issuer: tuple[int, int, int]) -> str:
     values: list[tuple[bytes, str]] = []
     for rdn in _children(der, *_expect(issuer, _SEQUENCE, "issuer")[1:]):
         for attribute in _children(der, *_expect(rdn, _SET, "RelativeDistinguishedName")[1:]):
-            kind, value = _children(der, *_expect(attribute, _SEQUENCE, "attribute")[1:])[:2]
-            text = der[value[1] : value[2]].decode(errors="replace")
+            parts = _children(der, *_expect(attribute, _SEQUENCE, "attribute")[1:])
+            if not parts:
+                continue
+            # An empty value (length 0), or none at all, names nothing: "".
+            kind, value = parts[0], parts[1] if len(parts) > 1 else None
+            text = der[value[1] : value[2]].decode(errors="replace") if value else ""
             values.append((der[kind[1] : kind[2]], text))
     common = [text for kind, text in values if kind == _COMMON_NAME]
     if common:
