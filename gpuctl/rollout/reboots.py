@@ -27,10 +27,14 @@ version label, whatever phase gpuctl has the node in. So:
   (BlockKind.REBOOTED_IN_USE), and the node then takes the normal path through the checks
   once idle; one that is not it and is idle, or none, lets KMM's worker go to load it, and
   the verification goes on (a device opened before KMM's loader ran holds it again);
-- not verified within timeouts.verify: Failed, KMM's worker held off it again and its
-  worker Pods deleted (a loader that cannot load restarts for ever, each start a
-  `modprobe -r`: a Failed node leaves KMM no standing order to run there). A Failed node
-  after a reboot does not roll the GPUDriver back: the boot changed, not the version.
+- KMM's worker let go, nothing in use, and KMM not done within timeouts.verify (a pull, an
+  in-cluster build or sign for a new kernel, an image not pushed yet): the node waits,
+  saying what KMM waits for (`kmm_words`), and spends no failure; a device opened meanwhile
+  holds KMM's worker again;
+- no agent answer, or what KMM reports loaded not verified, within timeouts.verify: Failed,
+  KMM's worker held off it again and its worker Pods deleted (what is live may be in use, or
+  nobody can say). A Failed node after a reboot does not roll the GPUDriver back: the boot
+  changed, not the version.
 
 What remains, and docs/reboots.md says it: a loader KMM creates in the moment between the
 kubelet's Ready and gpuctl's hold (when the kubelet posts the new boot id already Ready) is
@@ -54,6 +58,7 @@ from gpuctl.rollout.facts import (
 )
 from gpuctl.rollout.holds import BlockKind
 from gpuctl.rollout.node_step import (
+    IMAGE_EXISTS,
     MODULE_LIVE,
     VERIFY_POLL_SECONDS,
     StepResult,
@@ -113,8 +118,7 @@ def reboot_taken_up(inp: RolloutInput, node: NodeFacts) -> tuple[StepResult, Pha
         return None
     try:
         known = decode_boot(
-            node.annotations.get(names.REBOOT_TAKEN_UP)
-            or node.annotations.get(names.VERIFIED_BOOT)
+            node.annotations.get(names.REBOOT_TAKEN_UP) or node.annotations.get(names.VERIFIED_BOOT)
         )
     except RecordError as err:
         return _taken_up(inp, node, None, f"{err}: verifying it again", version)
@@ -297,7 +301,8 @@ def step_reverifying(inp: RolloutInput, node: NodeFacts) -> StepResult:
         return _not_yet(inp, node, result, why)
     mismatch = not_the_verified_module(inp, node, report)
     if not mismatch and not kmm_loaded(inp, node, version):
-        return _not_yet(inp, node, result, "KMM's ready labels are gone", ask=False)
+        waiting = _waiting_for_kmm(node)
+        return _not_yet(inp, node, result, "KMM's ready labels are gone", ask=False, kmm=waiting)
     # The module verified, but not loaded by KMM in this boot (a host copy of the same build,
     # a loader killed after insmod): KMM's loader will run there, so it is let go while the
     # module is idle, and held (Blocked) while it is in use, as for any other module.
@@ -314,28 +319,64 @@ def step_reverifying(inp: RolloutInput, node: NodeFacts) -> StepResult:
         return result
     if names.KMM_WORKER_RELEASED in node.annotations and not node.unfinished_workers:
         result.actions.append(NudgeKmm(node.name))
-    return _not_yet(inp, node, result, mismatch)
+    return _not_yet(inp, node, result, mismatch, kmm=_waiting_for_kmm(node))
+
+
+def _waiting_for_kmm(node: NodeFacts) -> bool:
+    """KMM's worker is let go and nothing on the node is in use (the caller checked): what
+    is left is KMM's (a pull, an in-cluster build or sign, an image not pushed yet)."""
+    return names.KMM_WORKER_RELEASED in node.annotations
+
+
+def kmm_words(node: NodeFacts) -> str:
+    """What KMM is doing for the node, from its own objects (kmm_activity.py)."""
+    if node.image_state and node.image_state != IMAGE_EXISTS:
+        return f"KMM's ModuleImagesConfig says {node.image_state} of {node.target_image or 'its image'}"
+    if node.kmm_activity:
+        return f"KMM: {node.kmm_activity}"
+    if not node.image_state and node.target_image:
+        return f"KMM has not found image {node.target_image} yet (its pull, build or sign)"
+    return "KMM has not loaded it yet"
 
 
 def _not_yet(
-    inp: RolloutInput, node: NodeFacts, result: StepResult, why: str, *, ask: bool = True
+    inp: RolloutInput,
+    node: NodeFacts,
+    result: StepResult,
+    why: str,
+    *,
+    ask: bool = True,
+    kmm: bool = False,
 ) -> StepResult:
+    """Look again shortly; past timeouts.verify: waiting on KMM with nothing in use (`kmm`),
+    the node waits on, saying what KMM does, and spends no failure (KMM being slow is not the
+    node failing); anything else fails, KMM's worker held off it."""
     timeout = inp.settings.timeouts.verify
     elapsed = step_elapsed(node.since, inp.now, inp.observed_for)
-    if elapsed >= timeout:
+    if elapsed >= timeout and kmm:
+        waited = (
+            f"rebooted ({node.annotations.get(names.REBOOTED, '')}); {why}; nothing holds the "
+            f"device, so KMM is let finish: {kmm_words(node)} (past timeouts.verify, "
+            f"{duration_words(timeout)})"
+        )
+        if node.reason != waited:
+            result.actions.append(
+                PatchNode(node.name, node.resource_version, annotations={names.REASON: waited})
+            )
+    elif elapsed >= timeout:
         reason = (
             f"not verified within {duration_words(timeout)} after the reboot "
             f"({node.annotations.get(names.REBOOTED, '')}): {why}"
         )
-        # KMM's worker held off it (again): a loader let go that cannot load (say, no image
-        # for a new kernel) restarts for ever, each start a `modprobe -r`.
+        # KMM's worker held off it (again): what is live may be in use, or nobody can say.
         held_again = {names.KMM_WORKER_HELD: node.state_version, names.KMM_WORKER_RELEASED: None}
         write = failed(inp, node, reason, node.state_version, held_again)
         result.actions = [HoldWorkers(node.name, held=True), write, DeleteWorkerPods(node.name)]
         return result
     if ask and due(node.call(INSPECT), epoch(inp.now), VERIFY_POLL_SECONDS):
         ask_report(result, node)
-    result.wake(min(VERIFY_POLL_SECONDS, timeout - elapsed))
+    left = timeout - elapsed
+    result.wake(VERIFY_POLL_SECONDS if left <= 0 else min(VERIFY_POLL_SECONDS, left))
     return result
 
 

@@ -189,6 +189,15 @@ def _unfinished_workers(
     )
 
 
+def _kmm_acts(node: Mapping[str, Any], phase: Phase | None) -> bool:
+    """Whether what KMM does on the node is told (kmm_activity): Loading, or Verifying after a
+    reboot with KMM's worker let go (reboots.py)."""
+    if phase is Phase.LOADING:
+        return True
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return phase is Phase.VERIFYING and names.REBOOTED in annotations
+
+
 def _gpu_pods(pods: Sequence[PodFacts], resources: Sequence[str]) -> tuple[GpuPod, ...]:
     """The GPU pods among a node's pods, under the GPUDriver's rollout.gpuResources."""
     return tuple(GpuPod(p.namespace, p.name) for p in pods if p.uses_gpu(resources))
@@ -212,7 +221,7 @@ def rollout_input(reads: Reads, memo: NodeFactsMemo | None = None) -> RolloutInp
         activity = ""
         image = image_of(node)
         phase = names.parse_phase(node_labels(node).get(names.STATE_LABEL))
-        if phase is Phase.LOADING and watched is not None:
+        if _kmm_acts(node, phase) and watched is not None:
             activity = kmm_activity(
                 workers, image=image, state_of_image=image_state(images_config, image)
             )

@@ -304,6 +304,33 @@ def test_not_verified_in_time_fails_held_again_and_does_not_roll_back() -> None:
     assert decision.rollback is None
 
 
+def test_kmm_slow_past_the_timeout_with_nothing_in_use_is_waited_for_not_failed() -> None:
+    """KMM's worker let go, nothing loaded: a pull, build or sign of the new kernel's image
+    takes longer than timeouts.verify. Failing would hold KMM off a node that has nothing in
+    use (no driver until `rollout retry`) and spend the failure budget on KMM being slow: the
+    node waits, saying what KMM waits for."""
+    released = reverifying(held=False, **{names.KMM_WORKER_RELEASED: "true"})
+    late = dataclasses.replace(
+        released,
+        annotations={**released.annotations, names.SINCE: "2026-11-29T11:00:00Z"},
+        target_image="r/xe:v7-6.8.0-47-generic",
+        image_state="NeedsBuilding",
+    )
+    facts = answered(late, report=report(state="NOT_LOADED", tag="", srcversion=""))
+    actions = step_reverifying(rollout([facts]), facts).actions
+    assert HoldWorkers(facts.name, held=True) not in actions
+    [write] = writes(actions)
+    assert write.phase_to is None  # still Verifying: nothing failed
+    reason = str(write.annotations[names.REASON])
+    assert "nothing holds the device, so KMM is let finish" in reason
+    assert "KMM's ModuleImagesConfig says NeedsBuilding of r/xe:v7-6.8.0-47-generic" in reason
+    said = dataclasses.replace(facts, annotations={**facts.annotations, names.REASON: reason})
+    assert not writes(step_reverifying(rollout([said]), said).actions)  # said once
+    opened = answered(late, report=in_tree(blockers=[OPEN_CLIENT]))
+    [blocked] = writes(step_reverifying(rollout([opened]), opened).actions)
+    assert blocked.phase_to is Phase.BLOCKED  # something in use: held again
+
+
 def test_the_held_nodes_kmm_workers_are_deleted_while_it_waits_for_its_agent() -> None:
     facts = dataclasses.replace(reverifying(), unfinished_workers=("xe-worker-abc",))
     actions = step_reverifying(rollout([facts]), facts).actions
