@@ -183,13 +183,14 @@ def judge_autoload(
     modules_load: list[ConfigLine],
     cmdline: str,
 ) -> AutoloadFacts:
-    """The verdict on these facts (pure)."""
-    if not in_tree:
-        return AutoloadFacts(Autoload.NO_IN_TREE_MODULE)
+    """The verdict on these facts (pure). What stops every load is told first, whether the
+    kernel ships an in-tree module or not: it stops KMM's out-of-tree build just the same."""
     params = kernel_params(cmdline)
     disabled = _cannot_load(module, params, modprobe)
     if disabled:
         return AutoloadFacts(Autoload.DISABLED, tuple(disabled))
+    if not in_tree:
+        return AutoloadFacts(Autoload.NO_IN_TREE_MODULE)
     blacklists = [str(line) for line in modprobe if _about(line, "blacklist", module)]
     blacklists += _cmdline_lists(params, "modprobe.blacklist", module)
     if blacklists:
@@ -218,15 +219,13 @@ def read_autoload(files: HostFiles, release: str, module: str, log: WarningLog) 
     except OSError as error:
         log.add_error(IN_TREE_DIR.format(release=release, module=module), error)
         return AutoloadFacts(Autoload.UNKNOWN)
-    if not present:
-        return AutoloadFacts(Autoload.NO_IN_TREE_MODULE)
     modprobe = _read_lines(files, MODPROBE_DIRS, kmod_lines, log)
     modules_load = _read_lines(files, MODULES_LOAD_DIRS, modules_load_lines, log)
     cmdline = _read_text(files, CMDLINE, log)
     if modprobe is None or modules_load is None or cmdline is None:
         return AutoloadFacts(Autoload.UNKNOWN)
     return judge_autoload(
-        module, in_tree=True, modprobe=modprobe, modules_load=modules_load, cmdline=cmdline
+        module, in_tree=present, modprobe=modprobe, modules_load=modules_load, cmdline=cmdline
     )
 
 

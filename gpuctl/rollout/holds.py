@@ -137,6 +137,9 @@ class BlockKind(enum.StrEnum):
     # securityfs not mounted) and the target is unsigned or its key not proven trusted: taken
     # as enforcing, never as safe (preflight.py).
     SIGNATURES_UNKNOWN = "signatures-unknown"
+    # The node's kernel refuses every load of the module (nomodeset, module_blacklist=, an
+    # `install` override: the agent's DISABLED): the target would never load (preflight.py).
+    DRIVER_DISABLED = "driver-disabled"
     # The node rebooted and the module it came back with (the in-tree one, autoloaded) is in
     # use: KMM's loader would remove it, so KMM's worker is held off the node (reboots.py).
     REBOOTED_IN_USE = "rebooted-in-use"

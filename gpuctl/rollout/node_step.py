@@ -30,7 +30,7 @@ from gpuctl.rollout.gpu_clients import (
 )
 from gpuctl.rollout.holds import Block, BlockKind
 from gpuctl.rollout.pause import drained_pods, pausable_on_node, released_labels
-from gpuctl.rollout.preflight import signature_block
+from gpuctl.rollout.preflight import disabled_block, signature_block
 from gpuctl.rollout.records import BootRecord, encode_boot
 
 # Seconds between retries of a failed agent request, and between verification polls.
@@ -172,6 +172,9 @@ def preflight_block(inp: RolloutInput, report: ReportFacts, node: NodeFacts) -> 
     version = inp.target_for(node)
     if removing(version):
         return None
+    disabled = disabled_block(report.report, inp.module_driver)
+    if disabled is not None:
+        return disabled
     return signature_block(
         report.report,
         inp.kernel_module,

@@ -13,6 +13,11 @@ that does not say whether signatures are enforced (an older agent, efivarfs or s
 mounted, an unreadable lockdown or sig_enforce) is never taken as "not enforced": the same
 checks run, and a target they cannot clear Blocks the node with the kind
 `signatures-unknown`, naming what is unknown and how to find out.
+
+A node whose kernel refuses every load of the module (the agent's in-tree autoload verdict
+DISABLED: `nomodeset`, which xe honours at init, `module_blacklist=xe`, an `install xe
+/bin/false`) would refuse KMM's out-of-tree build too, after the unload: Blocked
+(`driver-disabled`), naming what disables it (`disabled_block`).
 """
 
 from __future__ import annotations
@@ -73,6 +78,20 @@ _FIND_OUT = (
     "find out with `gpuctl node inspect` (the agent's warnings name the unreadable file: it "
     "needs the host's /sys with efivarfs and securityfs mounted, as the chart mounts it)"
 )
+
+
+def disabled_block(report: pb.NodeReport, module: str) -> Block | None:
+    """The node's kernel refuses every load of `module` (None when the agent does not say so;
+    an unknown verdict is the signature check's and the checks' to weigh, not a refusal)."""
+    autoload = report.in_tree_autoload
+    if autoload.state != pb.InTreeAutoload.DISABLED:
+        return None
+    why = "; ".join(autoload.sources) or "the agent says so"
+    return Block(
+        BlockKind.DRIVER_DISABLED,
+        f"the node refuses every load of {module} ({why}): the unload would leave it without "
+        "a driver; take that off the node's boot configuration (and reboot), then it goes on",
+    )
 
 
 def signature_block(

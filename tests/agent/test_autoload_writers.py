@@ -139,3 +139,13 @@ def test_an_absolute_link_is_followed_from_the_host_root(tmp_path: Path) -> None
     report = fake.inspect()
     assert report.in_tree_autoload.state == State.STATE_UNSPECIFIED
     assert [w.path for w in report.warnings] == ["etc/modprobe.d/vendor.conf"]
+
+
+def test_nomodeset_is_told_without_an_in_tree_module_too(tmp_path: Path) -> None:
+    # The out-of-tree backport's xe_init runs xe_check_nomodeset too (it is xe_module.c, built
+    # out of tree): a kernel without an in-tree xe refuses KMM's build all the same.
+    fake = FakeHost(tmp_path)
+    fake.write("proc/cmdline", CMDLINE.format("quiet splash nomodeset"))
+    assert autoload(fake) == (State.DISABLED, ["/proc/cmdline: nomodeset"])
+    fake.write("proc/cmdline", CMDLINE.format("quiet splash"))
+    assert autoload(fake) == (State.NO_IN_TREE_MODULE, [])

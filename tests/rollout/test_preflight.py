@@ -290,3 +290,20 @@ def test_a_db_key_is_trusted_only_where_the_kernel_verifies_modules_with_platfor
     assert refused.phase_to is Phase.BLOCKED
     assert "it is in the node's UEFI db" in str(refused.annotations[names.REASON])
     assert check(ubuntu(facts), signed).phase_to is not Phase.BLOCKED
+
+
+def test_a_node_whose_kernel_refuses_every_load_is_blocked_before_the_unload() -> None:
+    """nomodeset (or module_blacklist=xe, an `install xe /bin/false`): the agent says
+    DISABLED, and KMM's build would be refused after the unload like any other."""
+    facts = new_report()
+    facts.report.kernel_release = KERNEL
+    facts.report.kernel_trust.signatures = pb.KernelTrust.SIGNATURES_NOT_ENFORCED
+    facts.report.in_tree_autoload.state = pb.InTreeAutoload.DISABLED
+    facts.report.in_tree_autoload.sources.append("/proc/cmdline: nomodeset")
+    write = check(facts, {"kernelMappings": MAPPINGS})
+    assert write.phase_to is Phase.BLOCKED
+    assert write.annotations[names.REASON_KIND] == "driver-disabled"
+    reason = str(write.annotations[names.REASON])
+    assert reason.startswith("the node refuses every load of xe (/proc/cmdline: nomodeset)")
+    facts.report.in_tree_autoload.state = pb.InTreeAutoload.BLACKLISTED
+    assert check(facts, {"kernelMappings": MAPPINGS}).phase_to is not Phase.BLOCKED
