@@ -12,7 +12,8 @@ its labels move when its turn comes. A node no longer wanted that KMM
 loads for this GPUDriver is `Pending` on the removal path (or stays `Skipped` when opted out:
 the driver stays); one where nothing was loaded for it leaves the rollout (or fails, for the
 admin, when preparation may have changed its devices). A node in a step about another version
-goes back to Checking at its version.
+goes back to Checking at its version, unless it is being verified again after a reboot at
+the version KMM loads there, or Blocked by what that boot brought up (`rebooted_in_place`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.facts import NodeFacts, RolloutInput
+from gpuctl.rollout.holds import BlockKind
 from gpuctl.rollout.node_step import (
     failed,
     kmm_loaded,
@@ -39,6 +41,8 @@ def placement(inp: RolloutInput, node: NodeFacts) -> PatchNode | None:
     version = inp.target_for(node)
     if removing(version):
         return _removal_placement(inp, node)
+    if rebooted_in_place(node):
+        return None
     if node.phase in IN_PROGRESS:
         return _moved(inp, node, version)
     if _stays(node, version):
@@ -46,6 +50,15 @@ def placement(inp: RolloutInput, node: NodeFacts) -> PatchNode | None:
     if waits_unwritten(inp, node):
         return None
     return _placed(inp, node, version)
+
+
+def rebooted_in_place(node: NodeFacts) -> bool:
+    """A node verified again after a reboot at the version KMM loads there (reboots.py), or
+    Blocked by what that boot brought up in use: it keeps its place, whatever the target,
+    until the verification is over or the checks take it on (starts.py, under the gates)."""
+    if node.phase is Phase.VERIFYING:
+        return names.REBOOTED in node.annotations
+    return node.phase is Phase.BLOCKED and node.reason_kind is BlockKind.REBOOTED_IN_USE
 
 
 def waits_unwritten(inp: RolloutInput, node: NodeFacts) -> bool:

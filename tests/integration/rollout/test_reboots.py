@@ -18,10 +18,11 @@ import pytest
 from gpuctl.common import names
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.reboots import kubelet_ready, reboot
-from testbed.rollout_live.rig import OLD, RolloutRig
+from testbed.rollout_live.rig import NEW, OLD, RolloutRig
 from testbed.rollout_live.scenario import (
     FAST,
     busy_with_ollama,
+    held_by,
     idle_again,
     module_version,
     start,
@@ -121,4 +122,55 @@ def test_a_reboot_seen_only_once_ready_still_holds_kmms_loader_off_a_busy_node(
         idle_again(rig, node)
         rig.wait_phases({node: "Done"}, timeout=120)
         assert provenance(rig, node) == "out-of-tree"
+        assert rig.kernels.violations == []
+
+
+def test_reboots_mid_rollout_of_nodes_waiting_their_turn_and_blocked(
+    rollout_rig: RolloutRig,
+) -> None:
+    """An upgrade to NEW: `a` is Blocked by a daemon on the old module, `b` goes to NEW and the
+    rollout holds after it (its first node). Then `a` reboots with the in-tree `xe`
+    autoloaded and the daemon back on it, and `c`, Done at OLD waiting for its turn, reboots
+    with the in-tree `xe` blacklisted (nothing loads). KMM runs a loader on both at their new
+    boot (its Module selects them at OLD): the coordinator holds it off both; `c` is let go
+    to load OLD and is verified Done at OLD again (its turn has not come), `a` stays Blocked
+    naming the daemon, nothing unloaded on it. Resumed and `a` idle, all go to NEW."""
+    rig = rollout_rig
+    a, b, c = start(rig, ["a", "b", "c"], {**FAST, "holdAfterFirstNode": True})
+    old, new = rig.kmm_version_at(OLD), rig.kmm_version_at(NEW)
+    busy_with_ollama(rig, a)
+    with installed_worker_hold_guard(rig.kube, rig.namespace):
+        rig.set_version(NEW)
+        status = wait_status(rig, f"says Held for {new}", held_by(new, "held after the first"))
+        rig.wait_phases({a: "Blocked", b: "Done"}, version=new)
+        boots = {
+            a: reboot(rig, a, in_tree_autoloads=True),
+            c: reboot(rig, c, in_tree_autoloads=False),
+        }
+        busy_with_ollama(rig, a)  # the daemon starts again, on the in-tree driver
+        rig.wait_phases({a: "Verifying", c: "Verifying"}, version=old)
+        assert held_nodes(rig.kube, rig.namespace) == {a, c}
+        assert "while Blocked" in rig.annotation(a, names.REASON)
+        for node in (a, c):
+            labels = rig.node(node)["metadata"].get("labels") or {}
+            assert names.DRIVER_READY_LABEL not in labels
+            kubelet_ready(rig, node, boots[node])
+        rig.wait_phases({a: "Blocked", c: "Done"}, timeout=120, version=old)
+        assert rig.annotation(a, names.REASON_KIND) == "rebooted-in-use"
+        assert provenance(rig, c) == "out-of-tree"
+        assert module_version(rig, c) == OLD
+        assert provenance(rig, a) == "in-tree"
+        assert a not in rig.kernels.unloads
+        assert rig.state(b) == f"Done {new}"
+
+        idle_again(rig, a)
+        rig.patch_driver(
+            {
+                "metadata": {"annotations": {names.RESUMED_VERSION: status["targetVersion"]}},
+                "spec": {"rollout": {"paused": False}},
+            }
+        )
+        rig.wait_phases({a: "Done", b: "Done", c: "Done"}, timeout=180, version=new)
+        assert module_version(rig, a) == NEW
+        assert module_version(rig, c) == NEW
         assert rig.kernels.violations == []
