@@ -331,7 +331,8 @@ def _waiting_for_kmm(node: NodeFacts) -> bool:
 def kmm_words(node: NodeFacts) -> str:
     """What KMM is doing for the node, from its own objects (kmm_activity.py)."""
     if node.image_state and node.image_state != IMAGE_EXISTS:
-        return f"KMM's ModuleImagesConfig says {node.image_state} of {node.target_image or 'its image'}"
+        image = node.target_image or "its image"
+        return f"KMM's ModuleImagesConfig says {node.image_state} of {image}"
     if node.kmm_activity:
         return f"KMM: {node.kmm_activity}"
     if not node.image_state and node.target_image:
