@@ -5,8 +5,8 @@ it renews each managed Node's Lease (the heartbeat the node-lifecycle controller
 turns a Node Ready, runs the Pods bound to it (Pending to Running and Ready), and finishes
 deleted Pods. What it does is written as *stages*; ``STAGES`` are gpuctl's own, minimal and
 without delays, so a test waits for exact states rather than for kwok's jitter. KMM's worker
-and image pull Pods are left to the kubelet of KMM's Pods (testbed/harness/kubelet), which runs
-KMM's worker on the node's fake host.
+and image pull Pods, and gpuctl's image probes, are left to the kubelet of KMM's Pods
+(testbed/harness/kubelet), which runs KMM's worker on the node's fake host.
 
 kwok manages every Node *without* ``HEARTBEAT_LABEL=stopped`` (a server-side label selector).
 Setting that label takes the Node out of kwok's watch: kwok releases its Lease and stops
@@ -81,6 +81,8 @@ spec:
       operator: DoesNotExist
     - key: '.metadata.labels."kmm.node.kubernetes.io/pull-pod-type"'
       operator: DoesNotExist
+    - key: '.metadata.labels."gpuctl.dev/image-probe"'
+      operator: DoesNotExist
   next:
     statusTemplate: |
       {{ $now := Now }}
@@ -126,6 +128,8 @@ spec:
     - key: '.metadata.labels."kmm.node.kubernetes.io/worker-action"'
       operator: DoesNotExist
     - key: '.metadata.labels."kmm.node.kubernetes.io/pull-pod-type"'
+      operator: DoesNotExist
+    - key: '.metadata.labels."gpuctl.dev/image-probe"'
       operator: DoesNotExist
   next:
     delete: true

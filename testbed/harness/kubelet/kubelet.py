@@ -30,6 +30,11 @@ workload churned (a drain's evictions), which a cluster's kubelets never do.
   failed container runs again after the crash-loop back-off (``pod_status.BackOff``; tests may
   shorten it, ``backoff=``), with ``restartCount`` and ``lastState`` as a kubelet writes them.
 
+- gpuctl's image probe (``gpuctl.dev/image-probe``, gpuctl/rollout/image_probe.py) bound to a
+  served node: one container, ``restartPolicy: Never``, its image pulled as the init
+  container's is, its command (KMM's copy) run once over the image's folder; Succeeded with
+  exit code 0, else Failed with the container's exit code (``_run_probe``).
+
 A worker Pod on a node whose ``Ready`` condition is not True waits (a NotReady node's kubelet
 runs nothing). ``delay_node`` makes every container start on a node wait (a slow pull). A Pod
 being deleted has its container killed and its phase set Failed (exit code 137), then is
@@ -67,8 +72,11 @@ from testbed.harness.watch_wakeup import WatchWakeup
 WORKER_ACTION_LABEL = "kmm.node.kubernetes.io/worker-action"
 PULL_POD_LABEL = "kmm.node.kubernetes.io/pull-pod-type"
 RESOURCE_TYPE_LABEL = "kmm.node.kubernetes.io/resource-type"  # KMM's build and sign Pods
-# KMM's Pods, one kind per selector (a label's existence; selectors have no "or").
-SERVED_SELECTORS = (PULL_POD_LABEL, RESOURCE_TYPE_LABEL, WORKER_ACTION_LABEL)
+# gpuctl's image probes (gpuctl/rollout/image_probe.py): the coordinator's Pods on a node,
+# run as this kubelet runs KMM's, which a node's own kubelet runs beside them.
+IMAGE_PROBE_LABEL = "gpuctl.dev/image-probe"
+# The Pods served, one kind per selector (a label's existence; selectors have no "or").
+SERVED_SELECTORS = (PULL_POD_LABEL, RESOURCE_TYPE_LABEL, WORKER_ACTION_LABEL, IMAGE_PROBE_LABEL)
 FIRMWARE_CLASS_PARAMETERS = "/sys/module/firmware_class/parameters"
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 RESYNC_SECONDS = 2.0
@@ -328,6 +336,8 @@ class KmmKubelet:
             target = self._run_worker
             if PULL_POD_LABEL in self._labels(pod):
                 target = self._run_pull
+            elif IMAGE_PROBE_LABEL in self._labels(pod):
+                target = self._run_probe
             elif self._is_sign(pod):
                 target = self._run_sign
             run.thread = threading.Thread(
@@ -357,7 +367,8 @@ class KmmKubelet:
             return True
         node = pod["spec"].get("nodeName", "")
         with self._lock:
-            return WORKER_ACTION_LABEL in labels and node in self._roots
+            kmm_or_probe = WORKER_ACTION_LABEL in labels or IMAGE_PROBE_LABEL in labels
+            return kmm_or_probe and node in self._roots
 
     def _confirm_deletion(self, pod: dict[str, Any]) -> None:
         uid = pod["metadata"]["uid"]
@@ -524,6 +535,54 @@ class KmmKubelet:
         log = "".join(line + "\n" for line in sign.output)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{name}.log").write_text(log)
+        message = status.termination_message(container, code, log)
+        finished = status.terminated(code, began, self._clock(), message)
+        write(status.SUCCEEDED if code == 0 else status.FAILED, finished)
+
+    def _run_probe(self, pod: dict[str, Any], run: _Run) -> None:
+        """A one-container Pod bound to a served node, ``restartPolicy: Never`` (gpuctl's
+        image probe): its image pulled as a worker's init container's is (a missing one waits
+        with ``ErrImagePull``, then ``ImagePullBackOff``, pulled again after the back-off), its
+        command run once over the image's folder and its volumes; Succeeded on exit code 0,
+        else Failed, the container terminated with its exit code (and, under
+        ``FallbackToLogsOnError``, its log's tail as the message)."""
+        container = pod["spec"]["containers"][0]
+        name, image, node = container["name"], container["image"], pod["spec"]["nodeName"]
+        folder = self.folder / "pods" / f"{pod['metadata']['name']}-{run.uid[:8]}"
+        volumes = _write_volumes(pod, folder)
+        started = self._clock()
+
+        def write(phase: str, state: dict[str, Any]) -> None:
+            body = status.pod_status(phase, started, [status.container_status(name, image, state)])
+            self._write_status(pod, run, body)
+
+        attempt = 0
+        while True:
+            self._wait_to_start(node, run)
+            if self.catalogue.has(image):
+                break
+            reason = status.ERR_IMAGE_PULL if attempt == 0 else status.IMAGE_PULL_BACK_OFF
+            write(status.PENDING, status.waiting(reason, f'failed to pull image "{image}"'))
+            self._sleep(run, self.backoff.delay(attempt))
+            attempt += 1
+        began = self._clock()
+        write(status.RUNNING, status.running(began))
+        mounts = [
+            Mount(entry, f"/{entry.name}")
+            for entry in sorted(self.catalogue.folder(image).iterdir())
+        ]
+        with self._lock:
+            root = self._roots[node]
+        mounts += _mounts(container, volumes, root)
+        log_path = folder / f"{name}.log"
+        code = self._execute(
+            run,
+            mounts=mounts,
+            argv=[*container.get("command", []), *container.get("args", [])],
+            env={"PATH": SYSTEM_PATH},
+            log_path=log_path,
+        )
+        log = log_path.read_text(errors="replace")
         message = status.termination_message(container, code, log)
         finished = status.terminated(code, began, self._clock(), message)
         write(status.SUCCEEDED if code == 0 else status.FAILED, finished)
