@@ -109,8 +109,9 @@ NAMESPACE_RULES: list[dict[str, Any]] = [
         "verbs": ["get", "create", "update"],
     },
     # Its own Pod's serving label (patch); KMM's worker Pods on a node the rollout holds KMM's
-    # worker off (delete: gpuctl/rollout/worker_hold.py).
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch", "delete"]},
+    # worker off (delete: gpuctl/rollout/worker_hold.py); a reload's image probe on its node,
+    # made and deleted (gpuctl/rollout/image_probe.py).
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "patch", "delete"]},
 ]
 
 # With --tls-secret (the chart's coordinator.grpc.tls.mode=selfSigned), in its namespace: the

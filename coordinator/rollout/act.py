@@ -37,11 +37,13 @@ from gpuctl.gpudriver.gitops import gitops_owner
 from gpuctl.gpudriver.module_spec import module_name
 from gpuctl.rollout.actions import (
     Action,
+    DeleteImageProbe,
     DeleteWorkerPods,
     EvictPods,
     HoldWorkers,
     NudgeKmm,
     PatchNode,
+    ProbeImage,
     RequestReport,
     RestoreRevision,
     SendPrepare,
@@ -51,6 +53,7 @@ from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.event_notes import WARNING
 from gpuctl.rollout.facts import INSPECT, PREPARE, RESTORE, NodeFacts, RolloutInput
 from gpuctl.rollout.gating import rollback_in_git_words
+from gpuctl.rollout.image_probe import probe_pod
 from gpuctl.rollout.node_step import EVICT_RETRY_SECONDS
 from gpuctl.rollout.pods import eviction
 from gpuctl.rollout.records import decode_changes
@@ -173,6 +176,10 @@ class RolloutActor:
             self._delete_workers(inp, action)
         elif isinstance(action, NudgeKmm):
             self._nudge_kmm(action)
+        elif isinstance(action, ProbeImage):
+            self._probe_image(inp, action)
+        elif isinstance(action, DeleteImageProbe):
+            self._delete_probe(action)
         return None
 
     def _patch(
@@ -369,6 +376,46 @@ class RolloutActor:
             extra={"node": action.node},
         )
         return None
+
+    def _probe_image(self, inp: RolloutInput, action: ProbeImage) -> None:
+        """Makes the image's probe Pod on the node (gpuctl/rollout/image_probe.py); one
+        there already (409) is the one the next pass reads."""
+        pod = probe_pod(
+            driver=inp.driver_name,
+            namespace=self._config.namespace,
+            node=action.node,
+            image=action.image,
+            kernel=action.kernel,
+            pull_secret=action.pull_secret,
+        )
+        try:
+            self._kube.request(
+                "POST", path("", "v1", "pods", namespace=self._config.namespace), body=pod
+            )
+        except KubeError as err:
+            if not err.conflict:  # AlreadyExists: made by an earlier pass
+                log.warning(
+                    "could not make the image probe", extra={"node": action.node, "error": str(err)}
+                )
+            return
+        log.info(
+            "image probe made",
+            extra={"node": action.node, "image": action.image, "kernel": action.kernel},
+        )
+
+    def _delete_probe(self, action: DeleteImageProbe) -> None:
+        """Deletes a probe Pod at once (it has ended, or its answer is stale); gone is fine."""
+        try:
+            self._kube.request(
+                "DELETE",
+                path("", "v1", "pods", namespace=self._config.namespace, name=action.pod),
+                body={"gracePeriodSeconds": 0},
+            )
+        except KubeError as err:
+            if not err.not_found:
+                log.warning(
+                    "could not delete the image probe", extra={"pod": action.pod, "error": str(err)}
+                )
 
     def _nudge_kmm(self, action: NudgeKmm) -> None:
         """Touches KMM's NodeModulesConfig of the node: KMM reconciles it at once."""

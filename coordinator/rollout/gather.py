@@ -33,6 +33,7 @@ from gpuctl.common.wanted_memo import WantedMemo
 from gpuctl.gpudriver.module_spec import module_name
 from gpuctl.rollout.facts import NodeFacts, RolloutInput
 from gpuctl.rollout.facts_memo import NodeFactsMemo
+from gpuctl.rollout.image_probe import PROBE_LABEL
 from gpuctl.rollout.pod_facts import PodFacts, node_pod_facts
 from gpuctl.rollout.prometheus_gate import (
     GATE_RECHECK_SECONDS,
@@ -42,7 +43,7 @@ from gpuctl.rollout.prometheus_gate import (
 from gpuctl.rollout.rollout_input import (
     Reads,
     pass_nodes,
-    reads_kmm_workers,
+    reads_watched_pods,
     rollout_input,
 )
 from gpuctl.rollout.settings import PrometheusGate, RolloutSettings
@@ -171,7 +172,9 @@ class RolloutGatherer:
             now=self._wall(),
             node_pods=self._pods_of(nodes),
             watched_pods={
-                node_name(n): self.view.pods_on(node_name(n)) for n in nodes if reads_kmm_workers(n)
+                node_name(n): self.view.pods_on(node_name(n))
+                for n in nodes
+                if reads_watched_pods(n)
             },
             calls=self._calls.for_nodes(node_name(n) for n in nodes),
             observed_for=(
@@ -185,6 +188,9 @@ class RolloutGatherer:
             ),
             kmm_boot_ids=self._kmm_boot_ids(nodes, namespace, module_name(name)),
         )
+        if any(reads_watched_pods(n) and reads.watched_pods[node_name(n)] is None for n in nodes):
+            # The Pod watch cannot be trusted: the image probes are listed instead.
+            reads = dataclasses.replace(reads, listed_probes=self._listed_probes(name, namespace))
         memo = self._memos.setdefault(name, NodeFactsMemo())
         inp = rollout_input(reads, memo)
         gate = self._gate(name, settings, inp.nodes)
@@ -257,6 +263,20 @@ class RolloutGatherer:
                 found[name] = node_pod_facts(watched, dra_served=self.view.claims_served())
         found.update(zip(to_list, self._pool.map(self._listed_pods, to_list), strict=True))
         return found
+
+    def _listed_probes(self, driver: str, namespace: str) -> list[dict[str, Any]] | None:
+        """The GPUDriver's image probe Pods as the API server lists them (None: the list
+        failed)."""
+        try:
+            answer = self._kube.request(
+                "GET",
+                path("", "v1", "pods", namespace=namespace),
+                query={"labelSelector": f"{PROBE_LABEL}={driver}"},
+            )
+        except KubeError as err:
+            log.warning("could not list the image probes", extra={"error": str(err)})
+            return None
+        return list(answer.get("items") or [])
 
     def _listed_pods(self, node: str) -> tuple[PodFacts, ...] | None:
         """The node's pods as the API server lists them (at most once a second); None when

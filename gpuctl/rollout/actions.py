@@ -99,6 +99,26 @@ class NudgeKmm:
     node: str
 
 
+@dataclass(frozen=True)
+class ProbeImage:
+    """Run KMM's copy of `kernel`'s modules out of `image` on `node` (image_probe.py), unless
+    its probe Pod is there already."""
+
+    node: str
+    image: str
+    kernel: str
+    pull_secret: str = ""
+
+
+@dataclass(frozen=True)
+class DeleteImageProbe:
+    """Delete the probe Pod `pod` of `node` (its answer was used, is stale, or is asked
+    again)."""
+
+    node: str
+    pod: str
+
+
 Action = (
     PatchNode
     | RequestReport
@@ -108,4 +128,6 @@ Action = (
     | DeleteWorkerPods
     | HoldWorkers
     | NudgeKmm
+    | ProbeImage
+    | DeleteImageProbe
 )

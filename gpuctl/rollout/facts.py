@@ -30,6 +30,7 @@ from gpuctl.common.unload_rule import (
     reason_name,
 )
 from gpuctl.rollout.holds import BlockKind, parse_block_kind
+from gpuctl.rollout.image_probe import ImageProbe
 from gpuctl.rollout.pod_facts import PodFacts
 from gpuctl.rollout.prometheus_gate import GateResult
 from gpuctl.rollout.records import BoundFunction
@@ -224,6 +225,9 @@ class NodeFacts:
     # Every pod on the node that has not finished, read with `gpu_pods` (() when those are
     # unknown or not looked at): who a GPU client's pod UID is, what is paused or drained.
     pods: tuple[PodFacts, ...] = ()
+    # The GPUDriver's image probe Pods on the node (image_probe.py), read for a node in a
+    # step or Blocked; None when the Pod watch cannot be trusted now.
+    image_probes: tuple[ImageProbe, ...] | None = ()
 
     # Cached: a 5,000-node pass reads each node's phase dozens of times.
     @cached_property
@@ -292,6 +296,7 @@ def node_facts(
     kmm_activity: str = "",
     unfinished_workers: tuple[str, ...] = (),
     pods: tuple[PodFacts, ...] = (),
+    image_probes: tuple[ImageProbe, ...] | None = (),
     kmm_boot_id: str | None = None,
 ) -> NodeFacts:
     meta = node.get("metadata") or {}
@@ -315,6 +320,7 @@ def node_facts(
         boot_id=str(info.get("bootID") or ""),
         kernel_version=str(info.get("kernelVersion") or ""),
         pods=pods,
+        image_probes=image_probes,
         kmm_boot_id=kmm_boot_id,
     )
 
@@ -370,6 +376,8 @@ class RolloutInput:
     # Why KMM's ModuleImagesConfig could not be read ("" when it was): unread is not "no
     # image found", and a reload's block says which of the two it is.
     images_unknown: str = ""
+    # The Module's pull secret (imageRepoSecret; "" for none): an image probe pulls with it.
+    image_pull_secret: str = ""
 
     def target_for(self, node: NodeFacts) -> str:
         """The version `node` is taken to: the target, or REMOVAL_VERSION when not wanted."""

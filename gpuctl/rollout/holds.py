@@ -124,9 +124,14 @@ class BlockKind(enum.StrEnum):
     UNKNOWN_STATE = "unknown-state"
     # Devices opened after the check, before KMM acted: KMM's worker is held off the node.
     OPENED_AFTER_CHECK = "opened-after-check"
-    # KMM has not found the target's image for the node's kernel: a reload would unload the
-    # old module and strand the node without a driver, so nothing is unloaded.
+    # KMM has not found the target's image for the node's kernel, or the image is not proven
+    # yet to hold the kernel's modules (its probe pulling, running, unread: kernel_proof.py):
+    # a reload would unload the old module and might strand the node, so nothing is unloaded.
     IMAGE_NOT_READY = "image-not-ready"
+    # KMM's copy of the node's kernel's modules out of the reload's image, run on the node
+    # (image_probe.py), failed: the image has no /opt/lib/modules/<kernel>, and KMM's loader
+    # would fail for ever after the flip unloaded the old module, so nothing is unloaded.
+    IMAGE_LACKS_KERNEL = "image-lacks-kernel"
     # The node enforces module signatures (Secure Boot, lockdown, sig_enforce) and the target
     # is not signed: its load would be refused after the unload (preflight.py).
     UNSIGNED_TARGET = "unsigned-target"

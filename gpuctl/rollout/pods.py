@@ -23,6 +23,7 @@ from gpuctl.common.gpu_pods import (
     references_claims,
 )
 from gpuctl.rollout.facts import GpuPod
+from gpuctl.rollout.image_probe import is_probe_pod, probe_part
 from gpuctl.rollout.kmm_activity import is_worker_pod, worker_pod_part
 from gpuctl.rollout.pod_facts import DAEMON_SET, controller_of
 
@@ -102,6 +103,10 @@ def watched_part(pod: Mapping[str, Any]) -> dict[str, Any]:
         worker = worker_pod_part(pod)
         kept["metadata"]["labels"] = worker["metadata"]["labels"]
         kept["status"] = worker["status"]
+    if is_probe_pod(pod):  # gpuctl's image probe: what it proves (image_probe.py)
+        probe = probe_part(pod)
+        kept["metadata"]["annotations"] = probe["metadata"]["annotations"]
+        kept["status"] = probe["status"]
     return kept
 
 
@@ -117,4 +122,6 @@ def concerns_rollout(pod: Mapping[str, Any]) -> bool:
     daemon paused or coming back). Other Pods' churn concerns nobody; a step waiting on them
     looks again by itself."""
     kind, _ = controller_of(pod.get("metadata") or {})
+    if is_probe_pod(pod):  # a reload's image probe: a check waits on its end
+        return True
     return bool(extended_resources(pod)) or references_claims(pod) or kind == DAEMON_SET

@@ -26,8 +26,10 @@ from gpuctl.gpudriver.kmm_templates import ModuleOf, TemplateError, kmm_image
 from gpuctl.gpudriver.module_spec import module_name, ready_label, version_label
 from gpuctl.rollout.facts import CallState, GpuPod, KmmLabels, RolloutInput, node_facts
 from gpuctl.rollout.facts_memo import NodeFactsMemo
+from gpuctl.rollout.image_probe import ImageProbe, node_probes
 from gpuctl.rollout.kmm_activity import image_state, kmm_activity, module_worker_pods
 from gpuctl.rollout.pod_facts import PodFacts
+from gpuctl.rollout.pods import pod_node
 from gpuctl.rollout.prometheus_gate import GateResult
 from gpuctl.rollout.refused import finishes_loaded, mid_step
 from gpuctl.rollout.rollout_status import resumed_version
@@ -38,6 +40,12 @@ from gpuctl.rollout.signing_key import SigningCertificate
 def module_container(module: Mapping[str, Any] | None) -> Mapping[str, Any]:
     loader = ((module or {}).get("spec") or {}).get("moduleLoader") or {}
     return dict(loader.get("container") or {})
+
+
+def _pull_secret(module: Mapping[str, Any] | None) -> str:
+    """The Module's imageRepoSecret ("" for none): KMM's Pods pull its images with it."""
+    secret = ((module or {}).get("spec") or {}).get("imageRepoSecret") or {}
+    return str(secret.get("name") or "")
 
 
 def module_readiness(module: Mapping[str, Any] | None, name: str, target: str) -> str:
@@ -126,7 +134,7 @@ class Reads:
     """Everything one pass read, as read. `nodes` are the considered ones (considered());
     `gpu_pods` has the nodes whose step looks at their GPU pods (None: unknown), or
     `node_pods` all their pods;
-    `watched_pods` the Pods from the watch of each node reads_kmm_workers() names (None: the
+    `watched_pods` the Pods from the watch of each node reads_watched_pods() names (None: the
     watch cannot be trusted)."""
 
     driver: Mapping[str, Any]
@@ -154,6 +162,9 @@ class Reads:
     blocked_recheck_seconds: float = 30.0
     # The certSecrets the spec names (signing_key.cert_secrets), as read, by name.
     signing_certificates: Mapping[str, SigningCertificate] = field(default_factory=dict)
+    # The GPUDriver's image probe Pods as listed, where the Pod watch cannot be trusted for a
+    # node whose step reads them (None: not listed, or the list failed).
+    listed_probes: Sequence[Mapping[str, Any]] | None = None
     # The boot KMM's NodeModulesConfig records its loader of the Module ran in, by node
     # (kmm_boots.py; "" none recorded); a node not in it: not read (unknown).
     kmm_boot_ids: Mapping[str, str] = field(default_factory=dict)
@@ -165,6 +176,36 @@ def reads_kmm_workers(node: Mapping[str, Any]) -> bool:
     if _worker_held_or_let_go(node):
         return True
     return names.parse_phase(node_labels(node).get(names.STATE_LABEL)) is Phase.LOADING
+
+
+# The phases whose step reads the node's image probes (kernel_proof.py): the checks make and
+# read them, the KMM write deletes them.
+PROBE_PHASES = frozenset({Phase.CHECKING, Phase.BLOCKED, Phase.DRAINING, Phase.PREPARING})
+
+
+def reads_watched_pods(node: Mapping[str, Any]) -> bool:
+    """Whether the pass reads the node's Pods from the Pod watch: KMM's worker Pods
+    (reads_kmm_workers) or the GPUDriver's image probes (PROBE_PHASES)."""
+    phase = names.parse_phase(node_labels(node).get(names.STATE_LABEL))
+    return phase in PROBE_PHASES or reads_kmm_workers(node)
+
+
+def _image_probes(
+    node: Mapping[str, Any],
+    watched: Sequence[Mapping[str, Any]] | None,
+    driver: str,
+    listed: Sequence[Mapping[str, Any]] | None,
+) -> tuple[ImageProbe, ...] | None:
+    """The node's image probes of `driver`, for a node in PROBE_PHASES (() for others), from
+    the Pod watch or, where it cannot be trusted, the list; None when neither was read."""
+    if names.parse_phase(node_labels(node).get(names.STATE_LABEL)) not in PROBE_PHASES:
+        return ()
+    if watched is not None:
+        return node_probes(watched, driver)
+    if listed is None:
+        return None
+    called = node_name(node)
+    return node_probes((p for p in listed if pod_node(p) == called), driver)
 
 
 def _worker_held_or_let_go(node: Mapping[str, Any]) -> bool:
@@ -242,6 +283,7 @@ def rollout_input(reads: Reads, memo: NodeFactsMemo | None = None) -> RolloutInp
                 image_state=image_state(images_config, image),
                 kmm_activity=activity,
                 unfinished_workers=_unfinished_workers(node, workers) if watched else (),
+                image_probes=_image_probes(node, watched, name, reads.listed_probes),
                 kmm_boot_id=reads.kmm_boot_ids.get(called),
             )
         )
@@ -275,4 +317,5 @@ def rollout_input(reads: Reads, memo: NodeFactsMemo | None = None) -> RolloutInp
         gate=reads.gate,
         signing_certificates=reads.signing_certificates,
         images_unknown=reads.images_unknown,
+        image_pull_secret=_pull_secret(reads.module),
     )

@@ -22,6 +22,7 @@ from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.facts import INSPECT, NodeFacts, RolloutInput
 from gpuctl.rollout.gating import Gates, gate_answer_fresh
 from gpuctl.rollout.holds import Block, Wait, WaitKind
+from gpuctl.rollout.kernel_proof import blocked_by_probe, kernel_proof, rechecks
 from gpuctl.rollout.node_step import (
     NOT_READY,
     blocked,
@@ -45,7 +46,7 @@ def _unblocked(inp: RolloutInput, node: NodeFacts) -> bool:
     """A Blocked node's latest recheck shows nothing the rollout cannot clear."""
     if not node.ready or node.claims or node.gpu_pods is None or claims_unknown(node):
         return False
-    if not removing(inp.target_for(node)) and foreign_target(inp, node):
+    if not removing(inp.target_for(node)) and (foreign_target(inp, node) or _unproven(inp, node)):
         return False
     if image_not_ready(inp, node) is not None:
         return False
@@ -59,11 +60,17 @@ def _unblocked(inp: RolloutInput, node: NodeFacts) -> bool:
     return refused is None and unfixable_block(inp, report, node, clearable=True) is None
 
 
+def _unproven(inp: RolloutInput, node: NodeFacts) -> bool:
+    """A reload whose image is not proven to hold the node's kernel's modules yet, or is
+    proven to lack them (kernel_proof.py)."""
+    return kernel_proof(inp, node).block is not None
+
+
 def _blocker(inp: RolloutInput, node: NodeFacts) -> Block | None:
     """What keeps a Blocked node blocked, from this pass's facts (None when they do not say)."""
     foreign = None if removing(inp.target_for(node)) else foreign_target(inp, node)
     standing = (NOT_READY if not node.ready else None, claims_unknown(node), foreign)
-    for block in (*standing, image_not_ready(inp, node)):
+    for block in (*standing, image_not_ready(inp, node), blocked_by_probe(inp, node)):
         if block is not None:
             return block
     waiting = drain_block(inp, node, paused=False)  # its daemons run: not paused yet
@@ -77,7 +84,12 @@ def _blocker(inp: RolloutInput, node: NodeFacts) -> Block | None:
 
 
 def _recheck(inp: RolloutInput, node: NodeFacts, decision: Decision) -> None:
-    """Ask a Blocked node's agent again once the last answer is old enough."""
+    """Ask a Blocked node's agent again once the last answer is old enough; its image's
+    probe made, or run again once its lack is old enough (kernel_proof.py)."""
+    probe_work, probe_due = rechecks(inp, node)
+    decision.actions.extend(probe_work)
+    if probe_due is not None:
+        decision.wake(probe_due)
     call = node.call(INSPECT)
     now = epoch(inp.now)
     every = inp.blocked_recheck_seconds

@@ -43,6 +43,7 @@ from gpuctl.rollout.facts import (
     RolloutInput,
 )
 from gpuctl.rollout.holds import Block, BlockKind
+from gpuctl.rollout.kernel_proof import kernel_proof, probes_done
 from gpuctl.rollout.node_step import (
     CALL_RETRY_SECONDS,
     EVICT_RETRY_SECONDS,
@@ -160,15 +161,25 @@ def _stops_before_asking(
     inp: RolloutInput, node: NodeFacts, result: StepResult, elapsed: float
 ) -> bool:
     """What stops the check before the agent is asked: whatever blocks the node whatever the
-    agent says; and a reload whose image KMM has not found, which waits for KMM (it may still
-    be pulling it) up to the check's timeout, then is Blocked: nothing is unloaded."""
+    agent says; and a reload whose image KMM has not found, or that is not proven yet to
+    hold the node's kernel's modules (kernel_proof.py), which waits (KMM may still be pulling
+    it, the probe running) up to the check's timeout, then is Blocked: nothing is unloaded.
+    An image proven to lack them is Blocked at once."""
     cannot = _cannot_go(inp, node)
     if cannot is not None:
         result.actions.append(blocked(inp, node, cannot, inp.target_for(node)))
         return True
     no_image = image_not_ready(inp, node)
     if no_image is None:
-        return False
+        # KMM found it: the image must also hold the node's kernel's modules (kernel_proof.py).
+        proof = kernel_proof(inp, node)
+        result.actions.extend(proof.actions)
+        if proof.block is None:
+            return False
+        if proof.proven_missing:
+            result.actions.append(blocked(inp, node, proof.block, inp.target_for(node)))
+            return True
+        no_image = proof.block
     timeout = inp.settings.timeouts.check
     if elapsed >= timeout:
         reason = f"{no_image.words} (after {duration_words(timeout)})"
@@ -443,6 +454,8 @@ def step_preparing(inp: RolloutInput, node: NodeFacts) -> StepResult:
             result.actions.append(_after_inspect(inp, node, call.report))
     except RecordError as err:
         result.actions.append(failed(inp, node, str(err), version))
+    if any(isinstance(a, PatchNode) and a.phase_to is Phase.LOADING for a in result.actions):
+        result.actions.extend(probes_done(node))  # after the KMM write, only if it was made
     return result
 
 

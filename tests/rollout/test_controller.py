@@ -24,12 +24,15 @@ from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import kmm_version
 from gpuctl.rollout.actions import RestoreRevision
 from gpuctl.rollout.event_notes import EventNote
+from gpuctl.rollout.image_probe import is_probe_pod
 from gpuctl.rollout.kmm_boots import loaded_boot
 from gpuctl.rollout.node_step import EVICT_RETRY_SECONDS
+from gpuctl.rollout.pods import watched_part
 from gpuctl.rollout.rollout_input import kmm_labels
 from tests.support import samples
 from tests.support.clock import ManualClock
 from tests.support.memory_api import MemoryApi
+from tests.support.probing_api import ProbingApi
 from tests.support.rollout_samples import NOT_ENFORCING
 
 OLD, NEW = "v6.17.13.62_260409.8", "v7.1.4.6_260728.7"
@@ -125,7 +128,14 @@ class View:
         return True
 
     def pods_on(self, node: str) -> list[dict[str, Any]] | None:
-        return self.watched_pods
+        if self.watched_pods is None:
+            return None
+        probes = [  # the image probes the rollout made (kernel_proof.py), as the watch has them
+            watched_part(pod)
+            for pod in self.api.objects.values()
+            if is_probe_pod(pod) and pod["spec"]["nodeName"] == node
+        ]
+        return self.watched_pods + probes
 
     def images_trouble(self) -> str:
         return ""
@@ -170,7 +180,7 @@ def world(
     loading_order: list[str] | None = None,
     rollout: dict[str, Any] | None = None,
 ) -> tuple[MemoryApi, RolloutController, ManualClock]:
-    api = MemoryApi()
+    api = ProbingApi()  # the reload's image probe ends at once (kernel_proof.py)
     spec = samples.minimal_spec()
     spec["kernelModule"]["version"] = NEW
     if loading_order is not None:

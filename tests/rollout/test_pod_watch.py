@@ -169,7 +169,8 @@ def test_a_gpu_pod_the_watch_missed_is_found_by_the_fresh_list_before_kmm_is_ask
 
 def test_an_untrusted_watch_means_every_step_lists() -> None:
     api, controller, clock = world()
-    for _ in range(4):  # View.watched_pods stays None: the watch cannot be trusted
+    # View.watched_pods stays None: the watch cannot be trusted (the image probe is listed)
+    for _ in range(5):
         controller.sync(DRIVER)
         clock.advance(1.5)
     assert phase(api) in ("Draining", "Preparing")
