@@ -25,7 +25,6 @@ from typing import Any
 
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.kube.events import EventRecorder
-from coordinator.policies.worker_hold_guard import held_in, hold_list
 from coordinator.rollout.agent_calls import AgentCalls, CallTable
 from coordinator.rollout.config import RolloutConfig
 from coordinator.rollout.metrics import RolloutMetrics
@@ -171,7 +170,9 @@ class RolloutActor:
         elif isinstance(action, EvictPods):
             self._evict(action)
         elif isinstance(action, HoldWorkers):
-            return self._hold_workers(action)
+            # The hold list is written once a pass, after the node writes, from the Nodes'
+            # names.KMM_WORKER_HELD (worker_holds.py): a HoldWorkers says what it will be.
+            return None
         elif isinstance(action, DeleteWorkerPods):
             self._delete_workers(inp, action)
         elif isinstance(action, NudgeKmm):
@@ -334,48 +335,6 @@ class RolloutActor:
                     log.warning(
                         "could not delete KMM's worker Pod", extra={"pod": pod, "error": str(err)}
                     )
-
-    def _hold_workers(self, action: HoldWorkers) -> float | None:
-        """Adds the node to the worker holds on the coordinator's namespace, or takes it out
-        (names.KMM_WORKER_HOLDS; a merge patch conditioned on the namespace's
-        resourceVersion: two passes holding two nodes never lose one). A retry soon when the
-        write failed or raced."""
-        if not self._config.hold_workers:
-            if action.held:
-                log.warning(
-                    "without --kmm-worker-hold, KMM's worker is not held off the node",
-                    extra={"node": action.node},
-                )
-            return None
-        namespace_path = path("", "v1", "namespaces", name=self._config.namespace)
-        try:
-            namespace = self._kube.request("GET", namespace_path)
-            meta = namespace.get("metadata") or {}
-            held = held_in((meta.get("annotations") or {}).get(names.KMM_WORKER_HOLDS))
-            wanted = held | {action.node} if action.held else held - {action.node}
-            if wanted == held:
-                return None
-            self._kube.request(
-                "PATCH",
-                namespace_path,
-                body={
-                    "metadata": {
-                        "resourceVersion": meta.get("resourceVersion"),
-                        "annotations": {names.KMM_WORKER_HOLDS: hold_list(wanted) or None},
-                    }
-                },
-                content_type=MERGE_PATCH,
-            )
-        except KubeError as err:
-            if err.conflict:
-                return CONFLICT_RETRY_SECONDS
-            log.warning("could not write the worker holds", extra={"error": str(err)})
-            return API_ERROR_RETRY_SECONDS
-        log.info(
-            "KMM's worker held off the node" if action.held else "worker hold let go",
-            extra={"node": action.node},
-        )
-        return None
 
     def _probe_image(self, inp: RolloutInput, action: ProbeImage) -> None:
         """Makes the image's probe Pod on the node (gpuctl/rollout/image_probe.py); one

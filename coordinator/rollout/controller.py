@@ -31,11 +31,13 @@ from coordinator.rollout.gather import RolloutGatherer, RolloutView
 from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.overlay import NodeOverlay
 from coordinator.rollout.status_writes import StatusWrites
+from coordinator.rollout.worker_holds import WorkerHolds
 from gpuctl.common.names import Phase
 from gpuctl.gpudriver.module_spec import module_name
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
-from gpuctl.rollout.event_notes import WARNING
+from gpuctl.rollout.event_notes import NORMAL, WARNING
+from gpuctl.rollout.facts import RolloutInput
 from gpuctl.rollout.pass_setup import pass_setup
 from gpuctl.rollout.refused import finishing_settings, refused_status
 from gpuctl.rollout.rollout_input import module_container
@@ -117,6 +119,9 @@ class RolloutController:
             metrics=metrics,
         )
         self.passes = 0
+        self._worker_holds = WorkerHolds(kube, config.namespace, enabled=config.hold_workers)
+        # The trouble each GPUDriver was last told of by an Event (worker_holds.py).
+        self._told_holds_trouble: dict[str, str] = {}
         # What this controller last wrote into each GPUDriver's status (the cache lags it).
         self._status_writes = StatusWrites(monotonic)
 
@@ -180,13 +185,18 @@ class RolloutController:
         if setup.refusal or settings is None:
             return self._finish_refused(driver, target, previous, setup.refusal, settings)
         inp = self.gatherer.gather(driver, target, settings, previous)
+        inp = dataclasses.replace(
+            inp,
+            worker_holds=self._worker_holds.listed(),
+            worker_holds_trouble=self._worker_holds.trouble,
+        )
         decision = decide(inp)
         if decision.ask_gate and settings.prometheus_gate is not None:
             # A node would start on an answer older than the gate allows: ask now, decide again.
             fresh = self.gatherer.ask_gate(name, settings.prometheus_gate)
             inp = dataclasses.replace(inp, gate=fresh)
             decision = decide(inp)
-        requeue = self.actor.execute(driver, inp, decision)
+        requeue = self._execute(driver, inp, decision)
         if decision.rollback is not None and requeue is None:
             # Before the status write: the spec patch carries the resourceVersion read.
             requeue = self.actor.roll_back(driver, decision.rollback)
@@ -201,6 +211,33 @@ class RolloutController:
                 name, decision.status, decision.node_phases, decision.node_versions, blocked
             )
         return self._look_again_in(name, decision.requeue_after if requeue is None else requeue)
+
+    def _execute(
+        self, driver: Mapping[str, Any], inp: RolloutInput, decision: Decision
+    ) -> float | None:
+        """The decision carried out; after its node writes, the hold list the Nodes make,
+        written once (worker_holds.py). The soonest retry either asks for."""
+        requeue = self.actor.execute(driver, inp, decision)
+        holds_retry = self._worker_holds.sync(self.overlay.apply(self.gatherer.view.nodes()))
+        self._tell_worker_holds(driver)
+        if holds_retry is None:
+            return requeue
+        return holds_retry if requeue is None else min(requeue, holds_retry)
+
+    def _tell_worker_holds(self, driver: Mapping[str, Any]) -> None:
+        """A Warning Event when the hold list could not be written (once per trouble), a
+        Normal one when it is written again."""
+        name = str(driver["metadata"]["name"])
+        trouble, told = self._worker_holds.trouble, self._told_holds_trouble.get(name, "")
+        if trouble == told:
+            return
+        self._told_holds_trouble[name] = trouble
+        if trouble:
+            self._events.record(driver, WARNING, "WorkerHoldsNotWritten", trouble)
+        else:
+            self._events.record(
+                driver, NORMAL, "WorkerHoldsWritten", "the worker holds are written again"
+            )
 
     def _look_again_in(self, name: str, requeue: float | None) -> float | None:
         """`requeue`, or sooner if a progress-only status write was held back
@@ -234,7 +271,7 @@ class RolloutController:
             driver, asked, finishing_settings(settings), previous, finishing=True
         )
         decision = decide(inp) if inp.nodes else Decision()
-        requeue = self.actor.execute(driver, inp, decision)
+        requeue = self._execute(driver, inp, decision)
         status = refused_status(target, why, inp.nodes)
         if self._status_writes.due(driver, status):
             # A repeat of the same refusal bumps the one Event's count (EventRecorder).

@@ -189,6 +189,12 @@ def _rollout_status_schema() -> dict[str, Any]:
                 },
             },
             "startedAt": {"type": "string", "format": "date-time"},
+            "workerHoldsTrouble": {
+                "type": "string",
+                "description": "Why the namespace's KMM worker hold list "
+                f"({names.KMM_WORKER_HOLDS}) could not be written to what the Nodes say; "
+                "absent when it is (condition WorkerHoldsWritten).",
+            },
             "maintenanceWindow": {
                 "type": "object",
                 "description": "With spec.rollout.maintenanceWindows: whether one is open now, "

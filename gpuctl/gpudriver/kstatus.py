@@ -13,7 +13,9 @@ why, in words); the reconciler, the one writer of `status.conditions`, turns it 
   conflict, an unreadable spec.rollout), with the rollout's own words;
 - both False when it is Complete, paused by the admin (intended, not stuck), targets no node,
   or has not started. A state this build does not know is Reconciling, with why: never
-  taken as settled.
+  taken as settled;
+- `WorkerHoldsWritten` False (WriteFailed, with why) while KMM's worker hold list could not be
+  written to what the Nodes say, True otherwise.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from gpuctl.rollout.holds import HoldKind, RolloutState, parse_state
 
 RECONCILING = "Reconciling"
 STALLED = "Stalled"
+# False while the namespace's KMM worker hold list could not be written to what the Nodes say
+# (coordinator/rollout/worker_holds.py): a node gpuctl holds may not be held.
+WORKER_HOLDS_WRITTEN = "WorkerHoldsWritten"
 # What a person must resolve, by the hold that keeps the rollout from going on.
 _STALLED_HOLDS = frozenset({HoldKind.ROLLED_BACK, HoldKind.ROLLBACK_IN_GIT, HoldKind.REFUSED})
 _MOVING = frozenset({RolloutState.PROGRESSING, RolloutState.HELD})
@@ -62,7 +67,10 @@ def rollout_conditions(rollout: Mapping[str, Any], generation: int) -> list[dict
         stalled = (False, "Progressing", "")
     else:
         reconciling, stalled = (False, state.value, ""), (False, state.value, "")
+    trouble = str(rollout.get("workerHoldsTrouble") or "")
+    holds = (False, "WriteFailed", trouble) if trouble else (True, "Written", "")
     return [
         condition(RECONCILING, *reconciling, generation),
         condition(STALLED, *stalled, generation),
+        condition(WORKER_HOLDS_WRITTEN, *holds, generation),
     ]

@@ -91,9 +91,7 @@ def _own_step(inp: RolloutInput, node: NodeFacts) -> StepResult:
     return StepResult()
 
 
-def _node_place(
-    inp: RolloutInput, node: NodeFacts, decision: Decision
-) -> tuple[Phase, str] | None:
+def _node_place(inp: RolloutInput, node: NodeFacts, decision: Decision) -> tuple[Phase, str] | None:
     """The node's phase and version in this pass (None: not in this GPUDriver's rollout),
     its placement, reboot or own step taken into `decision`."""
     if anothers_step(node, inp.driver_name):

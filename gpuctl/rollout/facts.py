@@ -376,6 +376,10 @@ class RolloutInput:
     # Why KMM's ModuleImagesConfig could not be read ("" when it was): unread is not "no
     # image found", and a reload's block says which of the two it is.
     images_unknown: str = ""
+    # KMM's worker holds (names.KMM_WORKER_HOLDS) as the namespace last said them, and why
+    # they could not be written ("" when they are what the Nodes say: worker_holds.py).
+    worker_holds: frozenset[str] = frozenset()
+    worker_holds_trouble: str = ""
     # The Module's pull secret (imageRepoSecret; "" for none): an image probe pulls with it.
     image_pull_secret: str = ""
 

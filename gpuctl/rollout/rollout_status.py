@@ -172,6 +172,9 @@ def rollout_status(
     }
     if hold is not None and state is not RolloutState.COMPLETE:
         status["holdKind"] = hold.kind.value
+    if inp.worker_holds_trouble:
+        status["workerHoldsTrouble"] = inp.worker_holds_trouble
+        status["message"] = f"{message}; {inp.worker_holds_trouble}"
     return status
 
 

@@ -91,6 +91,7 @@ from gpuctl.rollout.verify import step_verifying
 from gpuctl.rollout.worker_hold import (
     ask_again,
     hold,
+    listed_hold_words,
     nudge_while_released,
     opened_since_the_check,
     released_write,
@@ -525,6 +526,9 @@ def step_loading(inp: RolloutInput, node: NodeFacts) -> StepResult:
         reason = f"{late} within {duration_words(timeout)}"
         if node.kmm_activity:
             reason += f": {node.kmm_activity}"
+        listed = listed_hold_words(inp, node)
+        if listed:
+            reason += f"; {listed}"
         withdrawn = withdrawn_load(inp, node, version)
         if withdrawn:
             reason += f"; {LOAD_WITHDRAWN}"

@@ -36,6 +36,9 @@ from the new one by what the agent reads, so no node is held there.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import Action, DeleteWorkerPods, HoldWorkers, NudgeKmm
@@ -112,6 +115,29 @@ def ask_again(result: StepResult, node: NodeFacts, now: float) -> None:
     if due(node.call(INSPECT), now, LOADING_CHECK_SECONDS):
         ask_report(result, node)
     result.wake(LOADING_CHECK_SECONDS)
+
+
+def held_nodes(nodes: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The nodes KMM's worker is held off: those whose Node carries names.KMM_WORKER_HELD.
+    The namespace's hold list is made of these, pass after pass (coordinator/rollout/
+    worker_holds.py): a node deleted, re-registered without the annotation, or let go by
+    `gpuctl driver abandon` leaves the list with it."""
+    return frozenset(
+        str(node["metadata"]["name"])
+        for node in nodes
+        if names.KMM_WORKER_HELD in ((node.get("metadata") or {}).get("annotations") or {})
+    )
+
+
+def listed_hold_words(inp: RolloutInput, node: NodeFacts) -> str:
+    """Why KMM makes no worker on a node the hold list still names ("" when it does not)."""
+    if node.name not in inp.worker_holds:
+        return ""
+    trouble = f" ({inp.worker_holds_trouble})" if inp.worker_holds_trouble else ""
+    return (
+        f"KMM's worker is refused on the node: the namespace's {names.KMM_WORKER_HOLDS} still "
+        f"lists it{trouble}"
+    )
 
 
 def held(node: NodeFacts) -> bool:

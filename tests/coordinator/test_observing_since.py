@@ -1,6 +1,6 @@
 """Since when the coordinator has watched without a gap (the bound on step timeouts): since it
 began leading, or the last failed list or watch of the Nodes, Modules or GPUDrivers; a
-failing claims, Pod or ModuleImagesConfig watch does not count (their trouble blocks the
+failing claims, Pod, ModuleImagesConfig or NodeModulesConfig watch does not count (their trouble blocks the
 checks, or makes the rollout list pods, by itself; the images only add words to a reason)."""
 
 from __future__ import annotations
@@ -17,11 +17,18 @@ def informer(plural: str) -> Informer:
 
 
 def test_the_last_gap_of_a_cache_the_steps_wait_on_counts() -> None:
-    drivers, nodes, claims, modules, pods, images = (
-        informer(p) for p in ("d", "n", "c", "m", "p", "i")
+    drivers, nodes, claims, modules, pods, images, node_configs = (
+        informer(p) for p in ("d", "n", "c", "m", "p", "i", "nmc")
     )
     caches = _Caches(
-        drivers, nodes, claims, modules, pods=pods, images_configs=images, leading_since=100.0
+        drivers,
+        nodes,
+        claims,
+        modules,
+        pods=pods,
+        images_configs=images,
+        node_configs=node_configs,
+        leading_since=100.0,
     )
     assert caches.observing_since() == 100.0
     nodes.failed_at = 130.0
@@ -31,4 +38,5 @@ def test_the_last_gap_of_a_cache_the_steps_wait_on_counts() -> None:
     claims.failed_at = 500.0
     pods.failed_at = 600.0
     images.failed_at = 700.0
+    node_configs.failed_at = 800.0  # a Done waits for it, and says so: no timeout depends on it
     assert caches.observing_since() == 140.0
