@@ -73,7 +73,8 @@ def driver_of(pool: int, shards: int) -> str:
 
 
 def image_of(version: str) -> str:
-    return f"registry.example.com/xe:{version}"
+    """The kernel mapping's image, as fleets write it: KMM fills in each node's kernel."""
+    return f"registry.example.com/xe:{version}-$KERNEL_FULL_VERSION"
 
 
 def spec(version: str, pool: int | None = None) -> dict[str, Any]:

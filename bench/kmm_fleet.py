@@ -49,7 +49,11 @@ class KmmFleet:
         self.kmm.serve(node, host.root, KERNEL)
 
     def publish(self, image: str, version: str) -> None:
-        """`image` holds xe at `version` (its backport tag) for the hosts' kernel."""
+        """`image` holds xe at `version` (its backport tag) for the hosts' kernel; a
+        template's `$KERNEL_FULL_VERSION` is that kernel, as KMM fills it in."""
         self.kmm.catalogue.add_xe_image(
-            image, [KERNEL], version=f"xeb_{version}", srcversion=srcversion_of(version)
+            image.replace("$KERNEL_FULL_VERSION", KERNEL),
+            [KERNEL],
+            version=f"xeb_{version}",
+            srcversion=srcversion_of(version),
         )

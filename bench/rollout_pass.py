@@ -53,7 +53,9 @@ SPEC: dict[str, Any] = {
     "nodeSelector": {"bench": "fleet"},
     "kernelModule": {
         "version": "v7.1.4.6_260728.7",
-        "kernelMappings": [{"regexp": "^.+$", "containerImage": "registry.example.com/xe:7"}],
+        "kernelMappings": [
+            {"regexp": "^.+$", "containerImage": "registry.example.com/xe:7-$KERNEL_FULL_VERSION"}
+        ],
     },
     "rollout": {"maxUnavailable": "10%", "holdAfterFirstNode": False, "evictGPUPods": True},
 }

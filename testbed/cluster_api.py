@@ -23,6 +23,15 @@ from testbed.harness.access import KubeCluster
 from testbed.harness.waiting import wait_until
 
 TEST_LABEL = "gpuctl.test/ns"
+TEST_REPOSITORY = "registry.example.com/xe"
+
+
+def mapped_image(tag: str) -> str:
+    """A kernel mapping's image as fleets write it: `tag` for each node's kernel, which KMM
+    fills in (`$KERNEL_FULL_VERSION`); tests/support/gpu_nodes.py pushes one per kernel."""
+    return f"{TEST_REPOSITORY}:{tag}-$KERNEL_FULL_VERSION"
+
+
 GROUP, VERSION, PLURAL = names.GROUP, names.VERSION, names.GPUDRIVER_PLURAL
 KMM = (names.KMM_GROUP, names.KMM_VERSION, names.KMM_MODULE_PLURAL)
 
@@ -200,7 +209,10 @@ def node_labels(namespace: str, **extra: str) -> dict[str, str]:
     return {"kubernetes.io/arch": "amd64", TEST_LABEL: namespace, **extra}
 
 
-def simple_spec(namespace: str, image: str = "registry.example.com/xe:1.0") -> dict[str, Any]:
+def simple_spec(namespace: str, image: str | None = None) -> dict[str, Any]:
+    """A GPUDriver spec selecting the test's nodes, every kernel mapped to `image` (by default
+    mapped_image("1.0"))."""
+    image = image or mapped_image("1.0")
     return {
         "nodeSelector": {TEST_LABEL: namespace},
         "kernelModule": {"kernelMappings": [{"regexp": "^.+$", "containerImage": image}]},

@@ -84,8 +84,16 @@ def image_signing_key() -> SigningKey:
 
 
 def image_of(version: str | None) -> str:
-    """The module image of a user's version (None: the unversioned build)."""
-    return f"{IMAGE_REPOSITORY}:{version or UNVERSIONED}"
+    """The kernel mapping's image of a user's version (None: the unversioned build), as fleets
+    write it: a template KMM fills in per node with the node's kernel."""
+    return f"{IMAGE_REPOSITORY}:{version or UNVERSIONED}-$KERNEL_FULL_VERSION"
+
+
+def pushed_image(version: str | None, kernel_release: str) -> str:
+    """The reference a fleet's image pipeline pushes `version` built for `kernel_release`
+    under: image_of(version) as KMM fills it in, spelled out here, not computed by the code
+    under test (the rig's kernels are all of KMM's normalized form)."""
+    return f"{IMAGE_REPOSITORY}:{version or UNVERSIONED}-{kernel_release}"
 
 
 def kernel_mappings(version: str | None) -> list[dict[str, str]]:
@@ -183,12 +191,13 @@ class RolloutRig:
         unsigned: bool = False,
     ) -> None:
         """Pushes the image of ``version`` (None: unversioned) built for ``kernel_release``,
-        as ``image`` (default: ``image_of(version)``), its modules signed with ``signed_with``
-        (default: ``image_signing_key()``), or not at all when ``unsigned``."""
+        as ``image`` (default: ``pushed_image(version, kernel_release)``), its modules signed
+        with ``signed_with`` (default: ``image_signing_key()``), or not at all when
+        ``unsigned``."""
         key = None if unsigned else signed_with or image_signing_key()
         built = version or UNVERSIONED
         self.kmm.catalogue.add_xe_image(
-            image or image_of(version),
+            image or pushed_image(version, kernel_release),
             [kernel_release],
             version=backport_version_string(built),
             srcversion=srcversion or srcversion_of(built),
@@ -340,10 +349,12 @@ class RolloutRig:
     def publish_rebuild(self, version: str) -> dict[str, Any]:
         """Pushes ``version`` built again (a patched build: same version, new srcversion) for
         every node's kernel; returns the kernelModule change that points at it."""
-        image = f"{image_of(version)}-rebuilt"
         for host in self.hosts.values():
-            self.publish(version, host.kernel_release, image, srcversion_of(f"{version}+1"))
-        return {"kernelMappings": [{"regexp": "^.+$", "containerImage": image}]}
+            rebuilt = f"{pushed_image(version, host.kernel_release)}-rebuilt"
+            self.publish(version, host.kernel_release, rebuilt, srcversion_of(f"{version}+1"))
+        return {
+            "kernelMappings": [{"regexp": "^.+$", "containerImage": f"{image_of(version)}-rebuilt"}]
+        }
 
     def set_version(self, version: str) -> None:
         """The admin's upgrade: the GPUDriver's version and its image, in one patch."""

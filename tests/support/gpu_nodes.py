@@ -13,19 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from testbed.cluster_api import mapped_image
 from testbed.fakehost import FakeHost
 from testbed.fakehost.scenarios import arc_b580_in_tree
 from testbed.fixture_types import MakeNode
 from testbed.harness.kubelet import kernel
 from testbed.harness.real_kmm import RealKmm
 
-# The images the drivers tests name (testbed/cluster_api.py simple_spec and others).
-TEST_IMAGES = (
-    "registry.example.com/xe:1",
-    "registry.example.com/xe:1.0",
-    "registry.example.com/xe:2.0",
-    "registry.example.com/xe:7.0",
-)
+# The tags the drivers tests' images name (testbed/cluster_api.py mapped_image, simple_spec).
+TEST_TAGS = ("1", "1.0", "2.0", "7.0")
 
 
 class GpuNodes:
@@ -35,8 +31,8 @@ class GpuNodes:
         self._folder = folder
         self.hosts: dict[str, FakeHost] = {}
         self._images: dict[str, str] = {}
-        for image in TEST_IMAGES:
-            self.publish(image, f"xeb_{image.rsplit(':', 1)[1]}")
+        for tag in TEST_TAGS:
+            self.publish(mapped_image(tag), f"xeb_{tag}")
 
     def add(self, short: str, labels: Mapping[str, str]) -> str:
         """A Ready Node `<namespace>-<short>` with `labels`, its GPU host served to KMM."""
@@ -51,14 +47,18 @@ class GpuNodes:
         return name
 
     def publish(self, image: str, version: str) -> None:
-        """`image` holds xe at `version`, for every node's kernel (later nodes' too)."""
+        """`image` holds xe at `version`, for every node's kernel (later nodes' too); a
+        template's `$KERNEL_FULL_VERSION` is each kernel, as the fleet's pipeline pushes it."""
         self._images[image] = version
         for release in {host.kernel_release for host in self.hosts.values()}:
             self._push(image, version, release)
 
     def _push(self, image: str, version: str, kernel: str) -> None:
         self.kmm.catalogue.add_xe_image(
-            image, [kernel], version=version, srcversion=version.upper()[:24]
+            image.replace("$KERNEL_FULL_VERSION", kernel),
+            [kernel],
+            version=version,
+            srcversion=version.upper()[:24],
         )
 
     def unloads_since(self, since: float) -> set[str]:

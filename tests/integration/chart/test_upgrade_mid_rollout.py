@@ -27,7 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import module_name
-from testbed.cluster_api import Api, gpudriver, node_labels, simple_spec
+from testbed.cluster_api import Api, gpudriver, mapped_image, node_labels, simple_spec
 from testbed.fakehost.scenarios import B580
 from testbed.harness.access import KubeCluster
 from testbed.harness.waiting import wait_until
@@ -40,7 +40,7 @@ from tests.support.gpu_nodes import GpuNodes
 
 pytestmark = pytest.mark.integration
 
-FIRST, SECOND = "registry.example.com/xe:1.0", "registry.example.com/xe:2.0"
+FIRST, SECOND = mapped_image("1.0"), mapped_image("2.0")
 CLIENT_PID = 4242
 
 

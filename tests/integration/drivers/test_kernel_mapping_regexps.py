@@ -20,6 +20,7 @@ import pytest
 from kubernetes import client as k8s
 
 from gpuctl.gpudriver.validation import regexp_problem
+from testbed.cluster_api import mapped_image
 from testbed.harness.real_kmm import KMM_GROUP, KMM_VERSION, RealKmm
 
 pytestmark = pytest.mark.integration
@@ -60,9 +61,7 @@ def module(namespace: str, name: str, pattern: str) -> dict[str, Any]:
             "moduleLoader": {
                 "container": {
                     "modprobe": {"moduleName": "xe"},
-                    "kernelMappings": [
-                        {"regexp": pattern, "containerImage": "registry.example.com/xe:1"}
-                    ],
+                    "kernelMappings": [{"regexp": pattern, "containerImage": mapped_image("1")}],
                 }
             },
         },

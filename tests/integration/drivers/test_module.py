@@ -20,6 +20,7 @@ from gpuctl.gpudriver.module_spec import desired_module, kmm_version
 from testbed.cluster_api import (
     Api,
     gpudriver,
+    mapped_image,
     node_labels,
     simple_spec,
     wait_status,
@@ -224,7 +225,7 @@ def test_spec_change_patches_module_in_place(
                     "useNFDLabeling": True,
                     "kernelModule": {
                         "kernelMappings": [
-                            {"regexp": "^.+$", "containerImage": "registry.example.com/xe:2.0"}
+                            {"regexp": "^.+$", "containerImage": mapped_image("2.0")}
                         ]
                     },
                 }
@@ -235,7 +236,7 @@ def test_spec_change_patches_module_in_place(
             module = api.get_module(namespace, f"{name}-gpu")
             mapping = (module or {}).get("spec", {}).get("moduleLoader", {}).get("container", {})
             image = mapping.get("kernelMappings", [{}])[0].get("containerImage")
-            return module if image == "registry.example.com/xe:2.0" else None
+            return module if image == mapped_image("2.0") else None
 
         module = wait_until("module updated", updated)
         assert module["metadata"]["uid"] == first["metadata"]["uid"]

@@ -31,6 +31,7 @@ from testbed.cluster_api import (
     Api,
     SwitchableKmm,
     gpudriver,
+    mapped_image,
     node_labels,
     simple_spec,
     wait_status,
@@ -76,7 +77,7 @@ def test_a_config_change_reaches_no_loaded_node_by_itself(
                 "spec": {
                     "kernelModule": {
                         "kernelMappings": [
-                            {"regexp": "^.+$", "containerImage": "registry.example.com/xe:2.0"}
+                            {"regexp": "^.+$", "containerImage": mapped_image("2.0")}
                         ]
                     }
                 }
@@ -118,7 +119,7 @@ def test_mapping_loss_holds_the_update_until_the_node_is_unloaded(
                 "spec": {
                     "kernelModule": {
                         "kernelMappings": [
-                            {"regexp": "^7\\.0\\.", "containerImage": "registry.example.com/xe:7.0"}
+                            {"regexp": "^7\\.0\\.", "containerImage": mapped_image("7.0")}
                         ]
                     }
                 }

@@ -17,7 +17,7 @@ import pytest
 from gpuctl.common import names
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.fake_nodes import gpu_node_root
-from testbed.rollout_live.rig import NEW, OLD, RolloutRig, image_of
+from testbed.rollout_live.rig import IMAGE_REPOSITORY, NEW, OLD, RolloutRig, image_of
 from testbed.rollout_live.scenario import (
     FAST,
     TIMEOUTS,
@@ -129,7 +129,9 @@ def test_no_image_for_one_nodes_kernel_keeps_its_driver_blocked_naming_the_image
     rig.wait_phases({same: "Done", other: "Done"})
     rig.wait_kmm_loaded([same, other])
     rig.kernels.begin()
-    missing = f"{image_of(NEW)}-{OTHER_KERNEL}"
+    # The other kernel's builds live in a repository nobody has pushed NEW to yet.
+    missing_template = f"{IMAGE_REPOSITORY}-next:{NEW}-$KERNEL_FULL_VERSION"
+    missing = f"{IMAGE_REPOSITORY}-next:{NEW}-{OTHER_KERNEL}"
     only_other = f"^{OTHER_KERNEL.replace('.', '[.]')}$"
     rig.patch_driver(
         {
@@ -137,7 +139,7 @@ def test_no_image_for_one_nodes_kernel_keeps_its_driver_blocked_naming_the_image
                 "kernelModule": {
                     "version": NEW,
                     "kernelMappings": [
-                        {"regexp": only_other, "containerImage": missing},
+                        {"regexp": only_other, "containerImage": missing_template},
                         {"regexp": "^.+$", "containerImage": image_of(NEW)},
                     ],
                 }

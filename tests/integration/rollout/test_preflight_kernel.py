@@ -39,8 +39,9 @@ def preflight(rig: RolloutRig, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def per_kernel_images(rig: RolloutRig, running: str) -> None:
-    """The GPUDriver's mappings: the running kernel's image as it is, every other kernel's
-    image tagged with that kernel (which nobody has pushed yet)."""
+    """The GPUDriver's mappings: one for the running kernel, one for every other, each image
+    tagged with the node's kernel by KMM's template (the next kernel's nobody has pushed
+    yet)."""
     rig.patch_driver(
         {
             "spec": {
@@ -84,7 +85,7 @@ def test_preflight_finds_a_missing_image_for_the_next_kernel_then_the_pushed_one
     assert verdict["imageExists"] is False
     assert verdict["imageCheck"].startswith(("ErrImagePull", "ImagePullBackOff")), verdict
     assert verdict["signing"].startswith("unsigned")
-    rig.publish(OLD, NEXT_KERNEL, image=f"{IMAGE_REPOSITORY}:{OLD}-{NEXT_KERNEL}")
+    rig.publish(OLD, NEXT_KERNEL)
     found = preflight(rig, "--kernel", NEXT_KERNEL, "--timeout", "120")
     assert found.returncode == 0, found.stderr + found.stdout
     assert f"kernel {NEXT_KERNEL}: PASS" in found.stdout
@@ -118,7 +119,7 @@ def test_kernel_check_lists_the_node_whose_next_kernel_has_no_image_until_it_is_
     assert header.split()[:5] == ["NODE", "RUNNING", "NEXT", "GPUDRIVER", "VERDICT"]
     assert line.split()[:5] == [upgraded, "6.8.0-60-generic", NEXT_KERNEL, "gpu", "fail"]
     assert "ImagePullBackOff" in line or "ErrImagePull" in line, line
-    rig.publish(OLD, NEXT_KERNEL, image=f"{IMAGE_REPOSITORY}:{OLD}-{NEXT_KERNEL}")
+    rig.publish(OLD, NEXT_KERNEL)
     found = gpuctl(rig, "nodes", "--kernel-check", "--timeout", "120")
     assert found.returncode == 0, found.stderr + found.stdout
     assert "KMM: verified image exists" in found.stdout

@@ -28,10 +28,10 @@ from testbed.harness.waiting import wait_until
 from testbed.rollout_live.rig import (
     BIN,
     COMPANION_MODULES,
+    IMAGE_REPOSITORY,
     NEW,
     OLD,
     RolloutRig,
-    image_of,
     stop_process,
 )
 from testbed.rollout_live.scenario import FAST, module_version, old_root, wait_status
@@ -119,10 +119,13 @@ def create_signing_secrets(rig: RolloutRig, key: SigningKey) -> None:
 
 def sign_in_the_cluster(rig: RolloutRig, version: str) -> str:
     """The GPUDriver at `version`, its image signed by KMM from an unsigned one (pushed for
-    every node's kernel); returns the signed image's reference."""
-    unsigned, signed = f"{image_of(version)}-unsigned", f"{image_of(version)}-signed"
+    every node's kernel); returns the signed image's reference, a template as fleets write
+    it (KMM fills both in per node)."""
+    unsigned = f"{IMAGE_REPOSITORY}:{version}-unsigned-$KERNEL_FULL_VERSION"
+    signed = f"{IMAGE_REPOSITORY}:{version}-signed-$KERNEL_FULL_VERSION"
     for host in rig.hosts.values():
-        rig.publish(version, host.kernel_release, image=unsigned, unsigned=True)
+        pushed = f"{IMAGE_REPOSITORY}:{version}-unsigned-{host.kernel_release}"
+        rig.publish(version, host.kernel_release, image=pushed, unsigned=True)
     sign = {
         "keySecret": {"name": KEY_SECRET},
         "certSecret": {"name": CERT_SECRET},
@@ -196,7 +199,9 @@ def test_kmm_signs_the_target_a_node_trusting_the_key_rolls_one_that_does_not_is
         assert module_version(rig, enrolled) == NEW
         loaded = rig.kmm.loaded(rig.module, enrolled)
         assert loaded is not None
-        assert loaded.image == signed
+        assert loaded.image == signed.replace(
+            "$KERNEL_FULL_VERSION", rig.hosts[enrolled].kernel_release
+        )
         taint = rig.hosts[enrolled].real("sys/module/xe/taint").read_text().strip()
         assert "E" not in taint, taint  # the kernel verified KMM's signature
         assert module_version(rig, stranger) == OLD  # never unloaded
