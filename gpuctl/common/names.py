@@ -192,6 +192,11 @@ DRIVER_READY_VALUE = "true"
 PAUSED_CLIENTS = f"{GROUP}/paused-gpu-clients"
 # On a verified node waiting for its paused pods to come back: when the label was put back.
 CLIENTS_RESUMED_AT = f"{GROUP}/gpu-clients-resumed-at"
+# On a node Blocked because a declared DaemonSet's pod stayed on it with DRIVER_READY_LABEL off
+# (the DaemonSet does not select on it): JSON list of "namespace/name@revision" (its pods'
+# controller-revision-hash). The node stays Blocked while a pod of such a revision is on it
+# (gpuctl/rollout/pause.py); dropped when it leaves Blocked.
+PAUSE_NOT_SELECTING = f"{GROUP}/pause-not-selecting"
 
 # Annotations that describe one node's pass and are dropped once it is done.
 PASS_DETAIL = (
@@ -217,6 +222,7 @@ STATE_ANNOTATIONS = (
     KMM_WORKER_HELD,
     VERIFIED_BOOT,
     REBOOT_TAKEN_UP,
+    PAUSE_NOT_SELECTING,
     *PASS_DETAIL,
 )
 

@@ -105,9 +105,14 @@ class BlockKind(enum.StrEnum):
     # The node's pods could not be listed.
     PODS_UNKNOWN = "pods-unknown"
     GPU_PODS = "gpu-pods"
-    # Pods the GPUDriver declares pausable (rollout.pause) stayed on the node after the
-    # pause: their DaemonSet does not select on gpuctl.dev/driver-ready.
+    # Pods the GPUDriver declares pausable (rollout.pause) stayed on the node past the drain
+    # timeout though their own spec selects on gpuctl.dev/driver-ready (the DaemonSet
+    # controller did not delete them), or they are not a DaemonSet's: released, tried again.
     PAUSED_PODS = "paused-pods"
+    # A declared DaemonSet's pod stayed on the node past the drain timeout with the label off:
+    # the DaemonSet does not select on gpuctl.dev/driver-ready. Blocked until the DaemonSet
+    # changes (a pod of another revision on the node), not tried again before (pause.py).
+    PAUSE_NOT_SELECTING = "pause-not-selecting"
     GPU_CLAIMS = "gpu-claims"
     # Whether GPU ResourceClaims are allocated on the node cannot be told.
     CLAIMS_UNKNOWN = "claims-unknown"

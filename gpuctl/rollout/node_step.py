@@ -368,6 +368,8 @@ def transition(
     if names.REASON_KIND in node.annotations:
         # Only a Blocked node has a kind (blocked() writes it): any other step drops it.
         all_annotations[names.REASON_KIND] = None
+    if names.PAUSE_NOT_SELECTING in node.annotations and to is not Phase.BLOCKED:
+        all_annotations[names.PAUSE_NOT_SELECTING] = None  # kept only while Blocked (pause.py)
     if names.SOAK_BASELINE in node.annotations:
         # A soak's baseline belongs to the Done it was recorded with (verify.py writes the
         # next one with its Done): a node moved on never soaks on a stale one.

@@ -15,6 +15,16 @@ past it, Done with a warning) until a pod of every controller recorded is back a
 The record (names.PAUSED_CLIENTS, JSON) says whether the node had the label before, which
 controllers' pods were paused, and which pods are drained: a step that ends without any
 change (Blocked before the unload) gives the label back as it was (`released_labels`).
+
+A declared DaemonSet that does not select on the label keeps its pod on the node: the drain
+would wait, block, be released and start again for ever. A pod of a declared DaemonSet still
+on the node, not being deleted, when the drain times out with the label off, and whose own
+spec does not show the label in its nodeSelector (a DaemonSet's pods show no node affinity
+term: pod_facts.selects_driver_ready), is such a DaemonSet's (`not_selecting`). The node is
+Blocked once (BlockKind.PAUSE_NOT_SELECTING, `not_selecting_block`: the DaemonSet and the
+lines to add to its pod template) and records the DaemonSets' revisions (names.
+PAUSE_NOT_SELECTING); it stays Blocked while a pod of a revision recorded is on it
+(`still_not_selecting`), and goes on once the DaemonSet changed.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from dataclasses import dataclass
 from gpuctl.common import names
 from gpuctl.rollout.facts import GpuPod, NodeFacts, RolloutInput
 from gpuctl.rollout.gpu_clients import ClientFate, JudgedClient, is_pausable, pods_of
+from gpuctl.rollout.holds import Block, BlockKind
 from gpuctl.rollout.pod_facts import PodFacts
 from gpuctl.rollout.records import RecordError
 
@@ -135,3 +146,67 @@ def released_labels(node: NodeFacts) -> dict[str, str | None]:
     if record.ready_before and not driver_ready(node):
         return {names.DRIVER_READY_LABEL: names.DRIVER_READY_VALUE}
     return {}
+
+
+# A DaemonSet's pods carry the hash of the template revision they were made from.
+REVISION_LABEL = "controller-revision-hash"
+
+# What to add to the pod template (spec.template.spec) of a DaemonSet that does not select on
+# the label: a nodeSelector, or a required node affinity term (docs/gpu-daemons.md).
+_LABEL, _VALUE = names.DRIVER_READY_LABEL, names.DRIVER_READY_VALUE
+SELECTOR_SNIPPET = f'nodeSelector: {{{_LABEL}: "{_VALUE}"}}'
+AFFINITY_SNIPPET = f'{{key: {_LABEL}, operator: In, values: ["{_VALUE}"]}}'
+
+
+def revision_of(pod: PodFacts) -> str:
+    """The DaemonSet and the revision of its template the pod was made from:
+    "namespace/name@hash" (the pod's UID for a pod without the hash)."""
+    labels = dict(pod.labels)
+    return f"{pod.namespace}/{pod.owner_name}@{labels.get(REVISION_LABEL) or pod.uid}"
+
+
+def not_selecting(inp: RolloutInput, node: NodeFacts) -> tuple[PodFacts, ...]:
+    """The declared DaemonSets' pods left on the node with the label off, not being deleted,
+    whose spec does not show that they select on it: asked when the drain has waited its
+    timeout, long past the DaemonSet controller's deletion of a pod that does."""
+    if driver_ready(node):
+        return ()
+    return tuple(
+        p
+        for p in pausable_on_node(inp, node)
+        if p.daemon and not p.deleting and not p.selects_driver_ready
+    )
+
+
+def still_not_selecting(inp: RolloutInput, node: NodeFacts) -> tuple[PodFacts, ...]:
+    """The declared pods on the node of a DaemonSet revision recorded as not selecting."""
+    try:
+        recorded = json.loads(node.annotations.get(names.PAUSE_NOT_SELECTING) or "[]")
+    except ValueError:
+        return ()  # unreadable: the node is tried again (and the drain records it anew)
+    if not isinstance(recorded, list):
+        return ()
+    return tuple(
+        p
+        for p in pausable_on_node(inp, node)
+        if p.daemon and not p.deleting and revision_of(p) in recorded
+    )
+
+
+def not_selecting_record(pods: Sequence[PodFacts]) -> dict[str, str | None]:
+    """The annotation that keeps the node Blocked while these pods' revisions are on it."""
+    revisions = sorted({revision_of(p) for p in pods})
+    return {names.PAUSE_NOT_SELECTING: json.dumps(revisions, separators=(",", ":"))}
+
+
+def not_selecting_block(pods: Sequence[PodFacts]) -> Block:
+    """The node's Block while `pods` stay: each with its DaemonSet, and what to add to it."""
+    named = ", ".join(f"{p} ({p.owner})" for p in pods)
+    words = (
+        f"with {_LABEL} off, declared paused pods stayed on the node: {named}; their DaemonSet "
+        f"does not select on {_LABEL}, so the pause cannot take them off. Add to its pod "
+        f"template (spec.template.spec) {SELECTOR_SNIPPET}, or a required node affinity term "
+        f"{AFFINITY_SNIPPET} (docs/gpu-daemons.md). Nothing was unloaded; the node is tried "
+        "again once the DaemonSet changes"
+    )
+    return Block(BlockKind.PAUSE_NOT_SELECTING, words)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpuctl.common import names
 from gpuctl.common.gpu_pods import (
     DEFAULT_GPU_RESOURCES,
     FINISHED_PHASES,
@@ -44,6 +45,8 @@ class PodFacts:
     unreadable_claims: bool = False
     # Being deleted (deletionTimestamp set): going, not gone.
     deleting: bool = False
+    # Its own spec keeps it off a node without names.DRIVER_READY_LABEL (`selects_driver_ready`).
+    selects_driver_ready: bool = False
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -96,6 +99,65 @@ def on_node(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") not in FINISHED_PHASES
 
 
+# The node affinity operators a node without the label never matches.
+_NEEDS_LABEL = ("In", "Exists", "Gt", "Lt")
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _about_label(term: Any) -> list[Mapping[str, Any]]:
+    """A node selector term's expressions about names.DRIVER_READY_LABEL."""
+    expressions = term.get("matchExpressions") if isinstance(term, Mapping) else None
+    return [
+        e
+        for e in expressions or []
+        if isinstance(e, Mapping) and e.get("key") == names.DRIVER_READY_LABEL
+    ]
+
+
+def _needs_label(term: Any) -> bool:
+    """A node without the label never matches the term (its expressions are ANDed)."""
+    return any(e.get("operator") in _NEEDS_LABEL for e in _about_label(term))
+
+
+def driver_ready_selection(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What of a pod's spec says whether it selects on names.DRIVER_READY_LABEL: its
+    nodeSelector's entry for the label and its required node affinity terms with only their
+    expressions about the label ({} for neither). `selects_driver_ready` reads the same from
+    this as from the whole spec."""
+    kept: dict[str, Any] = {}
+    selector = spec.get("nodeSelector") or {}
+    if names.DRIVER_READY_LABEL in selector:
+        kept["nodeSelector"] = {names.DRIVER_READY_LABEL: selector[names.DRIVER_READY_LABEL]}
+    terms = _required_terms(spec)
+    if terms:
+        about = [{"matchExpressions": _about_label(t)} for t in terms]
+        required = {"nodeSelectorTerms": about}
+        kept["affinity"] = {"nodeAffinity": {_REQUIRED: required}}
+    return kept
+
+
+def _required_terms(spec: Mapping[str, Any]) -> list[Any]:
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get(_REQUIRED) or {}
+    return list(required.get("nodeSelectorTerms") or [])
+
+
+def selects_driver_ready(spec: Mapping[str, Any]) -> bool:
+    """The pod's own spec keeps it off a node without names.DRIVER_READY_LABEL: its
+    nodeSelector asks for the label, or every required node affinity term does.
+
+    Only the nodeSelector shows on a DaemonSet's pod: its controller copies the template's
+    nodeSelector into the pod but replaces the pod's required node affinity terms with one
+    naming its node, so a DaemonSet selecting through node affinity has pods that do not show
+    it. False here is "not shown", not "does not select" (pause.not_selecting tells that).
+    """
+    selector = spec.get("nodeSelector") or {}
+    if selector.get(names.DRIVER_READY_LABEL) == names.DRIVER_READY_VALUE:
+        return True
+    terms = _required_terms(spec)
+    return bool(terms) and all(_needs_label(t) for t in terms)
+
+
 def pod_facts(pod: Mapping[str, Any], *, dra_served: bool = True) -> PodFacts:
     meta = pod.get("metadata") or {}
     kind, name = controller_of(meta)
@@ -111,6 +173,7 @@ def pod_facts(pod: Mapping[str, Any], *, dra_served: bool = True) -> PodFacts:
         extended=extended_resources(pod),
         unreadable_claims=not dra_served and references_claims(pod),
         deleting=bool(meta.get("deletionTimestamp")),
+        selects_driver_ready=selects_driver_ready(pod.get("spec") or {}),
     )
 
 

@@ -7,7 +7,8 @@ is the Eviction API's body.
 The coordinator watches the cluster's Pods and keeps of each only `watched_part`: what that
 rule and the rollout read (name, namespace, node, phase, GPU resources, whether it references
 ResourceClaims), what names a pod holding a GPU and what the pause and the drain select on (its
-UID, labels, controlling owner and readiness: pod_facts.py), and of KMM's worker Pods also their
+UID, labels, controlling owner and readiness: pod_facts.py), whether its spec selects on
+gpuctl.dev/driver-ready (pod_facts.driver_ready_selection), and of KMM's worker Pods also their
 state (kmm_activity.worker_pod_part). A cluster's Pods are many; kept whole they would be most
 of its memory.
 """
@@ -25,7 +26,7 @@ from gpuctl.common.gpu_pods import (
 from gpuctl.rollout.facts import GpuPod
 from gpuctl.rollout.image_probe import is_probe_pod, probe_part
 from gpuctl.rollout.kmm_activity import is_worker_pod, worker_pod_part
-from gpuctl.rollout.pod_facts import DAEMON_SET, controller_of
+from gpuctl.rollout.pod_facts import DAEMON_SET, controller_of, driver_ready_selection
 
 CONTAINER_LISTS = ("containers", "initContainers")
 
@@ -83,6 +84,7 @@ def watched_part(pod: Mapping[str, Any]) -> dict[str, Any]:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     kept_spec: dict[str, Any] = {"nodeName": spec.get("nodeName") or ""}
+    kept_spec.update(driver_ready_selection(spec))
     for containers in CONTAINER_LISTS:
         gpu = [{"resources": r} for c in spec.get(containers) or [] if (r := _gpu_resources(c))]
         if gpu:

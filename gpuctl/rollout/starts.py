@@ -39,6 +39,7 @@ from gpuctl.rollout.node_step import (
     written,
 )
 from gpuctl.rollout.order import is_unavailable, start_order
+from gpuctl.rollout.pause import not_selecting_block, still_not_selecting
 from gpuctl.rollout.rollout_status import rollout_started
 
 
@@ -48,7 +49,7 @@ def _unblocked(inp: RolloutInput, node: NodeFacts) -> bool:
         return False
     if not removing(inp.target_for(node)) and (foreign_target(inp, node) or _unproven(inp, node)):
         return False
-    if image_not_ready(inp, node) is not None:
+    if image_not_ready(inp, node) is not None or still_not_selecting(inp, node):
         return False
     if node.gpu_pods and not inp.settings.evict_gpu_pods:
         return False
@@ -73,6 +74,9 @@ def _blocker(inp: RolloutInput, node: NodeFacts) -> Block | None:
     for block in (*standing, image_not_ready(inp, node), blocked_by_probe(inp, node)):
         if block is not None:
             return block
+    stuck = still_not_selecting(inp, node)
+    if stuck:  # its DaemonSet has not changed since the drain found it (pause.py)
+        return not_selecting_block(stuck)
     waiting = drain_block(inp, node, paused=False)  # its daemons run: not paused yet
     if waiting is not None:
         return Block(waiting.kind, f"waiting for {waiting.words}")

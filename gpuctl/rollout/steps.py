@@ -74,7 +74,15 @@ from gpuctl.rollout.node_step import (
     unfixable_block,
     written,
 )
-from gpuctl.rollout.pause import PAUSE_POLL_SECONDS, drained_pods, pausable_on_node, pause_write
+from gpuctl.rollout.pause import (
+    PAUSE_POLL_SECONDS,
+    drained_pods,
+    not_selecting,
+    not_selecting_block,
+    not_selecting_record,
+    pausable_on_node,
+    pause_write,
+)
 from gpuctl.rollout.reboots import step_reverifying
 from gpuctl.rollout.records import (
     RecordError,
@@ -258,10 +266,7 @@ def step_draining(inp: RolloutInput, node: NodeFacts) -> StepResult:
         return result
     drained = drained_pods(inp, node)
     if timeout > 0 and elapsed >= timeout:  # 0: no limit, the node stays cordoned and waits
-        reason = f"still on the node after {duration_words(timeout)}: {waiting.words}"
-        result.actions.append(
-            blocked(inp, node, Block(waiting.kind, reason + _drain_hint(inp, node)), version)
-        )
+        result.actions.append(_drain_timed_out(inp, node, waiting))
         return result
     if drained and inp.settings.evict_gpu_pods:
         result.actions.append(EvictPods(node.name, drained))
@@ -273,6 +278,21 @@ def step_draining(inp: RolloutInput, node: NodeFacts) -> StepResult:
     return result
 
 
+def _drain_timed_out(inp: RolloutInput, node: NodeFacts, waiting: Block) -> PatchNode:
+    """Blocked, the drain still waiting at its timeout. A declared DaemonSet's pod still on
+    the node does not select on the label and never leaves by itself: Blocked until the
+    DaemonSet changes, not tried again before (pause.py)."""
+    version = inp.target_for(node)
+    stuck = not_selecting(inp, node)
+    if stuck:
+        write = blocked(inp, node, not_selecting_block(stuck), version)
+        record = {**write.annotations, **not_selecting_record(stuck)}
+        return dataclasses.replace(write, annotations=record)
+    timeout = duration_words(inp.settings.timeouts.drain)
+    reason = f"still on the node after {timeout}: {waiting.words}" + _drain_hint(inp, node)
+    return blocked(inp, node, Block(waiting.kind, reason), version)
+
+
 def _drain_hint(inp: RolloutInput, node: NodeFacts) -> str:
     """Why a drain that timed out may never end by itself."""
     hints = []
@@ -280,7 +300,8 @@ def _drain_hint(inp: RolloutInput, node: NodeFacts) -> str:
         hints.append("evictGPUPods is off")
     if pausable_on_node(inp, node):
         hints.append(
-            f"a paused pod's DaemonSet must select on {names.DRIVER_READY_LABEL}="
+            f"a paused pod leaves once its controller deletes it, as the DaemonSet controller "
+            f"does when the pod's DaemonSet selects on {names.DRIVER_READY_LABEL}="
             f"{names.DRIVER_READY_VALUE} (docs/gpu-daemons.md)"
         )
     return f" ({'; '.join(hints)})" if hints else ""

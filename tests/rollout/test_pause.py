@@ -213,13 +213,18 @@ def test_the_drain_waits_for_paused_pods_to_leave_and_never_evicts_them() -> Non
 
 
 def test_paused_pods_that_never_leave_block_the_node_saying_why() -> None:
-    facts = draining(XPUM, record=PAUSED, since=700)
+    """Their spec selects on the label, yet the DaemonSet controller did not delete them
+    (it is down, say): Blocked `paused-pods`, and tried again. One whose DaemonSet does not
+    select on the label is test_pause_not_selecting.py's."""
+    selecting = dataclasses.replace(XPUM, selects_driver_ready=True)
+    facts = draining(selecting, record=PAUSED, since=700)
     write = only_write(step_draining(rollout([facts], settings=settings()), facts).actions)
     assert write.phase_to is Phase.BLOCKED
     assert write.annotations[names.REASON_KIND] == "paused-pods"
     reason = str(write.annotations[names.REASON])
     assert "monitoring/xpumanager-7x2kq (DaemonSet monitoring/xpumanager)" in reason
-    assert f"must select on {names.DRIVER_READY_LABEL}=true" in reason
+    assert f"selects on {names.DRIVER_READY_LABEL}=true" in reason
+    assert names.PAUSE_NOT_SELECTING not in write.annotations
     # Nothing was changed on the node: it is released, and its label given back.
     assert write.labels[names.DRIVER_READY_LABEL] == "true"
     assert write.unschedulable is False
