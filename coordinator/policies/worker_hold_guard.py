@@ -7,7 +7,10 @@ be taken back then, and KMM makes its unloader again however often it is deleted
 its own namespace (names.KMM_WORKER_HOLDS, node names separated by spaces), deletes KMM's
 worker Pods there, and this guard refuses the CREATE of a KMM worker Pod (labelled
 `kmm.node.kubernetes.io/worker-action`) in that namespace on a listed node. KMM retries; the
-rollout lets the hold go once the node is checked idle again, just before its KMM write.
+rollout lets the hold go once the node is checked idle again, with its KMM write. The list is
+made of the Nodes that carry names.KMM_WORKER_HELD, written once a pass after the node writes
+(coordinator/rollout/worker_holds.py). The chart keeps the guard through `helm rollback`, a
+downgrade and `helm uninstall` (docs/uninstall.md removes it with the list).
 
 The list is on the namespace, not in a ConfigMap parameter: the API server hands every
 policy the request's namespace (`namespaceObject`) from the cache all admission uses, while a

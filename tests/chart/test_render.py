@@ -98,6 +98,8 @@ def check_defaults(rendered: Rendered) -> None:
     hold = [o for o in rendered if o["metadata"]["name"] == "gpuctl-kmm-worker-hold"]
     expected = worker_hold_guard.guard_objects("gpuctl-kmm-worker-hold", "gpuctl-system")
     assert [o["spec"] for o in hold] == [o["spec"] for o in expected]
+    # Kept through `helm rollback` and a downgrade to a chart without it (and uninstall).
+    assert {o["metadata"]["annotations"]["helm.sh/resource-policy"] for o in hold} == {"keep"}
     # selfSigned: the coordinator makes its own Secret; nothing rendered holds a key.
     assert "PRIVATE KEY" not in json.dumps(rendered)
     assert "--tls-secret=gpuctl-coordinator-tls" in args_of(rendered, "Deployment")
