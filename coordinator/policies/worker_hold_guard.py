@@ -43,16 +43,6 @@ def refusal_message(node: str) -> str:
     )
 
 
-def hold_list(nodes: set[str]) -> str:
-    """The annotation's value for `nodes` (sorted, space-separated)."""
-    return " ".join(sorted(nodes))
-
-
-def held_in(value: str | None) -> set[str]:
-    """The nodes an annotation value lists."""
-    return set((value or "").split())
-
-
 def guard_objects(
     name: str,
     namespace: str,

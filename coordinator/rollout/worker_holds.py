@@ -21,9 +21,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
-from coordinator.policies.worker_hold_guard import held_in, hold_list
 from gpuctl.common import names
-from gpuctl.rollout.worker_hold import held_nodes
+from gpuctl.rollout.worker_hold import held_in, held_nodes, hold_list
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +62,12 @@ class WorkerHolds:
         try:
             namespace = self._kube.request("GET", namespace_path)
             meta = namespace.get("metadata") or {}
-            listed = frozenset(held_in((meta.get("annotations") or {}).get(names.KMM_WORKER_HOLDS)))
+            listed = held_in((meta.get("annotations") or {}).get(names.KMM_WORKER_HOLDS))
             if listed != wanted:
                 body = {
                     "metadata": {
                         "resourceVersion": meta.get("resourceVersion"),
-                        "annotations": {names.KMM_WORKER_HOLDS: hold_list(set(wanted)) or None},
+                        "annotations": {names.KMM_WORKER_HOLDS: hold_list(wanted) or None},
                     }
                 }
                 self._kube.request("PATCH", namespace_path, body=body, content_type=MERGE_PATCH)

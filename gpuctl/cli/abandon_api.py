@@ -8,7 +8,7 @@ saying which call and why; nothing here decides what to change (gpuctl/cli/aband
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from kubernetes import client
@@ -18,6 +18,7 @@ from gpuctl.cli.errors import CommandError
 from gpuctl.cli.kube_client import request_timeout
 from gpuctl.cli.kube_errors import call_api, describe_api_error
 from gpuctl.common import names
+from gpuctl.rollout.worker_hold import held_in, hold_list
 
 
 def _json(response: Any) -> dict[str, Any]:
@@ -140,6 +141,35 @@ class AbandonApi:
                 body,
                 _request_timeout=self._timeout,
             ),
+        )
+
+    def drop_worker_holds(self, namespace: str, nodes: Collection[str]) -> None:
+        """Takes `nodes` out of the namespace's KMM worker hold list (names.KMM_WORKER_HOLDS):
+        with the coordinator gone nobody else rewrites it, and a node it still names would
+        have KMM's worker refused there for ever."""
+        if not nodes:
+            return
+        where = f"namespace {namespace}"
+        found: Any = call_api(
+            "get",
+            where,
+            self._server,
+            lambda: self._core.read_namespace(namespace, _request_timeout=self._timeout),
+        )
+        listed = held_in((found.metadata.annotations or {}).get(names.KMM_WORKER_HOLDS))
+        if not listed & set(nodes):
+            return
+        body = {
+            "metadata": {
+                "resourceVersion": found.metadata.resource_version,
+                "annotations": {names.KMM_WORKER_HOLDS: hold_list(listed - set(nodes)) or None},
+            }
+        }
+        call_api(
+            "patch",
+            where,
+            self._server,
+            lambda: self._core.patch_namespace(namespace, body, _request_timeout=self._timeout),
         )
 
     def patch_node(self, node: str, body: Mapping[str, Any]) -> None:

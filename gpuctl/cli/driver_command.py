@@ -176,6 +176,9 @@ def run_abandon(
         api.release_driver(found)
     for release in releases:
         api.patch_node(release.node, release.patch())
+    held = [r.node for r in releases if names.KMM_WORKER_HELD in r.annotations]
+    for namespace in sorted({str(m["metadata"]["namespace"]) for m in modules}):
+        api.drop_worker_holds(namespace, held)
     for line in _leftovers(releases):
         err.write(f"warning: {line}\n")
     out.write(

@@ -117,6 +117,17 @@ def ask_again(result: StepResult, node: NodeFacts, now: float) -> None:
     result.wake(LOADING_CHECK_SECONDS)
 
 
+def hold_list(nodes: Iterable[str]) -> str:
+    """names.KMM_WORKER_HOLDS's value for `nodes` (sorted, space-separated), as the chart's
+    worker hold guard reads it (coordinator/policies/worker_hold_guard.py)."""
+    return " ".join(sorted(nodes))
+
+
+def held_in(value: str | None) -> frozenset[str]:
+    """The nodes a names.KMM_WORKER_HOLDS value lists."""
+    return frozenset((value or "").split())
+
+
 def held_nodes(nodes: Iterable[Mapping[str, Any]]) -> frozenset[str]:
     """The nodes KMM's worker is held off: those whose Node carries names.KMM_WORKER_HELD.
     The namespace's hold list is made of these, pass after pass (coordinator/rollout/

@@ -11,8 +11,9 @@ import contextlib
 from collections.abc import Iterator
 
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
-from coordinator.policies.worker_hold_guard import guard_objects, held_in
+from coordinator.policies.worker_hold_guard import guard_objects
 from gpuctl.common import names
+from gpuctl.rollout.worker_hold import held_in
 from tests.support.admission_policies import installed_policy, refusal
 
 PROBE_NODE = "worker-hold-probe"
@@ -21,7 +22,7 @@ PROBE_NODE = "worker-hold-probe"
 def held_nodes(kube: Kube, namespace: str) -> set[str]:
     """The nodes the namespace holds KMM's worker off."""
     meta = kube.request("GET", path("", "v1", "namespaces", name=namespace))["metadata"]
-    return held_in((meta.get("annotations") or {}).get(names.KMM_WORKER_HOLDS))
+    return set(held_in((meta.get("annotations") or {}).get(names.KMM_WORKER_HOLDS)))
 
 
 def refused_worker_pod(kube: Kube, namespace: str, node: str) -> KubeError | None:

@@ -8,6 +8,8 @@ first refuses while a coordinator's Lease is live and without `--yes`, then dele
 abandoned Module through the Module guard's way out (KMM unloads its nodes), releases the stuck
 GPUDriver, and takes its marks off its nodes only: the other GPUDriver's labels, state and
 cordon stay, its busy node is never unloaded (the kernel oracle), and the admin's cordon stays.
+The namespace's KMM worker hold list, which no coordinator rewrites any more, loses the
+abandoned node and keeps the other GPUDriver's.
 """
 
 from __future__ import annotations
@@ -141,6 +143,15 @@ def test_abandon_touches_only_that_gpudrivers_nodes_and_never_the_others_busy_on
     cordon(api, admins, by_gpuctl=False)
     cordon(api, theirs, by_gpuctl=True)
     busy(gpu_nodes, theirs)
+    # The gone coordinator held KMM's worker off one of ours and off theirs (worker_hold.py).
+    for each in (ours, theirs):
+        patch_node(api, each, {"metadata": {"annotations": {names.KMM_WORKER_HELD: "v1"}}})
+    api.kube.request(
+        "PATCH",
+        path("", "v1", "namespaces", name=namespace),
+        body={"metadata": {"annotations": {names.KMM_WORKER_HOLDS: f"{ours} {theirs}"}}},
+        content_type=MERGE_PATCH,
+    )
     theirs_before = node(api, theirs)["metadata"]
     since = time.time()
     with kube_cluster.user_client("alice", ("system:masters",)) as client:
@@ -186,6 +197,9 @@ def test_abandon_touches_only_that_gpudrivers_nodes_and_never_the_others_busy_on
         assert not [k for k in annotations if k.startswith(f"{names.GROUP}/")], annotations
     assert not node(api, ours)["spec"].get("unschedulable")
     assert node(api, admins)["spec"].get("unschedulable") is True  # the admin's cordon
+    # Nobody rewrites the hold list now: abandon took its node off it, and only its.
+    listed = api.kube.request("GET", path("", "v1", "namespaces", name=namespace))["metadata"]
+    assert listed["annotations"][names.KMM_WORKER_HOLDS] == theirs
     # The other GPUDriver: labels, state and cordon as they were; still loaded, never unloaded.
     theirs_now = node(api, theirs)
     assert theirs_now["metadata"]["labels"] == theirs_before["labels"]
