@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from coordinator.kube.client import path
+from coordinator.kube.client import MERGE_PATCH, path
 from gpuctl.common import names
 from testbed.fakehost.scenarios import B580
 from testbed.harness.waiting import wait_until
@@ -33,6 +33,8 @@ pytestmark = pytest.mark.integration
 XPUMANAGER = "xpumanager"
 EXPORTER = "exporter"
 READY = {names.DRIVER_READY_LABEL: names.DRIVER_READY_VALUE}
+# In the reason of every write that starts a node's drain (the cordon and the pause).
+PAUSING = f"{names.DRIVER_READY_LABEL} off (GPU daemons paused)"
 
 
 @pytest.fixture
@@ -122,6 +124,65 @@ def test_a_daemon_not_declared_pausable_blocks_the_node_named_by_its_pod(
     assert rig.node(node)["metadata"]["labels"][names.DRIVER_READY_LABEL] == "true"
     assert not rig.node(node)["spec"].get("unschedulable")
     assert rig.kernels.unloads == []
+
+
+def test_a_declared_daemon_not_selecting_on_the_label_blocks_once_until_it_does(
+    rollout_rig: RolloutRig, runtime: DaemonRuntime
+) -> None:
+    """XPU Manager is declared in rollout.pause, but its DaemonSet does not select on the
+    driver-ready label: its pod stays when the label goes off. At the drain timeout the node is
+    Blocked once (pause-not-selecting) naming the DaemonSet and what to add, uncordoned, its
+    label back, nothing unloaded. Once the DaemonSet selects on the label through a required
+    node affinity term (which its pods do not show: the DaemonSet controller replaces their
+    terms with the node's name), its new pod replaces the old one, the node is paused and
+    reloaded, and it is Done; drained twice in all, not once per drain timeout."""
+    rig = rollout_rig
+    [node] = start(rig, ["a"], paused(rig, XPUMANAGER))
+    give_gpus(rig.kube, node, 1)
+    daemon_set(rig.kube, rig.namespace, XPUMANAGER, node_selector={})
+    [first] = on_every_node(runtime, [node]).values()
+
+    rig.set_version(NEW)
+    rig.wait_phases({node: "Blocked"}, timeout=120)
+    reason = rig.annotation(node, names.REASON)
+    assert rig.annotation(node, names.REASON_KIND) == "pause-not-selecting", reason
+    assert f"{rig.namespace}/{first.pod} (DaemonSet {rig.namespace}/{XPUMANAGER})" in reason
+    assert 'nodeSelector: {gpuctl.dev/driver-ready: "true"}' in reason
+    assert module_version(rig, node) == OLD
+    assert rig.node(node)["metadata"]["labels"][names.DRIVER_READY_LABEL] == "true"
+    assert not rig.node(node)["spec"].get("unschedulable")
+    log = rig.folder / "coordinator.log"
+    paused_once = log.read_text(errors="replace").count(PAUSING)
+    assert paused_once > 0
+
+    term = {"key": names.DRIVER_READY_LABEL, "operator": "In", "values": ["true"]}
+    required = {"nodeSelectorTerms": [{"matchExpressions": [term]}]}
+    rig.kube.request(
+        "PATCH",
+        path("apps", "v1", "daemonsets", namespace=rig.namespace, name=XPUMANAGER),
+        body={
+            "spec": {
+                "template": {
+                    "spec": {
+                        "affinity": {
+                            "nodeAffinity": {
+                                "requiredDuringSchedulingIgnoredDuringExecution": required
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        content_type=MERGE_PATCH,
+    )
+    rig.wait_phases({node: "Done"}, timeout=240)
+    assert module_version(rig, node) == NEW
+    assert ("stopped", first) in runtime.history
+    [back] = on_every_node(runtime, [node]).values()
+    assert back.uid != first.uid
+    assert log.read_text(errors="replace").count(PAUSING) == 2 * paused_once
+    assert rig.kernels.unloads == [node]
+    assert rig.kernels.violations == []
 
 
 def test_a_daemon_that_does_not_come_back_leaves_the_node_done_with_a_warning(
