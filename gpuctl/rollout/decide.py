@@ -36,7 +36,12 @@ from gpuctl.rollout.messages import driver_events, rollout_message
 from gpuctl.rollout.node_step import StepResult, removing, written
 from gpuctl.rollout.placement import placement, waits_unwritten
 from gpuctl.rollout.prometheus_gate import GATE_RECHECK_SECONDS
-from gpuctl.rollout.reboots import boot_recorded, reboot_taken_up
+from gpuctl.rollout.reboots import (
+    boot_recorded,
+    reboot_taken_up,
+    rebooted_in_use,
+    step_blocked_after_reboot,
+)
 from gpuctl.rollout.refused import anothers_step
 from gpuctl.rollout.rollout_status import RolloutCounts, rollout_status
 from gpuctl.rollout.settings import SettingsError, max_unavailable
@@ -86,6 +91,8 @@ def _own_step(inp: RolloutInput, node: NodeFacts) -> StepResult:
         return STEPS[node.phase](inp, node)
     if node.phase is Phase.DONE:
         return boot_recorded(inp, node)
+    if rebooted_in_use(node):
+        return step_blocked_after_reboot(inp, node)
     if node.phase is Phase.BLOCKED:
         return cleanup(node)
     return StepResult()

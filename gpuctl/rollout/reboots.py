@@ -76,7 +76,7 @@ from gpuctl.rollout.node_step import (
 )
 from gpuctl.rollout.records import BootRecord, RecordError, decode_boot, encode_boot
 from gpuctl.rollout.verify import module_mismatch
-from gpuctl.rollout.worker_hold import WORKER_RECHECK_SECONDS, held
+from gpuctl.rollout.worker_hold import WORKER_RECHECK_SECONDS, cleanup, held
 
 
 def _short(boot_id: str) -> str:
@@ -400,6 +400,52 @@ def _done_again(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> Patc
         version=node.state_version,
         annotations=annotations,
         unschedulable=False if node.cordoned_by_us else None,
+    )
+
+
+def rebooted_in_use(node: NodeFacts) -> bool:
+    """Blocked by what a reboot brought up, in use (`_held_while_in_use`)."""
+    return node.phase is Phase.BLOCKED and node.reason_kind is BlockKind.REBOOTED_IN_USE
+
+
+def step_blocked_after_reboot(inp: RolloutInput, node: NodeFacts) -> StepResult:
+    """Blocked by what the boot brought up, in use: KMM's worker stays held (its Pods deleted
+    as KMM makes them) and the agent is asked again now and then; once nothing holds the
+    device, the node is verified again at the version KMM loads there, which lets KMM's
+    worker go. Neither the target's checks nor another version: an opted-out node, or one
+    the rollout has not reached, keeps the driver it had."""
+    result = cleanup(node)
+    call = node.call(INSPECT)
+    now = epoch(inp.now)
+    report = call.report if call is not None and call.answered else None
+    in_use = (
+        unfixable_block(inp, report, node)
+        if report is not None and report.module_state == MODULE_LIVE
+        else None
+    )
+    if report is not None and in_use is None:
+        result.actions.append(_idle_again(inp, node))
+        return result
+    if due(call, now, inp.blocked_recheck_seconds):
+        ask_report(result, node)
+    result.wake(inp.blocked_recheck_seconds)
+    return result
+
+
+def _idle_again(inp: RolloutInput, node: NodeFacts) -> PatchNode:
+    taken = node.annotations.get(names.REBOOT_TAKEN_UP)
+    try:
+        boot = decode_boot(taken)
+    except RecordError:
+        boot = None
+    words = f"boot {_short(boot.boot_id)}" if boot is not None else "the last boot"
+    return transition(
+        inp,
+        node,
+        Phase.VERIFYING,
+        f"nothing holds what {words} brought up any more: verifying the node again",
+        version=node.state_version,
+        annotations={names.REBOOTED: f"{words}, in use until now"},
     )
 
 

@@ -40,6 +40,7 @@ from gpuctl.rollout.node_step import (
 )
 from gpuctl.rollout.order import is_unavailable, start_order
 from gpuctl.rollout.pause import not_selecting_block, still_not_selecting
+from gpuctl.rollout.reboots import rebooted_in_use
 from gpuctl.rollout.rollout_status import rollout_started
 
 
@@ -186,8 +187,8 @@ def start_nodes(
         if phase is Phase.DONE and node.state_version == version and node.cordoned_by_us:
             decision.actions.append(_release_cordon(node))
             continue
-        if phase not in (Phase.PENDING, Phase.BLOCKED):
-            continue
+        if phase not in (Phase.PENDING, Phase.BLOCKED) or rebooted_in_use(node):
+            continue  # Blocked by what a reboot brought up: its own step (reboots.py)
         wait = why_waiting(inp, node, phase, gates, unavailable=unavailable, bound=bound)
         if wait is not None:
             decision.waits[name] = wait

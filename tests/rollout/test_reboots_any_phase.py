@@ -16,20 +16,22 @@ import pytest
 
 from gpuctl.common import names
 from gpuctl.common.names import Phase
-from gpuctl.rollout.actions import Action, DeleteWorkerPods, HoldWorkers, PatchNode
+from gpuctl.rollout.actions import Action, DeleteWorkerPods, HoldWorkers, PatchNode, RequestReport
 from gpuctl.rollout.decide import decide
-from gpuctl.rollout.facts import NodeFacts
+from gpuctl.rollout.facts import NodeFacts, ReportFacts
 from gpuctl.rollout.records import BootRecord, encode_boot
 from gpuctl.rollout.steps import step_any_verifying
 from tests.rollout.test_rollback import HISTORY
 from tests.support.rollout_samples import (
     OLD,
     OLD_MODULE_VERSION,
+    OPEN_CLIENT,
     TARGET,
     answered,
     loaded_labels,
     new_report,
     node,
+    report,
     rollout,
 )
 
@@ -49,6 +51,11 @@ def rebooted_in(phase: Phase, *, loaded: str, state_version: str, **extra: str) 
         annotations=annotations,
     )
     return dataclasses.replace(facts, boot_id=BOOT_B, kernel_version=KERNEL)
+
+
+def in_tree_live(**overrides: object) -> ReportFacts:
+    values: dict[str, object] = {"tag": "", "srcversion": "INTREESRC", **overrides}
+    return dataclasses.replace(report(**values), provenance="IN_TREE")  # type: ignore[arg-type]
 
 
 def writes_of(facts: NodeFacts) -> tuple[list[Action], PatchNode]:
@@ -175,8 +182,50 @@ def test_a_node_verified_again_at_the_old_version_keeps_its_place_until_verified
     )
     decision = decide(rollout([verifying], revisions=HISTORY))
     assert not [a for a in decision.actions if isinstance(a, PatchNode) and a.phase_to]
-    # The Blocked one is not placed anew (Pending at the target): the checks take it on as
-    # any Blocked node, under the gates, and block it again while its device is in use.
+    # The Blocked one is neither placed anew (Pending at the target) nor started into the
+    # target's checks: its agent is asked again; still in use, it stays Blocked, held; idle,
+    # it is verified again at the version KMM loads there (which lets KMM's worker go).
     decision = decide(rollout([blocked], revisions=HISTORY))
-    moves = [a.phase_to for a in decision.actions if isinstance(a, PatchNode) and a.phase_to]
-    assert moves == [Phase.CHECKING]
+    assert not [a for a in decision.actions if isinstance(a, PatchNode) and a.phase_to]
+    assert RequestReport(blocked.name, blocked.attempt) in decision.actions
+    busy = answered(blocked, report=in_tree_live(blockers=[OPEN_CLIENT]))
+    decision = decide(rollout([busy], revisions=HISTORY))
+    assert not [a for a in decision.actions if isinstance(a, PatchNode) and a.phase_to]
+    idle = answered(blocked, report=in_tree_live())
+    [again] = [
+        a
+        for a in decide(rollout([idle], revisions=HISTORY)).actions
+        if isinstance(a, PatchNode) and a.phase_to
+    ]
+    assert again.phase_to is Phase.VERIFYING
+    assert again.annotations[names.STATE_VERSION] == OLD
+    assert names.REBOOTED in again.annotations
+
+
+def test_an_opted_out_node_rebooted_in_use_keeps_its_driver_never_the_target() -> None:
+    """Skipped (rollout: skip) and busy at its reboot: Blocked and held like any node, then,
+    idle, verified again at the version KMM loads there; never taken to the target."""
+    facts = rebooted_in(
+        Phase.SKIPPED,
+        loaded=OLD,
+        state_version=TARGET,
+        **{names.REBOOT_TAKEN_UP: encode_boot(BootRecord(BOOT_A, KERNEL))},
+    )
+    labels = {**facts.labels, names.OPT_OUT_LABEL: names.OPT_OUT_VALUE}
+    blocked = dataclasses.replace(
+        node(
+            phase=Phase.BLOCKED,
+            version=OLD,
+            labels={k: v for k, v in labels.items() if k != names.STATE_LABEL},
+            annotations={names.REASON_KIND: "rebooted-in-use", names.KMM_WORKER_HELD: OLD},
+        ),
+        boot_id=BOOT_B,
+        kernel_version=KERNEL,
+    )
+    idle = answered(blocked, report=in_tree_live())
+    moves = [
+        a.phase_to
+        for a in decide(rollout([idle], revisions=HISTORY)).actions
+        if isinstance(a, PatchNode) and a.phase_to
+    ]
+    assert moves == [Phase.VERIFYING]
