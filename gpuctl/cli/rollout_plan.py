@@ -50,6 +50,8 @@ from gpuctl.rollout.first_moves import (
     dry_run,
 )
 from gpuctl.rollout.holds import Wait, WaitKind
+from gpuctl.rollout.image_probe import modules_folder
+from gpuctl.rollout.kernel_proof import kmm_kernel, needs_proof
 from gpuctl.rollout.node_step import image_not_ready
 from gpuctl.rollout.order import is_unavailable, start_order
 from gpuctl.rollout.pass_setup import PassSetup, pass_setup
@@ -338,9 +340,9 @@ def _followed(run: DryRun, node_run: NodeRun, facts: NodeFacts) -> Verdict:
     if last in (Phase.BLOCKED, Phase.FAILED):
         lead = "starts, then its check blocks it" if starts else f"{last.value}"
         return "blocked", (f"{lead}: {node_run.reason or 'no reason recorded'}",)
-    no_image = _image_not_ready(run, facts.name) if last is Phase.CHECKING else None
-    if no_image is not None:
-        return "blocked", (f"starts, then its check waits for KMM, then blocks: {no_image}",)
+    waits = _image_waits(run, facts) if last is Phase.CHECKING else None
+    if waits is not None:
+        return waits
     if last is Phase.CHECKING and not _reported(run, facts.name):
         why = _not_fresh(facts.view)
         return "blocked", (f"no fresh agent report ({why}): the check waits for one, then blocks",)
@@ -350,7 +352,8 @@ def _followed(run: DryRun, node_run: NodeRun, facts: NodeFacts) -> Verdict:
     notes = list(_preparation_notes(run, facts))
     if node_run.evicts:
         notes.insert(0, "would evict GPU pods: " + ", ".join(str(p) for p in node_run.evicts))
-    notes[:0] = pausing
+    probing = [note for note in (_probe_note(run, facts.name),) if note]
+    notes[:0] = [*probing, *pausing]
     if last in (Phase.PREPARING, Phase.DRAINING):
         return "go", tuple(notes or ["nothing blocks"])
     phase = last or parse_phase(node_labels(facts.node).get(names.STATE_LABEL))
@@ -391,6 +394,29 @@ def _report_blockers(run: DryRun, facts: NodeFacts) -> str:
 def _in_run(run: DryRun, name: str) -> RolloutNode | None:
     """The node as the run's first pass saw it (None: not in the rollout)."""
     return next((node for node in run.inp.nodes if node.name == name), None)
+
+
+def _image_waits(run: DryRun, facts: NodeFacts) -> Verdict | None:
+    """A check that waits for KMM to find the reload's image, then blocks (None: it does
+    not)."""
+    no_image = _image_not_ready(run, facts.name)
+    if no_image is None:
+        return None
+    return "blocked", (f"starts, then its check waits for KMM, then blocks: {no_image}",)
+
+
+def _probe_note(run: DryRun, name: str) -> str:
+    """What the node's check proves of its reload's image first (kernel_proof.py: a probe Pod
+    on the node copies the kernel's modules out of it, as KMM's loader will); "" when its
+    check needs no proof."""
+    node = _in_run(run, name)
+    if node is None or not needs_proof(run.inp, node):
+        return ""
+    folder = modules_folder(kmm_kernel(node))
+    return (
+        f"its check first proves that image {node.target_image} holds {folder} (KMM's copy, "
+        "run in a probe Pod on the node): a copy that fails blocks it (image-lacks-kernel)"
+    )
 
 
 def _image_not_ready(run: DryRun, name: str) -> str | None:

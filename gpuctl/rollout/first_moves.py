@@ -5,7 +5,9 @@ waiting (and why: the Wait the pass acted on), moves its step on, puts it in its
 it leave the rollout, or nothing. `dry_run` is what `gpuctl rollout plan` shows: the
 coordinator's passes on the caller's reads, each pass's node writes made on the nodes before
 the next (an older version's Done node is Pending without a write, and starts, or waits, in
-the same pass), with each node's latest agent report lent as the answer to its check. A node
+the same pass), with each node's latest agent report lent as the answer to its check, and its
+reload's image taken as proven to hold its kernel's modules (the probe the check runs first,
+kernel_proof.py: the plan says so, it cannot run it). A node
 that starts is followed through its checks up to where the agent's hands are needed
 (Preparing) or a person's (Blocked, Failed). `at_their_turn` is the same run with every
 rollout-wide wait lifted: where a waiting node's own checks take it once the wait is over.
@@ -35,6 +37,8 @@ from gpuctl.rollout.facts import (
     node_facts,
 )
 from gpuctl.rollout.holds import Wait
+from gpuctl.rollout.image_probe import ImageProbe, ProbeOutcome, probe_name
+from gpuctl.rollout.kernel_proof import kmm_kernel, needs_proof
 from gpuctl.rollout.node_step import epoch
 from gpuctl.rollout.rollout_input import Reads, rollout_input
 
@@ -150,6 +154,22 @@ def _lent_calls(
     return dict(calls)
 
 
+def _probes_lent(inp: RolloutInput) -> RolloutInput:
+    """Each reload's image probe standing as run and proven (kernel_proof.py), where the
+    reads have none: the plan follows the checks past it and says it is run first."""
+    return dataclasses.replace(inp, nodes=[_proven(inp, node) for node in inp.nodes])
+
+
+def _proven(inp: RolloutInput, node: NodeFacts) -> NodeFacts:
+    if not needs_proof(inp, node) or node.image_probes:
+        return node
+    image, kernel = node.target_image, kmm_kernel(node)
+    name = probe_name(inp.driver_name, node.name, image, kernel)
+    return dataclasses.replace(
+        node, image_probes=(ImageProbe(name, image, kernel, ProbeOutcome.HOLDS),)
+    )
+
+
 @dataclass
 class _Run:
     move: Move | None = None
@@ -173,7 +193,7 @@ def dry_run(reads: Reads, answers: Mapping[str, ReportFacts] | None = None) -> D
     first: tuple[RolloutInput, Decision] | None = None
     for _ in range(MAX_PASSES):
         calls = _lent_calls(reads, nodes, answers or {})
-        inp = rollout_input(dataclasses.replace(reads, nodes=nodes, calls=calls))
+        inp = _probes_lent(rollout_input(dataclasses.replace(reads, nodes=nodes, calls=calls)))
         decision = decide(inp)
         first = first or (inp, decision)
         if not _record(inp, decision, runs):

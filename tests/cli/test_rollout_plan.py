@@ -156,6 +156,14 @@ def _by_name(plan: Plan) -> dict[str, PlannedNode]:
     return {node.name: node for node in plan.nodes}
 
 
+# What a reload's check does first (kernel_proof.py), as the plan says it.
+PROBED = (
+    "its check first proves that image r.example/xe:2 holds /opt/lib/modules/6.8.0-60-generic "
+    "(KMM's copy, run in a probe Pod on the node): a copy that fails blocks it "
+    "(image-lacks-kernel)"
+)
+
+
 def _row(node: PlannedNode) -> tuple[str, str, str]:
     return node.action.value, node.verdict, "; ".join(node.reasons)
 
@@ -203,7 +211,8 @@ def test_a_first_load_over_a_live_in_tree_xe_says_the_loader_unloads_it_first() 
 
 def test_a_node_labelled_at_another_version_is_reloaded_from_that_version() -> None:
     (planned,) = _plan([_facts(_node("a", labels=_carrying(OLD)))]).nodes
-    assert _row(planned) == ("reload", "go", "nothing blocks")
+    # A reload's check first proves its image holds the node's kernel's modules (a probe).
+    assert _row(planned) == ("reload", "go", PROBED)
     assert planned.change == f"from {OLD} to {VERSION}: unload, then load"
 
 
@@ -645,7 +654,7 @@ def test_the_plan_names_the_gpu_daemons_a_step_would_pause_and_the_one_that_bloc
     assert _row(plan["a"]) == (
         "reload",
         "go",
-        f"would pause ({names.DRIVER_READY_LABEL} off until verified): "
+        f"{PROBED}; would pause ({names.DRIVER_READY_LABEL} off until verified): "
         "monitoring/xpumanager-7x2kq (DaemonSet monitoring/xpumanager)",
     )
     action, verdict, reasons = _row(plan["b"])
