@@ -1,7 +1,8 @@
 """Since when the coordinator has watched without a gap (the bound on step timeouts): since it
 began leading, or the last failed list or watch of the Nodes, Modules or GPUDrivers; a
-failing claims, Pod, ModuleImagesConfig or NodeModulesConfig watch does not count (their trouble blocks the
-checks, or makes the rollout list pods, by itself; the images only add words to a reason)."""
+failing claims, Pod, ModuleImagesConfig or NodeModulesConfig watch does not count (their
+trouble blocks the checks, makes the rollout list pods or a Done wait, by itself; the images
+only add words to a reason)."""
 
 from __future__ import annotations
 
