@@ -14,6 +14,7 @@ from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
 from coordinator.policies.worker_hold_guard import guard_objects
 from gpuctl.common import names
 from gpuctl.rollout.worker_hold import held_in
+from testbed.harness.waiting import wait_until
 from tests.support.admission_policies import installed_policy, refusal
 
 PROBE_NODE = "worker-hold-probe"
@@ -23,6 +24,16 @@ def held_nodes(kube: Kube, namespace: str) -> set[str]:
     """The nodes the namespace holds KMM's worker off."""
     meta = kube.request("GET", path("", "v1", "namespaces", name=namespace))["metadata"]
     return set(held_in((meta.get("annotations") or {}).get(names.KMM_WORKER_HOLDS)))
+
+
+def wait_held(kube: Kube, namespace: str, nodes: set[str]) -> None:
+    """Waits until the namespace's hold list is `nodes`: the coordinator writes it after the
+    pass's node writes (coordinator/rollout/worker_holds.py), so it follows them, not leads."""
+    wait_until(
+        f"the worker holds {sorted(nodes)}",
+        lambda: held_nodes(kube, namespace) == nodes,
+        timeout_seconds=30,
+    )
 
 
 def refused_worker_pod(kube: Kube, namespace: str, node: str) -> KubeError | None:

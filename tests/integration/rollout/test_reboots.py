@@ -28,7 +28,7 @@ from testbed.rollout_live.scenario import (
     start,
     wait_status,
 )
-from tests.support.worker_hold import held_nodes, installed_worker_hold_guard
+from tests.support.worker_hold import installed_worker_hold_guard, wait_held
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +63,7 @@ def test_a_reboot_never_unloads_the_autoloaded_in_tree_xe_under_its_daemon(
         }
         busy_with_ollama(rig, a)  # the GPU daemon starts on the in-tree driver
         rig.wait_phases({a: "Verifying", b: "Verifying"})
-        assert held_nodes(rig.kube, rig.namespace) == {a, b}
+        wait_held(rig.kube, rig.namespace, {a, b})
         for node in (a, b):
             assert rig.annotation(node, names.REBOOTED).startswith("boot ")
             assert rig.node(node)["spec"].get("unschedulable") is True
@@ -75,7 +75,7 @@ def test_a_reboot_never_unloads_the_autoloaded_in_tree_xe_under_its_daemon(
         assert "module xe is the kernel's in-tree one, in use:" in reason, reason
         assert "pid 4242 (ollama)" in reason, reason
         assert "WARNING: the in-tree xe loads by itself at boot" in reason, reason
-        assert a in held_nodes(rig.kube, rig.namespace)
+        wait_held(rig.kube, rig.namespace, {a})
         assert provenance(rig, a) == "in-tree"
         assert a not in rig.kernels.unloads
         assert provenance(rig, b) == "out-of-tree"
@@ -89,7 +89,7 @@ def test_a_reboot_never_unloads_the_autoloaded_in_tree_xe_under_its_daemon(
         rig.wait_phases({a: "Done", b: "Done"}, timeout=120)
         assert provenance(rig, a) == "out-of-tree"
         assert module_version(rig, a) == OLD
-        assert held_nodes(rig.kube, rig.namespace) == set()
+        wait_held(rig.kube, rig.namespace, set())
         wait_status(rig, "says Complete again", reverified_status)
         assert rig.kernels.violations == []
 
@@ -149,7 +149,7 @@ def test_reboots_mid_rollout_of_nodes_waiting_their_turn_and_blocked(
         }
         busy_with_ollama(rig, a)  # the daemon starts again, on the in-tree driver
         rig.wait_phases({a: "Verifying", c: "Verifying"}, version=old)
-        assert held_nodes(rig.kube, rig.namespace) == {a, c}
+        wait_held(rig.kube, rig.namespace, {a, c})
         assert "while Blocked" in rig.annotation(a, names.REASON)
         for node in (a, c):
             labels = rig.node(node)["metadata"].get("labels") or {}
@@ -173,4 +173,34 @@ def test_reboots_mid_rollout_of_nodes_waiting_their_turn_and_blocked(
         rig.wait_phases({a: "Done", b: "Done", c: "Done"}, timeout=180, version=new)
         assert module_version(rig, a) == NEW
         assert module_version(rig, c) == NEW
+        assert rig.kernels.violations == []
+
+
+def test_kmm_slow_after_a_reboot_is_waited_for_not_failed(rollout_rig: RolloutRig) -> None:
+    """A Done node reboots with the in-tree `xe` blacklisted: nothing loads, nothing is in
+    use, and KMM's worker is let go. KMM is slow to start its loader there (held here as an
+    image pull that takes longer than timeouts.verify). Past the timeout the node is not
+    Failed with KMM held off it (no driver until `rollout retry`): it waits, Verifying, its
+    reason saying what KMM waits for; once KMM's loader runs it is Done again."""
+    rig = rollout_rig
+    [node] = start(rig, ["a"], FAST)
+    with installed_worker_hold_guard(rig.kube, rig.namespace):
+        rig.kmm.hold_node(node)  # KMM's worker containers do not start there for now
+        boot = reboot(rig, node, in_tree_autoloads=False)
+        kubelet_ready(rig, node, boot)
+        wait_until(
+            "the node waiting on KMM past timeouts.verify",
+            lambda: "past timeouts.verify" in rig.annotation(node, names.REASON),
+            timeout_seconds=120,
+        )
+        assert rig.state(node) == f"Verifying {rig.target()}"
+        reason = rig.annotation(node, names.REASON)
+        assert "nothing holds the device, so KMM is let finish" in reason, reason
+        wait_held(rig.kube, rig.namespace, set())
+        rig.kmm.hold_node(node, held=False)
+        rig.wait_phases({node: "Done"}, timeout=120)
+        assert provenance(rig, node) == "out-of-tree"
+        assert module_version(rig, node) == OLD
+        status = rig.rollout_status()
+        assert status["counts"]["Failed"] == 0, status
         assert rig.kernels.violations == []

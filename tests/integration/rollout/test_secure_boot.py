@@ -39,10 +39,17 @@ from testbed.rollout_live.scenario import FAST, module_version, old_root, wait_s
 pytestmark = pytest.mark.integration
 
 
+# Ubuntu's kernel prints its CONFIG_VERSION_SIGNATURE in /proc/version_signature (its
+# fs/proc/version_signature.c): "Ubuntu <abi>.<upload>-<flavour> <upstream version>".
+UBUNTU_6_8_SIGNATURE = "Ubuntu 6.8.0-60.63-generic 6.8.12\n"
+
+
 def secure_boot_root(path: Path) -> FakeHost:
-    """old_root, booted with Secure Boot: lockdown integrity, sig_enforce N."""
+    """old_root, booted with Secure Boot: lockdown integrity, sig_enforce N; Ubuntu's kernel
+    (it verifies modules with MOK keys, docs/secure-boot.md)."""
     host = old_root(path)
     host.boot_efi(secure_boot=True, shim_validation_disabled=False)
+    host.write("proc/version_signature", UBUNTU_6_8_SIGNATURE)
     host.set_lockdown("integrity")
     return host
 

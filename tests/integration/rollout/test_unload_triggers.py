@@ -36,7 +36,7 @@ from testbed.rollout_live.scenario import (
     wait_status,
 )
 from tests.support.kmm_matrix import EACH_KMM
-from tests.support.worker_hold import held_nodes, installed_worker_hold_guard, refused_worker_pod
+from tests.support.worker_hold import installed_worker_hold_guard, refused_worker_pod, wait_held
 
 pytestmark = [pytest.mark.integration, EACH_KMM]
 
@@ -262,7 +262,7 @@ def test_a_device_opened_after_the_check_holds_kmms_worker_off_the_node(
         rig.wait_phases({node: "Blocked"}, timeout=60)
         wait_named_in_status(rig, node, "opened after the check")
         wait_named_in_status(rig, node, "pid 4242 (ollama)")
-        assert node in held_nodes(rig.kube, rig.namespace)
+        wait_held(rig.kube, rig.namespace, {node})
         wait_until(
             "the held unloader deleted", lambda: not rig.worker_pods(node=node), timeout_seconds=60
         )
@@ -273,7 +273,7 @@ def test_a_device_opened_after_the_check_holds_kmms_worker_off_the_node(
         assert node not in rig.kernels.unloads
         idle_again(rig, node)
         rig.wait_phases({node: "Done"}, timeout=120)
-        assert node not in held_nodes(rig.kube, rig.namespace)
+        wait_held(rig.kube, rig.namespace, set())
         assert module_version(rig, node) == NEW
         assert_no_unload_while_busy(rig)
 
