@@ -18,9 +18,10 @@ from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import Action, DeleteWorkerPods, HoldWorkers, PatchNode, RequestReport
 from gpuctl.rollout.decide import decide
-from gpuctl.rollout.facts import NodeFacts, ReportFacts
+from gpuctl.rollout.facts import NodeFacts
 from gpuctl.rollout.records import BootRecord, encode_boot
 from gpuctl.rollout.steps import step_any_verifying
+from tests.rollout.test_reboots import BOOT_A, BOOT_B, KERNEL, in_tree
 from tests.rollout.test_rollback import HISTORY
 from tests.support.rollout_samples import (
     OLD,
@@ -31,13 +32,9 @@ from tests.support.rollout_samples import (
     loaded_labels,
     new_report,
     node,
-    report,
     rollout,
 )
 
-BOOT_A = "6f0c2a4e-1b7d-4c55-9a3e-0d2b7c1e9f44"
-BOOT_B = "9b1d77c0-5e2f-4a61-8c3d-2f4e6a8b0c12"
-KERNEL = "6.8.0-45-generic"
 VERIFIED_IN_A = encode_boot(BootRecord(BOOT_A, KERNEL))
 
 
@@ -51,11 +48,6 @@ def rebooted_in(phase: Phase, *, loaded: str, state_version: str, **extra: str) 
         annotations=annotations,
     )
     return dataclasses.replace(facts, boot_id=BOOT_B, kernel_version=KERNEL)
-
-
-def in_tree_live(**overrides: object) -> ReportFacts:
-    values: dict[str, object] = {"tag": "", "srcversion": "INTREESRC", **overrides}
-    return dataclasses.replace(report(**values), provenance="IN_TREE")  # type: ignore[arg-type]
 
 
 def writes_of(facts: NodeFacts) -> tuple[list[Action], PatchNode]:
@@ -188,10 +180,10 @@ def test_a_node_verified_again_at_the_old_version_keeps_its_place_until_verified
     decision = decide(rollout([blocked], revisions=HISTORY))
     assert not [a for a in decision.actions if isinstance(a, PatchNode) and a.phase_to]
     assert RequestReport(blocked.name, blocked.attempt) in decision.actions
-    busy = answered(blocked, report=in_tree_live(blockers=[OPEN_CLIENT]))
+    busy = answered(blocked, report=in_tree(blockers=[OPEN_CLIENT]))
     decision = decide(rollout([busy], revisions=HISTORY))
     assert not [a for a in decision.actions if isinstance(a, PatchNode) and a.phase_to]
-    idle = answered(blocked, report=in_tree_live())
+    idle = answered(blocked, report=in_tree())
     [again] = [
         a
         for a in decide(rollout([idle], revisions=HISTORY)).actions
@@ -222,7 +214,7 @@ def test_an_opted_out_node_rebooted_in_use_keeps_its_driver_never_the_target() -
         boot_id=BOOT_B,
         kernel_version=KERNEL,
     )
-    idle = answered(blocked, report=in_tree_live())
+    idle = answered(blocked, report=in_tree())
     moves = [
         a.phase_to
         for a in decide(rollout([idle], revisions=HISTORY)).actions
