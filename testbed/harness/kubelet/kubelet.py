@@ -228,8 +228,9 @@ class KmmKubelet:
             self._delays[node] = seconds
 
     def hold_node(self, node: str, held: bool = True) -> None:
-        """While held, no worker container starts on ``node`` (as an image pull that takes as long
-        as the test says); ``held=False`` lets the waiting ones start."""
+        """While held, no KMM worker container starts on ``node`` (as KMM's image pull or
+        its worker's start that takes as long as the test says; gpuctl's image probes run);
+        ``held=False`` lets the waiting ones start."""
         with self._lock:
             if held:
                 self._held.add(node)
@@ -558,7 +559,8 @@ class KmmKubelet:
 
         attempt = 0
         while True:
-            self._wait_to_start(node, run)
+            # `hold_node` holds KMM's worker containers (a test's slow KMM), not gpuctl's probe.
+            self._wait_to_start(node, run, held=False)
             if self.catalogue.has(image):
                 break
             reason = status.ERR_IMAGE_PULL if attempt == 0 else status.IMAGE_PULL_BACK_OFF
@@ -596,8 +598,10 @@ class KmmKubelet:
         with self._lock:
             return node in self._held
 
-    def _wait_to_start(self, node: str, run: _Run) -> None:
-        while self._held_back(node) or not self._node_ready(node, run):
+    def _wait_to_start(self, node: str, run: _Run, *, held: bool = True) -> None:
+        """Until the node is Ready (and, for KMM's worker containers, `held`, not held back
+        by `hold_node`)."""
+        while (held and self._held_back(node)) or not self._node_ready(node, run):
             self._sleep(run, NODE_READY_POLL_SECONDS)
         with self._lock:
             delay = self._delays.get(node, 0.0)

@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from gpuctl.common import names
+from testbed.fakehost.scenarios import B580
 from testbed.harness.waiting import wait_until
+from testbed.rollout_live.fake_nodes import load_module
 from testbed.rollout_live.reboots import kubelet_ready, reboot
 from testbed.rollout_live.rig import NEW, OLD, RolloutRig
 from testbed.rollout_live.scenario import (
@@ -203,4 +205,31 @@ def test_kmm_slow_after_a_reboot_is_waited_for_not_failed(rollout_rig: RolloutRi
         assert module_version(rig, node) == OLD
         status = rig.rollout_status()
         assert status["counts"]["Failed"] == 0, status
+        assert rig.kernels.violations == []
+
+
+def test_a_host_copy_live_at_boot_is_done_only_once_kmm_loaded_it_in_this_boot(
+    rollout_rig: RolloutRig,
+) -> None:
+    """A Done node reboots and a host copy of the same build (DKMS) loads at boot: the module
+    the agent shows is the one verified, KMM's ready labels are on, but KMM's loader has not
+    run in this boot (its NodeModulesConfig records the boot before). KMM will run it there;
+    had the node been Done on the agent's word alone, that loader would `modprobe -r` a
+    module a daemon opens once the node is uncordoned. So it is Done only once KMM's loader
+    ran in this boot (let go while the copy is idle)."""
+    rig = rollout_rig
+    [node] = start(rig, ["a"], FAST)
+    before = rig.kmm.loaded(rig.module, node)
+    assert before is not None
+    with installed_worker_hold_guard(rig.kube, rig.namespace):
+        boot = reboot(rig, node, in_tree_autoloads=False)
+        host = rig.hosts[node]
+        load_module(host, OLD)  # the host's DKMS copy, autoloaded at boot
+        host.bind(B580, "xe")
+        kubelet_ready(rig, node, boot)
+        rig.wait_phases({node: "Done"}, timeout=120)
+        loaded = rig.kmm.loaded(rig.module, node)
+        assert loaded is not None
+        assert loaded.boot_id == boot != before.boot_id  # KMM's loader ran in this boot first
+        assert module_version(rig, node) == OLD
         assert rig.kernels.violations == []
