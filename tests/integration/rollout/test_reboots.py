@@ -23,7 +23,9 @@ from testbed.rollout_live.reboots import kubelet_ready, reboot
 from testbed.rollout_live.rig import NEW, OLD, RolloutRig
 from testbed.rollout_live.scenario import (
     FAST,
+    TIMEOUTS,
     busy_with_ollama,
+    gpu_pod,
     held_by,
     idle_again,
     module_version,
@@ -232,4 +234,54 @@ def test_a_host_copy_live_at_boot_is_done_only_once_kmm_loaded_it_in_this_boot(
         assert loaded is not None
         assert loaded.boot_id == boot != before.boot_id  # KMM's loader ran in this boot first
         assert module_version(rig, node) == OLD
+        assert rig.kernels.violations == []
+
+
+def test_reboots_of_an_opted_out_node_and_one_mid_drain_keep_the_driver_they_had(
+    rollout_rig: RolloutRig,
+) -> None:
+    """An upgrade to NEW: `a` is opted out (Skipped, KMM still loads OLD there), `b` drains,
+    waiting for a GPU pod that does not leave (eviction off). `a` reboots with the in-tree
+    `xe` autoloaded and a daemon on it; `b` reboots with it blacklisted. KMM runs a loader on
+    both at their new boot: the coordinator holds it off both. `b` is verified again at OLD
+    (KMM let go, OLD loaded in this boot) and then takes its step up again; `a` stays Blocked
+    naming the daemon, nothing unloaded; idle, it is verified again at OLD and Skipped: an
+    opted-out node keeps the driver it had, and is never taken to NEW."""
+    rig = rollout_rig
+    rollout = {**FAST, "evictGPUPods": False, "timeouts": {**TIMEOUTS, "drain": "5m"}}
+    a, b = start(rig, ["a", "b"], rollout)
+    old, new = rig.kmm_version_at(OLD), rig.kmm_version_at(NEW)
+    rig.label_node(a, {names.OPT_OUT_LABEL: names.OPT_OUT_VALUE})
+    gpu_pod(rig, b)
+    with installed_worker_hold_guard(rig.kube, rig.namespace):
+        rig.set_version(NEW)
+        rig.wait_phases({a: "Skipped", b: "Draining"}, version=new)
+        boots = {
+            a: reboot(rig, a, in_tree_autoloads=True),
+            b: reboot(rig, b, in_tree_autoloads=False),
+        }
+        busy_with_ollama(rig, a)
+        rig.wait_phases({a: "Verifying", b: "Verifying"}, version=old)
+        wait_held(rig.kube, rig.namespace, {a, b})
+        assert "while Draining" in rig.annotation(b, names.REASON)
+        assert "while Skipped" in rig.annotation(a, names.REASON)
+        for node in (a, b):
+            kubelet_ready(rig, node, boots[node])
+        wait_until(
+            f"{b} verified at OLD in its new boot",
+            lambda: boots[b] in rig.annotation(b, names.VERIFIED_BOOT),
+            timeout_seconds=120,
+        )
+        loaded = rig.kmm.loaded(rig.module, b)
+        assert loaded is not None
+        assert loaded.boot_id == boots[b]
+        assert module_version(rig, b) == OLD
+        rig.wait_phases({a: "Blocked"}, timeout=120, version=old)
+        assert rig.annotation(a, names.REASON_KIND) == "rebooted-in-use"
+        assert provenance(rig, a) == "in-tree"
+        assert a not in rig.kernels.unloads
+        idle_again(rig, a)
+        rig.wait_phases({a: "Skipped"}, timeout=120, version=new)
+        assert provenance(rig, a) == "out-of-tree"
+        assert module_version(rig, a) == OLD  # opted out: the driver it had, not NEW
         assert rig.kernels.violations == []
