@@ -503,22 +503,17 @@ class Coordinator:
         # The images too: a reload is held until KMM has found its image, and a record not
         # read yet would hold it for a wrong reason. (A KMM that does not serve them counts
         # as synced at once: the collection is found not served.)
-        self._caches_to_sync = (
-            nodes,
-            claims,
-            modules,
-            self._drivers,
-            pods,
-            images_configs,
-            node_configs,
-        )
-        for informer in self._caches_to_sync:
+        # Not KMM's NodeModulesConfigs: a node waits for them only to be Done (unread is
+        # unknown, never verified), and a coordinator under an older chart's RBAC cannot list
+        # them: it must still run, and say why its nodes wait.
+        self._caches_to_sync = (nodes, claims, modules, self._drivers, pods, images_configs)
+        for informer in (*self._caches_to_sync, node_configs):
             self._start(f"watch-{informer.resource.plural}", informer.run)
         self._start_work(
             reconciler,
             rollout,
             first=(nodes, self._drivers),
-            then=(claims, modules, images_configs, node_configs),
+            then=(claims, modules, images_configs),
         )
 
     def _controllers(self, caches: _Caches) -> tuple[Reconciler, RolloutController]:
