@@ -162,6 +162,9 @@ def boot_recorded(inp: RolloutInput, node: NodeFacts) -> StepResult:
             ask_report(result, node)
         result.wake(VERIFY_POLL_SECONDS)
         return result
+    if node.kmm_boot_id is None and node.boot_id:
+        result.wake(VERIFY_POLL_SECONDS)  # KMM's record not read: neither recorded nor doubted
+        return result
     why = module_mismatch(inp, node, call.report) or not_loaded_in_this_boot(node)
     if why:
         version = node.state_version

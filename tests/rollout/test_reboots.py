@@ -381,3 +381,11 @@ def test_a_first_verification_waits_for_kmms_record_of_this_boot() -> None:
     for record in (None, "", BOOT_B):
         facts = answered(dataclasses.replace(verifying, kmm_boot_id=record), report=new_report())
         assert not writes(step_any_verifying(rollout([facts]), facts).actions), record
+
+
+def test_a_node_done_before_this_build_waits_while_kmms_record_is_not_read() -> None:
+    """KMM's NodeModulesConfigs not read (yet, or not allowed): the boot is not recorded, nor
+    the node verified again on that alone; it stays as the older build left it."""
+    legacy = booted(done(recorded=None), BOOT_A, KERNEL)
+    unread = answered(dataclasses.replace(legacy, kmm_boot_id=None), report=out_of_tree())
+    assert not writes(after_reboot(rollout([unread]), unread).actions)

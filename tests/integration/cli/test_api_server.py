@@ -26,6 +26,7 @@ from gpuctl.gpudriver.module_spec import kmm_version
 from testbed.cluster_api import TEST_LABEL, Api, gpudriver, node_labels, simple_spec
 from testbed.harness.access import KubeCluster
 from testbed.harness.rbac_grants import granted, service_account, user
+from tests.support.rollout_samples import NOT_ENFORCING
 
 pytestmark = pytest.mark.integration
 
@@ -66,6 +67,9 @@ def _report(node: str, *, busy: bool = False) -> dict[str, Any]:
         pb.Module(name="xe", state=pb.Module.LIVE, backport_tag="xeb_v7.1.4.6_260728.7")
     )
     report.client_scan.state = pb.ClientScan.COMPLETE
+    # What an agent on a BIOS-booted node says of module signatures: not enforced (an
+    # agent that cannot tell would block the load, preflight.py).
+    report.kernel_trust.CopyFrom(NOT_ENFORCING)
     if busy:
         report.devices[0].clients.add(pid=4242, command="ollama", client_ids=[7])
         report.blockers.add(
