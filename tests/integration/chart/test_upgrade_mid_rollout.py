@@ -30,6 +30,7 @@ from gpuctl.gpudriver.module_spec import module_name
 from testbed.cluster_api import Api, gpudriver, mapped_image, node_labels, simple_spec
 from testbed.fakehost.scenarios import B580
 from testbed.harness.access import KubeCluster
+from testbed.harness.rbac_grants import granted, service_account
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.scenario import FAST
 from tests.integration.chart.test_helm_test import gpunode_session
@@ -92,6 +93,17 @@ def agents_connected(api: Api, nodes: list[str]) -> bool:
     return all(gpunode_session(api.kube, node) == ("Connected", True) for node in nodes)
 
 
+# What this build's coordinator needs that the previous chart did not grant.
+THIS_BUILD_NEEDS = [
+    {
+        "apiGroups": [names.KMM_GROUP],
+        "resources": [names.KMM_NODE_CONFIG_PLURAL],
+        "verbs": ["list", "watch"],
+    },
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]},
+]
+
+
 def wait_states(api: Api, driver: str, wanted: dict[str, str], logs: list[Path]) -> str:
     """Until each node is in its phase about the GPUDriver's target (which must be set);
     returns that target. On a timeout, the states and the coordinators' logs say why."""
@@ -131,6 +143,18 @@ def test_a_helm_upgrade_mid_rollout_restarts_nothing_and_re_rolls_no_done_node(
     logs = [previous_log, upgraded_log]
 
     with contextlib.ExitStack() as previous_pods:
+        # The previous chart's coordinator ran the previous code; this build's reads KMM's
+        # NodeModulesConfigs (a node is Done only on KMM's record of this boot) and makes
+        # image probe Pods, which its own chart grants (coordinator/policies/rbac.py).
+        account = release.deployment()["spec"]["template"]["spec"]["serviceAccountName"]
+        previous_pods.enter_context(
+            granted(
+                api.kube,
+                f"{namespace}-this-build",
+                THIS_BUILD_NEEDS,
+                service_account(release.namespace, account),
+            )
+        )
         previous = previous_pods.enter_context(
             running_coordinator(kube_cluster, release, tmp_path / "previous")
         )
