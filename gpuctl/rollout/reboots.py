@@ -156,23 +156,28 @@ def boot_recorded(inp: RolloutInput, node: NodeFacts) -> StepResult:
         if adopted is not None:
             result.actions.append(adopted)
         return result
+    return _asked_of_its_boot(inp, node, result)
+
+
+def _asked_of_its_boot(inp: RolloutInput, node: NodeFacts, result: StepResult) -> StepResult:
+    """A Done node without a record of the boot it was verified in (an older build left it):
+    its boot recorded on its agent's word and KMM's record of its load in this boot, or it is
+    verified again; while either is not read, nothing is written."""
     call = node.call(INSPECT)
     if call is None or not call.answered or call.report is None:
         if due(call, epoch(inp.now), VERIFY_POLL_SECONDS):
             ask_report(result, node)
         result.wake(VERIFY_POLL_SECONDS)
         return result
-    if node.kmm_boot_id is None and node.boot_id:
+    if node.kmm_boot_id is None:
         result.wake(VERIFY_POLL_SECONDS)  # KMM's record not read: neither recorded nor doubted
         return result
     why = module_mismatch(inp, node, call.report) or not_loaded_in_this_boot(node)
     if why:
-        version = node.state_version
-        result.actions += _verify_again(
-            inp, node, None, f"the boot it was verified in is not recorded and {why}", version
-        )
-        return result
-    result.actions.append(_adopted(node, None) or _record_only(node))
+        reason = f"the boot it was verified in is not recorded and {why}"
+        result.actions += _verify_again(inp, node, None, reason, node.state_version)
+    else:
+        result.actions.append(_adopted(node, None) or _record_only(node))
     return result
 
 
