@@ -1,9 +1,9 @@
 """The Kubernetes permissions the coordinator needs, and those of people who run gpuctl.
 
-hack/generate.py writes them into the Helm chart (templates/coordinator-rbac.yaml,
-templates/user-rbac.yaml). Integration tests run the coordinator under exactly these rules with
-a ServiceAccount token, and one compares the API server's audit log of those runs with the
-grants: the chart can neither lack a permission the code uses nor grant one it does not.
+hack/generate.py writes them into the Helm chart (charts/gpuctl/templates/coordinator-rbac.yaml,
+charts/gpuctl/templates/user-rbac.yaml). Integration tests run the coordinator under exactly these
+rules with a ServiceAccount token, and one compares the API server's audit log of those runs with
+the grants: the chart can neither lack a permission the code uses nor grant one it does not.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """gpuctl/api/ from proto/: messages, gRPC stubs and their typing stubs, by protoc.
 
-The .proto path mirrors the package: proto/gpuctl/api/v1alpha1/x.proto -> gpuctl.api.v1alpha1.
+The .proto path mirrors the package: proto/gpuctl/api/v1alpha1/<name>.proto -> gpuctl.api.v1alpha1.
 Every file under gpuctl/ with a generated suffix is claimed, so a stub whose .proto was removed
 is found too.
 """

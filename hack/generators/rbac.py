@@ -1,9 +1,9 @@
 """The chart's RBAC templates, from the rules in coordinator/policies/rbac.py.
 
-templates/coordinator-rbac.yaml: the coordinator's ClusterRole, its Role in the release
-namespace and its Role in the Events namespace, with their bindings (and, where the values
+charts/gpuctl/templates/coordinator-rbac.yaml: the coordinator's ClusterRole, its Role in the
+release namespace and its Role in the Events namespace, with their bindings (and, where the values
 ask for them, the self-signed TLS Role and the signing certificates' Role).
-templates/user-rbac.yaml:
+charts/gpuctl/templates/user-rbac.yaml:
 the view/edit ClusterRoles aggregated into Kubernetes' `view`/`edit`, and the rollout-retry
 ClusterRole. Integration tests run the coordinator under the same rules and compare them with
 the API server's audit log, so the chart grants what the code calls and nothing else.

@@ -1,7 +1,8 @@
-"""The chart's `helm test` (templates/tests/coordinator-and-agents.yaml), as rendered: hooks
-only, a command gpuctl's own parser takes, pointed at the coordinator's Service with the CA the
-agents trust, as an account that may read GPUNodes and nothing else. The integration test
-`chart/test_helm_test.py` runs it with `helm test` against a real coordinator and agent."""
+"""The chart's `helm test` (charts/gpuctl/templates/tests/coordinator-and-agents.yaml), as rendered:
+hooks only, a command gpuctl's own parser takes, pointed at the coordinator's Service with the CA
+the agents trust, as an account that may read GPUNodes and nothing else. The integration test
+`tests/integration/chart/test_helm_test.py` runs it with `helm test` against a real coordinator and
+agent."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The chart's opt-in NetworkPolicy around the coordinator: it selects the coordinator's Pods
 and no other, lets in only the gRPC and metrics ports, and lets out only DNS, the API server,
 the listed Prometheus servers and the admin's extra rules. (Enforcement is the CNI's: the
-integration test `chart/test_install.py` has the API server accept it.)"""
+integration test `tests/integration/chart/test_install.py` has the API server accept it.)"""
 
 from __future__ import annotations
 
