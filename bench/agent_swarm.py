@@ -11,8 +11,7 @@ thousand grpc.aio client streams at once saw its own calls fail with CANCELLED, 
 limit of the simulation, not of the server. As a real agent does, an agent whose Welcome does
 not come (within HANDSHAKE_SECONDS) or whose stream fails before it gives up that stream and
 connects again on a channel of its own (at most HANDSHAKE_ATTEMPTS times); the retries are
-counted (`SwarmProcesses.handshake_retries`): at 5,000 streams one simulation process once
-left 44 of its streams without an answer, and the coordinator never saw them.
+counted (`SwarmProcesses.handshake_retries`).
 """
 
 from __future__ import annotations

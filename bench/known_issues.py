@@ -4,10 +4,10 @@
 
 The reconciler (coordinator/drivers/reconciler.py) works out a GPUDriver's known issues
 (gpuctl/gpudriver/known_issues.py) on every reconcile, from every Node the cache holds, and
-during a rollout it reconciles about twice a second: at 1,000 nodes that was 15 % of the
-coordinator's CPU (py-spy, docs/benchmarks.md), most of it finding again which nodes the
-GPUDriver wants. The fleet is bench.rollout_pass's mid-rollout snapshot; between two asks one
-node moves a step at a new resourceVersion, as one watch event makes a reconcile.
+during a rollout it reconciles on the fleet's node changes, most of that work finding again
+which nodes the GPUDriver wants (profiled: docs/benchmarks/notes-fleet-2026-12-05.md). The
+fleet is bench.rollout_pass's mid-rollout snapshot; between two asks one node moves a step at a
+new resourceVersion, as one watch event makes a reconcile.
 
 - subject: known_issues given the wanted nodes from a WantedMemo (gpuctl/common/wanted_memo.py),
   as the reconciler asks it;

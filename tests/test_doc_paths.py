@@ -1,8 +1,8 @@
 """Every repository path the docs and the module docstrings name exists.
 
-Where: README.md and every Markdown file under docs/ (the *docs*), and the module docstring of
-every Python file under agent, bench, coordinator, gpuctl, hack, testbed and tests (a package's
-`__init__.py` included). What counts as a path there:
+Where: README.md and every Markdown file under docs/ and examples/ (the *docs*), and the module
+docstring of every Python file under agent, bench, coordinator, gpuctl, hack, testbed and tests (a
+package's `__init__.py` included). What counts as a path there:
 
 1. A *path*: a run of path characters (letters, digits, `_ . - /`) that starts with one of the
    repository's top-level folders and a slash (`gpuctl/rollout/decide.py`, `hack/test`,
@@ -76,7 +76,8 @@ def module_pattern(names: list[str]) -> re.Pattern[str]:
 
 
 def docs() -> list[Path]:
-    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    folders = ("docs", "examples")
+    return [REPO / "README.md", *sorted(p for f in folders for p in (REPO / f).rglob("*.md"))]
 
 
 def docstring(path: Path) -> tuple[int, str] | None:

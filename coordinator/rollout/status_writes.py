@@ -4,7 +4,7 @@ A pass compares the status it decided with the one on the GPUDriver it read from
 cache. Right after a write that cache lags by a watch event, and the passes in between (node
 events come several a second in a rollout) each found the status "changed" and wrote the same
 status again: at 50 nodes three writes in four repeated the one before (measured with
-bench.fleet_scale, docs/benchmarks.md). Each costs the API server a request.
+bench.fleet_scale, docs/benchmarks/notes-fleet-2026-12-02.md). Each costs the API server a request.
 
 So the last status written for each GPUDriver (its `rollout` and `revisions`) is remembered with
 the resourceVersion the write returned. Until the cache shows that resourceVersion, the decided
@@ -17,8 +17,9 @@ A status that differs from the last one written only in its progress (`PROGRESS_
 counts, the listed nodes, the message) is written at most once per `progress_spacing` seconds:
 at 300 nodes each node's six steps changed it, five writes of the whole status a node, each
 an API request and a watch event that woke the rollout and the reconciler again (measured with
-bench.fleet_scale, docs/benchmarks.md). The pass that holds a write back asks for a pass when
-it is due (`held_for`); anything else (the state, a hold, the target, the revisions) is
+bench.fleet_scale, docs/benchmarks/notes-fleet-2026-12-04.md). The pass that holds a write
+back asks for a pass when it is due (`held_for`); anything else (the state, a hold, the target,
+the revisions) is
 written at once.
 
 A write is a merge patch, which removes a key only by naming it with null: `patch` nulls every

@@ -3,8 +3,9 @@
 targeting.wanted_nodes looks at every node: its labels against the selector, its taints
 against the Module's tolerations, its kernel against the kernel mappings. The rollout asks it
 on every pass and the reconciler (its known issues) on every reconcile, and at 1,000 nodes the
-two together were 15 % of the coordinator's Python time in a rollout (py-spy, docs/benchmarks.md),
-though between two asks almost no node changed. `WantedMemo.wanted` answers as wanted_nodes
+two together were 15 % of the coordinator's Python time in a rollout (py-spy,
+docs/benchmarks/notes-fleet-2026-12-05.md), though between two asks almost no node changed.
+`WantedMemo.wanted` answers as wanted_nodes
 does, and keeps each node's answer with the Node object it was made of: the next ask reuses it
 while the node is the same object at the same resourceVersion (a watch cache replaces an
 object on every change) and the spec's selector, tolerations and kernel mappings are the

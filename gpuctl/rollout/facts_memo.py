@@ -4,7 +4,7 @@ A pass looks at every node of the rollout, and between two passes almost none of
 changed: a pass is asked for by one event (one node's write, one agent's answer, one of
 KMM's labels). Building a node's NodeFacts (its labels and annotations copied, its readiness
 found, a frozen dataclass of eighteen fields) was a fifth of a pass's CPU in a
-300-node rollout (docs/benchmarks.md). `NodeFactsMemo.node_facts` builds them as
+300-node rollout (docs/benchmarks/notes-rollout-pass.md). `NodeFactsMemo.node_facts` builds them as
 facts.node_facts does and keeps them with what they were made of; the next pass gets the
 same object back when the Node is the same object at the same resourceVersion (the watch
 cache replaces an object on every change and the API server gives every change a new

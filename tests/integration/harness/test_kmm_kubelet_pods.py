@@ -3,7 +3,7 @@
 KMM's Pods share their namespace with the workload's (the bench's GPU pods, the agents). A
 kubelet that listed the whole namespace on each event of it cost the API server more the
 more the workload churned - a drain's evictions - in the rollout's run and not in the floor's
-(docs/benchmarks.md). It selects KMM's three kinds of Pod by label instead.
+(docs/benchmarks/notes-fleet-2026-12-04.md). It selects KMM's three kinds of Pod by label instead.
 """
 
 from __future__ import annotations
