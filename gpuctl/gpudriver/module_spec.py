@@ -6,7 +6,7 @@ namespace, owned by the GPUDriver. The loader container, `pullSecret` → `image
 build pods placed by the user's node selector are the Intel GPU operator's mapping
 (intel/gpu-base-operator pull request #79). Where gpuctl deliberately differs, so that KMM acts
 on a node only after gpuctl decided, for that node, that it may (the KMM source each rule is in
-is named; the README's trigger table shows each against KMM's own operator):
+is named; docs/kmm-unloads.md shows each against KMM's own operator):
 
 - `selector` is `{gpuctl.dev/driver-target: <gpudriver>}` (TARGET_LABEL), a Node label only
   gpuctl writes (the rollout; the drivers reconciler on nodes an older Module loaded): a node

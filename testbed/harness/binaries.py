@@ -5,8 +5,8 @@ Two releases: the one the suite runs on (``NEWEST``) and the oldest gpuctl suppo
 (``OLDEST``, the chart's kubeVersion floor, for tests/integration/oldest/). The release's
 variable - ``KUBEBUILDER_ASSETS`` (envtest's convention) or ``GPUCTL_KUBE_OLDEST`` - wins when it
 names a folder holding them; otherwise ``hack/kube/ensure [oldest]`` finds the cached build or
-builds it from the pinned upstream modules (slow the first time, see README "Local control
-plane").
+builds it from the pinned upstream modules (slow the first time, see docs/development.md,
+"Local control plane").
 """
 
 from __future__ import annotations
