@@ -87,7 +87,10 @@ def docstring(path: Path) -> tuple[int, str] | None:
             if token.type in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE):
                 continue
             if token.type == tokenize.STRING:
-                value = ast.literal_eval(token.string)
+                try:
+                    value = ast.literal_eval(token.string)
+                except (ValueError, SyntaxError):  # an f-string
+                    return None
                 return (token.start[0], value) if isinstance(value, str) else None
             return None
     return None
