@@ -86,14 +86,14 @@ def _holds_let_go_first(inp: RolloutInput, actions: Sequence[Action]) -> list[Ac
 
 def _own_step(inp: RolloutInput, node: NodeFacts) -> StepResult:
     """What a node in its place does: its step, a Done node's look at its boot (reboots.py),
-    a Blocked node's held KMM worker Pods (worker_hold.py)."""
+    a Blocked or Failed node's held KMM worker Pods (worker_hold.py)."""
     if node.phase in STEPS:
         return STEPS[node.phase](inp, node)
     if node.phase is Phase.DONE:
         return boot_recorded(inp, node)
     if rebooted_in_use(node):
         return step_blocked_after_reboot(inp, node)
-    if node.phase is Phase.BLOCKED:
+    if node.phase in (Phase.BLOCKED, Phase.FAILED):
         return cleanup(node)
     return StepResult()
 

@@ -157,10 +157,12 @@ def held(node: NodeFacts) -> bool:
 
 
 def cleanup(node: NodeFacts) -> StepResult:
-    """A held node with KMM worker Pods not run to the end: the hold made sure of and those
-    Pods deleted again (KMM makes them again until admission sees the hold)."""
+    """A held node (Blocked, or Failed after a reboot, reboots.py) with KMM worker Pods not
+    run to the end: the hold made sure of and those Pods deleted again (KMM makes them again
+    until admission sees the hold; the pass that holds a node does not see them yet)."""
     result = StepResult()
-    if node.phase is not Phase.BLOCKED or not held(node) or not node.unfinished_workers:
+    stopped = node.phase in (Phase.BLOCKED, Phase.FAILED)
+    if not stopped or not held(node) or not node.unfinished_workers:
         return result
     result.actions += [HoldWorkers(node.name, held=True), DeleteWorkerPods(node.name)]
     result.wake(WORKER_RECHECK_SECONDS)

@@ -100,6 +100,26 @@ def test_a_failed_node_that_rebooted_is_held_and_stays_failed() -> None:
     assert "rebooted since: boot 6f0c2a4e -> 9b1d77c0" in str(write.annotations[names.REASON])
 
 
+def test_a_failed_node_held_after_its_reboot_has_kmms_workers_deleted_until_none_is_left() -> None:
+    """The pass that holds it does not see KMM's worker Pods there (they are read for held
+    nodes only), and KMM may make one before the hold list is written: the passes after
+    delete them, as a Blocked node's, and the node stays Failed."""
+    facts = rebooted_in(Phase.FAILED, loaded=TARGET, state_version=TARGET, **{names.REASON: "x"})
+    _, write = writes_of(facts)
+    taken_up = {**facts.annotations, **write.annotations}
+    held = dataclasses.replace(
+        facts,
+        annotations={k: v for k, v in taken_up.items() if v is not None},
+        unfinished_workers=("kmm-worker-n1-gpu-gpu",),
+    )
+    actions = decide(rollout([held], revisions=HISTORY)).actions
+    assert HoldWorkers(held.name, held=True) in actions
+    assert DeleteWorkerPods(held.name) in actions
+    assert not [a for a in actions if isinstance(a, PatchNode)]  # still Failed, as it was
+    none_left = dataclasses.replace(held, unfinished_workers=())
+    assert DeleteWorkerPods(held.name) not in decide(rollout([none_left])).actions
+
+
 def test_a_reboot_taken_up_is_not_taken_up_again() -> None:
     taken = encode_boot(BootRecord(BOOT_B, KERNEL))
     for phase in (Phase.VERIFYING, Phase.BLOCKED, Phase.FAILED):
