@@ -1,4 +1,4 @@
-"""KMM's own webhook server, registered with the test API server for one namespace.
+"""KMM's own webhook server, registered with the test API server for the namespaces it serves.
 
 KMM's admission rules run in its ``webhook-server`` binary (``--enable-module``: a Module's
 kernel mappings, version toggles and name lengths; ``--enable-namespace``: no deleting a
@@ -6,8 +6,10 @@ namespace KMM labelled ``kmm.node.k8s.io/contains-modules``). ``KmmWebhook`` run
 serving certificate of the harness's own CA (controller-runtime reads
 ``$TMPDIR/k8s-webhook-server/serving-certs/tls.{crt,key}``) and registers it by URL in a
 ValidatingWebhookConfiguration, as KMM's ``config/webhook/manifests.yaml`` does - failure
-policy ``Fail`` - but scoped to the test's namespace, so that a test stopping it (the
-webhook down) disturbs no other test. ``stop`` unregisters it first.
+policy ``Fail`` - but scoped by a namespace selector (``scope``): one test's namespace for
+a test that runs KMM of its own (stopping it, the webhook down, disturbs no other test), or the
+label of the namespaces the control plane's shared KMM serves (``shared_kmm``). ``stop``
+unregisters it first.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import base64
 import datetime
 import socket
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +38,14 @@ READY_TIMEOUT_SECONDS = 60.0
 HTTP_NOT_FOUND = 404
 
 
-def webhook_configuration(name: str, namespace: str, port: int, ca_pem: bytes) -> dict[str, Any]:
+def namespace_scope(namespace: str) -> dict[str, str]:
+    """The selector of one namespace (its name label, which the API server sets)."""
+    return {"kubernetes.io/metadata.name": namespace}
+
+
+def webhook_configuration(
+    name: str, scope: Mapping[str, str], port: int, ca_pem: bytes
+) -> dict[str, Any]:
     def hook(
         hook_name: str, path: str, rule: dict[str, Any], labels: dict[str, str]
     ) -> dict[str, Any]:
@@ -53,7 +63,6 @@ def webhook_configuration(name: str, namespace: str, port: int, ca_pem: bytes) -
             "namespaceSelector": {"matchLabels": labels},
         }
 
-    scope = {"kubernetes.io/metadata.name": namespace}
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
@@ -68,7 +77,7 @@ def webhook_configuration(name: str, namespace: str, port: int, ca_pem: bytes) -
                     "operations": ["CREATE", "UPDATE"],
                     "resources": ["modules"],
                 },
-                scope,
+                dict(scope),
             ),
             hook(
                 "namespace-deletion.kmm.sigs.k8s.io",
@@ -86,8 +95,8 @@ def webhook_configuration(name: str, namespace: str, port: int, ca_pem: bytes) -
 
 
 class KmmWebhook:
-    """KMM's webhook server for ``namespace``, on ``port``; its own ConfigMap moves its health
-    and metrics ports off the manager's."""
+    """KMM's webhook server for the namespaces ``scope`` selects, registered as ``name``, on
+    ``port``; its own ConfigMap moves its health and metrics ports off the manager's."""
 
     def __init__(
         self,
@@ -98,7 +107,8 @@ class KmmWebhook:
         *,
         operator_namespace: str,
         port: int,
-        namespace: str,
+        name: str,
+        scope: Mapping[str, str],
     ) -> None:
         self.build = build
         self._core: Any = k8s.CoreV1Api(api_client)
@@ -106,9 +116,9 @@ class KmmWebhook:
         self._kubeconfig = kubeconfig
         self.folder = folder
         self.port = port
-        self.namespace = namespace
+        self.scope = dict(scope)
         self._operator_namespace = operator_namespace
-        self.name = f"kmm-webhook-{namespace}"
+        self.name = name
         # Not the webhook port (nothing listens on it yet, so a second draw could pick it).
         self._health_port, self._metrics_port = free_loopback_ports(2, besides=(port,))
         self.process: subprocess.Popen[bytes] | None = None
@@ -154,7 +164,7 @@ class KmmWebhook:
             return False
 
     def register(self) -> None:
-        body = webhook_configuration(self.name, self.namespace, self.port, self._ca_pem)
+        body = webhook_configuration(self.name, self.scope, self.port, self._ca_pem)
         try:
             self._admission.create_validating_webhook_configuration(body)
         except k8s.ApiException as error:
@@ -169,7 +179,7 @@ class KmmWebhook:
                 raise
 
     def kill(self) -> None:
-        """SIGKILL, still registered: every Module write in the namespace is refused."""
+        """SIGKILL, still registered: every Module write in its namespaces is refused."""
         if self.process is not None:
             kill_child(self.process)
 

@@ -2,9 +2,11 @@
 
 ``RealKmm`` puts together, for one test namespace:
 
-- ``operator`` - KMM's manager (``kmm_operator``), built from KMM's source;
+- ``operator`` - KMM's manager (``kmm_operator``), built from KMM's source: the control
+  plane's shared one (``shared_kmm``, when given ``shared``), or its own, which it starts and
+  stops (a test that kills, stops or reconfigures KMM);
 - ``webhook`` - KMM's webhook server, its admission rules applied to the namespace
-  (``kmm_webhook``);
+  (``kmm_webhook``), shared or its own likewise;
 - ``kubelet`` - runs KMM's image pull and worker Pods of the namespace on the nodes served
   (``serve``), with KMM's real ``worker`` binary over each node's fake host root, and its sign
   Pods (kaniko and ``sign-file`` over the catalogue, with the Module's key Secrets);
@@ -13,9 +15,11 @@
   busy at that moment (``kernel_calls``, ``assert_no_unload_while_busy``).
 
 It reads what KMM wrote from the API: ``nmc`` (a node's NodeModulesConfig), ``loaded`` (its
-status entry for a Module), ``spec_entry``. ``close`` stops the kubelet and the manager and
-then takes KMM's finalizers off the namespace's Modules and Pods, which no KMM is left to
-remove once the test is over.
+status entry for a Module), ``spec_entry``. ``close`` stops the kubelet (and its own manager
+and webhook) and then takes KMM's finalizers off the namespace's Modules and Pods: no kubelet
+is left to end the Pods, and no KMM of its own to finalize the Modules. A shared KMM finishes
+what is left when the test's Nodes go (their NodeModulesConfigs are the Nodes' to garbage
+collect; KMM then drops its Pods' finalizers).
 """
 
 from __future__ import annotations
@@ -30,11 +34,12 @@ from kubernetes import client as k8s
 
 from testbed.harness.kmm_build import KmmBuild
 from testbed.harness.kmm_operator import KANIKO_IMAGE, SIGN_IMAGE, KmmOperator
-from testbed.harness.kmm_webhook import KmmWebhook
+from testbed.harness.kmm_webhook import KmmWebhook, namespace_scope
 from testbed.harness.kubelet import record
 from testbed.harness.kubelet.catalogue import ImageCatalogue
 from testbed.harness.kubelet.kubelet import KmmKubelet
 from testbed.harness.kubelet.pod_status import BackOff
+from testbed.harness.shared_kmm import SharedKmm, assert_none_running
 
 KMM_GROUP = "kmm.sigs.x-k8s.io"
 KMM_VERSION = "v1beta1"
@@ -62,22 +67,31 @@ class RealKmm:
         folder: Path,
         *,
         backoff: BackOff | None = None,
+        shared: SharedKmm | None = None,
     ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.namespace = namespace
+        self.build = build
+        self._kubeconfig = kubeconfig
+        self._shared = shared
         self._core: Any = k8s.CoreV1Api(api_client)
         self._custom: Any = k8s.CustomObjectsApi(api_client)
         self.catalogue = ImageCatalogue(folder / "registry")
-        self.operator = KmmOperator(build, api_client, kubeconfig, folder)
-        self.webhook = KmmWebhook(
-            build,
-            api_client,
-            kubeconfig,
-            folder,
-            operator_namespace=self.operator.namespace,
-            port=self.operator.webhook_port,
-            namespace=namespace,
-        )
+        # The manager and the webhook: the shared ones once ``start`` has them, else its own.
+        self.operator: KmmOperator
+        self.webhook: KmmWebhook
+        if shared is None:
+            self.operator = KmmOperator(build, api_client, kubeconfig, folder)
+            self.webhook = KmmWebhook(
+                build,
+                api_client,
+                kubeconfig,
+                folder,
+                operator_namespace=self.operator.namespace,
+                port=self.operator.webhook_port,
+                name=f"kmm-webhook-{namespace}",
+                scope=namespace_scope(namespace),
+            )
         self.kubelet = KmmKubelet(
             api_client,
             namespace,
@@ -91,6 +105,10 @@ class RealKmm:
 
     def start(self) -> None:
         self.kubelet.start()
+        if self._shared is not None:
+            self.operator, self.webhook = self._shared.serve(self.namespace, self.build)
+            return
+        assert_none_running(self._kubeconfig)
         self.operator.start()
         self.webhook.start()
 
@@ -99,9 +117,11 @@ class RealKmm:
         even when stopping another one failed: none is left running into the next test)."""
         with contextlib.ExitStack() as stack:
             stack.callback(self._release_finalizers)
-            stack.callback(self.operator.stop)
+            if self._shared is None:
+                stack.callback(self.operator.stop)
             stack.callback(self.kubelet.stop)
-            stack.callback(self.webhook.stop)
+            if self._shared is None:
+                stack.callback(self.webhook.stop)
 
     def __enter__(self) -> RealKmm:
         try:

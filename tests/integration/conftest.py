@@ -27,9 +27,15 @@
 - ``kmm_version`` and ``kmm_build`` (per test): KMM's own operator built from source
   (``testbed.harness.kmm_build``), v2.6.0 unless the test is marked
   ``tests.support.kmm_matrix.EACH_KMM``.
+- ``shared_kmm`` (per package, with the control plane): ``testbed.harness.shared_kmm.SharedKmm``,
+  the one KMM manager and webhook the package's tests share (one version at a time: the
+  tests are ordered so that those at KMM main run after the rest of their package).
 - ``real_kmm`` (per test): a running ``testbed.harness.real_kmm.RealKmm`` for the test's
-  namespace: KMM's manager, a kubelet for its Pods on the nodes the test ``serve``s, an image
-  catalogue and the kernel-boundary record; stopped after the test.
+  namespace: the shared KMM serving it (or, for a test marked ``own_kmm`` - it kills, stops
+  or reconfigures KMM - a manager and webhook of its own, the shared ones stopped first), a
+  kubelet for its Pods on the nodes the test ``serve``s, an image catalogue and the
+  kernel-boundary record; stopped after the test. A test marked ``own_kmm`` that makes its
+  ``RealKmm`` itself gets the shared one stopped too.
 - ``gpu_nodes`` (per test): ``tests.support.gpu_nodes.GpuNodes`` on ``real_kmm``: Nodes whose
   fake GPU hosts KMM's worker loads and unloads, the drivers tests' images pushed for them.
 - ``rollout_rig`` (per test, opt-in): a ``testbed.rollout_live.rig.RolloutRig`` for rollout
@@ -62,11 +68,13 @@ from testbed.fixture_types import MakeNode
 from testbed.harness.access import KubeCluster
 from testbed.harness.cluster import repository_root
 from testbed.harness.cordon_taint import CordonTaintMirror
-from testbed.harness.kmm_build import DEFAULT_VERSION, KmmBuild, find_kmm
+from testbed.harness.kmm_build import DEFAULT_VERSION, MAIN_VERSION, KmmBuild, find_kmm
 from testbed.harness.kubelet.pod_status import TEST_BACKOFF
+from testbed.harness.namespaces import delete_test_namespace
 from testbed.harness.nodes import DEFAULT_KERNEL, create_node
 from testbed.harness.real_kmm import RealKmm
 from testbed.harness.serving_tls import ServingTls, serving_tls
+from testbed.harness.shared_kmm import SharedKmm
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.rig import RolloutRig
 from tests.support.gpu_nodes import GpuNodes
@@ -101,7 +109,7 @@ def namespace(kube_admin: Any) -> Iterator[str]:
 
     wait_until(f"namespace {name} has its default ServiceAccount", default_service_account_exists)
     yield name
-    core.delete_namespace(name)
+    delete_test_namespace(core, name)
 
 
 @pytest.fixture
@@ -140,10 +148,58 @@ def kmm_build(kmm_version: str) -> KmmBuild:
     return find_kmm(repository_root(), os.environ, kmm_version)
 
 
+OWN_KMM = "own_kmm"
+
+
+def _owns_kmm(request: pytest.FixtureRequest) -> bool:
+    return request.node.get_closest_marker(OWN_KMM) is not None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Within each package, the tests at KMM main after those at the pinned release, and the
+    ones with KMM of their own last: the shared KMM (one version at a time) starts at most
+    twice per package. Stable, so a module's tests keep their order and stay together."""
+    first_seen: dict[Path, int] = {}
+
+    def key(item: pytest.Item) -> tuple[int, int, int]:
+        package = item.path.parent
+        rank = first_seen.setdefault(package, len(first_seen))
+        callspec = getattr(item, "callspec", None)
+        at_main = callspec is not None and MAIN_VERSION in callspec.params.values()
+        return rank, int(at_main), int(item.get_closest_marker(OWN_KMM) is not None)
+
+    items.sort(key=key)
+
+
+@pytest.fixture(scope="package")
+def shared_kmm(
+    kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SharedKmm]:
+    with kube_cluster.admin_client() as api_client:
+        shared = SharedKmm(api_client, kube_cluster.kubeconfig, tmp_path_factory.mktemp("kmm"))
+        try:
+            yield shared
+        finally:
+            shared.stop()
+
+
+@pytest.fixture(autouse=True)
+def _own_kmm_alone(request: pytest.FixtureRequest) -> None:
+    """A test marked ``own_kmm`` runs with the package's shared KMM stopped."""
+    if _owns_kmm(request):
+        shared: SharedKmm = request.getfixturevalue("shared_kmm")
+        shared.stop()
+
+
 @pytest.fixture
 def real_kmm(
-    kube_cluster: KubeCluster, namespace: str, kmm_build: KmmBuild, tmp_path: Path
+    request: pytest.FixtureRequest,
+    kube_cluster: KubeCluster,
+    namespace: str,
+    kmm_build: KmmBuild,
+    tmp_path: Path,
 ) -> Iterator[RealKmm]:
+    shared = None if _owns_kmm(request) else request.getfixturevalue("shared_kmm")
     with kube_cluster.admin_client() as api_client:
         kmm = RealKmm(
             kmm_build,
@@ -152,6 +208,7 @@ def real_kmm(
             namespace,
             tmp_path / "kmm",
             backoff=TEST_BACKOFF,
+            shared=shared,
         )
         try:
             kmm.start()

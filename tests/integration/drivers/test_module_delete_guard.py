@@ -378,6 +378,7 @@ def namespace_condition(api: Api, namespace: str, kind: str) -> dict[str, Any] |
     return None
 
 
+@pytest.mark.own_kmm
 @EACH_KMM
 def test_a_namespace_deletion_cannot_delete_the_module(
     *,

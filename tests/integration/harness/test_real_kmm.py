@@ -25,6 +25,7 @@ from testbed.harness.kmm_build import DEFAULT_VERSION, MAIN_VERSION, find_kmm
 from testbed.harness.kubelet import kernel
 from testbed.harness.kubelet.pod_status import BackOff
 from testbed.harness.real_kmm import KMM_GROUP, KMM_VERSION, RealKmm
+from testbed.harness.shared_kmm import SharedKmm
 from testbed.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -32,9 +33,14 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(params=[DEFAULT_VERSION, MAIN_VERSION])
 def kmm(
-    request: pytest.FixtureRequest, kube_cluster: Any, namespace: str, tmp_path: Path
+    request: pytest.FixtureRequest,
+    kube_cluster: Any,
+    namespace: str,
+    tmp_path: Path,
+    shared_kmm: SharedKmm,
 ) -> Iterator[RealKmm]:
-    """Real KMM at each version tested (the kubelet's back-off shortened to seconds)."""
+    """Real KMM at each version tested, the control plane's shared one (the kubelet's back-off
+    shortened to seconds)."""
     build = find_kmm(repository_root(), os.environ, request.param)
     with (
         kube_cluster.admin_client() as api_client,
@@ -45,6 +51,7 @@ def kmm(
             namespace,
             tmp_path / "kmm",
             backoff=BackOff(initial=0.5, cap=2.0),
+            shared=shared_kmm,
         ) as started,
     ):
         yield started

@@ -51,6 +51,7 @@ def assert_all_at_new(rig: RolloutRig, nodes: list[str]) -> None:
     assert rig.kernels.violations == []
 
 
+@pytest.mark.own_kmm
 @EACH_KMM
 @pytest.mark.parametrize("action", ["Unload", "Load"])
 def test_kmm_killed_while_its_worker_runs_strands_no_node(
@@ -82,6 +83,7 @@ def test_a_worker_pod_deleted_mid_run_is_made_again_and_the_node_finishes(
     assert_all_at_new(rig, nodes)
 
 
+@pytest.mark.own_kmm
 def test_kmms_webhook_down_holds_the_module_update_and_the_rollout_waits(
     rollout_rig: RolloutRig,
 ) -> None:

@@ -74,6 +74,7 @@ def list_nodes_as(rig: RolloutRig, token: str) -> None:
     assert error.code() is grpc.StatusCode.PERMISSION_DENIED  # the default account may not
 
 
+@pytest.mark.own_kmm
 def test_the_charts_rbac_is_exactly_what_the_coordinator_calls(
     rollout_rig: RolloutRig, kube_cluster: KubeCluster, namespace: str, tmp_path: Path
 ) -> None:
