@@ -45,7 +45,6 @@ from testbed.harness.real_kmm import RealKmm
 from testbed.harness.waiting import wait_until
 from tests.support.gpu_nodes import GpuNodes
 from tests.support.kmm_crd_guard import installed_crd_guard, refused_crd_delete
-from tests.support.kmm_matrix import EACH_KMM
 from tests.support.module_guard import installed_guard, module_path, refused_delete
 
 pytestmark = pytest.mark.integration
@@ -150,7 +149,6 @@ def guarded(api: Api, namespace: str, loaded: Loaded, probe: Kube) -> Iterator[N
         yield
 
 
-@EACH_KMM
 def test_a_direct_delete_is_refused_and_kmm_unloads_nothing(
     *,
     api: Api,
@@ -229,7 +227,6 @@ def refused_put(kube: Kube, loaded: Loaded, body: dict[str, Any], **query: str) 
     return None
 
 
-@EACH_KMM
 def test_a_spec_change_by_anyone_but_the_coordinator_is_refused_and_kmm_reloads_nothing(
     *,
     kube_cluster: KubeCluster,
@@ -298,7 +295,6 @@ def crd_deletable(kube: Kube, crd: str) -> bool:
     return refused_crd_delete(kube, crd) is None
 
 
-@EACH_KMM
 def test_kmms_crds_stay_while_a_gpuctl_module_exists(
     *,
     kube_cluster: KubeCluster,
@@ -379,7 +375,6 @@ def namespace_condition(api: Api, namespace: str, kind: str) -> dict[str, Any] |
 
 
 @pytest.mark.own_kmm
-@EACH_KMM
 def test_a_namespace_deletion_cannot_delete_the_module(
     *,
     kube_cluster: KubeCluster,

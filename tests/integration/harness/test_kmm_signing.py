@@ -33,7 +33,7 @@ from testbed.harness.real_kmm import KMM_GROUP, KMM_VERSION, RealKmm
 from testbed.harness.waiting import wait_until
 from tests.support.kmm_matrix import EACH_KMM
 
-pytestmark = [pytest.mark.integration, EACH_KMM]
+pytestmark = pytest.mark.integration
 
 UNSIGNED_IMAGE = "registry.example.com/xe:v7.1.4.6"
 SIGNED_IMAGE = "registry.example.com/xe:v7.1.4.6-signed"
@@ -146,6 +146,7 @@ def publish_unsigned(kmm: RealKmm, kernel_release: str) -> None:
     )
 
 
+@EACH_KMM
 def test_kmm_signs_the_image_and_the_node_loads_it_verified(
     real_kmm: RealKmm, make_node: MakeNode, kube_admin: Any, tmp_path: Path, secrets: None
 ) -> None:

@@ -9,7 +9,6 @@ commands, the kernel refuses a busy unload - and that the oracle fails when it s
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,28 +19,28 @@ from kubernetes import client as k8s
 from testbed.fakehost import FakeHost
 from testbed.fakehost.scenarios import arc_b580_in_tree
 from testbed.fixture_types import MakeNode
-from testbed.harness.cluster import repository_root
-from testbed.harness.kmm_build import DEFAULT_VERSION, MAIN_VERSION, find_kmm
+from testbed.harness.kmm_build import KmmBuild
 from testbed.harness.kubelet import kernel
 from testbed.harness.kubelet.pod_status import BackOff
 from testbed.harness.real_kmm import KMM_GROUP, KMM_VERSION, RealKmm
 from testbed.harness.shared_kmm import SharedKmm
 from testbed.harness.waiting import wait_until
+from tests.support.kmm_matrix import EACH_KMM
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(params=[DEFAULT_VERSION, MAIN_VERSION])
+@pytest.fixture
 def kmm(
-    request: pytest.FixtureRequest,
     kube_cluster: Any,
     namespace: str,
     tmp_path: Path,
     shared_kmm: SharedKmm,
+    kmm_build: KmmBuild,
 ) -> Iterator[RealKmm]:
-    """Real KMM at each version tested, the control plane's shared one (the kubelet's back-off
-    shortened to seconds)."""
-    build = find_kmm(repository_root(), os.environ, request.param)
+    """Real KMM at the test's version (``kmm_version``), the control plane's shared one (the
+    kubelet's back-off shortened to seconds)."""
+    build = kmm_build
     with (
         kube_cluster.admin_client() as api_client,
         RealKmm(
@@ -105,6 +104,7 @@ def live_version(host: FakeHost) -> str:
     return path.read_text().strip() if path.exists() else ""
 
 
+@EACH_KMM
 def test_kmm_loads_the_image_module_through_its_worker(
     kmm: RealKmm, make_node: MakeNode, kube_admin: Any, tmp_path: Path
 ) -> None:

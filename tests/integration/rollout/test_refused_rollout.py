@@ -27,9 +27,8 @@ from testbed.rollout_live.scenario import (
     start,
     wait_status,
 )
-from tests.support.kmm_matrix import EACH_KMM
 
-pytestmark = [pytest.mark.integration, EACH_KMM]
+pytestmark = pytest.mark.integration
 
 # Sorts before the rig's "gpu": the older of the two even when made in the same second.
 RIVAL = "fleet"

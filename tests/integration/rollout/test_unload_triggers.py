@@ -23,6 +23,7 @@ from coordinator.policies import worker_hold_guard
 from gpuctl.common import names
 from testbed.fakehost import FakeHost
 from testbed.fakehost.scenarios import B580, arc_b580_in_tree
+from testbed.harness.kmm_build import DEFAULT_VERSION, MAIN_VERSION
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.rig import NEW, OLD, RolloutRig
 from testbed.rollout_live.scenario import (
@@ -38,16 +39,19 @@ from testbed.rollout_live.scenario import (
 from tests.support.kmm_matrix import EACH_KMM
 from tests.support.worker_hold import installed_worker_hold_guard, refused_worker_pod, wait_held
 
-pytestmark = [pytest.mark.integration, EACH_KMM]
+pytestmark = pytest.mark.integration
 
 TWO_AT_ONCE: dict[str, Any] = {**FAST, "maxUnavailable": 2}
 IMAGE = "image"  # the same version built again (rig.publish_rebuild)
+PARAMETERS = "parameters"
+# One change of each kind KMM sees: the image (a rebuild under the same version) and a field of
+# the node's config. That every other field of it (firmware path, loading order, registry TLS,
+# the in-tree list, ...) is a new KMM version is tests/coordinator/test_module_spec.py's
+# (test_every_config_change_is_a_new_version); KMM reloads on any of them alike
+# (nmc_reconciler.go ProcessModuleSpec compares the whole config).
 CONFIG_CHANGES: dict[str, dict[str, Any]] = {
     IMAGE: {},
-    "parameters": {"parameters": ["max_vfs=7"]},
-    "firmware path": {"firmwarePath": "/firmware/xe"},
-    "loading order": {"modulesLoadingOrder": ["xe", "drm_gpuvm"]},
-    "registry TLS": {"registryTLS": {"insecureSkipTLSVerify": True}},
+    PARAMETERS: {"parameters": ["max_vfs=7"]},
 }
 
 
@@ -64,7 +68,15 @@ def wait_named_in_status(rig: RolloutRig, node: str, words: str) -> None:
     wait_status(rig, f"names {node} with {words!r}", names_it)
 
 
-@pytest.mark.parametrize("change", CONFIG_CHANGES.values(), ids=CONFIG_CHANGES.keys())
+# Each kind at the pinned release, and one at KMM main.
+CONFIG_CASES = [(DEFAULT_VERSION, IMAGE), (DEFAULT_VERSION, PARAMETERS), (MAIN_VERSION, PARAMETERS)]
+
+
+@pytest.mark.parametrize(
+    ("kmm_version", "change"),
+    [(version, CONFIG_CHANGES[kind]) for version, kind in CONFIG_CASES],
+    ids=[f"{kind}-{version}" for version, kind in CONFIG_CASES],
+)
 def test_a_config_change_in_place_reloads_the_idle_nodes_and_not_the_busy_one(
     rollout_rig: RolloutRig, change: dict[str, Any]
 ) -> None:
@@ -145,6 +157,7 @@ def test_a_scheduling_taint_unloads_nothing(rollout_rig: RolloutRig, blip: dict[
     assert_no_unload_while_busy(rig)
 
 
+@EACH_KMM
 def test_a_first_install_never_reloads_a_node_whose_in_tree_xe_is_in_use(
     rollout_rig: RolloutRig,
 ) -> None:
@@ -191,6 +204,7 @@ def test_an_fd_opened_after_the_last_pushed_report_is_seen_at_decision_time(
     assert_no_unload_while_busy(rig)
 
 
+@EACH_KMM
 def test_a_busy_node_labelled_at_the_target_by_someone_else_is_checked_not_loaded(
     rollout_rig: RolloutRig,
 ) -> None:
@@ -211,6 +225,7 @@ def test_a_busy_node_labelled_at_the_target_by_someone_else_is_checked_not_loade
     assert_no_unload_while_busy(rig)
 
 
+@EACH_KMM
 def test_a_kmm_write_taken_off_mid_load_is_written_again_only_after_the_checks(
     rollout_rig: RolloutRig,
 ) -> None:
@@ -236,6 +251,7 @@ def test_a_kmm_write_taken_off_mid_load_is_written_again_only_after_the_checks(
     assert_no_unload_while_busy(rig)
 
 
+@EACH_KMM
 def test_a_device_opened_after_the_check_holds_kmms_worker_off_the_node(
     rollout_rig: RolloutRig,
 ) -> None:
@@ -287,6 +303,7 @@ def module_tolerations_now(rig: RolloutRig) -> list[dict[str, Any]]:
     return list(module["spec"].get("tolerations") or [])
 
 
+@EACH_KMM
 def test_narrowed_tolerations_unload_a_tainted_node_only_through_the_checks(
     rollout_rig: RolloutRig,
 ) -> None:
