@@ -1,8 +1,9 @@
 """Where the test suite's time goes: tables by folder and by fixture from a run's reports.
 
 ``hack/test`` writes, per tier, a JUnit report (``<tier>.xml``) and the fixture times of
-``tests/support/fixture_times.py`` (``<tier>-fixtures.json``) under ``.test-reports/``; this
-prints them as the Markdown tables docs/development.md#where-the-time-goes quotes:
+``tests/support/fixture_times.py`` (``<tier>-fixtures.json``, one per pytest-xdist worker)
+under ``.test-reports/``; this prints them as the Markdown tables docs/development.md quotes
+(where the time goes):
 
     .venv/bin/python hack/test_report.py [.test-reports]
 
@@ -65,7 +66,7 @@ def render(folder: Path) -> str:
     tests = sum(count for count, _ in by_folder.values())
     lines.append(f"| all | {tests} | {whole:.0f} | 100% |")
     lines += ["", "| fixture | setups | setup s | teardown s |", "|---|---:|---:|---:|"]
-    by_fixture = fixture_times(sorted(folder.glob("*-fixtures.json")))
+    by_fixture = fixture_times(sorted(folder.glob("*-fixtures*.json")))
 
     def spent(entry: dict[str, float]) -> float:
         return entry["setup_seconds"] + entry["teardown_seconds"]

@@ -11,14 +11,18 @@ half the range is used up): a port drawn for a server that is not listening yet 
 freely, so two draws in one test could otherwise pick it twice (seen in CI: KMM's webhook
 metrics port drawn again for another server of the same test, "bind: address already in
 use"; with ~10 ports per test and ~100 tests a run, such a coincidence is a run in five).
+Processes that run tests side by side (pytest-xdist's workers, which say so in
+``PYTEST_XDIST_WORKER=gwN`` and ``PYTEST_XDIST_WORKER_COUNT``) each draw from their own slice
+of that range, so no two of them pick one port between its draw and its server's bind.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from testbed.harness.layout import LOOPBACK, Ports
@@ -66,19 +70,36 @@ def _kernel_chosen(count: int, besides: Collection[int]) -> list[int]:
             sock.close()
 
 
+def draw_range(ephemeral_start: int, environ: Mapping[str, str] = os.environ) -> tuple[int, int]:
+    """The ports ``[low, high)`` this process draws from: all of ``[LOWEST, ephemeral_start)``,
+    or its own slice of it under a pytest-xdist worker (``gw0`` the first of
+    ``PYTEST_XDIST_WORKER_COUNT``)."""
+    worker, workers = (
+        environ.get("PYTEST_XDIST_WORKER", ""),
+        environ.get("PYTEST_XDIST_WORKER_COUNT", ""),
+    )
+    if not (worker.startswith("gw") and worker[2:].isdigit() and workers.isdigit()):
+        return LOWEST, ephemeral_start
+    index, total = int(worker[2:]), int(workers)
+    if total < 1 or index >= total:
+        return LOWEST, ephemeral_start
+    width = (ephemeral_start - LOWEST) // total
+    return LOWEST + index * width, LOWEST + (index + 1) * width
+
+
 def free_loopback_ports(count: int, *, besides: Collection[int] = ()) -> list[int]:
     """``count`` distinct ports, free on 127.0.0.1 a moment ago, that the kernel does not hand
     out to other sockets on its own, and none of ``besides``: ports chosen earlier that
     nothing listens on yet (two draws may otherwise pick the same free port)."""
-    top = _ephemeral_start()
-    if top - LOWEST < count * 100:
+    low, top = draw_range(_ephemeral_start())
+    if top - low < count * 100:
         return _kernel_chosen(count, besides)
     chosen: list[int] = []
     with _handed_out_lock:
-        if len(_handed_out) > (top - LOWEST) // 2:
+        if len(_handed_out) > (top - low) // 2:
             _handed_out.clear()  # the oldest servers are long gone; start over
         while len(chosen) < count:
-            port = _draw.randrange(LOWEST, top)
+            port = _draw.randrange(low, top)
             taken = port in chosen or port in besides or port in _handed_out
             if not taken and _bindable(port):
                 chosen.append(port)

@@ -57,8 +57,13 @@ def pytest_fixture_post_finalizer(fixturedef: Any, request: pytest.FixtureReques
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Writes the totals; under pytest-xdist each worker its own file (``NAME.gw0.json``, ...),
+    the controller, which sets no fixture up, none."""
     target = session.config.getoption(OPTION)
-    if target:
+    worker = getattr(session.config, "workerinput", {}).get("workerid")
+    if target and _totals:
         path = Path(target)
+        if worker:
+            path = path.with_name(f"{path.stem}.{worker}{path.suffix}")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(_totals, indent=1, sort_keys=True) + "\n")

@@ -45,3 +45,18 @@ def test_no_port_is_handed_out_twice_in_one_process() -> None:
     # surely (the birthday bound) were ports handed out not remembered.
     drawn = [port for _ in range(40) for port in ports.free_loopback_ports(50)]
     assert len(set(drawn)) == len(drawn)
+
+
+def test_each_xdist_worker_draws_from_its_own_slice_of_the_range() -> None:
+    def slice_of(worker: str, count: str) -> tuple[int, int]:
+        return ports.draw_range(
+            32_768, {"PYTEST_XDIST_WORKER": worker, "PYTEST_XDIST_WORKER_COUNT": count}
+        )
+
+    first, second = slice_of("gw0", "2"), slice_of("gw1", "2")
+    assert first == (ports.LOWEST, ports.LOWEST + (32_768 - ports.LOWEST) // 2)
+    assert second[0] == first[1]  # side by side, not overlapping
+    assert second[1] <= 32_768
+    assert ports.draw_range(32_768, {}) == (ports.LOWEST, 32_768)  # no worker: all of it
+    assert slice_of("gw2", "2") == (ports.LOWEST, 32_768)  # nonsense: all of it
+    assert slice_of("master", "2") == (ports.LOWEST, 32_768)
