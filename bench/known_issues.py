@@ -9,7 +9,7 @@ which nodes the GPUDriver wants (profiled: docs/benchmarks/notes-fleet-2026-12-0
 fleet is bench.rollout_pass's mid-rollout snapshot; between two asks one node moves a step at a
 new resourceVersion, as one watch event makes a reconcile.
 
-- subject: known_issues given the wanted nodes from a WantedMemo (gpuctl/common/wanted_memo.py),
+- subject: known_issues given the wanted nodes from a WantedMemo (gpuctl/gpudriver/wanted_memo.py),
   as the reconciler asks it;
 - baseline: known_issues finding them afresh.
 
@@ -25,8 +25,8 @@ import sys
 
 from bench.rollout_pass import SPEC, Fleet, fleet
 from bench.timing import measure_interleaved, ratio_line
-from gpuctl.common.wanted_memo import WantedMemo
 from gpuctl.gpudriver.known_issues import KnownIssue, known_issues
+from gpuctl.gpudriver.wanted_memo import WantedMemo
 
 
 def ask(world: Fleet, memo: WantedMemo | None, answers: list[tuple[KnownIssue, ...]]) -> None:

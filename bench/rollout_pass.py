@@ -11,7 +11,7 @@ version, a maxUnavailable of 10 % in gpuctl's steps, the rest Done at the old ve
 Module asking for the new version. Between two passes one node changes, as one watch event
 makes a pass: its object is replaced at a new resourceVersion, one step further.
 
-- subject: pass_nodes with a WantedMemo (gpuctl/common/wanted_memo.py) and rollout_input
+- subject: pass_nodes with a WantedMemo (gpuctl/gpudriver/wanted_memo.py) and rollout_input
   with a NodeFactsMemo (gpuctl/rollout/facts_memo.py), as the coordinator runs them;
 - baseline: the same passes asking every node afresh (no memo).
 
@@ -33,9 +33,9 @@ from typing import Any
 from bench.timing import measure_interleaved, ratio_line
 from coordinator.rollout.gather import NEEDS_PODS
 from gpuctl.common import names
-from gpuctl.common.node_selectors import node_name
-from gpuctl.common.wanted_memo import WantedMemo
 from gpuctl.gpudriver.module_spec import kmm_version, module_name
+from gpuctl.gpudriver.node_selectors import node_name
+from gpuctl.gpudriver.wanted_memo import WantedMemo
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.facts import RolloutInput

@@ -39,9 +39,9 @@ from gpuctl.common import names, timestamps
 from gpuctl.common.gpu_claims import DRA_GROUP
 from gpuctl.common.names import DRIVER_LABEL, KMM_GROUP, KMM_IMAGES_CONFIG_PLURAL, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
-from gpuctl.common.targeting import node_kernel
-from gpuctl.common.tolerations import CORDON_TAINT_KEY, node_taints
 from gpuctl.gpudriver.node_facts import watched_node_part
+from gpuctl.gpudriver.targeting import node_kernel
+from gpuctl.gpudriver.tolerations import CORDON_TAINT_KEY, node_taints
 from gpuctl.rollout.kmm_boots import boot_part, loaded_boot
 from gpuctl.rollout.pods import concerns_rollout, pod_node, watched_part
 

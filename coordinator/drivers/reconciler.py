@@ -25,7 +25,6 @@ from coordinator.kube.events import EventRecorder
 from coordinator.kube.paged_list import list_pages
 from gpuctl.common import names
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
-from gpuctl.common.wanted_memo import WantedMemo
 from gpuctl.gpudriver.conflicts import conflicting_driver
 from gpuctl.gpudriver.known_issues import KnownIssue, known_issues, new_warnings
 from gpuctl.gpudriver.module_spec import (
@@ -44,6 +43,7 @@ from gpuctl.gpudriver.status import (
     status_changed,
 )
 from gpuctl.gpudriver.validation import validate
+from gpuctl.gpudriver.wanted_memo import WantedMemo
 from gpuctl.rollout.event_notes import WARNING
 
 log = logging.getLogger(__name__)

@@ -30,8 +30,9 @@ from coordinator.rollout.config import RolloutConfig
 from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.overlay import NodeOverlay
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
-from gpuctl.common import names, revisions, timestamps
+from gpuctl.common import names, timestamps
 from gpuctl.common.names import Phase
+from gpuctl.gpudriver import revisions
 from gpuctl.gpudriver.gitops import gitops_owner
 from gpuctl.gpudriver.module_spec import module_name
 from gpuctl.rollout.actions import (

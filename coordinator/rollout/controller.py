@@ -3,7 +3,7 @@
 One worker thread takes GPUDriver names from its own queue (filled by node, GPUDriver, Module
 and claim changes, by agent answers, and by the decision's own wake-up times) and makes one
 pass: gather.py reads the facts, decide.py decides (pure), act.py carries the decision out.
-The nodes a pass considers are those the GPUDriver wants (gpuctl.common.targeting; none
+The nodes a pass considers are those the GPUDriver wants (gpuctl.gpudriver.targeting; none
 while it is deleted or has no kernelModule), those carrying names.TARGET_LABEL=<driver>, and
 those with its rollout state; the target is the Module's KMM version
 (gpuctl.gpudriver.module_spec.kmm_version). A rollout that is refused (a conflict, an

@@ -28,9 +28,9 @@ from coordinator.rollout.prometheus_query import query_prometheus
 from coordinator.rollout.signing_certificates import SigningCertificates
 from gpuctl.common import names
 from gpuctl.common.names import Phase
-from gpuctl.common.node_selectors import node_labels, node_name
-from gpuctl.common.wanted_memo import WantedMemo
 from gpuctl.gpudriver.module_spec import module_name
+from gpuctl.gpudriver.node_selectors import node_labels, node_name
+from gpuctl.gpudriver.wanted_memo import WantedMemo
 from gpuctl.rollout.facts import NodeFacts, RolloutInput
 from gpuctl.rollout.facts_memo import NodeFactsMemo
 from gpuctl.rollout.image_probe import PROBE_LABEL

@@ -7,7 +7,7 @@ from a private CA. The coordinator's `--prometheus-token-file` and `--prometheus
 files the chart mounts (a projected ServiceAccount token the kubelet rotates, or a Secret's
 key; a ConfigMap's or Secret's CA bundle); both are read at every query, so a rotated token or
 CA is used from the next query on. The token is never sent over plain http. Whatever goes
-wrong comes back as words in `QueryAnswer.error`; the pure `prometheus_gate.gate_result`
+wrong comes back as words in `QueryAnswer.error`; the pure `prometheus.gate_result`
 decides what an answer means (anything but an empty result holds the rollout).
 """
 

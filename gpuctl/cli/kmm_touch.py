@@ -5,7 +5,7 @@ gpuctl owns per-node targeting: the KMM Module selects exactly the nodes carryin
 (with KMM's version label, after the node's checks) and removes (in the unload write); the
 drivers reconciler writes it only onto nodes a Module of an older gpuctl loaded already. The
 user's selector and kernel mappings only say which nodes are *wanted*
-(gpuctl.common.targeting, the rule the coordinator uses). So the nodes KMM would touch are the
+(gpuctl.gpudriver.targeting, the rule the coordinator uses). So the nodes KMM would touch are the
 wanted ones and the ones carrying the label, each with one action:
 
 - load    wanted, not carrying the label: the first install on the node (or carrying it
@@ -33,8 +33,8 @@ from typing import Any
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase, parse_phase
-from gpuctl.common.node_selectors import node_labels
-from gpuctl.common.targeting import mapping_for, node_kernel, node_selector, wants_node
+from gpuctl.gpudriver.node_selectors import node_labels
+from gpuctl.gpudriver.targeting import mapping_for, node_kernel, node_selector, wants_node
 
 # The report's module states in which the module is in the kernel and removable.
 _IN_KERNEL = (pb.Module.LIVE, pb.Module.COMING, pb.Module.GOING)

@@ -21,7 +21,7 @@ from gpuctl.cli.kmm_touch import module_ref
 from gpuctl.cli.kube_client import load_api_client
 from gpuctl.cli.preflight_verdict import ImageCheck, exit_code, render, verdict
 from gpuctl.cli.source_flags import add_kube_flags
-from gpuctl.common.targeting import mapping_for
+from gpuctl.gpudriver.targeting import mapping_for
 
 DESCRIPTION = """\
 Would each GPUDriver's driver load on KERNEL? Checks, for every GPUDriver (or those named):

@@ -1,7 +1,7 @@
 """`gpuctl preflight`'s verdict for one GPUDriver and one kernel (pure).
 
 Before nodes reboot into a new kernel: would the driver load there? From facts, each with its
-source: the kernel mapping KMM would pick (gpuctl.common.targeting: the first whose regexp
+source: the kernel mapping KMM would pick (gpuctl.gpudriver.targeting: the first whose regexp
 matches, Go's RE2 semantics), the image KMM finds for it (KMM's own PreflightValidation, which
 pulls it the way a node would; `ImageCheck`), and whether KMM signs it for that kernel
 (gpuctl.rollout.preflight.signed_for) or the admin says its images are signed. A missing
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.cli.kmm_touch import module_ref
-from gpuctl.common.targeting import mapping_for
 from gpuctl.gpudriver.kmm_templates import ModuleOf, TemplateError, kmm_image
 from gpuctl.gpudriver.module_spec import module_name
+from gpuctl.gpudriver.targeting import mapping_for
 from gpuctl.rollout.preflight import signed_for
 
 

@@ -27,7 +27,7 @@ from gpuctl.cli.rollout_plan import NodeFacts
 from gpuctl.cli.source_flags import Clock
 from gpuctl.common import names
 from gpuctl.common.gpu_claims import DRA_GROUP, served_dra_version
-from gpuctl.common.node_selectors import node_name
+from gpuctl.gpudriver.node_selectors import node_name
 from gpuctl.rollout.pod_facts import node_pod_facts
 from gpuctl.rollout.pods import gpu_pods
 from gpuctl.rollout.signing_key import SigningCertificate, cert_secrets, certificate_of

@@ -2,7 +2,7 @@
 and patches out.
 
 The coordinator records the revisions a GPUDriver rolled out in `status.revisions`
-(gpuctl.common.revisions). Undo, like `kubectl rollout undo`, rewrites `spec.kernelModule`
+(gpuctl.gpudriver.revisions). Undo, like `kubectl rollout undo`, rewrites `spec.kernelModule`
 from the chosen revision: the rollout then takes the fleet there node by node with the same
 settings and checks (the hold after the first node included), and the coordinator records it
 as a new revision.
@@ -17,7 +17,7 @@ from typing import Any
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.table import format_table
 from gpuctl.common import names
-from gpuctl.common import revisions as rev
+from gpuctl.gpudriver import revisions as rev
 
 HEADERS = ("REVISION", "VERSION", "IMAGES", "NODES", "ROLLED OUT", "COMPLETED")
 

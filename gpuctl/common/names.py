@@ -150,7 +150,7 @@ KMM_NUDGED_AT = f"{GROUP}/nudged-at"
 RESUMED_VERSION = f"{GROUP}/rollout-resumed-version"
 # On the GPUDriver: the coordinator's record of a rollback (onNodeFailure: Rollback), JSON
 # {from, to, revision, nodes, reason}: while the target is `to`, only those nodes start until
-# `gpuctl rollout resume` (gpuctl.common.revisions).
+# `gpuctl rollout resume` (gpuctl.gpudriver.revisions).
 ROLLBACK = f"{GROUP}/rollout-rollback"
 # On the coordinator's leader-election Lease: the gpuctl version of the replica holding it
 # (`gpuctl version` reads it).

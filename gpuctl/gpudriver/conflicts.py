@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpuctl.common.node_selectors import selectors_can_overlap
-from gpuctl.common.targeting import node_selector
+from gpuctl.gpudriver.node_selectors import selectors_can_overlap
+from gpuctl.gpudriver.targeting import node_selector
 
 
 def _age_key(driver: Mapping[str, Any]) -> tuple[str, str]:

@@ -19,7 +19,7 @@ issues a user otherwise meets as a silent failure; gpuctl says them in `status.w
   from a newer CRD (the chart's CRDs applied before the coordinator is upgraded): they are
   ignored, named, until the coordinator catches up (unknown_fields.py).
 
-"Targeted" is gpuctl.common.targeting's "wanted": the selector matches and a kernel mapping
+"Targeted" is gpuctl.gpudriver.targeting's "wanted": the selector matches and a kernel mapping
 serves the node's kernel (the nodes the rollout takes the driver to).
 """
 
@@ -29,10 +29,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuctl.common.node_selectors import matches_labels, node_labels, node_name
-from gpuctl.common.targeting import node_kernel, node_selector, wanted_nodes
 from gpuctl.gpudriver.model import GPUDriverSpec
+from gpuctl.gpudriver.node_selectors import matches_labels, node_labels, node_name
 from gpuctl.gpudriver.status import NO_NODES_TARGETED, named
+from gpuctl.gpudriver.targeting import node_kernel, node_selector, wanted_nodes
 from gpuctl.gpudriver.unknown_fields import unknown_fields
 
 CONTAINERD = "containerd://"

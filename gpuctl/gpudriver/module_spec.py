@@ -11,7 +11,7 @@ is named; docs/kmm-unloads.md shows each against KMM's own operator):
 - `selector` is `{gpuctl.dev/driver-target: <gpudriver>}` (TARGET_LABEL), a Node label only
   gpuctl writes (the rollout; the drivers reconciler on nodes an older Module loaded): a node
   leaving the user's selector would otherwise be unloaded at once (module_reconciler.go), so
-  gpuctl evaluates that selector itself (gpuctl.common.targeting).
+  gpuctl evaluates that selector itself (gpuctl.gpudriver.targeting).
 - `version` is always set, to `kmm_version(spec)`: a digest of everything KMM puts in a node's
   config (nmc_reconciler.go), so any config change is a new version that reaches a
   node only when the rollout moves that node's version label, and the version never
@@ -32,9 +32,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuctl.common import names
-from gpuctl.common.targeting import node_selector
-from gpuctl.common.tolerations import module_tolerations
 from gpuctl.gpudriver import model
+from gpuctl.gpudriver.targeting import node_selector
+from gpuctl.gpudriver.tolerations import module_tolerations
 
 MODULE_API_VERSION = f"{names.KMM_GROUP}/{names.KMM_VERSION}"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"

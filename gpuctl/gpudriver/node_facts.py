@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.common.names import TARGET_LABEL
-from gpuctl.common.node_selectors import node_labels, node_name
-from gpuctl.common.targeting import mapping_for, node_kernel
-from gpuctl.common.tolerations import node_taints, untolerated
+from gpuctl.gpudriver.node_selectors import node_labels, node_name
+from gpuctl.gpudriver.targeting import mapping_for, node_kernel
+from gpuctl.gpudriver.tolerations import node_taints, untolerated
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ gpuctl/gpudriver/model.py). What is left is checked here, before the coordinator
 anything, and reported as a status error and a Warning Event that name the field:
 
 - a `regexp` that does not compile as Go's RE2, which KMM uses, or that Go and Python read
-  differently (gpuctl.common.re2; checked against KMM's own webhook in
+  differently (gpuctl.gpudriver.re2; checked against KMM's own webhook in
   tests/integration/drivers/test_kernel_mapping_regexps.py and against Go's regexp in
-  tests/test_re2_against_go.py);
+  tests/gpudriver/test_re2_against_go.py);
 - a `containerImage` without an explicit tag or digest once KMM's template variables
   (`$KERNEL_FULL_VERSION`, `$MOD_NAME`, `${VAR}`) are filled in as KMM fills them
   (gpuctl.gpudriver.kmm_templates: a name KMM does not define is empty, a `${` never
@@ -35,8 +35,8 @@ from typing import Any
 
 import pydantic
 
-from gpuctl.common import names, re2
-from gpuctl.gpudriver import model
+from gpuctl.common import names
+from gpuctl.gpudriver import model, re2
 from gpuctl.gpudriver.kmm_templates import ModuleOf, TemplateError, kmm_image
 from gpuctl.gpudriver.module_spec import KMM_MAX_NAMESPACE_PLUS_NAME, module_name
 

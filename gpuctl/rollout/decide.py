@@ -23,8 +23,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from gpuctl.common import names, timestamps
-from gpuctl.common import revisions as rev
 from gpuctl.common.names import Phase
+from gpuctl.gpudriver import revisions as rev
 from gpuctl.rollout.actions import Action, PatchNode, RestoreRevision
 from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.event_notes import WARNING, EventNote
@@ -251,7 +251,7 @@ def _rollback(
     if not inp.settings.rolls_back or not target or inp.rollback.get("to") == target:
         return None
     if inp.rollback.get("gitops") and inp.rollback.get("from") == target:
-        return None  # recorded, and left to Git (gating.rollback_in_git_words)
+        return None  # recorded, and left to Git (pass_holds.rollback_in_git_words)
     failed = sorted(
         name
         for name, phase in phases.items()

@@ -199,7 +199,7 @@ class NodeFacts:
     claims: tuple[str, ...] = ()
     # Agent requests of the current step by kind (INSPECT, PREPARE, RESTORE).
     calls: Mapping[str, CallState] = field(default_factory=dict)
-    # The GPUDriver wants its driver here (gpuctl.common.targeting); else the rollout takes
+    # The GPUDriver wants its driver here (gpuctl.gpudriver.targeting); else the rollout takes
     # it off (the removal path) or lets the node go.
     wanted: bool = True
     # Why the claims are not known ("" when `claims` is the truth): a node whose claims are
@@ -364,7 +364,7 @@ class RolloutInput:
     # when none is set: then the module must be live with a new srcversion).
     module_version: str = ""
     # status.revisions as read, the spec's kernelModule (recorded with a new revision), and
-    # the GPUDriver's rollback record (gpuctl.common.revisions.read_rollback; {} for none).
+    # the GPUDriver's rollback record (gpuctl.gpudriver.revisions.read_rollback; {} for none).
     revisions: Sequence[Mapping[str, Any]] = ()
     kernel_module: Mapping[str, Any] = field(default_factory=dict)
     rollback: Mapping[str, Any] = field(default_factory=dict)

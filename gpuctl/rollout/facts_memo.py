@@ -20,7 +20,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuctl.common.node_selectors import node_name
+from gpuctl.gpudriver.node_selectors import node_name
 from gpuctl.rollout.facts import NodeFacts, node_facts
 
 

@@ -7,7 +7,7 @@ target, `nodes` counts the most nodes that were Done at it, and `completedAt` is
 rollout is Complete. The pass that records a new target also counts the nodes still Done at
 the revision it replaces: none has moved yet, and the status written while that revision was
 the target may not have caught up with its last nodes. At most
-gpuctl.common.revisions.MAX_REVISIONS entries are kept.
+gpuctl.gpudriver.revisions.MAX_REVISIONS entries are kept.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuctl.common import revisions as rev
+from gpuctl.gpudriver import revisions as rev
 
 
 def recorded(

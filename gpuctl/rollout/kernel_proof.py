@@ -1,7 +1,7 @@
 """A reload flips only on proof that its image holds the node's kernel's modules (pure).
 
 KMM's `Exists` only says the image pulls (image_probe.py): the flip of a reload (a node KMM
-has loaded at another version; node_step.image_not_ready's condition) unloads the old module
+has loaded at another version; writes.image_not_ready's condition) unloads the old module
 at once, and KMM's loader then copies `/opt/lib/modules/<kernel>` out of the image, failing for
 ever where it is missing. So, once KMM says `Exists`, the check also waits for the image's
 probe Pod on the node (`kernel_proof`): it is made when missing, and

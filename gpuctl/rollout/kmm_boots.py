@@ -6,7 +6,7 @@ being the node's boot in which KMM's loader last succeeded (KMM v2.6.0
 internal/controllers/nmc_reconciler.go: the status is written from the worker Pod's end,
 with the Node's `status.nodeInfo.bootID`; `IsNodeRebooted` compares the two). KMM's ready
 labels survive a reboot; this record does not pretend to: a node counts as verified in its
-current boot only when KMM's record is of that boot too (node_step.not_loaded_in_this_boot).
+current boot only when KMM's record is of that boot too (writes.not_loaded_in_this_boot).
 
 `boot_part` is what the coordinator's watch keeps of a NodeModulesConfig (the rest it drops);
 `loaded_boot` reads one Module's boot of it.

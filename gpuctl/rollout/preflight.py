@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from gpuctl.common.targeting import mapping_for
+from gpuctl.gpudriver.targeting import mapping_for
 from gpuctl.rollout.holds import Block, BlockKind
 from gpuctl.rollout.signing_key import SigningCertificate, cert_secret_for, untrusted_words
 

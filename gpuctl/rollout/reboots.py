@@ -44,8 +44,9 @@ deleted by the hold, but may have started; blacklisting the in-tree `xe` closes 
 from __future__ import annotations
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
-from gpuctl.common import names, revisions
+from gpuctl.common import names
 from gpuctl.common.names import Phase
+from gpuctl.gpudriver import revisions
 from gpuctl.rollout.actions import DeleteWorkerPods, HoldWorkers, NudgeKmm, PatchNode
 from gpuctl.rollout.event_notes import WARNING
 from gpuctl.rollout.facts import (

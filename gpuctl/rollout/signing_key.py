@@ -34,7 +34,7 @@ from gpuctl.common.module_signature import (
     SignatureFormatError,
     certificate_identity,
 )
-from gpuctl.common.targeting import mapping_for
+from gpuctl.gpudriver.targeting import mapping_for
 from gpuctl.rollout.node_keys import KeyTrust, judge_key
 
 CERT_DATA_KEY = "cert"  # KMM's data key of the certSecret (constants.PublicSignDataKey)

@@ -1,9 +1,9 @@
 """The chart's CustomResourceDefinitions, from the code that reads and writes those objects.
 
 - charts/gpuctl/crds/gpudrivers.gpuctl.dev.yaml from the pydantic model
-  (gpuctl/gpudriver/model.py, through gpuctl/gpudriver/crd.py), so the schema the API
+  (gpuctl/gpudriver/model.py, through gpuctl/crds/gpudriver.py), so the schema the API
   server enforces and the model the coordinator parses cannot drift apart;
-- charts/gpuctl/crds/gpunodes.gpuctl.dev.yaml from coordinator/live_nodes/gpunode_crd.py, so
+- charts/gpuctl/crds/gpunodes.gpuctl.dev.yaml from gpuctl/crds/gpunode.py, so
   the shape the API server enforces and the status the coordinator writes cannot either.
 """
 
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.live_nodes.gpunode_crd import gpunode_crd
-from gpuctl.gpudriver.crd import gpudriver_crd
+from gpuctl.crds.gpudriver import gpudriver_crd
+from gpuctl.crds.gpunode import gpunode_crd
 from hack.generators import Generator, Output
 from hack.generators.yaml_text import dump
 
 CRDS = Path("charts/gpuctl/crds")
 GPUDRIVER_SOURCE = "gpuctl/gpudriver/model.py"
-GPUNODE_SOURCE = "coordinator/live_nodes/gpunode_crd.py"
+GPUNODE_SOURCE = "gpuctl/crds/gpunode.py"
 
 
 def _header(source: str) -> str:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from gpuctl.common.tolerations import CORDON_TOLERATION
 from gpuctl.gpudriver import model
 from gpuctl.gpudriver import module_spec as ms
+from gpuctl.gpudriver.tolerations import CORDON_TOLERATION
 from tests.support import samples
 
 D = "gpu-policy"
@@ -57,7 +57,7 @@ def test_no_module_without_kernel_module() -> None:
 
 
 def test_selector_is_the_target_label_whatever_the_users_selector() -> None:
-    """gpuctl evaluates nodeSelector/useNFDLabeling/arch itself (gpuctl.common.targeting); KMM
+    """gpuctl evaluates nodeSelector/useNFDLabeling/arch itself (gpuctl.gpudriver.targeting); KMM
     sees only the label the rollout writes (M1/M5: a node leaving KMM's selector is unloaded
     at once)."""
     for spec in (

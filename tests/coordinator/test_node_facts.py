@@ -8,10 +8,10 @@ from typing import Any
 
 from gpuctl.common import names
 from gpuctl.common.names import TARGET_LABEL
-from gpuctl.common.targeting import node_kernel
 from gpuctl.gpudriver import node_facts as nf
 from gpuctl.gpudriver.known_issues import known_issues
 from gpuctl.gpudriver.node_facts import planned_part, watched_node_part
+from gpuctl.gpudriver.targeting import node_kernel
 from gpuctl.rollout.facts import node_facts as rollout_node_facts
 from tests.support import samples
 from tests.support.samples import node

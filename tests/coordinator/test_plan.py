@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
-from gpuctl.common.tolerations import CORDON_TAINT_KEY
 from gpuctl.gpudriver import node_facts
 from gpuctl.gpudriver.module_spec import desired_module, ready_label, version_label
 from gpuctl.gpudriver.plan import Action, PlanInput, plan
+from gpuctl.gpudriver.tolerations import CORDON_TAINT_KEY
 from gpuctl.gpudriver.validation import FieldError
 from tests.support import samples
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from bench.rollout_pass import fleet, pass_input
 from gpuctl.common import names
-from gpuctl.common.wanted_memo import WantedMemo
 from gpuctl.gpudriver.module_spec import kmm_version
+from gpuctl.gpudriver.wanted_memo import WantedMemo
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.facts import INSPECT, CallState, GpuPod, node_facts
 from gpuctl.rollout.facts_memo import NodeFactsMemo

@@ -9,9 +9,9 @@ import json
 from typing import Any
 
 from gpuctl.common import names
-from gpuctl.common import revisions as rev
 from gpuctl.common.merge_patch import apply_merge_patch
 from gpuctl.common.names import Phase
+from gpuctl.gpudriver import revisions as rev
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.history import recorded
 from gpuctl.rollout.settings import RolloutSettings

@@ -9,7 +9,7 @@ and requires them to agree; and the patterns Go's RE2 accepts but Python's `re` 
 otherwise (`x{,n}`, POSIX classes, Unicode classes, ...: gpuctl could think a node is served by a
 mapping KMM does not match, so a Module update is not held and KMM unloads) are accepted by
 KMM and refused by gpuctl, saying why. Every verdict against Go's regexp itself, on a random
-corpus too: tests/test_re2_against_go.py.
+corpus too: tests/gpudriver/test_re2_against_go.py.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ import itertools
 import random
 from typing import Any
 
-from gpuctl.common.targeting import wanted_nodes
-from gpuctl.common.wanted_memo import WantedMemo
+from gpuctl.gpudriver.targeting import wanted_nodes
+from gpuctl.gpudriver.wanted_memo import WantedMemo
 
 SPEC: dict[str, Any] = {
     "nodeSelector": {"gpu": "yes"},

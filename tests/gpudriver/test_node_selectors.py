@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gpuctl.common.node_selectors import (
+from gpuctl.gpudriver.node_selectors import (
     node_selector_matches,
     nodes_matching,
     selectors_can_overlap,

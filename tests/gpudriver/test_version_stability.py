@@ -19,7 +19,7 @@ import yaml
 from gpuctl.gpudriver.model import parse_spec
 from gpuctl.gpudriver.module_spec import kmm_version
 
-GOLDEN = Path(__file__).parent / "golden" / "kmm_versions.yaml"
+GOLDEN = Path(__file__).parent.parent / "golden" / "kmm_versions.yaml"
 ENTRIES: list[dict[str, Any]] = yaml.safe_load(GOLDEN.read_text())
 
 

@@ -1,6 +1,6 @@
-"""Which taints keep KMM from a node (gpuctl.common.tolerations), as Kubernetes'
+"""Which taints keep KMM from a node (gpuctl.gpudriver.tolerations), as Kubernetes'
 Toleration.ToleratesTaint and KMM's IsNodeSchedulable decide it; and a node with such a taint
-is not one a GPUDriver wants (gpuctl.common.targeting)."""
+is not one a GPUDriver wants (gpuctl.gpudriver.targeting)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gpuctl.common.targeting import wanted_nodes, wants_node
-from gpuctl.common.tolerations import (
+from gpuctl.gpudriver.targeting import wanted_nodes, wants_node
+from gpuctl.gpudriver.tolerations import (
     CORDON_TOLERATION,
     module_tolerations,
     tolerates,

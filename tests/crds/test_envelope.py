@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coordinator.policies.crd_envelope import custom_resource_definition
+from gpuctl.crds.envelope import custom_resource_definition
 
 SPEC = {"type": "object", "properties": {"a": {"type": "string"}}}
 STATUS = {"type": "object"}

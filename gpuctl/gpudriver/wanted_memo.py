@@ -19,9 +19,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpuctl.common.node_selectors import node_name
-from gpuctl.common.targeting import node_selector, wants
-from gpuctl.common.tolerations import module_tolerations
+from gpuctl.gpudriver.node_selectors import node_name
+from gpuctl.gpudriver.targeting import node_selector, wants
+from gpuctl.gpudriver.tolerations import module_tolerations
 
 
 def targeting_key(spec: Mapping[str, Any]) -> str:

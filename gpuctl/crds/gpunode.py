@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.policies.crd_envelope import custom_resource_definition
 from gpuctl.common import names
+from gpuctl.crds.envelope import custom_resource_definition
 
 MAX_REQUEST_ID = 128
 

@@ -4,7 +4,7 @@ KMM targets a node only while every NoSchedule and NoExecute taint on it is tole
 Module's tolerations (internal/node/node.go IsNodeSchedulable, with Kubernetes'
 Toleration.ToleratesTaint); a node that gets an untolerated taint, or whose Module stops
 tolerating one it carries, is unloaded at once, busy or not. So gpuctl counts the Module's
-tolerations as part of which nodes a GPUDriver wants (gpuctl.common.targeting): narrowing them
+tolerations as part of which nodes a GPUDriver wants (gpuctl.gpudriver.targeting): narrowing them
 is a per-node change, rolled node by node through the checks like a selector change, and the
 Module keeps its old tolerations until the nodes it would drop are unloaded.
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.policies.crd_envelope import custom_resource_definition
-from gpuctl.common import names, revisions
-from gpuctl.gpudriver import model
+from gpuctl.common import names
+from gpuctl.crds.envelope import custom_resource_definition
+from gpuctl.gpudriver import model, revisions
 from gpuctl.rollout.holds import BlockKind, HoldKind, RolloutState, WaitKind
 
 _DROPPED_KEYS = frozenset({"title", "additionalProperties", "$defs"})
@@ -210,7 +210,7 @@ def _rollout_status_schema() -> dict[str, Any]:
 
 
 def _revisions_schema() -> dict[str, Any]:
-    """status.revisions (gpuctl.common.revisions): the driver revisions rolled out."""
+    """status.revisions (gpuctl.gpudriver.revisions): the driver revisions rolled out."""
     timestamp = {"type": "string", "format": "date-time"}
     return {
         "type": "array",

@@ -6,7 +6,7 @@ answers. KMM must never see the user's selector: a node leaving it would be unlo
 rollout moves each wanted node in, and each unwanted one out, through the node checks. A node
 is wanted when it matches the GPUDriver's selector (nodeSelector + arch [+ NFD's gpu-pci
 label]), carries no NoSchedule/NoExecute taint the Module's tolerations leave untolerated
-(gpuctl.common.tolerations: KMM does not target such a node), and one of its kernel mappings
+(gpuctl.gpudriver.tolerations: KMM does not target such a node), and one of its kernel mappings
 matches the node's kernel the way KMM matches it (internal/module/kernelmapper.go:
 `status.nodeInfo.kernelVersion` with one trailing "+" dropped; `literal` equal first, then an
 unanchored `regexp` search, in list order).
@@ -18,9 +18,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from gpuctl.common import re2
-from gpuctl.common.node_selectors import matches_labels, node_labels, node_name
-from gpuctl.common.tolerations import module_tolerations, node_taints, untolerated
+from gpuctl.gpudriver import re2
+from gpuctl.gpudriver.node_selectors import matches_labels, node_labels, node_name
+from gpuctl.gpudriver.tolerations import module_tolerations, node_taints, untolerated
 
 ARCH_LABEL = "kubernetes.io/arch"
 ARCH_VALUE = "amd64"

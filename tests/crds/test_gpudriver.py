@@ -11,8 +11,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from gpuctl.crds.gpudriver import gpudriver_crd
 from gpuctl.gpudriver import model
-from gpuctl.gpudriver.crd import gpudriver_crd
 
 
 def _spec_schema() -> dict[str, Any]:

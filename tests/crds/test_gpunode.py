@@ -1,6 +1,6 @@
 """The GPUNode CRD has the shape the CLI is written against.
 
-That the committed file is what coordinator/live_nodes/gpunode_crd.py builds is checked with
+That the committed file is what gpuctl/crds/gpunode.py builds is checked with
 every generated file, by tests/generators/test_generate.py.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.live_nodes.gpunode_crd import gpunode_crd
+from gpuctl.crds.gpunode import gpunode_crd
 
 
 def _version() -> dict[str, Any]:

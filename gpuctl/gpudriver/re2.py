@@ -18,8 +18,8 @@ reverse). So gpuctl accepts only what both read alike:
   `re.ASCII`, as Go's `\\d`, `\\w`, `\\s` and `\\b` are ASCII.
 
 Each function scans the pattern once, stepping over escapes and bracketed classes, so an
-escaped `\\(` or a `[(?=]` class is not taken for syntax. tests/test_re2_against_go.py runs
-every verdict against Go's own `regexp` package.
+escaped `\\(` or a `[(?=]` class is not taken for syntax. tests/gpudriver/test_re2_against_go.py
+runs every verdict against Go's own `regexp` package.
 """
 
 from __future__ import annotations

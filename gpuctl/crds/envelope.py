@@ -1,7 +1,7 @@
 """The CustomResourceDefinition object around a resource's schema.
 
-Our resources (GPUDriver in gpuctl/gpudriver/crd.py, GPUNode in
-coordinator/live_nodes/gpunode_crd.py) share one shape: cluster-scoped, one version that is served
+Our resources (GPUDriver in gpuctl/crds/gpudriver.py, GPUNode in
+gpuctl/crds/gpunode.py) share one shape: cluster-scoped, one version that is served
 and stored, a status subresource, printer columns for `kubectl get`. Each module writes only its
 schema and columns; this one writes what goes around them, so the generated chart files (hack/) keep
 one layout. Plain data that imports nothing, so the schema modules stay free of the API plumbing in

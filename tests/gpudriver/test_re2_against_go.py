@@ -1,4 +1,4 @@
-"""gpuctl's reading of kernel-mapping regexps (gpuctl.common.re2, through the GPUDriver
+"""gpuctl's reading of kernel-mapping regexps (gpuctl.gpudriver.re2, through the GPUDriver
 validation) against Go's own `regexp` package, which KMM compiles them with.
 
 A small Go program (tests/go_regexp/, the standard library only) is built with the Go
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuctl.common import re2
+from gpuctl.gpudriver import re2
 from gpuctl.gpudriver.validation import regexp_problem
 
-SOURCE = Path(__file__).resolve().parent / "go_regexp"
+SOURCE = Path(__file__).resolve().parents[1] / "go_regexp"
 KERNELS = [
     "6.8.0-60-generic",
     "6.8.0-60-generic\n",

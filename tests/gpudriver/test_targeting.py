@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuctl.common.targeting import mapping_for, node_kernel, wanted_nodes, wants_node
+from gpuctl.gpudriver.targeting import mapping_for, node_kernel, wanted_nodes, wants_node
 
 
 def node(name: str, kernel: str, **labels: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Kernel-mapping regexps as KMM's RE2 reads them (gpuctl.common.re2), plain strings."""
+"""Kernel-mapping regexps as KMM's RE2 reads them (gpuctl.gpudriver.re2), plain strings."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from gpuctl.common import re2
+from gpuctl.gpudriver import re2
 
 
 @pytest.mark.parametrize(

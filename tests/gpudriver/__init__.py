@@ -1,0 +1,1 @@
+"""Tests of the GPUDriver's package (gpuctl/gpudriver)."""
