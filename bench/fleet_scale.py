@@ -101,7 +101,7 @@ from bench.timing import Timings
 from coordinator.kube.client import MERGE_PATCH, path
 from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import kmm_version, module_name
-from gpuctl.rollout.rollout_input import kmm_labels
+from gpuctl.rollout.input.build import kmm_labels
 
 
 def roll_out(world: World, shards: list[Shard], nodes: int, delay: float) -> dict[str, Any]:

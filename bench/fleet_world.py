@@ -30,7 +30,7 @@ from gpuctl.common import names
 from gpuctl.common.names import KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from gpuctl.gpudriver.module_spec import desired_module, kmm_version, module_name
-from gpuctl.rollout.rollout_input import kmm_labels
+from gpuctl.rollout.input.build import kmm_labels
 from testbed.harness.access import KubeCluster
 from testbed.harness.binaries import find_binaries
 from testbed.harness.cluster import repository_root, start_cluster

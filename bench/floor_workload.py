@@ -24,8 +24,8 @@ from typing import Any, Protocol
 
 from bench.fleet_observe import WatchEvents
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
-from gpuctl.rollout.facts import GpuPod
-from gpuctl.rollout.pods import eviction
+from gpuctl.rollout.input.facts import GpuPod
+from gpuctl.rollout.input.gpu_pod_watch import eviction
 
 
 @dataclass(frozen=True)

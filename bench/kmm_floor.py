@@ -18,8 +18,8 @@ KMM says they are ready. Still no checks. The run then ends at the last uncordon
 and nothing more: a bench label (`STEP_LABEL`) set to Checking, Draining and Preparing just
 before its version label, to Verifying and Done once its batch is ready: six node writes a
 node, as gpuctl's state label (a node Done at the older version waits without a write,
-gpuctl/rollout/placement.py). No checks, no cordon, no drain, no agent: what those writes alone
-cost KMM (its controllers reconcile a node on any label change), measured against the plain
+gpuctl/rollout/place/placement.py). No checks, no cordon, no drain, no agent: what those writes
+alone cost KMM (its controllers reconcile a node on any label change), measured against the plain
 floor in the same run.
 """
 
@@ -36,7 +36,7 @@ from bench.timing import Timings
 from coordinator.kube.client import MERGE_PATCH, Kube, path
 from gpuctl.common.names import KMM_GROUP, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
-from gpuctl.rollout.rollout_input import kmm_labels
+from gpuctl.rollout.input.build import kmm_labels
 
 STEP_LABEL = "bench.gpuctl.dev/step"
 BEFORE_THE_WRITE = ("Checking", "Draining", "Preparing")

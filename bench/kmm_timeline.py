@@ -29,7 +29,7 @@ from bench.fleet_observe import NODES, WatchEvents
 from bench.timing import Timings
 from coordinator.kube.client import Kube, path
 from gpuctl.common import names
-from gpuctl.rollout.facts import KmmLabels
+from gpuctl.rollout.input.facts import KmmLabels
 
 WORKER_ACTION_LABEL = "kmm.node.kubernetes.io/worker-action"  # KMM's, on its worker Pods
 PULL_POD_LABEL = "kmm.node.kubernetes.io/pull-pod-type"  # KMM's, on its image pull Pods

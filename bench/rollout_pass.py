@@ -12,7 +12,7 @@ Module asking for the new version. Between two passes one node changes, as one w
 makes a pass: its object is replaced at a new resourceVersion, one step further.
 
 - subject: pass_nodes with a WantedMemo (gpuctl/gpudriver/wanted_memo.py) and rollout_input
-  with a NodeFactsMemo (gpuctl/rollout/facts_memo.py), as the coordinator runs them;
+  with a NodeFactsMemo (gpuctl/rollout/input/memo.py), as the coordinator runs them;
 - baseline: the same passes asking every node afresh (no memo).
 
 Passes alternate between the two (bench.timing.measure_interleaved), each on its own copy of
@@ -38,12 +38,12 @@ from gpuctl.gpudriver.node_selectors import node_name
 from gpuctl.gpudriver.wanted_memo import WantedMemo
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
-from gpuctl.rollout.facts import RolloutInput
-from gpuctl.rollout.facts_memo import NodeFactsMemo
-from gpuctl.rollout.pass_setup import pass_setup
-from gpuctl.rollout.pod_facts import node_pod_facts
-from gpuctl.rollout.records import BootRecord, encode_boot
-from gpuctl.rollout.rollout_input import Reads, kmm_labels, pass_nodes, rollout_input
+from gpuctl.rollout.input.build import Reads, kmm_labels, pass_nodes, rollout_input
+from gpuctl.rollout.input.facts import RolloutInput
+from gpuctl.rollout.input.memo import NodeFactsMemo
+from gpuctl.rollout.input.pass_setup import pass_setup
+from gpuctl.rollout.input.pod_facts import node_pod_facts
+from gpuctl.rollout.input.records import BootRecord, encode_boot
 
 NAMESPACE = "gpuctl-system"
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)

@@ -56,8 +56,8 @@ from gpuctl.common import names, timestamps
 from gpuctl.common.names import KMM_GROUP, KMM_IMAGES_CONFIG_PLURAL, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from gpuctl.gpudriver.module_spec import desired_module, kmm_version
-from gpuctl.rollout.kmm_boots import boot_part, loaded_boot
-from gpuctl.rollout.rollout_input import kmm_labels
+from gpuctl.rollout.input.build import kmm_labels
+from gpuctl.rollout.input.kmm_boots import boot_part, loaded_boot
 from testbed.harness.cluster import repository_root, start_cluster
 from testbed.harness.nodes import create_node
 from testbed.harness.real_kmm import RealKmm

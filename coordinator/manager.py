@@ -42,8 +42,8 @@ from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from gpuctl.gpudriver.node_facts import watched_node_part
 from gpuctl.gpudriver.targeting import node_kernel
 from gpuctl.gpudriver.tolerations import CORDON_TAINT_KEY, node_taints
-from gpuctl.rollout.kmm_boots import boot_part, loaded_boot
-from gpuctl.rollout.pods import concerns_rollout, pod_node, watched_part
+from gpuctl.rollout.input.gpu_pod_watch import concerns_rollout, pod_node, watched_part
+from gpuctl.rollout.input.kmm_boots import boot_part, loaded_boot
 
 log = logging.getLogger(__name__)
 
@@ -465,7 +465,7 @@ class Coordinator:
             self._discovery.kmm_installed,
         )
         # KMM's record of the boot its loader last ran in, per node: a node is Done only when
-        # KMM's loader ran in its current boot (gpuctl/rollout/kmm_boots.py).
+        # KMM's loader ran in its current boot (gpuctl/rollout/input/kmm_boots.py).
         node_configs = self._informer(
             Resource(KMM_GROUP, KMM_VERSION, names.KMM_NODE_CONFIG_PLURAL),
             self._on_node_config,

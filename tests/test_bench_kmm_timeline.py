@@ -9,7 +9,7 @@ from typing import Any
 
 from bench.kmm_timeline import STRETCHES, Moments, fleet_start, side_by_side, stretches
 from gpuctl.common import names
-from gpuctl.rollout.rollout_input import kmm_labels
+from gpuctl.rollout.input.build import kmm_labels
 
 LABELS = kmm_labels("fleet", "gpu")
 VERSION = "v7"

@@ -23,7 +23,7 @@ package's `__init__.py` included). What counts as a path there:
    must exist; its `#anchor`, into a Markdown file, must be one of that file's headings
    (GitHub's slugs).
 
-A path a doc names relative to a folder it names nearby (`rollout/test_reboots.py` under a
+A path a doc names relative to a folder it names nearby (`rollout/step/test_reboots.py` under a
 heading about `tests/integration/`) is not checked: write it from the root to have it checked.
 The failure lists each `file:line: path`.
 """

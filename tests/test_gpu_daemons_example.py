@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from gpuctl.common import names
-from gpuctl.rollout.settings import rollout_settings
+from gpuctl.rollout.input.settings import rollout_settings
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

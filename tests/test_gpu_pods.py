@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from gpuctl.common.gpu_pods import is_gpu_pod, requests_gpu
-from gpuctl.rollout.pod_facts import pod_facts
-from gpuctl.rollout.pods import watched_part
-from gpuctl.rollout.settings import SettingsError, rollout_settings
+from gpuctl.rollout.input.gpu_pod_watch import watched_part
+from gpuctl.rollout.input.pod_facts import pod_facts
+from gpuctl.rollout.input.settings import SettingsError, rollout_settings
 
 
 def _pod(resources: dict[str, Any], phase: str = "Running", init: bool = False) -> dict[str, Any]:

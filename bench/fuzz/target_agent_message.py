@@ -26,7 +26,7 @@ from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.cli.nodes_table import blockers_cell, gpus_cell, module_cell
 from gpuctl.cli.report_table import render_report
-from gpuctl.rollout.facts import prepare_facts, report_facts, restore_facts
+from gpuctl.rollout.input.facts import prepare_facts, report_facts, restore_facts
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 

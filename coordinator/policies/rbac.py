@@ -67,7 +67,7 @@ CLUSTER_RULES: list[dict[str, Any]] = [
         "verbs": ["get"],
     },
     # The worker holds are an annotation of the coordinator's own namespace, read and merge-
-    # patched (gpuctl/rollout/worker_hold.py).
+    # patched (gpuctl/rollout/step/worker_hold.py).
     {
         "apiGroups": [""],
         "resources": ["namespaces"],
@@ -75,8 +75,8 @@ CLUSTER_RULES: list[dict[str, Any]] = [
         "verbs": ["get", "patch"],
     },
     # KMM's NodeModulesConfigs: watched for the boot KMM's loader last ran in on each node (a
-    # node is Done only when it is the current one, gpuctl/rollout/kmm_boots.py); patched for
-    # a node whose KMM worker hold was let go (gpuctl/rollout/worker_hold.py): the rollout
+    # node is Done only when it is the current one, gpuctl/rollout/input/kmm_boots.py); patched for
+    # a node whose KMM worker hold was let go (gpuctl/rollout/step/worker_hold.py): the rollout
     # touches it so that KMM makes its refused worker again at once.
     {
         "apiGroups": [KMM_GROUP],
@@ -109,8 +109,8 @@ NAMESPACE_RULES: list[dict[str, Any]] = [
         "verbs": ["get", "create", "update"],
     },
     # Its own Pod's serving label (patch); KMM's worker Pods on a node the rollout holds KMM's
-    # worker off (delete: gpuctl/rollout/worker_hold.py); a reload's image probe on its node,
-    # made and deleted (gpuctl/rollout/image_probe.py).
+    # worker off (delete: gpuctl/rollout/step/worker_hold.py); a reload's image probe on its node,
+    # made and deleted (gpuctl/rollout/input/image_probe.py).
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "patch", "delete"]},
 ]
 

@@ -3,7 +3,7 @@
 A node's devices can be opened after the rollout's check and before KMM's worker runs (the
 issue "Twelve ways a busy node can still lose its driver", item 8). KMM's version change cannot
 be taken back then, and KMM makes its unloader again however often it is deleted
-(gpuctl/rollout/worker_hold.py). So the coordinator lists such a node in an annotation of
+(gpuctl/rollout/step/worker_hold.py). So the coordinator lists such a node in an annotation of
 its own namespace (names.KMM_WORKER_HOLDS, node names separated by spaces), deletes KMM's
 worker Pods there, and this guard refuses the CREATE of a KMM worker Pod (labelled
 `kmm.node.kubernetes.io/worker-action`) in that namespace on a listed node. KMM retries; the

@@ -51,12 +51,12 @@ from gpuctl.rollout.actions import (
 )
 from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.event_notes import WARNING
-from gpuctl.rollout.facts import INSPECT, PREPARE, RESTORE, NodeFacts, RolloutInput
-from gpuctl.rollout.gating import rollback_in_git_words
-from gpuctl.rollout.image_probe import probe_pod
-from gpuctl.rollout.node_step import EVICT_RETRY_SECONDS
-from gpuctl.rollout.pods import eviction
-from gpuctl.rollout.records import decode_changes
+from gpuctl.rollout.fleet.pass_holds import rollback_in_git_words
+from gpuctl.rollout.input.facts import INSPECT, PREPARE, RESTORE, NodeFacts, RolloutInput
+from gpuctl.rollout.input.gpu_pod_watch import eviction
+from gpuctl.rollout.input.image_probe import probe_pod
+from gpuctl.rollout.input.records import decode_changes
+from gpuctl.rollout.step.writes import EVICT_RETRY_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -338,7 +338,7 @@ class RolloutActor:
                     )
 
     def _probe_image(self, inp: RolloutInput, action: ProbeImage) -> None:
-        """Makes the image's probe Pod on the node (gpuctl/rollout/image_probe.py); one
+        """Makes the image's probe Pod on the node (gpuctl/rollout/input/image_probe.py); one
         there already (409) is the one the next pass reads."""
         pod = probe_pod(
             driver=inp.driver_name,

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
-from gpuctl.rollout.facts import (
+from gpuctl.rollout.input.facts import (
     INSPECT,
     PREPARE,
     RESTORE,

@@ -7,7 +7,7 @@ The nodes a pass considers are those the GPUDriver wants (gpuctl.gpudriver.targe
 while it is deleted or has no kernelModule), those carrying names.TARGET_LABEL=<driver>, and
 those with its rollout state; the target is the Module's KMM version
 (gpuctl.gpudriver.module_spec.kmm_version). A rollout that is refused (a conflict, an
-unreadable spec.rollout) finishes the steps already begun and starts nothing (refused.py).
+unreadable spec.rollout) finishes the steps already begun and starts nothing (place/refused.py).
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from gpuctl.gpudriver.module_spec import module_name
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.event_notes import NORMAL, WARNING
-from gpuctl.rollout.facts import RolloutInput
-from gpuctl.rollout.pass_setup import pass_setup
-from gpuctl.rollout.refused import finishing_settings, refused_status
-from gpuctl.rollout.rollout_input import module_container
-from gpuctl.rollout.settings import RolloutSettings
+from gpuctl.rollout.input.build import module_container
+from gpuctl.rollout.input.facts import RolloutInput
+from gpuctl.rollout.input.pass_setup import pass_setup
+from gpuctl.rollout.input.settings import RolloutSettings
+from gpuctl.rollout.place.refused import finishing_settings, refused_status
 
 # A wake-up the decision asks for (a window opening, a soak or a step's timeout ending) is a
 # moment on the wall clock made a delay on the monotonic one, and the work queue takes a
@@ -261,7 +261,7 @@ class RolloutController:
         why: str,
         settings: RolloutSettings | None,
     ) -> float | None:
-        """A refused rollout (refused.py): Paused with why, about `target` (nothing of another
+        """A refused rollout (place/refused.py): Paused with why, about `target` (nothing of another
         version's status is kept); the nodes already in a step finish it at the version the
         Module asks for, and nothing starts."""
         name = str(driver["metadata"]["name"])

@@ -1,6 +1,6 @@
 """The rollout's reads: one pass's facts from the watch caches, fresh pod lists, the agents'
 call table, the Prometheus gate and the certSecrets the spec names (signing_certificates.py),
-made into the decision's input by rollout_input.py.
+made into the decision's input by input/build.py.
 
 Nodes, claims, Modules and Pods come from the coordinator's watch caches (claims with why
 they cannot be trusted, when they cannot), with our own last node writes laid over them
@@ -31,29 +31,29 @@ from gpuctl.common.names import Phase
 from gpuctl.gpudriver.module_spec import module_name
 from gpuctl.gpudriver.node_selectors import node_labels, node_name
 from gpuctl.gpudriver.wanted_memo import WantedMemo
-from gpuctl.rollout.facts import NodeFacts, RolloutInput
-from gpuctl.rollout.facts_memo import NodeFactsMemo
-from gpuctl.rollout.image_probe import PROBE_LABEL
-from gpuctl.rollout.pod_facts import PodFacts, node_pod_facts
-from gpuctl.rollout.prometheus_gate import (
+from gpuctl.rollout.fleet.prometheus import (
     GATE_RECHECK_SECONDS,
     GateResult,
     gate_result,
 )
-from gpuctl.rollout.rollout_input import (
+from gpuctl.rollout.input.build import (
     Reads,
     pass_nodes,
     reads_watched_pods,
     rollout_input,
 )
-from gpuctl.rollout.settings import PrometheusGate, RolloutSettings
-from gpuctl.rollout.signing_key import cert_secrets
+from gpuctl.rollout.input.facts import NodeFacts, RolloutInput
+from gpuctl.rollout.input.image_probe import PROBE_LABEL
+from gpuctl.rollout.input.memo import NodeFactsMemo
+from gpuctl.rollout.input.pod_facts import PodFacts, node_pod_facts
+from gpuctl.rollout.input.settings import PrometheusGate, RolloutSettings
+from gpuctl.rollout.input.signing_key import cert_secrets
 
 log = logging.getLogger(__name__)
 
 POD_LIST_TTL_SECONDS = 1.0
 # Phases whose step looks at the node's pods (Verifying: for its paused GPU daemons to come
-# back, pause.py), and the one that lists them afresh: its step hands the node to KMM.
+# back, step/pause.py), and the one that lists them afresh: its step hands the node to KMM.
 NEEDS_PODS = frozenset(
     {Phase.CHECKING, Phase.DRAINING, Phase.PREPARING, Phase.VERIFYING, Phase.BLOCKED}
 )
@@ -129,7 +129,7 @@ class RolloutGatherer:
         self._pods: dict[str, tuple[float, tuple[PodFacts, ...] | None]] = {}
         self._gate_answers: dict[tuple[str, str, str], tuple[float, GateResult]] = {}
         self._certificates = SigningCertificates(kube, monotonic)
-        # Each GPUDriver's NodeFacts of its last pass (facts_memo.py); a GPUDriver's passes
+        # Each GPUDriver's NodeFacts of its last pass (input/memo.py); a GPUDriver's passes
         # never run at once (the work queue hands a key to one worker at a time).
         self._memos: dict[str, NodeFactsMemo] = {}
         # Each GPUDriver's wanted answers of its last pass (wanted_memo.py).
@@ -145,7 +145,7 @@ class RolloutGatherer:
         finishing: bool = False,
     ) -> RolloutInput:
         """The pass's facts; `finishing` (a refused rollout): only the nodes mid-step, each
-        wanted as its step says (refused.py)."""
+        wanted as its step says (place/refused.py)."""
         name = str(driver["metadata"]["name"])
         namespace = self._config.namespace
         all_nodes = self._overlay.apply(self.view.nodes())
@@ -199,7 +199,7 @@ class RolloutGatherer:
     def _kmm_boot_ids(
         self, nodes: Sequence[Mapping[str, Any]], namespace: str, module: str
     ) -> dict[str, str]:
-        """KMM's boot record of each node that has one read (kmm_boots.py)."""
+        """KMM's boot record of each node that has one read (input/kmm_boots.py)."""
         out: dict[str, str] = {}
         for node in nodes:
             called = node_name(node)

@@ -3,7 +3,7 @@
 Per GPUDriver:
 - `gpuctl_rollout_nodes{gpudriver,phase}`: nodes per phase, every phase present;
 - `gpuctl_rollout_blocked_nodes{gpudriver,reason}`: Blocked nodes by the kind of their reason
-  (gpuctl.rollout.holds.BlockKind, as the node records it), never by its words;
+  (gpuctl.rollout.reasons.BlockKind, as the node records it), never by its words;
 - `gpuctl_rollout_state{gpudriver,state}`: 1 for status.rollout.state, 0 for the others;
 - `gpuctl_rollout_hold{gpudriver,kind}`: 1 for status.rollout.holdKind (what keeps nodes from
   starting: RolledBack, OutsideWindows, ...), 0 for the others;
@@ -31,8 +31,8 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode
-from gpuctl.rollout.holds import BlockKind, HoldKind, RolloutState
-from gpuctl.rollout.node_step import seconds_since
+from gpuctl.rollout.reasons import BlockKind, HoldKind, RolloutState
+from gpuctl.rollout.step.writes import seconds_since
 
 STEP_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)

@@ -1,7 +1,7 @@
 """The certSecrets a GPUDriver names, read for the preflight's signing-key check.
 
 A node that enforces module signatures loads the target only when it trusts the key KMM
-signs with (gpuctl/rollout/signing_key.py). The key's certificate is in the Secret the
+signs with (gpuctl/rollout/input/signing_key.py). The key's certificate is in the Secret the
 GPUDriver's `sign.certSecret` names, in the coordinator's namespace; the coordinator reads
 that Secret (only those named: the chart grants `get` on the names listed in
 coordinator.signingCertificateSecrets, never on Secrets at large, and never the keySecret).
@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from http import HTTPStatus
 
 from coordinator.kube.client import KubeApi, KubeError, path
-from gpuctl.rollout.signing_key import SigningCertificate, certificate_of
+from gpuctl.rollout.input.signing_key import SigningCertificate, certificate_of
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from gpuctl.common import names
-from gpuctl.rollout.worker_hold import held_in, held_nodes, hold_list
+from gpuctl.rollout.step.worker_hold import held_in, held_nodes, hold_list
 
 log = logging.getLogger(__name__)
 

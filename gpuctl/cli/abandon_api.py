@@ -18,7 +18,7 @@ from gpuctl.cli.errors import CommandError
 from gpuctl.cli.kube_client import request_timeout
 from gpuctl.cli.kube_errors import call_api, describe_api_error
 from gpuctl.common import names
-from gpuctl.rollout.worker_hold import held_in, hold_list
+from gpuctl.rollout.step.worker_hold import held_in, hold_list
 
 
 def _json(response: Any) -> dict[str, Any]:

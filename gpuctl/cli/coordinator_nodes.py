@@ -17,7 +17,7 @@ from gpuctl.api.v1alpha1 import node_service_pb2 as service_pb
 from gpuctl.api.v1alpha1 import node_service_pb2_grpc as service_grpc
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.node_view import NodeView, from_node_state
-from gpuctl.rollout.pod_facts import PodFacts
+from gpuctl.rollout.input.pod_facts import PodFacts
 from gpuctl.rpc.grpc_client import ClientTransport, bearer_metadata, open_channel
 from gpuctl.rpc.grpc_errors import describe_rpc_failure
 

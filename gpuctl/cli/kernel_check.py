@@ -25,7 +25,7 @@ from gpuctl.cli.node_view import NodeView
 from gpuctl.cli.preflight_verdict import ImageCheck, KernelVerdict, Outcome, verdict
 from gpuctl.cli.table import format_table
 from gpuctl.common import names
-from gpuctl.rollout.preflight import signed_for, unknown_words
+from gpuctl.rollout.step.preflight import signed_for, unknown_words
 
 HEADERS = ["NODE", "RUNNING", "NEXT", "GPUDRIVER", "VERDICT", "WHY"]
 

@@ -29,7 +29,7 @@ from gpuctl.cli.kube_errors import (
 from gpuctl.cli.node_rollout import rollout_line
 from gpuctl.cli.node_view import NodeView, from_gpunode
 from gpuctl.common import names, timestamps
-from gpuctl.rollout.pod_facts import PodFacts, node_pod_facts
+from gpuctl.rollout.input.pod_facts import PodFacts, node_pod_facts
 
 
 class KubeNodeSource:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from gpuctl.cli.node_view import NodeView
-from gpuctl.rollout.pod_facts import PodFacts
+from gpuctl.rollout.input.pod_facts import PodFacts
 
 DEFAULT_FRESH_TIMEOUT = 15.0
 

@@ -4,7 +4,7 @@ Before nodes reboot into a new kernel: would the driver load there? From facts, 
 source: the kernel mapping KMM would pick (gpuctl.gpudriver.targeting: the first whose regexp
 matches, Go's RE2 semantics), the image KMM finds for it (KMM's own PreflightValidation, which
 pulls it the way a node would; `ImageCheck`), and whether KMM signs it for that kernel
-(gpuctl.rollout.preflight.signed_for) or the admin says its images are signed. A missing
+(gpuctl.rollout.step.preflight.signed_for) or the admin says its images are signed. A missing
 mapping or image fails; an image KMM could not be asked about is unknown, never a pass.
 Signing is reported, not failed: only a node that enforces signatures needs it, and the
 rollout's own preflight blocks such a node (docs/secure-boot.md).
@@ -21,7 +21,7 @@ from gpuctl.cli.kmm_touch import module_ref
 from gpuctl.gpudriver.kmm_templates import ModuleOf, TemplateError, kmm_image
 from gpuctl.gpudriver.module_spec import module_name
 from gpuctl.gpudriver.targeting import mapping_for
-from gpuctl.rollout.preflight import signed_for
+from gpuctl.rollout.step.preflight import signed_for
 
 
 class Outcome(enum.StrEnum):

@@ -12,14 +12,14 @@ from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.table import format_table
 from gpuctl.common.passthrough import VM_PASSTHROUGH_DRIVERS
 from gpuctl.common.unload_rule import module_state_name
-from gpuctl.rollout.gpu_clients import (
+from gpuctl.rollout.input.pod_facts import PodFacts
+from gpuctl.rollout.step.gpu_clients import (
     GpuClient,
     client_words,
     pod_of,
     report_clients,
     report_vm_holders,
 )
-from gpuctl.rollout.pod_facts import PodFacts
 
 UNKNOWN = "unknown"
 

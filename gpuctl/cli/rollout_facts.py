@@ -2,8 +2,8 @@
 
 The KMM Module the GPUDriver names in `status.module` (absent before the first install), every
 Node, their GPUNode reports, the pods on them (the decision keeps the GPU ones, as the
-coordinator does: gpuctl.rollout.pods) and the ResourceClaims. Claims are listed in the
-version API discovery serves; when discovery serves none, no claim can exist, but when a
+coordinator does: gpuctl.rollout.input.gpu_pod_watch) and the ResourceClaims. Claims are listed in
+the version API discovery serves; when discovery serves none, no claim can exist, but when a
 version is served and the list fails (or discovery itself fails), the claims are unknown and
 the decision blocks every node: unknown is never safe.
 """
@@ -28,9 +28,9 @@ from gpuctl.cli.source_flags import Clock
 from gpuctl.common import names
 from gpuctl.common.gpu_claims import DRA_GROUP, served_dra_version
 from gpuctl.gpudriver.node_selectors import node_name
-from gpuctl.rollout.pod_facts import node_pod_facts
-from gpuctl.rollout.pods import gpu_pods
-from gpuctl.rollout.signing_key import SigningCertificate, cert_secrets, certificate_of
+from gpuctl.rollout.input.gpu_pod_watch import gpu_pods
+from gpuctl.rollout.input.pod_facts import node_pod_facts
+from gpuctl.rollout.input.signing_key import SigningCertificate, cert_secrets, certificate_of
 
 CLAIMS = "resourceclaims.resource.k8s.io"
 
@@ -105,7 +105,7 @@ def get_signing_certificates(
     api_client: Any, driver: Mapping[str, Any]
 ) -> dict[str, SigningCertificate]:
     """The certSecrets the GPUDriver names, as read with the user's own credentials: the
-    key KMM signs the target with (signing_key.py). One that cannot be read says why."""
+    key KMM signs the target with (input/signing_key.py). One that cannot be read says why."""
     kernel_module = (driver.get("spec") or {}).get("kernelModule") or {}
     ref = module_ref(driver)
     if ref is None:

@@ -1,6 +1,6 @@
 """`gpuctl rollout plan`: the coordinator's own decision, run on what the CLI reads (pure).
 
-The facts go into the coordinator's input (gpuctl.rollout.rollout_input.Reads) exactly as the
+The facts go into the coordinator's input (gpuctl.rollout.input.build.Reads) exactly as the
 coordinator's gatherer puts them, and gpuctl.rollout.first_moves.dry_run makes the
 coordinator's passes on them: what the first pass does to each node (start it, leave it
 waiting and why, move its step on), and, for a node that starts, where its checks then take it
@@ -39,8 +39,6 @@ from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase, parse_phase
 from gpuctl.common.unload_rule import unload_verdict
 from gpuctl.gpudriver.node_selectors import node_labels, node_name
-from gpuctl.rollout.facts import INSPECT, GpuPod, ReportFacts, node_is_ready, report_facts
-from gpuctl.rollout.facts import NodeFacts as RolloutNode
 from gpuctl.rollout.first_moves import (
     DryRun,
     Move,
@@ -49,17 +47,19 @@ from gpuctl.rollout.first_moves import (
     at_their_turn,
     dry_run,
 )
-from gpuctl.rollout.holds import Wait, WaitKind
-from gpuctl.rollout.image_probe import modules_folder
-from gpuctl.rollout.kernel_proof import kmm_kernel, needs_proof
-from gpuctl.rollout.node_step import image_not_ready
-from gpuctl.rollout.order import is_unavailable, start_order
-from gpuctl.rollout.pass_setup import PassSetup, pass_setup
-from gpuctl.rollout.pause import pausable_on_node
-from gpuctl.rollout.pod_facts import PodFacts
-from gpuctl.rollout.refused import finishing_settings
-from gpuctl.rollout.rollout_input import Reads, module_container, pass_nodes
-from gpuctl.rollout.signing_key import SigningCertificate
+from gpuctl.rollout.input.build import Reads, module_container, pass_nodes
+from gpuctl.rollout.input.facts import INSPECT, GpuPod, ReportFacts, node_is_ready, report_facts
+from gpuctl.rollout.input.facts import NodeFacts as RolloutNode
+from gpuctl.rollout.input.image_probe import modules_folder
+from gpuctl.rollout.input.pass_setup import PassSetup, pass_setup
+from gpuctl.rollout.input.pod_facts import PodFacts
+from gpuctl.rollout.input.signing_key import SigningCertificate
+from gpuctl.rollout.place.refused import finishing_settings
+from gpuctl.rollout.reasons import Wait, WaitKind
+from gpuctl.rollout.start.order import is_unavailable, start_order
+from gpuctl.rollout.step.kernel_proof import kmm_kernel, needs_proof
+from gpuctl.rollout.step.pause import pausable_on_node
+from gpuctl.rollout.step.writes import image_not_ready
 
 CLAIMS_UNKNOWN = "allocated GPU ResourceClaims are unknown (unknown is never safe)"
 DONE = ("nothing to do",)
@@ -99,7 +99,7 @@ class PlanInput:
     images_config: Mapping[str, Any] | None = None
     # Why it could not be read ("" when it could): then no image counts as found.
     images_unknown: str = ""
-    # The certSecrets the GPUDriver names, as read (signing_key.py), by name.
+    # The certSecrets the GPUDriver names, as read (input/signing_key.py), by name.
     signing_certificates: Mapping[str, SigningCertificate] = field(default_factory=dict)
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
@@ -406,7 +406,7 @@ def _image_waits(run: DryRun, facts: NodeFacts) -> Verdict | None:
 
 
 def _probe_note(run: DryRun, name: str) -> str:
-    """What the node's check proves of its reload's image first (kernel_proof.py: a probe Pod
+    """What the node's check proves of its reload's image first (step/kernel_proof.py: a probe Pod
     on the node copies the kernel's modules out of it, as KMM's loader will); "" when its
     check needs no proof."""
     node = _in_run(run, name)

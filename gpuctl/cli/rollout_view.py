@@ -1,7 +1,7 @@
 """A GPUDriver's rollout as `gpuctl rollout status` shows it. Pure: objects in, text out.
 
 Reads `status.rollout`, which the coordinator writes: target version, state (a
-gpuctl.rollout.holds.RolloutState; one this build does not know is shown as written and is
+gpuctl.rollout.reasons.RolloutState; one this build does not know is shown as written and is
 not done), counts per node phase, and the nodes that are not done
 with their phase, reason and since-when.
 """
@@ -16,7 +16,7 @@ from typing import Any
 from gpuctl.cli.durations import short_age
 from gpuctl.cli.table import format_table
 from gpuctl.common import timestamps
-from gpuctl.rollout.holds import RolloutState, parse_state
+from gpuctl.rollout.reasons import RolloutState, parse_state
 
 # Exit codes of `gpuctl rollout status`.
 EXIT_COMPLETE, EXIT_FAILED, EXIT_NOT_DONE = 0, 1, 3

@@ -76,7 +76,8 @@ AGENT_AUDIENCE = f"{GROUP}/agent"
 
 # KMM's API, as gpuctl uses it.
 # The label KMM puts on its worker Pods (Load or Unload): the chart's worker hold guard
-# (coordinator/policies/worker_hold_guard.py) and the rollout (gpuctl/rollout/kmm_activity.py).
+# (coordinator/policies/worker_hold_guard.py) and the rollout
+# (gpuctl/rollout/input/kmm_activity.py).
 KMM_WORKER_ACTION_LABEL = "kmm.node.kubernetes.io/worker-action"
 KMM_GROUP = "kmm.sigs.x-k8s.io"
 KMM_VERSION = "v1beta1"
@@ -109,7 +110,7 @@ OPT_OUT_VALUE = "skip"
 
 SINCE = f"{GROUP}/driver-state-since"
 REASON = f"{GROUP}/driver-state-reason"
-# On a Blocked node: the kind of its reason (gpuctl.rollout.holds.BlockKind), which the metrics
+# On a Blocked node: the kind of its reason (gpuctl.rollout.reasons.BlockKind), which the metrics
 # and programs read; the reason above says it in words.
 REASON_KIND = f"{GROUP}/driver-state-reason-kind"
 # The version the node's phase is about: the Module's KMM version the node is being taken to,
@@ -159,11 +160,11 @@ COORDINATOR_VERSION = f"{GROUP}/coordinator-version"
 DEFAULT_COORDINATOR_LEASE = "gpuctl-coordinator"
 
 # On a Node verified at the target while the rollout soaks (spec.rollout.soakSeconds): what
-# it looked like when verified (gpuctl/rollout/soak.py); dropped once its soak passed.
+# it looked like when verified (gpuctl/rollout/fleet/soak.py); dropped once its soak passed.
 SOAK_BASELINE = f"{GROUP}/soak-baseline"
 
 # On a Node Done: the boot it was verified in, JSON {"bootID", "kernel"} from the Node's
-# status.nodeInfo (gpuctl/rollout/reboots.py). A Done node whose bootID differs rebooted:
+# status.nodeInfo (gpuctl/rollout/step/reboots.py). A Done node whose bootID differs rebooted:
 # it is verified again before it counts as Done.
 VERIFIED_BOOT = f"{GROUP}/verified-boot"
 # On a node Verifying (or Failed) after a reboot: the boot it left and the one it came back
@@ -186,7 +187,7 @@ REBOOT_TAKEN_UP = f"{GROUP}/reboot-taken-up"
 DRIVER_READY_LABEL = f"{GROUP}/driver-ready"
 DRIVER_READY_VALUE = "true"
 # On a node whose step took DRIVER_READY_LABEL off: JSON {"readyBefore", "owners", "evict"}
-# (gpuctl/rollout/pause.py): whether it had the label, the controllers of the paused pods
+# (gpuctl/rollout/step/pause.py): whether it had the label, the controllers of the paused pods
 # that must come back after the load ("DaemonSet monitoring/xpumanager"), and the pods holding
 # the GPU that are drained with the GPU pods.
 PAUSED_CLIENTS = f"{GROUP}/paused-gpu-clients"
@@ -195,7 +196,7 @@ CLIENTS_RESUMED_AT = f"{GROUP}/gpu-clients-resumed-at"
 # On a node Blocked because a declared DaemonSet's pod stayed on it with DRIVER_READY_LABEL off
 # (the DaemonSet does not select on it): JSON list of "namespace/name@revision" (its pods'
 # controller-revision-hash). The node stays Blocked while a pod of such a revision is on it
-# (gpuctl/rollout/pause.py); dropped when it leaves Blocked.
+# (gpuctl/rollout/step/pause.py); dropped when it leaves Blocked.
 PAUSE_NOT_SELECTING = f"{GROUP}/pause-not-selecting"
 
 # Annotations that describe one node's pass and are dropped once it is done.

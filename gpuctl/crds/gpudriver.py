@@ -14,7 +14,7 @@ from typing import Any
 from gpuctl.common import names
 from gpuctl.crds.envelope import custom_resource_definition
 from gpuctl.gpudriver import model, revisions
-from gpuctl.rollout.holds import BlockKind, HoldKind, RolloutState, WaitKind
+from gpuctl.rollout.reasons import BlockKind, HoldKind, RolloutState, WaitKind
 
 _DROPPED_KEYS = frozenset({"title", "additionalProperties", "$defs"})
 

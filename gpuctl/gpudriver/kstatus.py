@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpuctl.rollout.holds import HoldKind, RolloutState, parse_state
+from gpuctl.rollout.reasons import HoldKind, RolloutState, parse_state
 
 RECONCILING = "Reconciling"
 STALLED = "Stalled"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from gpuctl.common.names import Phase
 from gpuctl.rollout.event_notes import EventNote
-from gpuctl.rollout.facts import GpuPod
+from gpuctl.rollout.input.facts import GpuPod
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class NudgeKmm:
 
 @dataclass(frozen=True)
 class ProbeImage:
-    """Run KMM's copy of `kernel`'s modules out of `image` on `node` (image_probe.py), unless
+    """Run KMM's copy of `kernel`'s modules out of `image` on `node` (input/image_probe.py), unless
     its probe Pod is there already."""
 
     node: str

@@ -1,16 +1,16 @@
 """The rollout decision for one GPUDriver: a pure function from facts to actions and status.
 
-One pass, in this order, over the nodes the pass considers (rollout_input.py): nodes not yet
-in their place are put there (placement.py: a node Done at an older version is Pending
+One pass, in this order, over the nodes the pass considers (input/build.py): nodes not yet
+in their place are put there (place/placement.py: a node Done at an older version is Pending
 without a write, placement.waits_unwritten); a node in a step about another version than its
 own goes back to Checking at its version, the others in a step take their next step
-(steps.py, verify.py); then, unless something holds the whole rollout (gating.py: the failure
-budget, a pause, the hold after the first node, the windows, the Prometheus gate, the Module,
-a soak, a rollback), new nodes start within maxUnavailable in the shared order (starts.py),
-and Blocked ones are asked again. A node Failed at the target after its KMM write rolls the
-GPUDriver back under onNodeFailure: Rollback. What each rule is and why is in
-docs/rollout.md ("What happens to each node" and the sections after it); the status
-(rollout_status.py) and Events (messages.py) come out of the same facts.
+(step/phases.py, step/verifying.py); then, unless something holds the whole rollout
+(fleet/pass_holds.py: the failure budget, a pause, the hold after the first node, the windows, the
+Prometheus gate, the Module, a soak, a rollback), new nodes start within maxUnavailable in the
+shared order (start/starts.py), and Blocked ones are asked again. A node Failed at the target after
+its KMM write rolls the GPUDriver back under onNodeFailure: Rollback. What each rule is and why is
+in docs/rollout.md ("What happens to each node" and the sections after it); the status
+(report/status.py) and Events (report/messages.py) come out of the same facts.
 
 The coordinator acts on the Decision (coordinator/rollout/act.py); `gpuctl rollout plan`
 renders it (first_moves.py). One decision, two callers.
@@ -28,28 +28,28 @@ from gpuctl.gpudriver import revisions as rev
 from gpuctl.rollout.actions import Action, PatchNode, RestoreRevision
 from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.event_notes import WARNING, EventNote
-from gpuctl.rollout.facts import NodeFacts, RolloutInput
-from gpuctl.rollout.gating import rollout_holds
-from gpuctl.rollout.history import recorded
-from gpuctl.rollout.holds import Hold, HoldKind, RolloutState
-from gpuctl.rollout.messages import driver_events, rollout_message
-from gpuctl.rollout.node_step import StepResult, removing, written
-from gpuctl.rollout.placement import placement, waits_unwritten
-from gpuctl.rollout.prometheus_gate import GATE_RECHECK_SECONDS
-from gpuctl.rollout.reboots import (
+from gpuctl.rollout.fleet.pass_holds import rollout_holds
+from gpuctl.rollout.fleet.prometheus import GATE_RECHECK_SECONDS
+from gpuctl.rollout.fleet.soak import soak
+from gpuctl.rollout.fleet.windows import WindowState, window_state, window_status
+from gpuctl.rollout.input.facts import NodeFacts, RolloutInput
+from gpuctl.rollout.input.settings import SettingsError, max_unavailable
+from gpuctl.rollout.place.placement import placement, waits_unwritten
+from gpuctl.rollout.place.refused import anothers_step
+from gpuctl.rollout.reasons import Hold, HoldKind, RolloutState
+from gpuctl.rollout.report.history import recorded
+from gpuctl.rollout.report.messages import driver_events, rollout_message
+from gpuctl.rollout.report.status import RolloutCounts, rollout_status
+from gpuctl.rollout.start.starts import start_nodes
+from gpuctl.rollout.step.phases import STEPS
+from gpuctl.rollout.step.reboots import (
     boot_recorded,
     reboot_taken_up,
     rebooted_in_use,
     step_blocked_after_reboot,
 )
-from gpuctl.rollout.refused import anothers_step
-from gpuctl.rollout.rollout_status import RolloutCounts, rollout_status
-from gpuctl.rollout.settings import SettingsError, max_unavailable
-from gpuctl.rollout.soak import soak
-from gpuctl.rollout.starts import start_nodes
-from gpuctl.rollout.steps import STEPS
-from gpuctl.rollout.windows import WindowState, window_state, window_status
-from gpuctl.rollout.worker_hold import cleanup, let_go_first
+from gpuctl.rollout.step.worker_hold import cleanup, let_go_first
+from gpuctl.rollout.step.writes import StepResult, removing, written
 
 
 def _after(node: NodeFacts, write: PatchNode | None) -> tuple[Phase | None, str]:
@@ -102,7 +102,7 @@ def _node_place(inp: RolloutInput, node: NodeFacts, decision: Decision) -> tuple
     """The node's phase and version in this pass (None: not in this GPUDriver's rollout),
     its placement, reboot or own step taken into `decision`."""
     if anothers_step(node, inp.driver_name):
-        return None  # that GPUDriver finishes its step first (refused.py)
+        return None  # that GPUDriver finishes its step first (place/refused.py)
     rebooted = reboot_taken_up(inp, node)
     if rebooted is not None:
         # KMM's loader runs at the new boot whatever the node's phase: before anything
@@ -200,7 +200,7 @@ def _soak(
     phases: Mapping[str, Phase],
     decision: Decision,
 ) -> str:
-    """The soak of the nodes verified at the target (soak.py); the soaking ones in words."""
+    """The soak of the nodes verified at the target (fleet/soak.py); the soaking ones in words."""
     if not inp.settings.soak_seconds or not inp.target_version:
         return ""
     touched = {a.node for a in decision.actions if isinstance(a, PatchNode)}

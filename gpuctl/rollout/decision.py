@@ -9,8 +9,8 @@ from typing import Any
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import Action, RestoreRevision
 from gpuctl.rollout.event_notes import EventNote
-from gpuctl.rollout.holds import Wait
-from gpuctl.rollout.node_step import StepResult
+from gpuctl.rollout.reasons import Wait
+from gpuctl.rollout.step.writes import StepResult
 
 
 @dataclass

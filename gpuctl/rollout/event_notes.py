@@ -1,8 +1,9 @@
 """The Kubernetes Events a decision asks for: type (Normal or Warning), reason and message.
 
 Plain values that import nothing, so the pure decisions (gpuctl/gpudriver/plan.py,
-gpuctl/rollout/decide.py and gpuctl/rollout/steps.py) say which Event to record without importing
-the recorder that writes it (coordinator/kube/events.py), and with it the kubernetes client.
+gpuctl/rollout/decide.py and gpuctl/rollout/step/phases.py) say which Event to record without
+importing the recorder that writes it (coordinator/kube/events.py), and with it the kubernetes
+client.
 """
 
 from __future__ import annotations

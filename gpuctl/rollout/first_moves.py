@@ -7,7 +7,7 @@ coordinator's passes on the caller's reads, each pass's node writes made on the 
 the next (an older version's Done node is Pending without a write, and starts, or waits, in
 the same pass), with each node's latest agent report lent as the answer to its check, and its
 reload's image taken as proven to hold its kernel's modules (the probe the check runs first,
-kernel_proof.py: the plan says so, it cannot run it). A node
+step/kernel_proof.py: the plan says so, it cannot run it). A node
 that starts is followed through its checks up to where the agent's hands are needed
 (Preparing) or a person's (Blocked, Failed). `at_their_turn` is the same run with every
 rollout-wide wait lifted: where a waiting node's own checks take it once the wait is over.
@@ -27,7 +27,8 @@ from gpuctl.common.names import IN_PROGRESS, Phase
 from gpuctl.rollout.actions import EvictPods, PatchNode
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
-from gpuctl.rollout.facts import (
+from gpuctl.rollout.input.build import Reads, rollout_input
+from gpuctl.rollout.input.facts import (
     INSPECT,
     CallState,
     GpuPod,
@@ -36,11 +37,10 @@ from gpuctl.rollout.facts import (
     RolloutInput,
     node_facts,
 )
-from gpuctl.rollout.holds import Wait
-from gpuctl.rollout.image_probe import ImageProbe, ProbeOutcome, probe_name
-from gpuctl.rollout.kernel_proof import kmm_kernel, needs_proof
-from gpuctl.rollout.node_step import epoch
-from gpuctl.rollout.rollout_input import Reads, rollout_input
+from gpuctl.rollout.input.image_probe import ImageProbe, ProbeOutcome, probe_name
+from gpuctl.rollout.reasons import Wait
+from gpuctl.rollout.step.kernel_proof import kmm_kernel, needs_proof
+from gpuctl.rollout.step.writes import epoch
 
 # Passes of a dry run: a node is placed at most twice before its first move, which its step
 # follows through Checking and Draining to Preparing at most.
@@ -155,7 +155,7 @@ def _lent_calls(
 
 
 def _probes_lent(inp: RolloutInput) -> RolloutInput:
-    """Each reload's image probe standing as run and proven (kernel_proof.py), where the
+    """Each reload's image probe standing as run and proven (step/kernel_proof.py), where the
     reads have none: the plan follows the checks past it and says it is run first."""
     return dataclasses.replace(inp, nodes=[_proven(inp, node) for node in inp.nodes])
 

@@ -41,7 +41,7 @@ from typing import Any
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
 from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import kmm_version
-from gpuctl.rollout.rollout_input import kmm_labels
+from gpuctl.rollout.input.build import kmm_labels
 from testbed.agent_process import start_agent_process
 from testbed.cluster_agents import AgentPods, agent_username, delete_gpunode
 from testbed.cluster_api import TEST_LABEL, gpudriver, node_labels

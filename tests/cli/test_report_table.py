@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.report_table import clients_cell, module_summary, render_report
-from gpuctl.rollout.pod_facts import PodFacts
+from gpuctl.rollout.input.pod_facts import PodFacts
 
 
 def _pf_with_vfs() -> pb.NodeReport:

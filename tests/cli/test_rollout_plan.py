@@ -21,8 +21,8 @@ from gpuctl.cli.rollout_plan import (
 )
 from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import kmm_version
-from gpuctl.rollout.facts import GpuPod
-from gpuctl.rollout.pod_facts import PodFacts
+from gpuctl.rollout.input.facts import GpuPod
+from gpuctl.rollout.input.pod_facts import PodFacts
 from tests.support.rollout_samples import NOT_ENFORCING
 from tests.support.samples import claim
 
@@ -156,7 +156,7 @@ def _by_name(plan: Plan) -> dict[str, PlannedNode]:
     return {node.name: node for node in plan.nodes}
 
 
-# What a reload's check does first (kernel_proof.py), as the plan says it.
+# What a reload's check does first (step/kernel_proof.py), as the plan says it.
 PROBED = (
     "its check first proves that image r.example/xe:2 holds /opt/lib/modules/6.8.0-60-generic "
     "(KMM's copy, run in a probe Pod on the node): a copy that fails blocks it "
@@ -666,7 +666,7 @@ def test_the_plan_names_the_gpu_daemons_a_step_would_pause_and_the_one_that_bloc
 
 
 def test_a_secure_boot_node_with_an_unsigned_target_is_blocked_in_the_plan() -> None:
-    """The preflight (gpuctl/rollout/preflight.py) is the plan's as much as the rollout's."""
+    """The preflight (gpuctl/rollout/step/preflight.py) is the plan's as much as the rollout's."""
     locked = _idle()
     locked.kernel_release = "6.8.0-60-generic"
     locked.kernel_trust.secure_boot = pb.KernelTrust.SECURE_BOOT_ENABLED

@@ -12,7 +12,7 @@ from gpuctl.gpudriver import node_facts as nf
 from gpuctl.gpudriver.known_issues import known_issues
 from gpuctl.gpudriver.node_facts import planned_part, watched_node_part
 from gpuctl.gpudriver.targeting import node_kernel
-from gpuctl.rollout.facts import node_facts as rollout_node_facts
+from gpuctl.rollout.input.facts import node_facts as rollout_node_facts
 from tests.support import samples
 from tests.support.samples import node
 

@@ -8,7 +8,7 @@ from typing import Any
 from gpuctl.gpudriver.known_issues import UNKNOWN_FIELDS, known_issues
 from gpuctl.gpudriver.model import GPUDriverSpec, parse_spec
 from gpuctl.gpudriver.unknown_fields import known_only, unknown_fields
-from gpuctl.rollout.settings import rollout_settings
+from gpuctl.rollout.input.settings import rollout_settings
 from tests.support import samples
 
 

@@ -30,7 +30,7 @@ from gpuctl.rollout.actions import (
 )
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
-from gpuctl.rollout.facts import (
+from gpuctl.rollout.input.facts import (
     INSPECT,
     PREPARE,
     RESTORE,
@@ -43,8 +43,8 @@ from gpuctl.rollout.facts import (
     RestoreFacts,
     RolloutInput,
 )
-from gpuctl.rollout.records import decode_changes
-from gpuctl.rollout.settings import RolloutSettings, max_unavailable
+from gpuctl.rollout.input.records import decode_changes
+from gpuctl.rollout.input.settings import RolloutSettings, max_unavailable
 from tests.support.rollout_samples import (
     DRIVER,
     KMM,

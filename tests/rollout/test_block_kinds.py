@@ -7,9 +7,9 @@ from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.decide import decide
-from gpuctl.rollout.facts import BlockerFact, NodeFacts
-from gpuctl.rollout.holds import BlockKind
-from gpuctl.rollout.settings import RolloutSettings
+from gpuctl.rollout.input.facts import BlockerFact, NodeFacts
+from gpuctl.rollout.input.settings import RolloutSettings
+from gpuctl.rollout.reasons import BlockKind
 from tests.support.rollout_samples import (
     ACTIVE_VFS,
     HELD,

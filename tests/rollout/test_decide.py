@@ -11,8 +11,8 @@ from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode, RequestReport
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
-from gpuctl.rollout.facts import GpuPod, NodeFacts
-from gpuctl.rollout.settings import RolloutSettings
+from gpuctl.rollout.input.facts import GpuPod, NodeFacts
+from gpuctl.rollout.input.settings import RolloutSettings
 from tests.support.rollout_samples import (
     KMM,
     OLD,

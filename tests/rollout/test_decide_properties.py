@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 
 from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase
-from gpuctl.rollout.facts import GpuPod
-from gpuctl.rollout.settings import max_unavailable
+from gpuctl.rollout.input.facts import GpuPod
+from gpuctl.rollout.input.settings import max_unavailable
 from tests.rollout.simulated_world import SimNode, SimWorld, world
 from tests.support.rollout_samples import TARGET
 

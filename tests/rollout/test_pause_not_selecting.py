@@ -23,10 +23,10 @@ from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.decision import Decision
-from gpuctl.rollout.facts import BlockerFact, NodeFacts, ReportFacts
-from gpuctl.rollout.pod_facts import PodFacts, pod_facts, selects_driver_ready
-from gpuctl.rollout.pods import watched_part
-from gpuctl.rollout.settings import PauseSettings, RolloutSettings, Timeouts
+from gpuctl.rollout.input.facts import BlockerFact, NodeFacts, ReportFacts
+from gpuctl.rollout.input.gpu_pod_watch import watched_part
+from gpuctl.rollout.input.pod_facts import PodFacts, pod_facts, selects_driver_ready
+from gpuctl.rollout.input.settings import PauseSettings, RolloutSettings, Timeouts
 from tests.rollout.simulated_world import PF, SimNode, SimWorld
 from tests.support.rollout_samples import OLD, TARGET, loaded_labels
 

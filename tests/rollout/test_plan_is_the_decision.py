@@ -28,11 +28,11 @@ from gpuctl.gpudriver.module_spec import kmm_version
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
-from gpuctl.rollout.facts import INSPECT, CallState, GpuPod, node_facts, report_facts
 from gpuctl.rollout.first_moves import MoveKind
-from gpuctl.rollout.pass_setup import pass_setup
-from gpuctl.rollout.records import BootRecord, encode_boot
-from gpuctl.rollout.rollout_input import Reads, pass_nodes, rollout_input
+from gpuctl.rollout.input.build import Reads, pass_nodes, rollout_input
+from gpuctl.rollout.input.facts import INSPECT, CallState, GpuPod, node_facts, report_facts
+from gpuctl.rollout.input.pass_setup import pass_setup
+from gpuctl.rollout.input.records import BootRecord, encode_boot
 from tests.support.rollout_samples import NOT_ENFORCING
 
 EXAMPLES = {"ci": 60, "long": 2000}[os.environ.get("HYPOTHESIS_PROFILE", "ci")]

@@ -14,10 +14,10 @@ from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode, RequestReport
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
-from gpuctl.rollout.facts import NodeFacts
-from gpuctl.rollout.settings import RolloutSettings
-from gpuctl.rollout.steps import step_checking, step_loading, step_preparing
-from gpuctl.rollout.verify import step_verifying
+from gpuctl.rollout.input.facts import NodeFacts
+from gpuctl.rollout.input.settings import RolloutSettings
+from gpuctl.rollout.step.phases import step_checking, step_loading, step_preparing
+from gpuctl.rollout.step.verifying import step_verifying
 from tests.support.rollout_samples import (
     KMM,
     NONE,

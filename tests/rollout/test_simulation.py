@@ -12,7 +12,7 @@ import pytest
 
 from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase
-from gpuctl.rollout.facts import GpuPod
+from gpuctl.rollout.input.facts import GpuPod
 from tests.rollout.simulated_world import SimWorld, world
 from tests.support.rollout_samples import KMM, TARGET
 

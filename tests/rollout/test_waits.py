@@ -10,9 +10,9 @@ from typing import Any
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.decide import decide
-from gpuctl.rollout.holds import HoldKind, WaitKind
-from gpuctl.rollout.prometheus_gate import GateResult
-from gpuctl.rollout.settings import PrometheusGate, RolloutSettings
+from gpuctl.rollout.fleet.prometheus import GateResult
+from gpuctl.rollout.input.settings import PrometheusGate, RolloutSettings
+from gpuctl.rollout.reasons import HoldKind, WaitKind
 from tests.support.rollout_samples import NOW, OPEN_CLIENT, TARGET, node, rollout
 
 FREE = RolloutSettings(hold_after_first_node=False)

@@ -1,4 +1,4 @@
-"""The in-memory API server with a kubelet for gpuctl's image probes (image_probe.py): a
+"""The in-memory API server with a kubelet for gpuctl's image probes (input/image_probe.py): a
 probe Pod POSTed there ends at once, as a kubelet running KMM's copy in it would end it.
 
 `lacking` names the images that hold no modules for any kernel (their probe's copy exits 1,
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuctl.rollout.image_probe import PROBE_CONTAINER, is_probe_pod, modules_folder
+from gpuctl.rollout.input.image_probe import PROBE_CONTAINER, is_probe_pod, modules_folder
 from tests.support.memory_api import MemoryApi
 
 ENDED_AT = "2026-11-29T12:00:00Z"

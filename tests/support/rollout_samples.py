@@ -11,7 +11,7 @@ from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase
-from gpuctl.rollout.facts import (
+from gpuctl.rollout.input.facts import (
     INSPECT,
     PREPARE,
     RESTORE,
@@ -25,7 +25,7 @@ from gpuctl.rollout.facts import (
     RestoreFacts,
     RolloutInput,
 )
-from gpuctl.rollout.settings import RolloutSettings
+from gpuctl.rollout.input.settings import RolloutSettings
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 # The user's kernelModule.version (what the loaded module's backport tag shows) and the

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
 from coordinator.policies.worker_hold_guard import guard_objects
 from gpuctl.common import names
-from gpuctl.rollout.worker_hold import held_in
+from gpuctl.rollout.step.worker_hold import held_in
 from testbed.harness.waiting import wait_until
 from tests.support.admission_policies import installed_policy, refusal
 

@@ -30,7 +30,7 @@ workload churned (a drain's evictions), which a cluster's kubelets never do.
   failed container runs again after the crash-loop back-off (``pod_status.BackOff``; tests may
   shorten it, ``backoff=``), with ``restartCount`` and ``lastState`` as a kubelet writes them.
 
-- gpuctl's image probe (``gpuctl.dev/image-probe``, gpuctl/rollout/image_probe.py) bound to a
+- gpuctl's image probe (``gpuctl.dev/image-probe``, gpuctl/rollout/input/image_probe.py) bound to a
   served node: one container, ``restartPolicy: Never``, its image pulled as the init
   container's is, its command (KMM's copy) run once over the image's folder; Succeeded with
   exit code 0, else Failed with the container's exit code (``_run_probe``).
@@ -72,7 +72,7 @@ from testbed.harness.watch_wakeup import WatchWakeup
 WORKER_ACTION_LABEL = "kmm.node.kubernetes.io/worker-action"
 PULL_POD_LABEL = "kmm.node.kubernetes.io/pull-pod-type"
 RESOURCE_TYPE_LABEL = "kmm.node.kubernetes.io/resource-type"  # KMM's build and sign Pods
-# gpuctl's image probes (gpuctl/rollout/image_probe.py): the coordinator's Pods on a node,
+# gpuctl's image probes (gpuctl/rollout/input/image_probe.py): the coordinator's Pods on a node,
 # run as this kubelet runs KMM's, which a node's own kubelet runs beside them.
 IMAGE_PROBE_LABEL = "gpuctl.dev/image-probe"
 # The Pods served, one kind per selector (a label's existence; selectors have no "or").

@@ -2,7 +2,7 @@
 ModuleImagesConfigs), as it waits for Nodes, claims and Modules.
 
 A reload is held until KMM has found the new image for the node's kernel
-(gpuctl/rollout/node_step.py, image_not_ready). A pass on a record not read yet took every image
+(gpuctl/rollout/step/writes.py, image_not_ready). A pass on a record not read yet took every image
 as not found: a node already Blocked for a process holding its render node had that reason
 overwritten with "KMM has not found image …" by a new leader's first pass (found by a CI run
 of tests/integration/chart/test_upgrade_mid_rollout.py on 2026-12-04). Here the coordinator's

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuctl.rollout.node_step import EVICT_RETRY_SECONDS
+from gpuctl.rollout.step.writes import EVICT_RETRY_SECONDS
 from testbed.cluster_api import TEST_LABEL
 from testbed.harness.waiting import wait_until
 from testbed.kwok_nodes import (

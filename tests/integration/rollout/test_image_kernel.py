@@ -4,7 +4,7 @@ KMM's pull Pod runs the image with `exit 0` (imagepuller.go): a fixed tag under 
 mapping, built for another kernel only, `Exists`. Its loader's init container then copies
 `/opt/lib/modules/<kernel>` out of it (workerpodmanager.go) and fails for ever, after the
 version flip unloaded the old module. So before the flip the coordinator runs that copy in
-the image on the node (gpuctl/rollout/image_probe.py): here the image lacks the folder, and
+the image on the node (gpuctl/rollout/input/image_probe.py): here the image lacks the folder, and
 the node is Blocked (`image-lacks-kernel`) naming the image and the kernel, still loaded at
 the old version, nothing unloaded; once the image is pushed again with this kernel's build
 under the same tag, the Blocked node's probe runs again and the node goes to the new version.

@@ -1,8 +1,8 @@
 """Nodes reboot in every phase of an upgrade, on KMM's own operator: never unloaded busy, held
 and verified again at the version KMM loads there, and each ends with a driver.
 
-The unit tests (tests/rollout/test_reboots_any_phase.py) take a reboot in each phase through
-the decision (gpuctl/rollout/reboots.py, `reboot_taken_up`); here the real coordinator, agents
+The unit tests (tests/rollout/step/test_reboots_any_phase.py) take a reboot in each phase through
+the decision (gpuctl/rollout/step/reboots.py, `reboot_taken_up`); here the real coordinator, agents
 and KMM (testbed/harness/real_kmm.py) do it. The reboot is testbed/rollout_live/reboots.py:
 the kubelet posts the new boot id not Ready yet, and KMM's NodeModulesConfig reconciler then
 starts a loader on every node its Module selects with a version label (IsNodeRebooted), whose

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gpuctl.common import names
-from gpuctl.rollout.holds import HoldKind
+from gpuctl.rollout.reasons import HoldKind
 from testbed.rollout_live.rig import NEW, OLD, RolloutRig
 from testbed.rollout_live.scenario import FAST, TIMEOUTS, module_version, start, wait_status
 

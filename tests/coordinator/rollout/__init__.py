@@ -1,0 +1,1 @@
+"""Tests of the coordinator's rollout engine (coordinator/rollout)."""

@@ -1,0 +1,1 @@
+"""Tests of the rollout's fleet stage (gpuctl/rollout/fleet)."""

@@ -1,0 +1,1 @@
+"""Tests of the rollout's input stage (gpuctl/rollout/input)."""

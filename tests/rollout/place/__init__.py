@@ -1,0 +1,1 @@
+"""Tests of the rollout's place stage (gpuctl/rollout/place)."""

@@ -1,0 +1,1 @@
+"""Tests of the rollout's start stage (gpuctl/rollout/start)."""

@@ -1,0 +1,55 @@
+"""The shared start order of a rollout: nodes unavailable already first, then by name."""
+
+from __future__ import annotations
+
+from gpuctl.cli.rollout_plan import NodeFacts as PlanNode
+from gpuctl.cli.rollout_plan import PlanInput, plan_rollout
+from gpuctl.common.names import Phase
+from gpuctl.rollout.actions import PatchNode
+from gpuctl.rollout.decide import decide
+from gpuctl.rollout.input.settings import RolloutSettings
+from gpuctl.rollout.start.order import is_unavailable, start_order
+from tests.support.rollout_samples import node, rollout
+
+
+def test_nodes_unavailable_already_go_first_then_by_name() -> None:
+    assert start_order({"c": False, "a": False, "d": True, "b": True}) == ["b", "d", "a", "c"]
+    assert start_order({}) == []
+
+
+def test_unavailable_means_in_a_step_cordoned_or_notready_but_never_skipped() -> None:
+    assert is_unavailable(Phase.DRAINING, unschedulable=False, ready=True)
+    assert is_unavailable(Phase.PENDING, unschedulable=True, ready=True)
+    assert is_unavailable(None, unschedulable=False, ready=False)
+    assert not is_unavailable(Phase.DONE, unschedulable=False, ready=True)
+    assert not is_unavailable(None, unschedulable=False, ready=True)
+    assert not is_unavailable(Phase.SKIPPED, unschedulable=True, ready=False)
+
+
+def test_the_coordinator_starts_nodes_in_the_order_gpuctl_rollout_plan_shows() -> None:
+    cordoned = {"c", "e"}
+    pending = [node(name, phase=Phase.PENDING, unschedulable=name in cordoned) for name in "edcba"]
+    everyone = RolloutSettings(hold_after_first_node=False, max_unavailable="100%")
+    decision = decide(rollout(pending, settings=everyone))
+    started = [
+        a.node
+        for a in decision.actions
+        if isinstance(a, PatchNode) and a.phase_to is Phase.CHECKING
+    ]
+    driver = {
+        "metadata": {"name": "gpu"},
+        "spec": {"kernelModule": {"kernelMappings": [{"regexp": "^6"}]}},
+    }
+    as_listed = [
+        {
+            "metadata": {"name": n.name, "labels": {**n.labels, "kubernetes.io/arch": "amd64"}},
+            "spec": {"unschedulable": n.unschedulable},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "nodeInfo": {"kernelVersion": "6.8.0-60-generic"},
+            },
+        }
+        for n in pending
+    ]
+    planned = plan_rollout(PlanInput(driver, None, [PlanNode(n) for n in as_listed])).nodes
+    assert started == [p.name for p in planned] == ["c", "e", "a", "b", "d"]

@@ -1,0 +1,1 @@
+"""Tests of the rollout's step stage (gpuctl/rollout/step)."""
