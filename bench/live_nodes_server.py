@@ -30,9 +30,9 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from coordinator.kube.client import Kube
-from coordinator.live_nodes.agent_service import AgentServiceConfig
 from coordinator.live_nodes.live import LiveNodes, LiveNodesConfig
 from coordinator.live_nodes.server import DEFAULT_MAX_MESSAGE_BYTES, ServerConfig, TlsFiles
+from coordinator.live_nodes.streams.agent_service import AgentServiceConfig
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common.names import AGENT_AUDIENCE
 

@@ -84,7 +84,7 @@ class CoordinatorConfig:
     # Manage only the GPUDrivers with these labels (a label selector; None: all of them).
     driver_selector: str | None = None
     # Serve only the Nodes with these labels (a label selector; None: every Node): one
-    # coordinator per node pool (coordinator/live_nodes/node_scope.py).
+    # coordinator per node pool (coordinator/live_nodes/access/node_scope.py).
     node_selector: str | None = None
     # How often the rollout asks a Blocked node's agent whether its blocker went away.
     rollout_blocked_recheck_seconds: float = 30.0

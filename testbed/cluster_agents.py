@@ -22,9 +22,9 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from kubernetes import client as k8s
 
 from coordinator.kube.client import Kube, KubeError, path
-from coordinator.live_nodes.agent_service import AgentServiceConfig
 from coordinator.live_nodes.live import LiveNodes, LiveNodesConfig
 from coordinator.live_nodes.server import ServerConfig
+from coordinator.live_nodes.streams.agent_service import AgentServiceConfig
 from gpuctl.common.names import AGENT_AUDIENCE, GROUP, VERSION
 from gpuctl.common.names import GPUNODE_PLURAL as PLURAL
 from testbed.agent_client import AgentClient

@@ -11,17 +11,17 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from coordinator.live_nodes.agent_service import _parse
-from coordinator.live_nodes.freshness import freshness
-from coordinator.live_nodes.gpunode_status import desired_status
-from coordinator.live_nodes.identity import RefusalError
-from coordinator.live_nodes.limits import (
+from coordinator.live_nodes.access.identity import RefusalError
+from coordinator.live_nodes.gpunodes.gpunode_status import desired_status
+from coordinator.live_nodes.streams.agent_service import _parse
+from coordinator.live_nodes.streams.freshness import freshness
+from coordinator.live_nodes.streams.limits import (
     InvalidMessageError,
     check_call_result,
     check_hello,
     check_report_update,
 )
-from coordinator.live_nodes.node_record import NodeRecord, Session
+from coordinator.live_nodes.streams.node_record import NodeRecord, Session
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from gpuctl.cli.nodes_table import blockers_cell, gpus_cell, module_cell

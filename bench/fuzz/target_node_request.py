@@ -7,9 +7,9 @@ import contextlib
 
 from google.protobuf.message import DecodeError
 
-from coordinator.live_nodes.identity import RefusalError
-from coordinator.live_nodes.limits import InvalidMessageError, check_node_name
-from coordinator.live_nodes.node_service import MAX_FRESH_TIMEOUT, fresh_timeout
+from coordinator.live_nodes.access.identity import RefusalError
+from coordinator.live_nodes.streams.limits import InvalidMessageError, check_node_name
+from coordinator.live_nodes.streams.node_service import MAX_FRESH_TIMEOUT, fresh_timeout
 from gpuctl.api.v1alpha1 import node_service_pb2 as node_pb
 
 SEEDS = [

@@ -4,7 +4,7 @@ Without `--grpc-port` the coordinator serves no agents, so the rollout, which ne
 report for every load and unload, moves no node (the chart always sets it).
 With it, TLS is required: from files (`--tls-cert-file` + `--tls-key-file`, e.g. a cert-manager
 Secret mounted), or from a Secret the leader keeps itself (`--tls-secret`,
-coordinator/live_nodes/managed_tls.py); plaintext only when `--insecure-grpc` says so
+coordinator/live_nodes/tls/managed_tls.py); plaintext only when `--insecure-grpc` says so
 explicitly, for local runs.
 """
 
@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from coordinator.live_nodes.agent_service import AgentServiceConfig
 from coordinator.live_nodes.live import LiveNodesConfig
-from coordinator.live_nodes.managed_tls import ManagedTlsConfig, service_names
 from coordinator.live_nodes.server import DEFAULT_MAX_MESSAGE_BYTES, ServerConfig, TlsFiles
+from coordinator.live_nodes.streams.agent_service import AgentServiceConfig
+from coordinator.live_nodes.tls.managed_tls import ManagedTlsConfig, service_names
 from gpuctl.common.names import AGENT_AUDIENCE
 
 DEFAULT_AGENT_ACCOUNT = "gpuctl-agent"

@@ -8,7 +8,7 @@ its own Pod for the chart's gRPC Service while it serves (serving_label.py), so 
 callers reach the leader.
 
 With a node selector (one coordinator per node pool) all of it keeps to the pool's nodes
-(node_scope.py). The GPUNode watch starts once the pool is listed, so no GPUNode event is
+(access/node_scope.py). The GPUNode watch starts once the pool is listed, so no GPUNode event is
 judged before it is known whose node it is.
 """
 
@@ -25,11 +25,11 @@ from coordinator.health import Heartbeat, Liveness
 from coordinator.kube.client import KubeApi
 from coordinator.kube.paged_list import trimmed
 from coordinator.kube.watches import Informer, Resource
-from coordinator.live_nodes.inspect_requests import InspectRequests
-from coordinator.live_nodes.mirror import GPUNodeMirror
-from coordinator.live_nodes.node_scope import NodeScope, kept_if_ours
-from coordinator.live_nodes.registry import Registry
+from coordinator.live_nodes.access.node_scope import NodeScope, kept_if_ours
+from coordinator.live_nodes.gpunodes.mirror import GPUNodeMirror
 from coordinator.live_nodes.server import AgentServer, ServerConfig
+from coordinator.live_nodes.streams.inspect_requests import InspectRequests
+from coordinator.live_nodes.streams.registry import Registry
 from gpuctl.common import names
 
 log = logging.getLogger(__name__)

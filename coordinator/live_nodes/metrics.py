@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from coordinator.live_nodes.freshness import is_fresh
 from coordinator.live_nodes.live import LiveNodes
+from coordinator.live_nodes.streams.freshness import is_fresh
 
 
 class LiveNodesCollector(Collector):

@@ -5,10 +5,10 @@ stream. The loop runs in its own thread (`AgentServer.start`); the rest of the c
 threaded and talks to it only through the thread-safe Registry and `request_report`, which
 schedules an inspect request onto the loop and returns a concurrent Future.
 
-Transport: TLS on every connection (`TlsFiles`, re-read when the files change: tls_reload.py),
+Transport: TLS on every connection (`TlsFiles`, re-read when the files change: tls/tls_reload.py),
 or plaintext only when explicitly asked for (`insecure=True`, local runs). Limits: the maximum
 message size both ways, keepalive pings so dead peers are noticed, and the per-stream limits
-of agent_service.py.
+of streams/agent_service.py.
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ import grpc
 
 from coordinator.health import NO_HEARTBEAT, Heartbeat
 from coordinator.kube.client import KubeApi
-from coordinator.live_nodes.access_review import AccessReviewer
-from coordinator.live_nodes.agent_service import AgentService, AgentServiceConfig
-from coordinator.live_nodes.managed_tls import ManagedTls, ManagedTlsConfig
-from coordinator.live_nodes.node_scope import NodeScope
-from coordinator.live_nodes.node_service import NodeService
-from coordinator.live_nodes.registry import Registry
-from coordinator.live_nodes.sessions import CallResult, Sessions
-from coordinator.live_nodes.tls_reload import MemoryCertificate, ReloadingCertificate
-from coordinator.live_nodes.token_review import TokenReviewer
+from coordinator.live_nodes.access.access_review import AccessReviewer
+from coordinator.live_nodes.access.node_scope import NodeScope
+from coordinator.live_nodes.access.token_review import TokenReviewer
+from coordinator.live_nodes.streams.agent_service import AgentService, AgentServiceConfig
+from coordinator.live_nodes.streams.node_service import NodeService
+from coordinator.live_nodes.streams.registry import Registry
+from coordinator.live_nodes.streams.sessions import CallResult, Sessions
+from coordinator.live_nodes.tls.managed_tls import ManagedTls, ManagedTlsConfig
+from coordinator.live_nodes.tls.tls_reload import MemoryCertificate, ReloadingCertificate
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 

@@ -116,7 +116,7 @@ NAMESPACE_RULES: list[dict[str, Any]] = [
 
 # With --tls-secret (the chart's coordinator.grpc.tls.mode=selfSigned), in its namespace: the
 # leader reads, makes and renews its TLS Secret and publishes the CA in a ConfigMap
-# (coordinator/live_nodes/managed_tls.py). Reads and writes are limited to those two names
+# (coordinator/live_nodes/tls/managed_tls.py). Reads and writes are limited to those two names
 # (the generator puts the chart's names for the placeholders); a create cannot be limited by
 # name in RBAC.
 TLS_SECRET_NAME = "__TLS_SECRET__"  # noqa: S105 - a placeholder for a name

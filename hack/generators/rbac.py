@@ -86,7 +86,7 @@ def coordinator_text() -> str:
     self_signed = (
         '{{- if eq (include "gpuctl.tlsMode" .) "selfSigned" }}\n---\n'
         "# coordinator.grpc.tls.mode=selfSigned: the coordinator keeps its own TLS Secret and\n"
-        "# publishes the CA (coordinator/live_nodes/managed_tls.py).\n"
+        "# publishes the CA (coordinator/live_nodes/tls/managed_tls.py).\n"
         + tls_rules
         + "---\n"
         + _binding("RoleBinding", "Role", tls, release)

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.live_nodes.access_review import access_review_body
-from coordinator.live_nodes.identity import Reviewed
+from coordinator.live_nodes.access.access_review import access_review_body
+from coordinator.live_nodes.access.identity import Reviewed
 from gpuctl.cli.main import build_parser
 from gpuctl.common import names
 from tests.support.helm import Helm, find

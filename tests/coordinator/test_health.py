@@ -14,9 +14,9 @@ from prometheus_client import CollectorRegistry
 from coordinator.health import Heartbeat, Liveness, Verdict
 from coordinator.kube.client import KubeError, path
 from coordinator.kube.workqueue import WorkQueue, run_worker
-from coordinator.live_nodes.agent_service import AgentServiceConfig
-from coordinator.live_nodes.registry import Registry
 from coordinator.live_nodes.server import AgentServer, ServerConfig
+from coordinator.live_nodes.streams.agent_service import AgentServiceConfig
+from coordinator.live_nodes.streams.registry import Registry
 from coordinator.manager import Coordinator, CoordinatorConfig
 from coordinator.metrics_http import HealthChecks, serve_metrics, stop_metrics
 from coordinator.rollout.metrics import RolloutMetrics

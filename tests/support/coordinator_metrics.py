@@ -14,11 +14,11 @@ import time
 
 from prometheus_client import CollectorRegistry
 
-from coordinator.live_nodes.agent_service import AgentServiceConfig
 from coordinator.live_nodes.live import LiveNodes, LiveNodesConfig
 from coordinator.live_nodes.metrics import LiveNodesCollector
 from coordinator.live_nodes.server import ServerConfig
-from coordinator.live_nodes.tls_reload import MemoryCertificate
+from coordinator.live_nodes.streams.agent_service import AgentServiceConfig
+from coordinator.live_nodes.tls.tls_reload import MemoryCertificate
 from coordinator.process_metrics import CoordinatorCollector
 from coordinator.rollout.metrics import RolloutMetrics
 from testbed.harness import certs

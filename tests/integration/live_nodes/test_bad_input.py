@@ -17,10 +17,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.kube.client import Kube
-from coordinator.live_nodes.freshness import is_fresh
 from coordinator.live_nodes.live import LiveNodes
 from coordinator.live_nodes.metrics import LiveNodesCollector
-from coordinator.live_nodes.node_record import NodeRecord
+from coordinator.live_nodes.streams.freshness import is_fresh
+from coordinator.live_nodes.streams.node_record import NodeRecord
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from testbed.agent_client import AgentClient, sample_report
 from testbed.cluster_agents import AgentPods, connect, delete_gpunode, running_live_nodes

@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from coordinator.live_nodes.live import LiveNodes
-from coordinator.live_nodes.node_record import NodeRecord, Session
+from coordinator.live_nodes.streams.node_record import NodeRecord, Session
 from testbed.agent_client import sample_report
 from testbed.cluster_agents import AgentPods, connect, resigned_token
 from testbed.harness.access import KubeCluster

@@ -25,11 +25,11 @@ import pytest
 from cryptography import x509
 
 from coordinator.kube.client import Kube, path
-from coordinator.live_nodes.agent_service import AgentServiceConfig
 from coordinator.live_nodes.live import LiveNodes, LiveNodesConfig
-from coordinator.live_nodes.managed_tls import ManagedTlsConfig, service_names
-from coordinator.live_nodes.self_signed import Pem, issue_serving
 from coordinator.live_nodes.server import ServerConfig
+from coordinator.live_nodes.streams.agent_service import AgentServiceConfig
+from coordinator.live_nodes.tls.managed_tls import ManagedTlsConfig, service_names
+from coordinator.live_nodes.tls.self_signed import Pem, issue_serving
 from testbed.coordinator_rbac import (
     audited_calls,
     bound_coordinator,

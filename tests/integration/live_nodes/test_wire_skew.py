@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from coordinator.kube.client import Kube, KubeError
 from coordinator.live_nodes.metrics import LiveNodesCollector
-from coordinator.live_nodes.node_record import NodeRecord
+from coordinator.live_nodes.streams.node_record import NodeRecord
 from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
 from testbed.cluster_agents import AgentPods, connect, delete_gpunode, running_live_nodes

@@ -1,0 +1,1 @@
+"""Tests of coordinator/live_nodes/gpunodes."""
