@@ -39,7 +39,7 @@ from gpuctl.common import names, timestamps
 from gpuctl.common.gpu_claims import DRA_GROUP
 from gpuctl.common.names import DRIVER_LABEL, KMM_GROUP, KMM_IMAGES_CONFIG_PLURAL, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
-from gpuctl.gpudriver.node_facts import watched_node_part
+from gpuctl.gpudriver.driver_nodes import watched_node_part
 from gpuctl.gpudriver.targeting import node_kernel
 from gpuctl.gpudriver.tolerations import CORDON_TAINT_KEY, node_taints
 from gpuctl.rollout.input.gpu_pod_watch import concerns_rollout, pod_node, watched_part

@@ -1,6 +1,6 @@
 """Reconcile one GPUDriver: gather the inputs, carry out the plan, write status and Events.
 
-The decisions are elsewhere and pure (plan.py, module_spec.py, node_facts.py, validation.py,
+The decisions are elsewhere and pure (plan.py, module_spec.py, driver_nodes.py, validation.py,
 conflicts.py, known_issues.py, status.py); this module only reads (the GPUDriver and its
 Module fresh from the API server, the other GPUDrivers and the Nodes from the watch caches)
 and writes (finalizer, TARGET_LABEL on Nodes, Module, status, Events). A plan is made on the
@@ -26,6 +26,7 @@ from coordinator.kube.paged_list import list_pages
 from gpuctl.common import names
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
 from gpuctl.gpudriver.conflicts import conflicting_driver
+from gpuctl.gpudriver.driver_nodes import DriverNodes, NodeRef, driver_nodes, planned_part
 from gpuctl.gpudriver.known_issues import KnownIssue, known_issues, new_warnings
 from gpuctl.gpudriver.module_spec import (
     desired_module,
@@ -33,8 +34,7 @@ from gpuctl.gpudriver.module_spec import (
     ready_label,
     version_label,
 )
-from gpuctl.gpudriver.node_facts import NodeFacts, NodeRef, node_facts, planned_part
-from gpuctl.gpudriver.plan import Action, Plan, PlanInput, plan
+from gpuctl.gpudriver.plan import DriverAction, DriverPlan, DriverPlanInput, plan
 from gpuctl.gpudriver.status import (
     ROLLOUT_OWNED_STATUS,
     Observation,
@@ -80,8 +80,8 @@ class NodeLabels:
         """Label selectors that together list every Node the plan looks at."""
         return (f"{TARGET_LABEL}={self.driver}", self.ready, self.version)
 
-    def facts(self, nodes: Iterable[Mapping[str, Any]]) -> NodeFacts:
-        return node_facts(nodes, self.driver, self.ready, self.version)
+    def facts(self, nodes: Iterable[Mapping[str, Any]]) -> DriverNodes:
+        return driver_nodes(nodes, self.driver, self.ready, self.version)
 
 
 def _driver_path(name: str | None = None, subresource: str | None = None) -> str:
@@ -131,7 +131,7 @@ class Reconciler:
                 return None
             raise
 
-    def _fresh_facts(self, labels: NodeLabels) -> tuple[NodeFacts | None, str]:
+    def _fresh_facts(self, labels: NodeLabels) -> tuple[DriverNodes | None, str]:
         """The Nodes that matter, read now from the API server (in pages, keeping only what
         the plan reads of each); None and why if a read fails."""
         nodes: list[dict[str, Any]] = []
@@ -146,7 +146,9 @@ class Reconciler:
             return None, err.message
         return labels.facts(nodes), ""
 
-    def _plan(self, inputs: PlanInput, labels: NodeLabels) -> tuple[PlanInput, Plan]:
+    def _plan(
+        self, inputs: DriverPlanInput, labels: NodeLabels
+    ) -> tuple[DriverPlanInput, DriverPlan]:
         """The plan on the Node cache, made again on fresh Nodes if it would release anything."""
         decided = plan(inputs)
         if decided.needs_fresh_nodes:
@@ -169,7 +171,7 @@ class Reconciler:
             name, ready_label(namespace, mod_name), version_label(namespace, mod_name)
         )
         inputs, decided = self._plan(
-            PlanInput(
+            DriverPlanInput(
                 driver=driver,
                 module_name=mod_name,
                 module=module,
@@ -220,7 +222,9 @@ class Reconciler:
         self._write_status(after, compute_status(observation, self._now()))
         return requeue
 
-    def _known_issues(self, driver: Mapping[str, Any], inputs: PlanInput) -> tuple[KnownIssue, ...]:
+    def _known_issues(
+        self, driver: Mapping[str, Any], inputs: DriverPlanInput
+    ) -> tuple[KnownIssue, ...]:
         """The reference's known issues on the nodes a live GPUDriver targets (Node cache)."""
         if inputs.desired is None or driver["metadata"].get("deletionTimestamp"):
             return ()
@@ -230,33 +234,33 @@ class Reconciler:
 
     def _carry_out(
         self,
-        decided: Plan,
+        decided: DriverPlan,
         driver: dict[str, Any],
         module: dict[str, Any] | None,
-        inputs: PlanInput,
+        inputs: DriverPlanInput,
     ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """Make the plan's writes, in its order; the GPUDriver and Module as they are afterwards."""
         for action in decided.actions:
-            if action is Action.ADD_FINALIZER:
+            if action is DriverAction.ADD_FINALIZER:
                 driver = self._set_finalizers(driver, add=True)
-            elif action is Action.TARGET_NODES:
+            elif action is DriverAction.TARGET_NODES:
                 for node in decided.target_nodes:
                     self._target_node(node, driver["metadata"]["name"])
                 note = decided.targeted_event
                 if note is not None:
                     self._events.record(driver, note.kind, note.reason, note.message)
-            elif action is Action.CREATE:
+            elif action is DriverAction.CREATE:
                 assert inputs.desired is not None
                 assert decided.module_spec is not None
                 module = self._create_module({**inputs.desired, "spec": decided.module_spec})
-            elif action is Action.UPDATE:
+            elif action is DriverAction.UPDATE:
                 assert module is not None
                 assert decided.module_spec is not None
                 module = self._update_module(module, decided.module_spec, inputs.desired)
-            elif action is Action.DELETE:
+            elif action is DriverAction.DELETE:
                 assert module is not None
                 module = self._delete_module(module)
-            elif action is Action.REMOVE_FINALIZER:
+            elif action is DriverAction.REMOVE_FINALIZER:
                 self._set_finalizers(driver, add=False)
                 return None, None
         return driver, module

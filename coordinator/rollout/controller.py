@@ -27,7 +27,7 @@ from coordinator.kube.workqueue import WorkQueue, run_worker
 from coordinator.rollout.act import API_ERROR_RETRY_SECONDS, RolloutActor
 from coordinator.rollout.agent_calls import AgentCalls, CallTable
 from coordinator.rollout.config import RolloutConfig
-from coordinator.rollout.gather import RolloutGatherer, RolloutView
+from coordinator.rollout.gather import RolloutGatherer, WatchCaches
 from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.overlay import NodeOverlay
 from coordinator.rollout.status_writes import StatusWrites
@@ -72,7 +72,7 @@ class RolloutController:
     def __init__(
         self,
         kube: KubeApi,
-        view: RolloutView,
+        view: WatchCaches,
         *,
         agents: AgentCalls | None,
         events: EventRecorder,

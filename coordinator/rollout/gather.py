@@ -46,7 +46,7 @@ from gpuctl.rollout.input.facts import NodeFacts, RolloutInput
 from gpuctl.rollout.input.image_probe import PROBE_LABEL
 from gpuctl.rollout.input.memo import NodeFactsMemo
 from gpuctl.rollout.input.pod_facts import PodFacts, node_pod_facts
-from gpuctl.rollout.input.settings import PrometheusGate, RolloutSettings
+from gpuctl.rollout.input.settings import PrometheusGateSettings, RolloutSettings
 from gpuctl.rollout.input.signing_key import cert_secrets
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ NEEDS_PODS = frozenset(
 LISTS_PODS = Phase.PREPARING
 
 
-class RolloutView(Protocol):
+class WatchCaches(Protocol):
     """The watch caches the rollout reads."""
 
     def drivers(self) -> list[dict[str, Any]]: ...
@@ -106,7 +106,7 @@ class RolloutGatherer:
     def __init__(
         self,
         kube: KubeApi,
-        view: RolloutView,
+        view: WatchCaches,
         *,
         config: RolloutConfig,
         calls: CallTable,
@@ -232,7 +232,7 @@ class RolloutGatherer:
             return cached[1]
         return self.ask_gate(driver, gate)
 
-    def ask_gate(self, driver: str, gate: PrometheusGate) -> GateResult:
+    def ask_gate(self, driver: str, gate: PrometheusGateSettings) -> GateResult:
         """Asks Prometheus now; the verdict is kept for _gate."""
         asked, asked_at = self._monotonic(), self._wall()
         answer = query_prometheus(self._config.prometheus, gate.url, gate.query, gate.timeout)

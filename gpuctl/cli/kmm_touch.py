@@ -41,7 +41,7 @@ _IN_KERNEL = (pb.Module.LIVE, pb.Module.COMING, pb.Module.GOING)
 _PROVENANCE = {pb.Module.IN_TREE: "in-tree ", pb.Module.OUT_OF_TREE: "out-of-tree "}
 
 
-class Action(StrEnum):
+class TouchKind(StrEnum):
     LOAD = "load"
     RELOAD = "reload"
     UNLOAD = "unload"
@@ -52,7 +52,7 @@ class Action(StrEnum):
 class Touch:
     """What KMM would do to the node, and why, in words."""
 
-    action: Action
+    action: TouchKind
     change: str
     # The rollout has already labelled the node for the target: KMM is at work on it and the
     # node's checks are behind it.
@@ -112,17 +112,17 @@ def touch(target: Target, node: Mapping[str, Any], report: pb.NodeReport | None)
     labels = node_labels(node)
     carries = labels.get(names.TARGET_LABEL) == target.driver
     if target.deleting or not wants_node(target.spec, node):
-        return Touch(Action.UNLOAD, unwanted_because(target, node)) if carries else None
+        return Touch(TouchKind.UNLOAD, unwanted_because(target, node)) if carries else None
     current = labels.get(target.version_label, "") if carries and target.version_label else ""
     if target.version is None or not current:
-        return Touch(Action.LOAD, _load_words(target, carries) + _live_words(target, report))
+        return Touch(TouchKind.LOAD, _load_words(target, carries) + _live_words(target, report))
     if current != target.version:
-        return Touch(Action.RELOAD, f"from {current} to {target.version}: unload, then load")
+        return Touch(TouchKind.RELOAD, f"from {current} to {target.version}: unload, then load")
     annotations = (node.get("metadata") or {}).get("annotations") or {}
     done = parse_phase(labels.get(names.STATE_LABEL)) is Phase.DONE
     if done and annotations.get(names.STATE_VERSION) == target.version:
-        return Touch(Action.NONE, f"at {target.version}")
-    return Touch(Action.LOAD, f"labelled for {target.version}: KMM is loading it", released=True)
+        return Touch(TouchKind.NONE, f"at {target.version}")
+    return Touch(TouchKind.LOAD, f"labelled for {target.version}: KMM is loading it", released=True)
 
 
 def _load_words(target: Target, carries: bool) -> str:

@@ -19,7 +19,7 @@ from gpuctl.cli.rollout_facts import (
     get_signing_certificates,
 )
 from gpuctl.cli.rollout_history import plan_undo, render_history
-from gpuctl.cli.rollout_plan import PlanInput, plan_document, plan_rollout, render_plan
+from gpuctl.cli.rollout_plan import RolloutPlanInput, plan_document, plan_rollout, render_plan
 from gpuctl.cli.rollout_view import (
     EXIT_NOT_DONE,
     RolloutView,
@@ -271,7 +271,7 @@ def run_plan(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock = 
     facts = gather_facts(api_client, clock)
     images_config, images_unknown = get_images_config(api_client, module)
     plan = plan_rollout(
-        PlanInput(
+        RolloutPlanInput(
             driver,
             module,
             facts.nodes,

@@ -23,7 +23,7 @@ from gpuctl.cli.kmm_touch import module_ref
 from gpuctl.cli.kube_client import request_timeout
 from gpuctl.cli.kube_errors import call_api, describe_api_error, status_body, unreachable
 from gpuctl.cli.node_view import from_gpunode
-from gpuctl.cli.rollout_plan import NodeFacts
+from gpuctl.cli.rollout_plan import ClusterNode
 from gpuctl.cli.source_flags import Clock
 from gpuctl.common import names
 from gpuctl.common.gpu_claims import DRA_GROUP, served_dra_version
@@ -66,7 +66,7 @@ def get_module(api_client: Any, driver: Mapping[str, Any]) -> Mapping[str, Any] 
 class PlanFacts:
     """What the plan reads besides the GPUDriver and its Module."""
 
-    nodes: list[NodeFacts]
+    nodes: list[ClusterNode]
     # The ResourceClaims as listed, and why they are unknown ("" when they are known).
     claims: list[Mapping[str, Any]]
     claims_unknown: str
@@ -159,7 +159,7 @@ def gather_facts(api_client: Any, clock: Clock) -> PlanFacts:
     pods = _pods_by_node(api_client, core, server)
     return PlanFacts(
         [
-            NodeFacts(
+            ClusterNode(
                 node=node,
                 view=views.get(node_name(node)),
                 gpu_pods=gpu_pods(pods.get(node_name(node), []), dra_served=dra_served),

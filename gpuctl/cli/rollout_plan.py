@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuctl.cli.kmm_touch import Action, Touch, module_ref, target_of, touch
+from gpuctl.cli.kmm_touch import Touch, TouchKind, module_ref, target_of, touch
 from gpuctl.cli.node_view import NodeView
 from gpuctl.cli.table import format_table
 from gpuctl.common import names
@@ -67,7 +67,7 @@ GATE_NOT_ASKED = "the plan does not ask the Prometheus gate: it starts if the ga
 
 
 @dataclass(frozen=True)
-class NodeFacts:
+class ClusterNode:
     """One Node (as the API returns it), its agent's latest report, its GPU pods and every
     pod on it (who holds its GPU, what the pause takes off it)."""
 
@@ -82,12 +82,12 @@ class NodeFacts:
 
 
 @dataclass(frozen=True)
-class PlanInput:
+class RolloutPlanInput:
     driver: Mapping[str, Any]
     # The Module the GPUDriver's status.module names; None when there is none (yet).
     module: Mapping[str, Any] | None
     # Every Node: the plan keeps those KMM would touch.
-    nodes: Sequence[NodeFacts]
+    nodes: Sequence[ClusterNode]
     # Why allocated ResourceClaims could not be listed ("" when they were, or DRA is not
     # served): then every node's claims are unknown.
     claims_unknown: str = ""
@@ -107,7 +107,7 @@ class PlanInput:
 @dataclass(frozen=True)
 class PlannedNode:
     name: str
-    action: Action
+    action: TouchKind
     # What KMM would do and why, in words.
     change: str
     # What the coordinator's first pass does to the node, in a few words.
@@ -121,7 +121,7 @@ class PlannedNode:
 
 
 @dataclass(frozen=True)
-class Plan:
+class RolloutPlan:
     driver: str
     # "<namespace>/<name>" of the Module; "" when the GPUDriver names none yet.
     module: str
@@ -137,7 +137,7 @@ class Plan:
     images_unknown: str = ""
 
 
-def _answers(inp: PlanInput) -> dict[str, ReportFacts]:
+def _answers(inp: RolloutPlanInput) -> dict[str, ReportFacts]:
     """Each node's fresh, connected agent report, as the check's answer."""
     out = {}
     for facts in inp.nodes:
@@ -158,7 +158,7 @@ def _not_fresh(view: NodeView | None) -> str:
     return ""
 
 
-def _reads(inp: PlanInput, setup: PassSetup) -> Reads:
+def _reads(inp: RolloutPlanInput, setup: PassSetup) -> Reads:
     """The coordinator's input, as its gatherer would build it from these reads."""
     finishing = bool(setup.refusal) or setup.settings is None
     target, settings = setup.target, setup.settings
@@ -191,7 +191,7 @@ def _reads(inp: PlanInput, setup: PassSetup) -> Reads:
     )
 
 
-def plan_rollout(inp: PlanInput) -> Plan:
+def plan_rollout(inp: RolloutPlanInput) -> RolloutPlan:
     """Every node KMM would touch, in the coordinator's order, with what it does first."""
     setup = pass_setup(inp.driver, inp.drivers or [inp.driver])
     target = target_of(inp.driver, inp.module)
@@ -200,7 +200,7 @@ def plan_rollout(inp: PlanInput) -> Plan:
     reads, answers = _reads(inp, setup), _answers(inp)
     run = dry_run(reads, answers)
     turn = at_their_turn(reads, answers) if _any_waits_its_turn(run) else run
-    touched: dict[str, tuple[NodeFacts, Touch]] = {}
+    touched: dict[str, tuple[ClusterNode, Touch]] = {}
     for facts in inp.nodes:
         fresh = facts.view.report if facts.view is not None and not _not_fresh(facts.view) else None
         found = touch(target, facts.node, fresh)
@@ -209,7 +209,7 @@ def plan_rollout(inp: PlanInput) -> Plan:
     order = start_order({name: _unavailable(facts.node) for name, (facts, _) in touched.items()})
     ref = module_ref(inp.driver)
     refusal = setup.refusal or ("" if setup.settings is not None else "spec.rollout unreadable")
-    return Plan(
+    return RolloutPlan(
         driver=target.driver,
         module="/".join(ref) if ref is not None else "",
         version=target.version,
@@ -251,14 +251,14 @@ def _any_waits_its_turn(run: DryRun) -> bool:
 
 
 def _planned(
-    run: DryRun, turn: DryRun, facts: NodeFacts, found: Touch, refusal: str
+    run: DryRun, turn: DryRun, facts: ClusterNode, found: Touch, refusal: str
 ) -> PlannedNode:
     annotations = (facts.node.get("metadata") or {}).get("annotations") or {}
     state = node_labels(facts.node).get(names.STATE_LABEL, "")
     state_version = annotations.get(names.STATE_VERSION, "")
     now = f"{state} ({state_version})" if state and state_version else state or "-"
     node_run = run.nodes.get(facts.name)
-    if found.action is Action.NONE:
+    if found.action is TouchKind.NONE:
         return PlannedNode(facts.name, found.action, found.change, "-", "done", DONE, now)
     if node_run is None:
         why = f"the rollout is refused ({refusal}): nothing starts" if refusal else "not rolled"
@@ -294,7 +294,7 @@ Verdict = tuple[str, tuple[str, ...]]
 _MOVING = (MoveKind.START, MoveKind.STEP)
 
 
-def _verdict(run: DryRun, node_run: NodeRun, facts: NodeFacts) -> Verdict:
+def _verdict(run: DryRun, node_run: NodeRun, facts: ClusterNode) -> Verdict:
     move = node_run.move
     if move.kind is MoveKind.WAIT and move.wait is not None:
         return _waiting(move.wait)
@@ -316,7 +316,7 @@ def _waiting(wait: Wait) -> Verdict:
     return "wait", (wait.words,)
 
 
-def _stays(node_run: NodeRun, facts: NodeFacts) -> Verdict:
+def _stays(node_run: NodeRun, facts: ClusterNode) -> Verdict:
     labels = node_labels(facts.node)
     annotations = (facts.node.get("metadata") or {}).get("annotations") or {}
     phase = node_run.placed[-1] if node_run.placed else parse_phase(labels.get(names.STATE_LABEL))
@@ -332,7 +332,7 @@ def _stays(node_run: NodeRun, facts: NodeFacts) -> Verdict:
     return "wait", ("nothing moves it in this pass",)
 
 
-def _followed(run: DryRun, node_run: NodeRun, facts: NodeFacts) -> Verdict:
+def _followed(run: DryRun, node_run: NodeRun, facts: ClusterNode) -> Verdict:
     """Where the node's checks take it, on its agent's latest report."""
     start = node_run.move.phase_to
     last = node_run.then[-1] if node_run.then else start
@@ -370,7 +370,7 @@ def _pause_note(run: DryRun, name: str) -> tuple[str, ...]:
     return (f"would pause ({names.DRIVER_READY_LABEL} off until verified): {named}",)
 
 
-def _drain_waits(run: DryRun, facts: NodeFacts) -> Verdict:
+def _drain_waits(run: DryRun, facts: ClusterNode) -> Verdict:
     """A drain that does not finish by itself: GPU pods (eviction off) or claims."""
     pods = ", ".join(str(p) for p in facts.gpu_pods)
     if pods:
@@ -383,7 +383,7 @@ def _drain_waits(run: DryRun, facts: NodeFacts) -> Verdict:
     return "wait", ("waits at the drain",)
 
 
-def _report_blockers(run: DryRun, facts: NodeFacts) -> str:
+def _report_blockers(run: DryRun, facts: ClusterNode) -> str:
     """What the node's report says blocks the unload, in the agent's words ("" for none)."""
     view = facts.view
     if view is None or view.report is None or _not_fresh(view):
@@ -396,7 +396,7 @@ def _in_run(run: DryRun, name: str) -> RolloutNode | None:
     return next((node for node in run.inp.nodes if node.name == name), None)
 
 
-def _image_waits(run: DryRun, facts: NodeFacts) -> Verdict | None:
+def _image_waits(run: DryRun, facts: ClusterNode) -> Verdict | None:
     """A check that waits for KMM to find the reload's image, then blocks (None: it does
     not)."""
     no_image = _image_not_ready(run, facts.name)
@@ -437,7 +437,7 @@ def _claims_of(run: DryRun, name: str) -> tuple[str, ...]:
     return node.claims if node is not None else ()
 
 
-def _preparation_notes(run: DryRun, facts: NodeFacts) -> tuple[str, ...]:
+def _preparation_notes(run: DryRun, facts: ClusterNode) -> tuple[str, ...]:
     """What preparing the node would change (the unload rule's notes on its report)."""
     view = facts.view
     if view is None or view.report is None or _not_fresh(view):
@@ -445,7 +445,7 @@ def _preparation_notes(run: DryRun, facts: NodeFacts) -> tuple[str, ...]:
     return unload_verdict(view.report, run.inp.unload_settings).notes
 
 
-def render_plan(plan: Plan) -> str:
+def render_plan(plan: RolloutPlan) -> str:
     lines = [_headline(plan)]
     if plan.refusal:
         lines.append(
@@ -488,7 +488,7 @@ def render_plan(plan: Plan) -> str:
     return "\n".join(lines) + "\n" + format_table(headers, rows)
 
 
-def positions(plan: Plan) -> list[int | None]:
+def positions(plan: RolloutPlan) -> list[int | None]:
     """Each node's turn in the coordinator's order (None: skipped or done, it takes none)."""
     out: list[int | None] = []
     order = 0
@@ -501,7 +501,7 @@ def positions(plan: Plan) -> list[int | None]:
     return out
 
 
-def plan_document(plan: Plan) -> dict[str, Any]:
+def plan_document(plan: RolloutPlan) -> dict[str, Any]:
     """`gpuctl rollout plan -o json|yaml`: the plan's table and headline as data; the field
     names are the table's columns (order, now, action, change, next, would, why)."""
     return {
@@ -528,7 +528,7 @@ def plan_document(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _headline(plan: Plan) -> str:
+def _headline(plan: RolloutPlan) -> str:
     if plan.version is not None:
         return f"GPUDriver {plan.driver}: target version {plan.version} (Module {plan.module})."
     if plan.module:
@@ -542,13 +542,15 @@ def _headline(plan: Plan) -> str:
     )
 
 
-def _counts(plan: Plan) -> str:
+def _counts(plan: RolloutPlan) -> str:
     actions = Counter(node.action for node in plan.nodes)
     changing = [
-        f"{actions[a]} {a.value}" for a in (Action.LOAD, Action.RELOAD, Action.UNLOAD) if actions[a]
+        f"{actions[a]} {a.value}"
+        for a in (TouchKind.LOAD, TouchKind.RELOAD, TouchKind.UNLOAD)
+        if actions[a]
     ]
-    words = f"KMM would touch {len(plan.nodes) - actions[Action.NONE]} node(s)"
+    words = f"KMM would touch {len(plan.nodes) - actions[TouchKind.NONE]} node(s)"
     words += f": {', '.join(changing)}" if changing else ""
-    if actions[Action.NONE]:
-        words += f"; {actions[Action.NONE]} at the target already"
+    if actions[TouchKind.NONE]:
+        words += f"; {actions[TouchKind.NONE]} at the target already"
     return words + ". In the coordinator's order:"

@@ -1,7 +1,7 @@
 """What to do about one GPUDriver now: the reconcile decision as a pure function.
 
 Given the GPUDriver, its stored Module, the Module gpuctl would write, whether KMM is served,
-the spec's problems, a conflicting GPUDriver and what the Nodes' labels say (node_facts.py),
+the spec's problems, a conflicting GPUDriver and what the Nodes' labels say (driver_nodes.py),
 `plan` returns the writes to make (finalizer, Node labels, create, update, delete), the
 problems to report and the Events to record. reconciler.py gathers the inputs and carries the
 plan out. KMM acts on a node only after gpuctl decided, for that node, that it may, so:
@@ -25,7 +25,8 @@ from enum import Enum
 from typing import Any
 
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
-from gpuctl.gpudriver import node_facts
+from gpuctl.gpudriver import driver_nodes
+from gpuctl.gpudriver.driver_nodes import DriverNodes, NodeRef
 from gpuctl.gpudriver.module_spec import (
     module_ref,
     stored_mappings,
@@ -33,7 +34,6 @@ from gpuctl.gpudriver.module_spec import (
     stored_version,
     target_selector,
 )
-from gpuctl.gpudriver.node_facts import NodeFacts, NodeRef
 from gpuctl.gpudriver.status import KMM_NOT_INSTALLED, Problem, named
 from gpuctl.gpudriver.validation import FieldError
 from gpuctl.rollout.event_notes import NORMAL, WARNING, EventNote
@@ -44,7 +44,7 @@ TERMINATING_RETRY_SECONDS = 2.0
 WAITING_RETRY_SECONDS = 10.0
 
 
-class Action(Enum):
+class DriverAction(Enum):
     ADD_FINALIZER = "add-finalizer"
     TARGET_NODES = "target-nodes"
     CREATE = "create-module"
@@ -55,19 +55,24 @@ class Action(Enum):
 
 # Writes that can make KMM unload a node (or let the Module go): decided on Nodes read fresh.
 NEEDS_FRESH_NODES = frozenset(
-    {Action.TARGET_NODES, Action.UPDATE, Action.DELETE, Action.REMOVE_FINALIZER}
+    {
+        DriverAction.TARGET_NODES,
+        DriverAction.UPDATE,
+        DriverAction.DELETE,
+        DriverAction.REMOVE_FINALIZER,
+    }
 )
 
 
 @dataclass(frozen=True)
-class PlanInput:
+class DriverPlanInput:
     driver: Mapping[str, Any]
     module_name: str
     module: Mapping[str, Any] | None
     desired: Mapping[str, Any] | None
     kmm_installed: bool
     # None: the Nodes could not be read (`nodes_error` says why), so nothing may be released.
-    nodes: NodeFacts | None
+    nodes: DriverNodes | None
     nodes_error: str = ""
     invalid: Sequence[FieldError] = ()
     conflict_with: str | None = None
@@ -77,8 +82,8 @@ class PlanInput:
 
 
 @dataclass(frozen=True)
-class Plan:
-    actions: tuple[Action, ...] = ()
+class DriverPlan:
+    actions: tuple[DriverAction, ...] = ()
     problems: tuple[Problem, ...] = ()
     events: tuple[EventNote, ...] = ()
     requeue_after: float | None = None
@@ -97,7 +102,7 @@ class Plan:
         return any(a in NEEDS_FRESH_NODES for a in self.actions)
 
 
-def _driver_name(inp: PlanInput) -> str:
+def _driver_name(inp: DriverPlanInput) -> str:
     return str(inp.driver["metadata"]["name"])
 
 
@@ -127,9 +132,9 @@ def _retargeted(module: Mapping[str, Any], driver: str) -> dict[str, Any]:
     return {**dict(module.get("spec") or {}), "selector": target_selector(driver)}
 
 
-def _nodes_unknown(inp: PlanInput, what: str) -> Plan:
+def _nodes_unknown(inp: DriverPlanInput, what: str) -> DriverPlan:
     message = f"cannot read Nodes ({inp.nodes_error or 'unknown'}): {what}"
-    return Plan(
+    return DriverPlan(
         problems=(Problem("NodesUnknown", message),),
         events=(EventNote(WARNING, "NodesUnknown", message),),
         requeue_after=WAITING_RETRY_SECONDS,
@@ -139,20 +144,20 @@ def _nodes_unknown(inp: PlanInput, what: str) -> Plan:
 # -- removal: kernelModule removed, or the GPUDriver deleted ------------------------------------
 
 
-def _let_go(inp: PlanInput, ours: Mapping[str, Any] | None) -> Plan:
+def _let_go(inp: DriverPlanInput, ours: Mapping[str, Any] | None) -> DriverPlan:
     """No node is left: delete our Module (it targets nothing), then release the GPUDriver."""
     driver = _driver_name(inp)
     if ours is not None:
         if _terminating(ours):
-            return Plan(requeue_after=TERMINATING_RETRY_SECONDS)
+            return DriverPlan(requeue_after=TERMINATING_RETRY_SECONDS)
         note = EventNote(
             NORMAL,
             "ModuleDeleting",
             f"deleting {module_ref(inp.module_name)}: no node carries {TARGET_LABEL}={driver} "
             "or its ready label any more, so KMM unloads nothing",
         )
-        return Plan(
-            actions=(Action.DELETE,), events=(note,), requeue_after=TERMINATING_RETRY_SECONDS
+        return DriverPlan(
+            actions=(DriverAction.DELETE,), events=(note,), requeue_after=TERMINATING_RETRY_SECONDS
         )
     note = EventNote(
         NORMAL,
@@ -160,10 +165,10 @@ def _let_go(inp: PlanInput, ours: Mapping[str, Any] | None) -> Plan:
         f"{module_ref(inp.module_name)} is gone and no node carries {TARGET_LABEL}={driver}; "
         "releasing the GPUDriver",
     )
-    return Plan(actions=(Action.REMOVE_FINALIZER,), events=(note,))
+    return DriverPlan(actions=(DriverAction.REMOVE_FINALIZER,), events=(note,))
 
 
-def _plan_removal(inp: PlanInput, deleting: bool) -> Plan:
+def _plan_removal(inp: DriverPlanInput, deleting: bool) -> DriverPlan:
     """kernelModule removed, or the GPUDriver deleted: the Module and the finalizer stay
     until every node is unloaded node by node."""
     driver = _driver_name(inp)
@@ -174,39 +179,39 @@ def _plan_removal(inp: PlanInput, deleting: bool) -> Plan:
     count_ready = ours is not None or inp.module is None
     if ours is None and not releasing:
         left = inp.nodes.left(count_ready) if inp.nodes is not None else ()
-        return Plan(nodes_left=left, requeue_after=WAITING_RETRY_SECONDS if left else None)
+        return DriverPlan(nodes_left=left, requeue_after=WAITING_RETRY_SECONDS if left else None)
     if inp.nodes is None:
         return _nodes_unknown(
             inp,
             f"the Module and the finalizer stay until no node carries {TARGET_LABEL}={driver}",
         )
     left = inp.nodes.left(count_ready)
-    loaded = left or node_facts.to_target(inp.nodes)
+    loaded = left or driver_nodes.to_target(inp.nodes)
     if ours and loaded and not _terminating(ours) and not _selects_target(ours, driver):
         # The rollout unloads a node by removing TARGET_LABEL: the Module must select it.
         return replace(_retarget(inp, ours, _retargeted(ours, driver), ()), nodes_left=left)
     if left:
-        return Plan(nodes_left=left, requeue_after=WAITING_RETRY_SECONDS)
+        return DriverPlan(nodes_left=left, requeue_after=WAITING_RETRY_SECONDS)
     return _let_go(inp, ours)
 
 
 # -- a live GPUDriver with a kernelModule ------------------------------------------------------
 
 
-def _refusal(inp: PlanInput) -> Plan | None:
+def _refusal(inp: DriverPlanInput) -> DriverPlan | None:
     """Why no Module may be written at all (KMM missing, invalid spec, conflict), or None."""
     if not inp.kmm_installed:
-        return Plan(
+        return DriverPlan(
             problems=(Problem("KMMNotInstalled", KMM_NOT_INSTALLED),),
             events=(EventNote(WARNING, "KMMNotInstalled", KMM_NOT_INSTALLED),),
         )
     if inp.kmm_unsupported:
-        return Plan(
+        return DriverPlan(
             problems=(Problem("KMMUnsupported", inp.kmm_unsupported),),
             events=(EventNote(WARNING, "KMMUnsupported", inp.kmm_unsupported),),
         )
     if inp.invalid:
-        return Plan(
+        return DriverPlan(
             problems=tuple(Problem("InvalidSpec", str(e)) for e in inp.invalid),
             events=tuple(EventNote(WARNING, "InvalidSpec", str(e)) for e in inp.invalid),
         )
@@ -215,7 +220,7 @@ def _refusal(inp: PlanInput) -> Plan | None:
             f"GPUDriver {inp.conflict_with} already loads the driver on nodes this GPUDriver's "
             "selector can match; no Module is written until the selectors are disjoint"
         )
-        return Plan(
+        return DriverPlan(
             problems=(Problem("Conflict", message),),
             events=(EventNote(WARNING, "Conflict", message),),
         )
@@ -223,12 +228,15 @@ def _refusal(inp: PlanInput) -> Plan | None:
 
 
 def _retarget(
-    inp: PlanInput, module: Mapping[str, Any], spec: Mapping[str, Any], held: Sequence[Problem]
-) -> Plan:
+    inp: DriverPlanInput,
+    module: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    held: Sequence[Problem],
+) -> DriverPlan:
     """Switch a stored Module to TARGET_LABEL: first every node it loaded gets the label."""
     assert inp.nodes is not None
     driver = _driver_name(inp)
-    taken = node_facts.foreign(inp.nodes, driver)
+    taken = driver_nodes.foreign(inp.nodes, driver)
     if taken:
         message = (
             f"{module_ref(inp.module_name)} is loaded on "
@@ -236,12 +244,12 @@ def _retarget(
             + f"; it does not select {TARGET_LABEL}={driver} until those nodes carry no other "
             "GPUDriver's label"
         )
-        return Plan(
+        return DriverPlan(
             problems=(Problem("TargetLabelConflict", message), *held),
             events=(EventNote(WARNING, "TargetLabelConflict", message),),
             requeue_after=WAITING_RETRY_SECONDS,
         )
-    refs = tuple(node_facts.ref(n) for n in node_facts.to_target(inp.nodes))
+    refs = tuple(driver_nodes.ref(n) for n in driver_nodes.to_target(inp.nodes))
     targeted = None
     if refs:
         targeted = EventNote(
@@ -259,8 +267,8 @@ def _retarget(
         )
     ]
     events.extend(EventNote(NORMAL, "ModuleUpdateHeld", p.message) for p in held)
-    return Plan(
-        actions=((Action.TARGET_NODES,) if refs else ()) + (Action.UPDATE,),
+    return DriverPlan(
+        actions=((DriverAction.TARGET_NODES,) if refs else ()) + (DriverAction.UPDATE,),
         problems=tuple(held),
         events=tuple(events),
         requeue_after=WAITING_RETRY_SECONDS if held else None,
@@ -271,7 +279,7 @@ def _retarget(
 
 
 def _holds(
-    inp: PlanInput, module: Mapping[str, Any], desired: Mapping[str, Any], retarget: bool
+    inp: DriverPlanInput, module: Mapping[str, Any], desired: Mapping[str, Any], retarget: bool
 ) -> list[Problem]:
     """Why the desired Module may not be written over the stored one yet (`retarget`: the
     nodes it loaded get TARGET_LABEL in the same pass, so they count as targeted)."""
@@ -290,9 +298,9 @@ def _holds(
                 "yourself once its nodes are idle: KMM then unloads them all at once)",
             )
         ]
-    nodes = [*inp.nodes.targeted, *(node_facts.to_target(inp.nodes) if retarget else ())]
+    nodes = [*inp.nodes.targeted, *(driver_nodes.to_target(inp.nodes) if retarget else ())]
     desired_mappings = desired["spec"]["moduleLoader"]["container"]["kernelMappings"]
-    lost = node_facts.unserved(nodes, stored_mappings(module), desired_mappings)
+    lost = driver_nodes.unserved(nodes, stored_mappings(module), desired_mappings)
     if lost:
         return [
             Problem(
@@ -301,7 +309,7 @@ def _holds(
                 "mapping serves; they are unloaded node by node first",
             )
         ]
-    dropped = node_facts.dropped_by_tolerations(
+    dropped = driver_nodes.dropped_by_tolerations(
         nodes, stored_tolerations(module), desired["spec"].get("tolerations") or []
     )
     if dropped:
@@ -316,16 +324,18 @@ def _holds(
     return []
 
 
-def _plan_update(inp: PlanInput, module: Mapping[str, Any], desired: Mapping[str, Any]) -> Plan:
+def _plan_update(
+    inp: DriverPlanInput, module: Mapping[str, Any], desired: Mapping[str, Any]
+) -> DriverPlan:
     """Keep a stored, owned Module in line with the desired one."""
     driver = _driver_name(inp)
     retarget = not _selects_target(module, driver)
     if not retarget and not _module_differs(module, desired):
-        return Plan()
+        return DriverPlan()
     if inp.nodes is None:
         return _nodes_unknown(inp, "holding the Module update")
     held = _holds(inp, module, desired, retarget)
-    loaded = inp.nodes.left() or node_facts.to_target(inp.nodes)
+    loaded = inp.nodes.left() or driver_nodes.to_target(inp.nodes)
     if not stored_version(module) and not loaded:
         note = EventNote(
             NORMAL,
@@ -333,24 +343,24 @@ def _plan_update(inp: PlanInput, module: Mapping[str, Any], desired: Mapping[str
             f"deleting {module_ref(inp.module_name)} (it has no version) to create it again "
             f"with one: no node carries {TARGET_LABEL}={driver} or its ready label",
         )
-        return Plan(
-            actions=(Action.DELETE,), events=(note,), requeue_after=TERMINATING_RETRY_SECONDS
+        return DriverPlan(
+            actions=(DriverAction.DELETE,), events=(note,), requeue_after=TERMINATING_RETRY_SECONDS
         )
     if retarget:
         return _retarget(
             inp, module, _retargeted(module, driver) if held else desired["spec"], held
         )
     if held:
-        return Plan(
+        return DriverPlan(
             problems=tuple(held),
             events=tuple(EventNote(NORMAL, "ModuleUpdateHeld", p.message) for p in held),
             requeue_after=WAITING_RETRY_SECONDS,
         )
     note = EventNote(NORMAL, "ModuleUpdated", f"updated {module_ref(inp.module_name)}")
-    return Plan(actions=(Action.UPDATE,), events=(note,), module_spec=desired["spec"])
+    return DriverPlan(actions=(DriverAction.UPDATE,), events=(note,), module_spec=desired["spec"])
 
 
-def _plan_module(inp: PlanInput) -> Plan:
+def _plan_module(inp: DriverPlanInput) -> DriverPlan:
     """The Module-side plan for a live GPUDriver (finalizer handled by the caller)."""
     module, desired = inp.module, inp.desired
     if desired is None:
@@ -360,19 +370,21 @@ def _plan_module(inp: PlanInput) -> Plan:
         return refusal
     if module is None:
         note = EventNote(NORMAL, "ModuleCreated", f"created {module_ref(inp.module_name)}")
-        return Plan(actions=(Action.CREATE,), events=(note,), module_spec=desired["spec"])
+        return DriverPlan(
+            actions=(DriverAction.CREATE,), events=(note,), module_spec=desired["spec"]
+        )
     if _terminating(module):
-        return Plan(requeue_after=TERMINATING_RETRY_SECONDS)
+        return DriverPlan(requeue_after=TERMINATING_RETRY_SECONDS)
     if not owned_by(module, inp.driver):
         message = f"{module_ref(inp.module_name)} exists and is not owned by this GPUDriver"
-        return Plan(
+        return DriverPlan(
             problems=(Problem("ModuleNotOwned", message),),
             events=(EventNote(WARNING, "ModuleNotOwned", message),),
         )
     return _plan_update(inp, module, desired)
 
 
-def plan(inp: PlanInput) -> Plan:
+def plan(inp: DriverPlanInput) -> DriverPlan:
     """The whole decision for one GPUDriver."""
     meta = inp.driver["metadata"]
     if meta.get("deletionTimestamp"):
@@ -388,6 +400,6 @@ def plan(inp: PlanInput) -> Plan:
     )
     return replace(
         module_plan,
-        actions=(Action.ADD_FINALIZER, *module_plan.actions),
+        actions=(DriverAction.ADD_FINALIZER, *module_plan.actions),
         events=(guard, *module_plan.events),
     )

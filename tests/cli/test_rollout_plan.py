@@ -11,10 +11,10 @@ from google.protobuf import json_format
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.node_view import NodeView, from_gpunode
 from gpuctl.cli.rollout_plan import (
-    NodeFacts,
-    Plan,
-    PlanInput,
+    ClusterNode,
     PlannedNode,
+    RolloutPlan,
+    RolloutPlanInput,
     plan_document,
     plan_rollout,
     render_plan,
@@ -120,20 +120,20 @@ def _idle(state: pb.Module.State.ValueType = pb.Module.LIVE) -> pb.NodeReport:
     return report
 
 
-def _facts(node: dict[str, Any], report: pb.NodeReport | None = None, **kw: Any) -> NodeFacts:
+def _facts(node: dict[str, Any], report: pb.NodeReport | None = None, **kw: Any) -> ClusterNode:
     view = kw.pop("view", _view(report if report is not None else _idle()))
-    return NodeFacts(node, view=view, **kw)
+    return ClusterNode(node, view=view, **kw)
 
 
 def _plan(
-    nodes: list[NodeFacts],
+    nodes: list[ClusterNode],
     driver: dict[str, Any] | None = None,
     module: dict[str, Any] | None = None,
     claims_unknown: str = "",
     claims: list[dict[str, Any]] | None = None,
-) -> Plan:
+) -> RolloutPlan:
     return plan_rollout(
-        PlanInput(
+        RolloutPlanInput(
             driver if driver is not None else _driver(),
             module if module is not None else _module(),
             nodes,
@@ -152,7 +152,7 @@ def _images_found(driver: dict[str, Any]) -> dict[str, Any]:
     return {"status": {"imagesStates": found}}
 
 
-def _by_name(plan: Plan) -> dict[str, PlannedNode]:
+def _by_name(plan: RolloutPlan) -> dict[str, PlannedNode]:
     return {node.name: node for node in plan.nodes}
 
 
@@ -327,7 +327,7 @@ def test_without_a_module_the_plan_is_a_first_install() -> None:
         _facts(_node("b", labels=_carrying()), _idle(pb.Module.NOT_LOADED)),
     ]
     driver = _driver()
-    plan = plan_rollout(PlanInput(driver, None, nodes))
+    plan = plan_rollout(RolloutPlanInput(driver, None, nodes))
     assert plan.version is None
     assert [(n.name, n.action.value, n.change) for n in plan.nodes] == [
         ("a", "load", "first install"),
@@ -338,7 +338,7 @@ def test_without_a_module_the_plan_is_a_first_install() -> None:
         "installed): planned as a first install."
     )
     del driver["status"]
-    plan = plan_rollout(PlanInput(driver, None, nodes))
+    plan = plan_rollout(RolloutPlanInput(driver, None, nodes))
     assert render_plan(plan).splitlines()[0] == (
         f"GPUDriver {DRIVER}: no KMM Module yet (status.module is empty; is gpuctl-coordinator "
         "running?): planned as a first install."

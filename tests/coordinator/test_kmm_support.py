@@ -9,7 +9,7 @@ from coordinator.drivers.kmm_check import CRD_PATH, KmmSupportCheck
 from coordinator.kube.client import KubeError
 from gpuctl.gpudriver.kmm_support import unsupported_kmm
 from gpuctl.gpudriver.module_spec import desired_module
-from gpuctl.gpudriver.plan import Action, PlanInput, plan
+from gpuctl.gpudriver.plan import DriverAction, DriverPlanInput, plan
 from tests.support import samples
 
 
@@ -71,7 +71,7 @@ def test_with_no_answer_yet_a_failed_read_refuses() -> None:
 def test_the_plan_writes_no_module_for_an_unsupported_kmm() -> None:
     driver = samples.driver()
     driver["metadata"]["uid"] = "u1"
-    inputs = PlanInput(
+    inputs = DriverPlanInput(
         driver=driver,
         module_name="gpu-policy-gpu",
         module=None,
@@ -81,6 +81,6 @@ def test_the_plan_writes_no_module_for_an_unsupported_kmm() -> None:
         kmm_unsupported="KMM is older than v2.4.0",
     )
     decided = plan(inputs)
-    assert Action.CREATE not in decided.actions
+    assert DriverAction.CREATE not in decided.actions
     assert [p.reason for p in decided.problems] == ["KMMUnsupported"]
     assert "KMMUnsupported" in [e.reason for e in decided.events]

@@ -8,9 +8,9 @@ from typing import Any
 
 from gpuctl.common import names
 from gpuctl.common.names import TARGET_LABEL
-from gpuctl.gpudriver import node_facts as nf
+from gpuctl.gpudriver import driver_nodes as nf
+from gpuctl.gpudriver.driver_nodes import planned_part, watched_node_part
 from gpuctl.gpudriver.known_issues import known_issues
-from gpuctl.gpudriver.node_facts import planned_part, watched_node_part
 from gpuctl.gpudriver.targeting import node_kernel
 from gpuctl.rollout.input.facts import node_facts as rollout_node_facts
 from tests.support import samples
@@ -20,8 +20,8 @@ READY = "kmm.node.kubernetes.io/ns.gpu-policy-gpu.ready"
 VERSION = "kmm.node.kubernetes.io/version-module.ns.gpu-policy-gpu"
 
 
-def facts(*nodes: dict[str, Any]) -> nf.NodeFacts:
-    return nf.node_facts(nodes, "gpu-policy", READY, VERSION)
+def facts(*nodes: dict[str, Any]) -> nf.DriverNodes:
+    return nf.driver_nodes(nodes, "gpu-policy", READY, VERSION)
 
 
 def test_nodes_are_classified_by_their_labels() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.common.names import FINALIZER, TARGET_LABEL
-from gpuctl.gpudriver import node_facts
+from gpuctl.gpudriver import driver_nodes
 from gpuctl.gpudriver.module_spec import desired_module, ready_label, version_label
-from gpuctl.gpudriver.plan import Action, PlanInput, plan
+from gpuctl.gpudriver.plan import DriverAction, DriverPlanInput, plan
 from gpuctl.gpudriver.tolerations import CORDON_TAINT_KEY
 from gpuctl.gpudriver.validation import FieldError
 from tests.support import samples
@@ -40,8 +40,8 @@ def older_gpuctls(driver: dict[str, Any], *, version: str | None = "v1") -> dict
     return module
 
 
-def nodes(*found: dict[str, Any]) -> node_facts.NodeFacts:
-    return node_facts.node_facts(found, "gpu-policy", READY, VERSION)
+def nodes(*found: dict[str, Any]) -> driver_nodes.DriverNodes:
+    return driver_nodes.driver_nodes(found, "gpu-policy", READY, VERSION)
 
 
 def gpu_node(name: str, labels: dict[str, str], kernel: str = KERNEL) -> dict[str, Any]:
@@ -50,7 +50,9 @@ def gpu_node(name: str, labels: dict[str, str], kernel: str = KERNEL) -> dict[st
     return found
 
 
-def inputs(driver: dict[str, Any], module: dict[str, Any] | None, **changes: Any) -> PlanInput:
+def inputs(
+    driver: dict[str, Any], module: dict[str, Any] | None, **changes: Any
+) -> DriverPlanInput:
     base: dict[str, Any] = {
         "driver": driver,
         "module_name": MOD,
@@ -60,7 +62,7 @@ def inputs(driver: dict[str, Any], module: dict[str, Any] | None, **changes: Any
         "nodes": nodes(),
     }
     base.update(changes)
-    return PlanInput(**base)
+    return DriverPlanInput(**base)
 
 
 def live(spec: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -88,7 +90,7 @@ def spec_with_mapping(regexp: str) -> dict[str, Any]:
 def test_new_driver_gets_finalizer_and_module() -> None:
     driver = samples.driver()
     decided = plan(inputs(driver, None))
-    assert decided.actions == (Action.ADD_FINALIZER, Action.CREATE)
+    assert decided.actions == (DriverAction.ADD_FINALIZER, DriverAction.CREATE)
     assert decided.module_spec == stored(driver)["spec"]
     assert [e.reason for e in decided.events] == ["GuardInstalled", "ModuleCreated"]
     assert decided.problems == ()
@@ -107,7 +109,7 @@ def test_changed_spec_updates_in_place_on_fresh_nodes() -> None:
     old = stored(driver)
     old["spec"]["tolerations"] = []
     decided = plan(inputs(driver, old))
-    assert decided.actions == (Action.UPDATE,)
+    assert decided.actions == (DriverAction.UPDATE,)
     assert decided.module_spec == stored(driver)["spec"]
     assert decided.events[0].reason == "ModuleUpdated"
     assert decided.needs_fresh_nodes
@@ -117,16 +119,16 @@ def test_a_version_or_config_change_is_an_update_never_a_recreate() -> None:
     before, after = samples.minimal_spec(), samples.minimal_spec()
     after["kernelModule"]["version"] = "v2"
     decided = plan(inputs(live(after), stored(live(before))))
-    assert decided.actions == (Action.UPDATE,)
+    assert decided.actions == (DriverAction.UPDATE,)
     after["kernelModule"]["parameters"] = ["max_vfs=7"]
-    assert plan(inputs(live(after), stored(live(before)))).actions == (Action.UPDATE,)
+    assert plan(inputs(live(after), stored(live(before)))).actions == (DriverAction.UPDATE,)
 
 
 def test_targeted_nodes_the_update_serves_too_do_not_hold_it() -> None:
     driver = live(spec_with_mapping("^6\\.8\\."))
     old = stored(live(spec_with_mapping("^6\\.")))
     on_68 = gpu_node("n1", TARGETED)
-    assert plan(inputs(driver, old, nodes=nodes(on_68))).actions == (Action.UPDATE,)
+    assert plan(inputs(driver, old, nodes=nodes(on_68))).actions == (DriverAction.UPDATE,)
 
 
 def test_mapping_loss_holds_the_update_until_those_nodes_are_unloaded() -> None:
@@ -146,7 +148,7 @@ def test_mapping_loss_holds_the_update_until_those_nodes_are_unloaded() -> None:
     assert decided.requeue_after is not None
     # The rollout unloaded them (TARGET_LABEL gone): the update goes through.
     unloaded = [gpu_node(f"n{i}", {}) for i in (1, 2)]
-    assert plan(inputs(driver, old, nodes=nodes(*unloaded))).actions == (Action.UPDATE,)
+    assert plan(inputs(driver, old, nodes=nodes(*unloaded))).actions == (DriverAction.UPDATE,)
 
 
 def test_narrowed_tolerations_hold_the_update_until_the_tainted_nodes_are_unloaded() -> None:
@@ -167,14 +169,16 @@ def test_narrowed_tolerations_hold_the_update_until_the_tainted_nodes_are_unload
     ]
     # The rollout unloaded it (TARGET_LABEL gone): the update goes through.
     tainted["metadata"]["labels"].pop(TARGET_LABEL)
-    assert plan(inputs(driver, old, nodes=nodes(tainted, cordoned))).actions == (Action.UPDATE,)
+    assert plan(inputs(driver, old, nodes=nodes(tainted, cordoned))).actions == (
+        DriverAction.UPDATE,
+    )
 
 
 def test_a_targeted_node_neither_mapping_serves_does_not_hold_the_update() -> None:
     driver = live(spec_with_mapping("^7\\.0\\."))
     old = stored(live(spec_with_mapping("^6\\.8\\.")))
     rebooted = gpu_node("n1", TARGETED, kernel="6.9.0-1-generic")
-    assert plan(inputs(driver, old, nodes=nodes(rebooted))).actions == (Action.UPDATE,)
+    assert plan(inputs(driver, old, nodes=nodes(rebooted))).actions == (DriverAction.UPDATE,)
 
 
 def test_unknown_nodes_hold_an_update() -> None:
@@ -252,10 +256,10 @@ def test_nodes_it_loaded_get_the_target_label_before_the_module_selects_it() -> 
         gpu_node("elsewhere", {}),
     )
     decided = plan(inputs(driver, old, nodes=found))
-    assert decided.actions == (Action.TARGET_NODES, Action.UPDATE)
+    assert decided.actions == (DriverAction.TARGET_NODES, DriverAction.UPDATE)
     assert decided.target_nodes == (
-        node_facts.NodeRef("ready", "5"),
-        node_facts.NodeRef("versioned", "5"),
+        driver_nodes.NodeRef("ready", "5"),
+        driver_nodes.NodeRef("versioned", "5"),
     )
     assert decided.module_spec == stored(driver)["spec"]
     assert [e.reason for e in decided.events] == ["ModuleUpdated"]
@@ -269,7 +273,11 @@ def test_the_first_pass_adds_the_finalizer_and_still_tells_of_the_labelled_nodes
     driver["metadata"]["finalizers"] = []
     found = nodes(gpu_node("ready", {READY: "", VERSION: "v1"}))
     decided = plan(inputs(driver, older_gpuctls(driver), nodes=found))
-    assert decided.actions == (Action.ADD_FINALIZER, Action.TARGET_NODES, Action.UPDATE)
+    assert decided.actions == (
+        DriverAction.ADD_FINALIZER,
+        DriverAction.TARGET_NODES,
+        DriverAction.UPDATE,
+    )
     assert decided.targeted_event is not None
     assert decided.targeted_event.reason == "NodesTargeted"
 
@@ -277,7 +285,7 @@ def test_the_first_pass_adds_the_finalizer_and_still_tells_of_the_labelled_nodes
 def test_without_nodes_to_label_the_module_is_just_updated() -> None:
     driver = live()
     decided = plan(inputs(driver, older_gpuctls(driver)))
-    assert decided.actions == (Action.UPDATE,)
+    assert decided.actions == (DriverAction.UPDATE,)
     assert decided.module_spec == stored(driver)["spec"]
 
 
@@ -294,7 +302,7 @@ def test_migration_with_mapping_loss_switches_only_the_selector_and_holds_the_re
     driver = live(spec_with_mapping("^7\\.0\\."))
     old = older_gpuctls(live(spec_with_mapping("^6\\.8\\.")))
     decided = plan(inputs(driver, old, nodes=nodes(gpu_node("n1", {READY: ""}))))
-    assert decided.actions == (Action.TARGET_NODES, Action.UPDATE)
+    assert decided.actions == (DriverAction.TARGET_NODES, DriverAction.UPDATE)
     assert decided.module_spec == {**old["spec"], "selector": TARGETED}
     assert [p.reason for p in decided.problems] == ["ModuleUpdateHeld"]
     assert "nodes n1 run a kernel" in decided.problems[0].message
@@ -305,7 +313,7 @@ def test_a_module_without_version_is_retargeted_and_held_kmm_refuses_adding_one(
     old = older_gpuctls(driver, version=None)
     loaded = nodes(gpu_node("n1", {READY: ""}))
     decided = plan(inputs(driver, old, nodes=loaded))
-    assert decided.actions == (Action.TARGET_NODES, Action.UPDATE)
+    assert decided.actions == (DriverAction.TARGET_NODES, DriverAction.UPDATE)
     assert decided.module_spec == {**old["spec"], "selector": TARGETED}
     assert "has no version (written by an older gpuctl)" in decided.problems[0].message
     # Retargeted, still loaded: held, nothing written.
@@ -318,7 +326,7 @@ def test_a_module_without_version_is_retargeted_and_held_kmm_refuses_adding_one(
 def test_a_module_without_version_loaded_nowhere_is_recreated_with_one() -> None:
     driver = live()
     decided = plan(inputs(driver, older_gpuctls(driver, version=None)))
-    assert decided.actions == (Action.DELETE,)
+    assert decided.actions == (DriverAction.DELETE,)
     assert decided.events[0].reason == "ModuleRecreating"
     assert decided.needs_fresh_nodes
 
@@ -328,7 +336,7 @@ def test_a_module_without_version_loaded_nowhere_is_recreated_with_one() -> None
 
 def test_kernel_module_removed_with_no_node_left_deletes_the_module() -> None:
     decided = plan(inputs(live({}), stored(live())))
-    assert decided.actions == (Action.DELETE,)
+    assert decided.actions == (DriverAction.DELETE,)
     assert decided.events[0].reason == "ModuleDeleting"
     assert decided.needs_fresh_nodes
 
@@ -360,12 +368,12 @@ def test_deleted_driver_waits_for_nodes_then_deletes_module_then_releases_finali
     waiting = plan(inputs(driver, stored(live()), nodes=nodes(gpu_node("n1", TARGETED))))
     assert waiting.actions == ()
     assert waiting.nodes_left == ("n1",)
-    assert plan(inputs(driver, stored(live()))).actions == (Action.DELETE,)
+    assert plan(inputs(driver, stored(live()))).actions == (DriverAction.DELETE,)
     gone_soon = plan(inputs(driver, terminating(stored(live()))))
     assert gone_soon.actions == ()
     assert gone_soon.requeue_after is not None
     released = plan(inputs(driver, None))
-    assert released.actions == (Action.REMOVE_FINALIZER,)
+    assert released.actions == (DriverAction.REMOVE_FINALIZER,)
     assert [e.reason for e in released.events] == ["GuardReleased"]
     assert released.needs_fresh_nodes
     already_released = samples.driver(finalizers=[], deleting=True)
@@ -395,8 +403,8 @@ def test_removal_of_an_older_gpuctls_module_retargets_it_first() -> None:
     loaded = nodes(gpu_node("n1", {READY: "", VERSION: "v1"}))
     for driver in (deleted(), live({})):
         decided = plan(inputs(driver, old, nodes=loaded))
-        assert decided.actions == (Action.TARGET_NODES, Action.UPDATE)
+        assert decided.actions == (DriverAction.TARGET_NODES, DriverAction.UPDATE)
         assert decided.module_spec == {**old["spec"], "selector": TARGETED}
         assert decided.nodes_left == ("n1",)
     # Loaded nowhere: deleted as it is.
-    assert plan(inputs(deleted(), old)).actions == (Action.DELETE,)
+    assert plan(inputs(deleted(), old)).actions == (DriverAction.DELETE,)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.node_view import NodeView
-from gpuctl.cli.rollout_plan import NodeFacts, PlanInput, plan_rollout
+from gpuctl.cli.rollout_plan import ClusterNode, RolloutPlanInput, plan_rollout
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.gpudriver.module_spec import kmm_version
@@ -267,10 +267,10 @@ def test_the_plan_says_what_the_coordinator_does_first(
         if (report := _report(agent)) is not None
     }
     facts = [
-        NodeFacts(n, views.get(n["metadata"]["name"]), pods.get(n["metadata"]["name"], ()))
+        ClusterNode(n, views.get(n["metadata"]["name"]), pods.get(n["metadata"]["name"], ()))
         for n in nodes
     ]
-    plan = plan_rollout(PlanInput(driver, _module(), facts, drivers=[driver], now=NOW))
+    plan = plan_rollout(RolloutPlanInput(driver, _module(), facts, drivers=[driver], now=NOW))
     coordinator = _coordinator_first_moves(driver, [dict(n) for n in nodes], agents, pods)
     for planned in plan.nodes:
         move = planned.first_move

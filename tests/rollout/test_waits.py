@@ -11,7 +11,7 @@ from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.fleet.prometheus import GateResult
-from gpuctl.rollout.input.settings import PrometheusGate, RolloutSettings
+from gpuctl.rollout.input.settings import PrometheusGateSettings, RolloutSettings
 from gpuctl.rollout.reasons import HoldKind, WaitKind
 from tests.support.rollout_samples import NOW, OPEN_CLIENT, TARGET, node, rollout
 
@@ -56,7 +56,7 @@ def test_a_not_ready_node_waits_and_is_blocked_with_its_kind() -> None:
 
 
 def test_a_node_waiting_for_a_fresh_gate_answer_asks_for_it() -> None:
-    gate = PrometheusGate("http://prometheus:9090", "ALERTS")
+    gate = PrometheusGateSettings("http://prometheus:9090", "ALERTS")
     settings = dataclasses.replace(FREE, prometheus_gate=gate)
     stale = GateResult(True, "", NOW - timedelta(seconds=3))
     inp = dataclasses.replace(rollout([pending("a")], settings=settings), gate=stale)

@@ -65,7 +65,7 @@ class PauseSettings:
 
 
 @dataclass(frozen=True)
-class PrometheusGate:
+class PrometheusGateSettings:
     url: str
     query: str
     timeout: float = 10.0
@@ -88,7 +88,7 @@ class RolloutSettings:
     failure_budget: int = 1
     on_node_failure: str = PAUSE
     maintenance_windows: tuple[Window, ...] = ()
-    prometheus_gate: PrometheusGate | None = None
+    prometheus_gate: PrometheusGateSettings | None = None
     soak_seconds: float = 0.0
     soak_each_batch: bool = False
     timeouts: Timeouts = Timeouts()
@@ -124,7 +124,7 @@ def max_unavailable(value: int | str, total: int) -> int:
     return max(1, math.floor(total * int(match.group(1)) / 100))
 
 
-def _prometheus_gate(gates: model.RolloutGates | None) -> PrometheusGate | None:
+def _prometheus_gate(gates: model.RolloutGates | None) -> PrometheusGateSettings | None:
     if gates is None or gates.prometheus is None:
         return None
     gate = gates.prometheus
@@ -138,7 +138,7 @@ def _prometheus_gate(gates: model.RolloutGates | None) -> PrometheusGate | None:
         max_age = parse_duration(gate.max_answer_age)
     except SettingsError as err:
         raise SettingsError(f"spec.rollout.gates.prometheus.maxAnswerAge: {err}") from None
-    return PrometheusGate(gate.url.rstrip("/"), gate.query, timeout, max_age)
+    return PrometheusGateSettings(gate.url.rstrip("/"), gate.query, timeout, max_age)
 
 
 def _window(index: int, window: model.MaintenanceWindow) -> Window:

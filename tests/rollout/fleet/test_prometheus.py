@@ -14,7 +14,7 @@ from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.fleet.prometheus import GateResult, gate_result
-from gpuctl.rollout.input.settings import PrometheusGate, RolloutSettings
+from gpuctl.rollout.input.settings import PrometheusGateSettings, RolloutSettings
 from tests.support.rollout_samples import NOW, TARGET, node, rollout
 
 QUERY = 'ALERTS{alertstate="firing"}'
@@ -80,7 +80,7 @@ def test_answers_that_are_not_a_result_hold_with_why() -> None:
         assert result.words == f"cannot evaluate the Prometheus gate {QUERY!r}: {words}"
 
 
-GATE = PrometheusGate("http://prometheus:9090", QUERY)
+GATE = PrometheusGateSettings("http://prometheus:9090", QUERY)
 
 
 def decide_with(gate: GateResult | None, max_answer_age: float = 0.0) -> Any:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpuctl.cli.rollout_plan import NodeFacts as PlanNode
-from gpuctl.cli.rollout_plan import PlanInput, plan_rollout
+from gpuctl.cli.rollout_plan import ClusterNode as PlanNode
+from gpuctl.cli.rollout_plan import RolloutPlanInput, plan_rollout
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.decide import decide
@@ -51,5 +51,5 @@ def test_the_coordinator_starts_nodes_in_the_order_gpuctl_rollout_plan_shows() -
         }
         for n in pending
     ]
-    planned = plan_rollout(PlanInput(driver, None, [PlanNode(n) for n in as_listed])).nodes
+    planned = plan_rollout(RolloutPlanInput(driver, None, [PlanNode(n) for n in as_listed])).nodes
     assert started == [p.name for p in planned] == ["c", "e", "a", "b", "d"]

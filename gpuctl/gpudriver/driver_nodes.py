@@ -39,7 +39,7 @@ class NodeRef:
 
 
 @dataclass(frozen=True)
-class NodeFacts:
+class DriverNodes:
     """The Nodes one GPUDriver's plan looks at, classified by their labels."""
 
     # Carrying TARGET_LABEL=<gpudriver>: KMM targets them.
@@ -110,9 +110,9 @@ _KEPT_METADATA = (
 )
 
 
-def node_facts(
+def driver_nodes(
     nodes: Iterable[Mapping[str, Any]], driver: str, ready_label: str, version_label: str
-) -> NodeFacts:
+) -> DriverNodes:
     """Classify `nodes` (any that may matter; the rest are ignored) for GPUDriver `driver`."""
     targeted, ready, marked = [], [], []
     for node in sorted(_newest(nodes).values(), key=node_name):
@@ -123,7 +123,7 @@ def node_facts(
             ready.append(node_name(node))
         if ready_label in labels or version_label in labels:
             marked.append(node)
-    return NodeFacts(tuple(targeted), tuple(ready), tuple(marked))
+    return DriverNodes(tuple(targeted), tuple(ready), tuple(marked))
 
 
 def _resource_version(node: Mapping[str, Any]) -> int:
@@ -147,13 +147,13 @@ def ref(node: Mapping[str, Any]) -> NodeRef:
     return NodeRef(node_name(node), str((node.get("metadata") or {}).get("resourceVersion") or ""))
 
 
-def to_target(facts: NodeFacts) -> tuple[Mapping[str, Any], ...]:
+def to_target(facts: DriverNodes) -> tuple[Mapping[str, Any], ...]:
     """Nodes the Module loaded (or is loading) that carry no TARGET_LABEL: they get
     TARGET_LABEL=<driver> before the Module first selects it."""
     return tuple(n for n in facts.marked if TARGET_LABEL not in node_labels(n))
 
 
-def foreign(facts: NodeFacts, driver: str) -> tuple[tuple[str, str], ...]:
+def foreign(facts: DriverNodes, driver: str) -> tuple[tuple[str, str], ...]:
     """(node, value) of Nodes the Module loaded that carry another GPUDriver's TARGET_LABEL."""
     out = []
     for node in facts.marked:
