@@ -24,7 +24,7 @@ What KMM does, as its source has it:
   `${NAME-word}` and `${NAME=word}` when it is unset, `${NAME+word}` and `${NAME:+word}` when
   it is set; a `${` never closed (or closed after a line break) is an error.
 
-tests/coordinator/test_kmm_templates.py holds each of these rules; every rollout test on KMM's
+tests/gpudriver/test_kmm_templates.py holds each of these rules; every rollout test on KMM's
 own operator maps its images with `$KERNEL_FULL_VERSION` (testbed/rollout_live/rig.py).
 """
 
