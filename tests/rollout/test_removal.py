@@ -16,7 +16,9 @@ from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.input.facts import NodeFacts
 from gpuctl.rollout.input.settings import RolloutSettings
-from gpuctl.rollout.step.phases import step_checking, step_loading, step_preparing
+from gpuctl.rollout.step.checking import step_checking
+from gpuctl.rollout.step.loading import step_loading
+from gpuctl.rollout.step.preparing import step_preparing
 from gpuctl.rollout.step.verifying import step_verifying
 from tests.support.rollout_samples import (
     KMM,

@@ -15,7 +15,7 @@ from gpuctl.gpudriver.kstatus import WORKER_HOLDS_WRITTEN, rollout_conditions
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.input.settings import RolloutSettings, Timeouts
-from gpuctl.rollout.step.phases import step_loading
+from gpuctl.rollout.step.loading import step_loading
 from gpuctl.rollout.step.worker_hold import held_nodes
 from tests.support.memory_api import MemoryApi
 from tests.support.rollout_samples import TARGET, node, rollout, targeted

@@ -22,8 +22,9 @@ from gpuctl.rollout.input.image_probe import (
     read_probe,
 )
 from gpuctl.rollout.reasons import BlockKind
+from gpuctl.rollout.step.checking import step_checking
 from gpuctl.rollout.step.kernel_proof import kernel_proof
-from gpuctl.rollout.step.phases import step_checking, step_preparing
+from gpuctl.rollout.step.preparing import step_preparing
 from tests.support.rollout_samples import (
     DRIVER,
     KMM,

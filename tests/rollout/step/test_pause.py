@@ -20,9 +20,12 @@ from gpuctl.rollout.input.facts import GpuPod, NodeFacts, ReportFacts
 from gpuctl.rollout.input.pod_facts import PodFacts
 from gpuctl.rollout.input.records import RecordError
 from gpuctl.rollout.input.settings import PauseSettings, RolloutSettings
+from gpuctl.rollout.step.checking import step_checking
+from gpuctl.rollout.step.draining import step_draining
 from gpuctl.rollout.step.gpu_clients import ClientFate, GpuClient, client_words, judge_clients
+from gpuctl.rollout.step.loading import step_loading
 from gpuctl.rollout.step.pause import PausedRecord, decode_paused, encode_paused
-from gpuctl.rollout.step.phases import step_checking, step_draining, step_loading, step_preparing
+from gpuctl.rollout.step.preparing import step_preparing
 from gpuctl.rollout.step.verifying import step_verifying
 from tests.support.rollout_samples import (
     ACTIVE_VFS,

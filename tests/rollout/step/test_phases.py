@@ -20,13 +20,10 @@ from gpuctl.rollout.actions import (
 from gpuctl.rollout.input.facts import INSPECT, PREPARE, RESTORE, GpuPod, NodeFacts, RestoreFacts
 from gpuctl.rollout.input.records import BoundFunction, encode_bound, encode_changes, encode_vfs
 from gpuctl.rollout.input.settings import RolloutSettings, Timeouts
-from gpuctl.rollout.step.phases import (
-    LOAD_WITHDRAWN,
-    step_checking,
-    step_draining,
-    step_loading,
-    step_preparing,
-)
+from gpuctl.rollout.step.checking import step_checking
+from gpuctl.rollout.step.draining import step_draining
+from gpuctl.rollout.step.loading import LOAD_WITHDRAWN, step_loading
+from gpuctl.rollout.step.preparing import step_preparing
 from gpuctl.rollout.step.verifying import step_verifying
 from gpuctl.rollout.step.worker_hold import LOADING_CHECK_SECONDS
 from tests.support.rollout_samples import (

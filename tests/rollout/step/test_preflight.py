@@ -24,7 +24,7 @@ from gpuctl.rollout.input.signing_key import (
     cert_secrets,
     certificate_of,
 )
-from gpuctl.rollout.step.phases import step_checking
+from gpuctl.rollout.step.checking import step_checking
 from gpuctl.rollout.step.preflight import signature_block, signed_for
 from testbed.fakehost.signing import SigningKey, signing_key
 from tests.support.rollout_samples import (

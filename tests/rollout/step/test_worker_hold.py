@@ -15,7 +15,7 @@ from gpuctl.rollout.actions import (
     RequestReport,
 )
 from gpuctl.rollout.decide import decide
-from gpuctl.rollout.step.phases import step_loading
+from gpuctl.rollout.step.loading import step_loading
 from gpuctl.rollout.step.worker_hold import cleanup
 from tests.support.rollout_samples import (
     KMM,
