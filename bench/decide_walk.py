@@ -12,7 +12,10 @@ The walk is the sequence of files it is in, a file's repeats in a row counted on
 
 - files entered: how many different files the walk is in;
 - returns: how many times it moves into a file it had been in before and left (the length of
-  the walk less the files entered).
+  the walk less the files entered);
+- the same by stage: a file of gpuctl/rollout's stage sub-packages (input/, place/, step/,
+  fleet/, start/, report/) counts as its stage, a module of gpuctl/rollout itself (decide.py,
+  decision.py, ...) as itself, any other file as its folder.
 """
 
 from __future__ import annotations
@@ -62,17 +65,38 @@ def walk(call: Callable[[], Any]) -> list[str]:
     return files
 
 
+def stage_of(file: str) -> str:
+    """The stage a file of the walk belongs to (see the module's docstring)."""
+    parts = file.removesuffix(".py").split("/")
+    if parts[:2] == ["gpuctl", "rollout"]:
+        return parts[2]
+    return "/".join(parts[:-1])
+
+
+def collapsed(walked: list[str]) -> list[str]:
+    """`walked` with a name's repeats in a row counted once."""
+    return [name for i, name in enumerate(walked) if i == 0 or walked[i - 1] != name]
+
+
+def line(what: str, walked: list[str]) -> str:
+    entered = len(set(walked))
+    return f"{entered} {what} entered, {len(walked) - entered} returns to one already left"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=20)
-    parser.add_argument("--files", action="store_true", help="list the files, most entered first")
+    parser.add_argument(
+        "--files", action="store_true", help="the stages in order, the files most entered first"
+    )
     args = parser.parse_args(argv)
     inp = pass_input(fleet(args.nodes), None, None)
     files = walk(lambda: decide(inp))
+    stages = collapsed([stage_of(f) for f in files])
+    print(f"decide() over {args.nodes} nodes: {line('files', files)}; {line('stages', stages)}")
     entered = sorted(set(files), key=lambda f: (-files.count(f), f))
-    print(f"decide() over {args.nodes} nodes: {len(entered)} files entered, ", end="")
-    print(f"{len(files) - len(entered)} returns to a file already left")
     if args.files:
+        print("  " + " > ".join(stages))
         for name in entered:
             print(f"  {files.count(name):4}  {name}")
 

@@ -3,18 +3,28 @@ removals (pure). The failure budget and a pause hold both; then the maintenance 
 the Prometheus gate (time and health); then, for loads alone, the Module not asking for the
 target yet, a soak, a rollback, the hold after the first node. Each is a typed Hold
 (gpuctl.rollout.reasons): its kind gives the rollout's state, its words the message.
+
+`fleet_holds` is the fleet stage of decide.py's pass: the maintenance windows now (a pass is
+due when one opens or closes), the soak of the nodes verified at the target (soak.py), then the
+holds; a pass is due soon while the Prometheus gate holds.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase
+from gpuctl.rollout.actions import PatchNode
+from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.fleet.gates import GateFacts, rollout_gate
-from gpuctl.rollout.fleet.windows import WindowState, window_words
-from gpuctl.rollout.input.facts import RolloutInput
+from gpuctl.rollout.fleet.prometheus import GATE_RECHECK_SECONDS
+from gpuctl.rollout.fleet.soak import soak
+from gpuctl.rollout.fleet.windows import WindowState, window_state, window_words
+from gpuctl.rollout.input.facts import NodeFacts, RolloutInput
 from gpuctl.rollout.reasons import Hold, HoldKind
 from gpuctl.rollout.report.status import RolloutCounts
 from gpuctl.rollout.step.writes import removing
@@ -167,3 +177,73 @@ def rollback_words(kind: HoldKind, rollback: Mapping[str, Any]) -> str:
         f"paused: {words}; {nodes} verified back; `gpuctl rollout resume` continues at "
         f"{rollback.get('to')}"
     )
+
+
+def fleet_holds(
+    inp: RolloutInput,
+    nodes: Mapping[str, NodeFacts],
+    phases: Mapping[str, Phase],
+    counts: RolloutCounts,
+    decision: Decision,
+) -> tuple[WindowState | None, Gates]:
+    """What holds the whole fleet in this pass, the windows' and the soak's writes and wake-ups
+    taken into `decision`: the windows now (None without any) and the holds."""
+    window = _window(inp, decision)
+    _first_batch_soaks_only(inp, nodes, decision)
+    soaking = _soak(inp, nodes, phases, decision)
+    gates = rollout_holds(inp, counts, phases, window, soaking)
+    if gates.load is not None and gates.load.kind is HoldKind.PROMETHEUS_GATE:
+        decision.wake(GATE_RECHECK_SECONDS)
+    return window, gates
+
+
+def _window(inp: RolloutInput, decision: Decision) -> WindowState | None:
+    """The maintenance windows now (None without any); a pass is due when one opens or
+    closes."""
+    if not inp.settings.maintenance_windows:
+        return None
+    state = window_state(inp.settings.maintenance_windows, inp.now)
+    change = state.closes_at if state.open else state.opens_at
+    if change is not None:
+        decision.wake(max(0.05, (change - inp.now).total_seconds()))
+    return state
+
+
+def _first_batch_soaks_only(
+    inp: RolloutInput, nodes: Mapping[str, NodeFacts], decision: Decision
+) -> None:
+    """Without soakEachBatch, only the first node(s) verified at the target keep the soak's
+    baseline their Done write records: not when a node is Done at the target already."""
+    target = inp.target_version
+    if not inp.settings.soak_seconds or inp.settings.soak_each_batch or not target:
+        return
+    if not any(n.phase is Phase.DONE and n.state_version == target for n in nodes.values()):
+        return
+    for index, action in enumerate(decision.actions):
+        if isinstance(action, PatchNode) and action.annotations.get(names.SOAK_BASELINE):
+            annotations = {**action.annotations, names.SOAK_BASELINE: None}
+            decision.actions[index] = dataclasses.replace(action, annotations=annotations)
+
+
+def _soak(
+    inp: RolloutInput,
+    nodes: Mapping[str, NodeFacts],
+    phases: Mapping[str, Phase],
+    decision: Decision,
+) -> str:
+    """The soak of the nodes verified at the target (fleet/soak.py); the soaking ones in words."""
+    if not inp.settings.soak_seconds or not inp.target_version:
+        return ""
+    touched = {a.node for a in decision.actions if isinstance(a, PatchNode)}
+    done = [
+        node
+        for name, node in nodes.items()
+        if name not in touched
+        and phases.get(name) is Phase.DONE
+        and node.phase is Phase.DONE
+        and node.state_version == inp.target_version
+    ]
+    result = soak(inp, done)
+    decision.actions.extend(result.actions)
+    decision.wake(result.wake_in)
+    return ", ".join(result.soaking)

@@ -6,9 +6,9 @@
   preparing.py, loading.py);
 - Verifying: verifying.py after the node's KMM write, reboots.py after a reboot;
 - Done: a look at its boot (reboots.py);
-- Blocked: its held KMM worker Pods let go (worker_hold.py), or, rebooted while in use, held
-  until it is idle again (reboots.py);
-- Pending, Failed, Skipped: nothing, unless rebooted while in use (reboots.py).
+- Blocked, Failed: its held KMM worker Pods let go (worker_hold.py), or, rebooted while in
+  use, held until it is idle again (reboots.py);
+- Pending, Skipped: nothing, unless rebooted while in use (reboots.py).
 
 Where a node not in a step belongs (Pending, Skipped, a node that left) is decided before its
 step (gpuctl/rollout/place/); which Pending and Blocked nodes start is decided after every
@@ -79,16 +79,16 @@ def step_done(inp: RolloutInput, node: NodeFacts) -> StepResult:
     return boot_recorded(inp, node)
 
 
-def step_blocked(inp: RolloutInput, node: NodeFacts) -> StepResult:
-    """Blocked: held after a reboot while in use (reboots.py), or its held KMM worker Pods let
-    go (worker_hold.py)."""
+def step_stopped(inp: RolloutInput, node: NodeFacts) -> StepResult:
+    """Blocked or Failed: held after a reboot while in use (reboots.py), or its held KMM worker
+    Pods let go (worker_hold.py)."""
     if rebooted_in_use(node):
         return step_blocked_after_reboot(inp, node)
     return cleanup(node)
 
 
 def step_at_rest(inp: RolloutInput, node: NodeFacts) -> StepResult:
-    """Pending, Failed, Skipped (or no phase): nothing, unless the node rebooted while in use
+    """Pending, Skipped (or no phase): nothing, unless the node rebooted while in use
     (reboots.py)."""
     if rebooted_in_use(node):
         return step_blocked_after_reboot(inp, node)
@@ -98,7 +98,8 @@ def step_at_rest(inp: RolloutInput, node: NodeFacts) -> StepResult:
 PHASES = {
     **STEPS,
     Phase.DONE: step_done,
-    Phase.BLOCKED: step_blocked,
+    Phase.BLOCKED: step_stopped,
+    Phase.FAILED: step_stopped,
 }
 
 

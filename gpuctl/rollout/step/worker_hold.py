@@ -36,12 +36,12 @@ from the new one by what the agent reads, so no node is held there.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gpuctl.common import names
 from gpuctl.common.names import Phase
-from gpuctl.rollout.actions import Action, DeleteWorkerPods, HoldWorkers, NudgeKmm
+from gpuctl.rollout.actions import Action, DeleteWorkerPods, HoldWorkers, NudgeKmm, PatchNode
 from gpuctl.rollout.event_notes import WARNING
 from gpuctl.rollout.input.facts import INSPECT, NodeFacts, ReportFacts, RolloutInput
 from gpuctl.rollout.reasons import BlockKind
@@ -194,3 +194,18 @@ def nudge_while_released(result: StepResult, node: NodeFacts, now: float) -> Non
         and due(node.call(INSPECT), now, LOADING_CHECK_SECONDS)
     ):
         result.actions.append(NudgeKmm(node.name))
+
+
+def holds_let_go_first(inp: RolloutInput, actions: Sequence[Action]) -> list[Action]:
+    """A write that drops a node's worker hold (its KMM write, or the node leaving) comes
+    right after the hold is let go, in the same node's share."""
+    nodes = {n.name: n for n in inp.nodes}
+    out: list[Action] = []
+    for action in actions:
+        if isinstance(action, PatchNode) and action.node in nodes:
+            drops = names.KMM_WORKER_HELD in action.annotations and (
+                action.annotations[names.KMM_WORKER_HELD] is None
+            )
+            out += let_go_first(nodes[action.node], drops)
+        out.append(action)
+    return out
