@@ -12,7 +12,6 @@ Clients and clocks are parameters, so tests run it in a thread against the test 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -23,6 +22,7 @@ from typing import Any, Protocol
 
 from coordinator.drivers.kmm_check import KmmSupportCheck
 from coordinator.drivers.reconciler import Reconciler, ReconcilerConfig
+from coordinator.filters import FOLLOW_WITHIN_SECONDS, ChangeFilter, Requests
 from coordinator.health import Heartbeat, Liveness, Verdict
 from coordinator.kube.client import KubeApi
 from coordinator.kube.discovery import Discover, Discovery, api_discovery
@@ -37,12 +37,10 @@ from coordinator.rollout.controller import RolloutController
 from coordinator.rollout.metrics import RolloutMetrics
 from gpuctl.common import names, timestamps
 from gpuctl.common.gpu_claims import DRA_GROUP
-from gpuctl.common.names import DRIVER_LABEL, KMM_GROUP, KMM_IMAGES_CONFIG_PLURAL, KMM_VERSION
+from gpuctl.common.names import KMM_GROUP, KMM_IMAGES_CONFIG_PLURAL, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from gpuctl.gpudriver.driver_nodes import watched_node_part
-from gpuctl.gpudriver.targeting import node_kernel
-from gpuctl.gpudriver.tolerations import CORDON_TAINT_KEY, node_taints
-from gpuctl.rollout.input.gpu_pod_watch import concerns_rollout, pod_node, watched_part
+from gpuctl.rollout.input.gpu_pod_watch import pod_node, watched_part
 from gpuctl.rollout.input.kmm_boots import boot_part, loaded_boot
 
 log = logging.getLogger(__name__)
@@ -56,11 +54,6 @@ LEASE_LOOP_WITHIN_SECONDS = 90.0
 PASS_WITHIN_SECONDS = 300.0
 # How long a stopping coordinator waits for its threads, all together.
 STOP_JOIN_SECONDS = 5.0
-# Changes the reconciler only follows (KMM's and the rollout's node labels, the words of
-# status.rollout) are one reconcile within this long: in a rollout they come several a
-# second, each reconcile two fresh GETs and a plan over every node, at 300 nodes 8 a node.
-# A change of a GPUDriver's own spec or metadata is reconciled at once.
-FOLLOW_WITHIN_SECONDS = 1.0
 
 
 def rfc3339_now() -> str:
@@ -165,64 +158,6 @@ class _Caches:
         return self._pods.indexed(node)
 
 
-def _labels(obj: dict[str, Any]) -> dict[str, str]:
-    return dict(obj.get("metadata", {}).get("labels") or {})
-
-
-def _reconciled_node_part(node: dict[str, Any]) -> tuple[dict[str, str], str, str]:
-    """What the reconciler reads of a Node: its labels (TARGET_LABEL, KMM's ready and version
-    labels, the user's selector), its kernel (which mapping serves it) and its taints (which
-    tolerations keep KMM on it). The rollout's own state label and the cordon's taint are
-    left out: the reconciler never needs them (the Module always tolerates the cordon), and
-    they change several times per node in every rollout (a reconcile each, at 500 nodes 12.8
-    GETs per node)."""
-    labels = {k: v for k, v in _labels(node).items() if k != names.STATE_LABEL}
-    taints = [t for t in node_taints(node) if t.get("key") != CORDON_TAINT_KEY]
-    return labels, node_kernel(node), json.dumps(taints, sort_keys=True)
-
-
-def _metadata_but_bookkeeping(obj: dict[str, Any]) -> dict[str, Any]:
-    """An object's metadata without what every write changes (resourceVersion, managedFields)."""
-    meta = obj.get("metadata") or {}
-    return {k: v for k, v in meta.items() if k not in ("resourceVersion", "managedFields")}
-
-
-def _rollout_node_part(node: dict[str, Any]) -> dict[str, Any]:
-    """What the rollout reads of a Node (the watch keeps only that, `watched_node_part`) less
-    the resourceVersion: a kubelet's status heartbeat changes only what is not kept and the
-    resourceVersion, and at 1,000 nodes those are about three a second (one a node at least
-    every 5 minutes), each a pass over the whole fleet deciding nothing new."""
-    kept = watched_node_part(node)
-    return {**kept, "metadata": _metadata_but_bookkeeping(kept)}
-
-
-def _reconciled_part(driver: dict[str, Any]) -> tuple[str, str]:
-    """What the reconciler reads of a GPUDriver: its metadata but the bookkeeping every write
-    changes, and its spec; and, apart, its status but status.rollout, with of status.rollout
-    only what its Reconciling and Stalled conditions say (gpuctl/gpudriver/kstatus.py).
-
-    The status is apart because the coordinator writes all of it: the reconciler what it
-    finds (each follow of the fleet's changes writes it), the rollout its own words. Were it
-    a change of the GPUDriver's own, each status write the reconciler makes would come back
-    as a reconcile at once that finds nothing new to write: three reconciles in five in a
-    1,000-node rollout (docs/benchmarks.md)."""
-    meta = _metadata_but_bookkeeping(driver)
-    status = {k: v for k, v in (driver.get("status") or {}).items() if k != "rollout"}
-    rollout = (driver.get("status") or {}).get("rollout") or {}
-    words = {k: rollout.get(k) for k in ("state", "holdKind", "message")}
-    own = json.dumps([meta, driver.get("spec")], sort_keys=True, default=str)
-    return own, json.dumps([status, words], sort_keys=True, default=str)
-
-
-def _reconciled_module_part(module: dict[str, Any]) -> tuple[str, str]:
-    """What the reconciler reads of a KMM Module: its metadata (owner, labels, deletion) and
-    spec (drift from what the GPUDriver asks), and apart its status (how many nodes KMM
-    reports loaded: the GPUDriver's status), which KMM writes as each node's load lands."""
-    meta = _metadata_but_bookkeeping(module)
-    own = json.dumps([meta, module.get("spec")], sort_keys=True, default=str)
-    return own, json.dumps(module.get("status"), sort_keys=True, default=str)
-
-
 class Coordinator:
     """One coordinator replica."""
 
@@ -276,12 +211,8 @@ class Coordinator:
         self._kube: KubeApi = self.fence
         self._work_stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._node_seen: dict[str, tuple[dict[str, str], str, str]] = {}
-        self._node_read_by_rollout: dict[str, dict[str, Any]] = {}
-        self._drivers_seen: dict[str, tuple[str, str]] = {}
-        self._modules_seen: dict[tuple[str, str], tuple[str, str]] = {}
-        # Each node's KMM load records (its NodeModulesConfig's status) last seen.
-        self._node_config_boots: dict[str, str] = {}
+        # What each watch event asks for (the event filters, coordinator/filters.py).
+        self._filter = ChangeFilter()
         self.reconciles = 0
         self.lost_leadership = False
 
@@ -300,97 +231,39 @@ class Coordinator:
         if self.rollout is not None:
             self.rollout.changed()
 
-    def _on_driver(self, kind: str, obj: dict[str, Any]) -> None:
-        self._rollout_changed()
-        name = obj["metadata"]["name"]
-        seen = None if kind == "DELETED" else _reconciled_part(obj)
-        before = self._drivers_seen.get(name)
-        if kind == "MODIFIED" and before == seen:
-            return  # only status.rollout changed (the rollout's own write): nothing to reconcile
-        if seen is None:
-            self._drivers_seen.pop(name, None)
-        else:
-            self._drivers_seen[name] = seen
-        if kind == "MODIFIED" and before is not None and seen is not None and before[0] == seen[0]:
-            # Only the status (the reconciler's own write coming back, the rollout's words for
-            # the conditions): followed with the changes around.
-            self.queue.add_within(name, FOLLOW_WITHIN_SECONDS)
-            return
-        self.queue.add(name)
-        # A GPUDriver going or changing its selector can end another one's conflict.
-        self._enqueue_all()
-
-    def _on_module(self, kind: str, obj: dict[str, Any]) -> None:
-        self._rollout_changed()
-        meta = obj.get("metadata") or {}
-        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        seen = None if kind == "DELETED" else _reconciled_module_part(obj)
-        before = self._modules_seen.get(key)
-        if seen is None:
-            self._modules_seen.pop(key, None)
-        else:
-            self._modules_seen[key] = seen
-        if kind == "MODIFIED" and before == seen:
-            return  # nothing the reconciler reads
-        owner = _labels(obj).get(DRIVER_LABEL)
-        owners = [
-            r["name"]
-            for r in meta.get("ownerReferences") or []
-            if r.get("kind") == names.GPUDRIVER_KIND
-        ]
-        # Only KMM's status of the Module (a node's load landed): followed with the changes
-        # around it, as KMM writes it once or twice per node; anything else at once.
-        only_status = (
-            kind == "MODIFIED" and before is not None and seen is not None and before[0] == seen[0]
-        )
-        for name in {*owners, *([owner] if owner else [])}:
-            if only_status:
-                self.queue.add_within(name, FOLLOW_WITHIN_SECONDS)
-            else:
-                self.queue.add(name)
-
-    def _on_node(self, kind: str, obj: dict[str, Any]) -> None:
-        # Every change of what the rollout reads matters to it (cordon, Ready, its labels and
-        # annotations); a heartbeat does not.
-        name = obj["metadata"]["name"]
-        read = None if kind == "DELETED" else _rollout_node_part(obj)
-        if kind != "MODIFIED" or self._node_read_by_rollout.get(name) != read:
-            if read is None:
-                self._node_read_by_rollout.pop(name, None)
-            else:
-                self._node_read_by_rollout[name] = read
+    def _apply(self, requests: Requests) -> None:
+        """Carry out what a watch event asks (coordinator/filters.py)."""
+        if requests.rollout:
             self._rollout_changed()
-        # A change of what the reconciler reads concerns the GPUDriver the node carries
-        # TARGET_LABEL for (or did), and any whose migration may involve it: every GPUDriver
-        # is looked at (there are few).
-        seen = None if kind == "DELETED" else _reconciled_node_part(obj)
-        if self._node_seen.get(name) != seen:
-            if seen is None:
-                self._node_seen.pop(name, None)
-            else:
-                self._node_seen[name] = seen
+        for name in requests.now:
+            self.queue.add(name)
+        for name in requests.follow:
+            self.queue.add_within(name, FOLLOW_WITHIN_SECONDS)
+        if requests.every:
+            self._enqueue_all()
+        if requests.every_follow:
             self._enqueue_all(within=FOLLOW_WITHIN_SECONDS)
 
-    def _on_claim(self, _kind: str, _obj: dict[str, Any]) -> None:
-        self._rollout_changed()  # the rollout's checks read claims; the reconciler does not
+    def _on_driver(self, kind: str, obj: dict[str, Any]) -> None:
+        self._apply(self._filter.driver(kind, obj))
 
-    @staticmethod
-    def _on_images_config(_kind: str, _obj: dict[str, Any]) -> None:
-        """Nothing to do at once: a step that waits on KMM reads it when it times out."""
+    def _on_module(self, kind: str, obj: dict[str, Any]) -> None:
+        self._apply(self._filter.module(kind, obj))
 
-    def _on_node_config(self, _kind: str, obj: dict[str, Any]) -> None:
-        """KMM recorded a load (or its boot) on a node: a verification may be over."""
-        name = str((obj.get("metadata") or {}).get("name") or "")
-        boots = repr(((obj.get("status") or {}).get("modules")) or [])
-        if self._node_config_boots.get(name) != boots:
-            self._node_config_boots[name] = boots
-            self._rollout_changed()
+    def _on_node(self, kind: str, obj: dict[str, Any]) -> None:
+        self._apply(self._filter.node(kind, obj))
 
-    def _on_pod(self, _kind: str, obj: dict[str, Any]) -> None:
-        # A GPU pod started, finished or went, a GPU daemon paused or came back: a drain or
-        # a pause may be over, a node blocked or free. Other pods' churn concerns nobody here.
-        if pod_node(obj) and concerns_rollout(obj):
-            self._rollout_changed()
+    def _on_claim(self, kind: str, obj: dict[str, Any]) -> None:
+        self._apply(self._filter.claim(kind, obj))
+
+    def _on_images_config(self, kind: str, obj: dict[str, Any]) -> None:
+        self._apply(self._filter.images_config(kind, obj))
+
+    def _on_node_config(self, kind: str, obj: dict[str, Any]) -> None:
+        self._apply(self._filter.node_config(kind, obj))
+
+    def _on_pod(self, kind: str, obj: dict[str, Any]) -> None:
+        self._apply(self._filter.pod(kind, obj))
 
     # -- threads --------------------------------------------------------------------------
 

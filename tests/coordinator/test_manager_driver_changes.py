@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from coordinator.manager import (
+from coordinator.filters import (
     FOLLOW_WITHIN_SECONDS,
-    Coordinator,
-    _reconciled_module_part,
-    _reconciled_node_part,
-    _reconciled_part,
+    reconciled_module_part,
+    reconciled_node_part,
+    reconciled_part,
 )
+from coordinator.manager import Coordinator
 from gpuctl.common.names import STATE_LABEL, TARGET_LABEL
 from tests.support import samples
 from tests.support.clock import ManualClock
@@ -28,17 +28,17 @@ def test_a_status_rollout_write_is_not_a_change_for_the_reconciler() -> None:
     after["status"]["rollout"]["progress"] = "2/5"
     after["metadata"]["resourceVersion"] = "8"
     after["metadata"]["managedFields"] = [{"manager": "gpuctl"}]
-    assert _reconciled_part(before) == _reconciled_part(after)
+    assert reconciled_part(before) == reconciled_part(after)
 
 
 def test_the_rollouts_words_for_the_conditions_are_apart_from_the_rest() -> None:
     """status.rollout's state, hold and message feed the conditions: a change of them is
-    followed (coalesced, coordinator.manager.FOLLOW_WITHIN_SECONDS), not a change of the
+    followed (coalesced, coordinator.filters.FOLLOW_WITHIN_SECONDS), not a change of the
     GPUDriver's own."""
     before = samples.driver(status={"rollout": {"message": "1 of 5 updated"}})
     after = copy.deepcopy(before)
     after["status"]["rollout"]["message"] = "2 of 5 updated"
-    (own_before, words_before), (own_after, words_after) = map(_reconciled_part, (before, after))
+    (own_before, words_before), (own_after, words_after) = map(reconciled_part, (before, after))
     assert own_before == own_after
     assert words_before != words_after
 
@@ -50,7 +50,7 @@ def test_kmms_status_of_a_module_is_apart_from_its_spec_and_metadata() -> None:
     after = samples.module(available=2, desired=5)
     after["metadata"]["resourceVersion"] = "9"
     (own_before, status_before), (own_after, status_after) = map(
-        _reconciled_module_part, (before, after)
+        reconciled_module_part, (before, after)
     )
     assert own_before == own_after
     assert status_before != status_after
@@ -58,7 +58,7 @@ def test_kmms_status_of_a_module_is_apart_from_its_spec_and_metadata() -> None:
     drifted["spec"]["selector"] = {"someone": "else"}
     deleting = samples.module(available=1, desired=5, deleting_since="2026-12-04T12:00:00Z")
     for changed in (drifted, deleting):
-        assert _reconciled_module_part(changed)[0] != own_before
+        assert reconciled_module_part(changed)[0] != own_before
 
 
 CHANGES: list[tuple[str, str, Any]] = [
@@ -73,7 +73,7 @@ def test_spec_and_metadata_changes_are(part: str, key: str, value: Any) -> None:
     before = samples.driver(status={"kmmStatus": "1/1"})
     after = copy.deepcopy(before)
     after[part][key] = value
-    assert _reconciled_part(before)[0] != _reconciled_part(after)[0]
+    assert reconciled_part(before)[0] != reconciled_part(after)[0]
 
 
 def test_a_status_write_is_apart_from_spec_and_metadata() -> None:
@@ -84,7 +84,7 @@ def test_a_status_write_is_apart_from_spec_and_metadata() -> None:
     after["status"]["kmmStatus"] = "2/5"
     after["metadata"]["resourceVersion"] = "12"
     (own_before, followed_before), (own_after, followed_after) = map(
-        _reconciled_part, (before, after)
+        reconciled_part, (before, after)
     )
     assert own_before == own_after
     assert followed_before != followed_after
@@ -138,7 +138,7 @@ def test_a_nodes_labels_and_kernel_are_changes(where: str, key: str, value: str)
     after = copy.deepcopy(before)
     part = after["metadata"] if where == "labels" else after["status"]
     part[where][key] = value
-    assert _reconciled_node_part(before) != _reconciled_node_part(after)
+    assert reconciled_node_part(before) != reconciled_node_part(after)
 
 
 def test_a_nodes_heartbeat_is_not() -> None:
@@ -146,7 +146,7 @@ def test_a_nodes_heartbeat_is_not() -> None:
     after = copy.deepcopy(before)
     after["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-11-29T12:00:00Z"
     after["metadata"]["resourceVersion"] = "9"
-    assert _reconciled_node_part(before) == _reconciled_node_part(after)
+    assert reconciled_node_part(before) == reconciled_node_part(after)
 
 
 def test_a_nodes_rollout_step_is_not() -> None:
@@ -157,4 +157,4 @@ def test_a_nodes_rollout_step_is_not() -> None:
     after = copy.deepcopy(before)
     after["metadata"]["labels"][STATE_LABEL] = "Draining"
     after["metadata"]["annotations"] = {"gpuctl.dev/rollout-reason": "evicting GPU pods"}
-    assert _reconciled_node_part(before) == _reconciled_node_part(after)
+    assert reconciled_node_part(before) == reconciled_node_part(after)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.manager import _rollout_node_part
+from coordinator.filters import rollout_node_part
 from gpuctl.common.names import REASON, STATE_LABEL
 from tests.support import samples
 from tests.support.counting_coordinator import counting_coordinator
@@ -95,7 +95,7 @@ def test_a_heartbeat_changes_nothing_the_rollout_reads() -> None:
     before = _kubelet_node()
     after = copy.deepcopy(before)
     _heartbeat(after)
-    assert _rollout_node_part(before) == _rollout_node_part(after)
+    assert rollout_node_part(before) == rollout_node_part(after)
 
 
 @pytest.mark.parametrize("change", READ_BY_THE_ROLLOUT, ids=lambda f: f.__name__.strip("_"))
@@ -104,7 +104,7 @@ def test_what_the_rollout_reads_is_a_change(change: Any) -> None:
     after = copy.deepcopy(before)
     change(after)
     _heartbeat(after)
-    assert _rollout_node_part(before) != _rollout_node_part(after)
+    assert rollout_node_part(before) != rollout_node_part(after)
 
 
 def test_the_node_handler_asks_a_pass_for_changes_and_none_for_heartbeats() -> None:
