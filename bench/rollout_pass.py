@@ -33,8 +33,8 @@ from typing import Any
 from bench.timing import measure_interleaved, ratio_line
 from coordinator.rollout.gather import NEEDS_PODS
 from gpuctl.common import names
+from gpuctl.common.nodes import node_name
 from gpuctl.gpudriver.module_spec import kmm_version, module_name
-from gpuctl.gpudriver.node_selectors import node_name
 from gpuctl.gpudriver.wanted_memo import WantedMemo
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision

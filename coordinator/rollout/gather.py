@@ -28,8 +28,8 @@ from coordinator.rollout.prometheus_query import query_prometheus
 from coordinator.rollout.signing_certificates import SigningCertificates
 from gpuctl.common import names
 from gpuctl.common.names import Phase
+from gpuctl.common.nodes import node_labels, node_name
 from gpuctl.gpudriver.module_spec import module_name
-from gpuctl.gpudriver.node_selectors import node_labels, node_name
 from gpuctl.gpudriver.wanted_memo import WantedMemo
 from gpuctl.rollout.fleet.prometheus import (
     GATE_RECHECK_SECONDS,

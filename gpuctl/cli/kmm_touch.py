@@ -33,7 +33,7 @@ from typing import Any
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase, parse_phase
-from gpuctl.gpudriver.node_selectors import node_labels
+from gpuctl.common.nodes import node_labels
 from gpuctl.gpudriver.targeting import mapping_for, node_kernel, node_selector, wants_node
 
 # The report's module states in which the module is in the kernel and removable.

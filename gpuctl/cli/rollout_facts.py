@@ -27,7 +27,7 @@ from gpuctl.cli.rollout_plan import ClusterNode
 from gpuctl.cli.source_flags import Clock
 from gpuctl.common import names
 from gpuctl.common.gpu_claims import DRA_GROUP, served_dra_version
-from gpuctl.gpudriver.node_selectors import node_name
+from gpuctl.common.nodes import node_name
 from gpuctl.rollout.input.gpu_pod_watch import gpu_pods
 from gpuctl.rollout.input.pod_facts import node_pod_facts
 from gpuctl.rollout.input.signing_key import SigningCertificate, cert_secrets, certificate_of

@@ -37,8 +37,8 @@ from gpuctl.cli.node_view import NodeView
 from gpuctl.cli.table import format_table
 from gpuctl.common import names
 from gpuctl.common.names import IN_PROGRESS, Phase, parse_phase
+from gpuctl.common.nodes import node_labels, node_name
 from gpuctl.common.unload_rule import unload_verdict
-from gpuctl.gpudriver.node_selectors import node_labels, node_name
 from gpuctl.rollout.first_moves import (
     DryRun,
     Move,

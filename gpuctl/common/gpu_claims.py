@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gpuctl.gpudriver.node_selectors import node_name, node_selector_matches
+from gpuctl.common.nodes import node_name, node_selector_matches
 
 GPU_DRA_DRIVER = "gpu.intel.com"
 DRA_GROUP = "resource.k8s.io"

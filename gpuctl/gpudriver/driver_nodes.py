@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.common.names import TARGET_LABEL
-from gpuctl.gpudriver.node_selectors import node_labels, node_name
+from gpuctl.common.nodes import node_labels, node_name
 from gpuctl.gpudriver.targeting import mapping_for, node_kernel
 from gpuctl.gpudriver.tolerations import node_taints, untolerated
 

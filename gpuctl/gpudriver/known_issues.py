@@ -29,8 +29,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpuctl.common.nodes import node_labels, node_name
 from gpuctl.gpudriver.model import GPUDriverSpec
-from gpuctl.gpudriver.node_selectors import matches_labels, node_labels, node_name
+from gpuctl.gpudriver.node_selectors import matches_labels
 from gpuctl.gpudriver.status import NO_NODES_TARGETED, named
 from gpuctl.gpudriver.targeting import node_kernel, node_selector, wanted_nodes
 from gpuctl.gpudriver.unknown_fields import unknown_fields

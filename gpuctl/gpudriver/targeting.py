@@ -18,8 +18,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from gpuctl.common.nodes import node_labels, node_name
 from gpuctl.gpudriver import re2
-from gpuctl.gpudriver.node_selectors import matches_labels, node_labels, node_name
+from gpuctl.gpudriver.node_selectors import matches_labels
 from gpuctl.gpudriver.tolerations import module_tolerations, node_taints, untolerated
 
 ARCH_LABEL = "kubernetes.io/arch"

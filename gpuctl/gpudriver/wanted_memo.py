@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpuctl.gpudriver.node_selectors import node_name
+from gpuctl.common.nodes import node_name
 from gpuctl.gpudriver.targeting import node_selector, wants
 from gpuctl.gpudriver.tolerations import module_tolerations
 

@@ -6,11 +6,8 @@ from typing import Any
 
 import pytest
 
-from gpuctl.gpudriver.node_selectors import (
-    node_selector_matches,
-    nodes_matching,
-    selectors_can_overlap,
-)
+from gpuctl.common.nodes import node_selector_matches
+from gpuctl.gpudriver.node_selectors import nodes_matching, selectors_can_overlap
 from tests.support.samples import node
 
 

@@ -17,11 +17,11 @@ from typing import Any
 from gpuctl.common import names
 from gpuctl.common.gpu_claims import claims_on_nodes
 from gpuctl.common.names import Phase
+from gpuctl.common.nodes import node_labels, node_name
 from gpuctl.common.unload_rule import modules_unloaded_with
 from gpuctl.gpudriver import model, revisions
 from gpuctl.gpudriver.kmm_templates import ModuleOf, TemplateError, kmm_image
 from gpuctl.gpudriver.module_spec import module_name, ready_label, version_label
-from gpuctl.gpudriver.node_selectors import node_labels, node_name
 from gpuctl.gpudriver.targeting import mapping_for, node_kernel, wanted_nodes
 from gpuctl.gpudriver.wanted_memo import WantedMemo
 from gpuctl.rollout.fleet.prometheus import GateResult

@@ -20,7 +20,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuctl.gpudriver.node_selectors import node_name
+from gpuctl.common.nodes import node_name
 from gpuctl.rollout.input.facts import NodeFacts, node_facts
 
 
