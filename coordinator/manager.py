@@ -211,8 +211,16 @@ class Coordinator:
         self._kube: KubeApi = self.fence
         self._work_stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        # What each watch event asks for (the event filters, coordinator/filters.py).
+        # What each watch event asks for (the event filters, coordinator/filters.py), one
+        # handler per informer.
         self._filter = ChangeFilter()
+        self._on_driver = self._handler(self._filter.driver)
+        self._on_module = self._handler(self._filter.module)
+        self._on_node = self._handler(self._filter.node)
+        self._on_claim = self._handler(self._filter.claim)
+        self._on_images_config = self._handler(self._filter.images_config)
+        self._on_node_config = self._handler(self._filter.node_config)
+        self._on_pod = self._handler(self._filter.pod)
         self.reconciles = 0
         self.lost_leadership = False
 
@@ -244,26 +252,11 @@ class Coordinator:
         if requests.every_follow:
             self._enqueue_all(within=FOLLOW_WITHIN_SECONDS)
 
-    def _on_driver(self, kind: str, obj: dict[str, Any]) -> None:
-        self._apply(self._filter.driver(kind, obj))
-
-    def _on_module(self, kind: str, obj: dict[str, Any]) -> None:
-        self._apply(self._filter.module(kind, obj))
-
-    def _on_node(self, kind: str, obj: dict[str, Any]) -> None:
-        self._apply(self._filter.node(kind, obj))
-
-    def _on_claim(self, kind: str, obj: dict[str, Any]) -> None:
-        self._apply(self._filter.claim(kind, obj))
-
-    def _on_images_config(self, kind: str, obj: dict[str, Any]) -> None:
-        self._apply(self._filter.images_config(kind, obj))
-
-    def _on_node_config(self, kind: str, obj: dict[str, Any]) -> None:
-        self._apply(self._filter.node_config(kind, obj))
-
-    def _on_pod(self, kind: str, obj: dict[str, Any]) -> None:
-        self._apply(self._filter.pod(kind, obj))
+    def _handler(
+        self, event_filter: Callable[[str, dict[str, Any]], Requests]
+    ) -> Callable[[str, dict[str, Any]], None]:
+        """An informer's handler: each event through `event_filter`, its requests carried out."""
+        return lambda kind, obj: self._apply(event_filter(kind, obj))
 
     # -- threads --------------------------------------------------------------------------
 

@@ -69,7 +69,7 @@ def _decide(inp: RolloutInput) -> Decision:
         refused = Hold(HoldKind.REFUSED, str(err))
         decision.status = rollout_status(inp, phases, counts, str(err), refused)
         return decision
-    window, gates = fleet_holds(inp, nodes, phases, counts, decision)
+    window, gates = fleet_holds(inp, decision, nodes=nodes, phases=phases, counts=counts)
     staying = {name: nodes[name] for name in phases}
     held_back = start_nodes(inp, staying, phases, decision, gates=gates, bound=bound)
     report_pass(

@@ -181,10 +181,11 @@ def rollback_words(kind: HoldKind, rollback: Mapping[str, Any]) -> str:
 
 def fleet_holds(
     inp: RolloutInput,
+    decision: Decision,
+    *,
     nodes: Mapping[str, NodeFacts],
     phases: Mapping[str, Phase],
     counts: RolloutCounts,
-    decision: Decision,
 ) -> tuple[WindowState | None, Gates]:
     """What holds the whole fleet in this pass, the windows' and the soak's writes and wake-ups
     taken into `decision`: the windows now (None without any) and the holds."""
