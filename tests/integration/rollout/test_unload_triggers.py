@@ -46,7 +46,7 @@ IMAGE = "image"  # the same version built again (rig.publish_rebuild)
 PARAMETERS = "parameters"
 # One change of each kind KMM sees: the image (a rebuild under the same version) and a field of
 # the node's config. That every other field of it (firmware path, loading order, registry TLS,
-# the in-tree list, ...) is a new KMM version is tests/coordinator/test_module_spec.py's
+# the in-tree list, ...) is a new KMM version is tests/gpudriver/test_module_spec.py's
 # (test_every_config_change_is_a_new_version); KMM reloads on any of them alike
 # (nmc_reconciler.go ProcessModuleSpec compares the whole config).
 CONFIG_CHANGES: dict[str, dict[str, Any]] = {
