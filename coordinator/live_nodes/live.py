@@ -8,8 +8,8 @@ its own Pod for the chart's gRPC Service while it serves (serving_label.py), so 
 callers reach the leader.
 
 With a node selector (one coordinator per node pool) all of it keeps to the pool's nodes
-(access/node_scope.py). The GPUNode watch starts once the pool is listed, so no GPUNode event is
-judged before it is known whose node it is.
+(coordinator/live_nodes/access/node_scope.py). The GPUNode watch starts once the pool is listed, so
+no GPUNode event is judged before it is known whose node it is.
 """
 
 from __future__ import annotations

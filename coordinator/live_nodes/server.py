@@ -5,10 +5,10 @@ stream. The loop runs in its own thread (`AgentServer.start`); the rest of the c
 threaded and talks to it only through the thread-safe Registry and `request_report`, which
 schedules an inspect request onto the loop and returns a concurrent Future.
 
-Transport: TLS on every connection (`TlsFiles`, re-read when the files change: tls/tls_reload.py),
-or plaintext only when explicitly asked for (`insecure=True`, local runs). Limits: the maximum
-message size both ways, keepalive pings so dead peers are noticed, and the per-stream limits
-of streams/agent_service.py.
+Transport: TLS on every connection (`TlsFiles`, re-read when the files change:
+coordinator/live_nodes/tls/tls_reload.py), or plaintext only when explicitly asked for
+(`insecure=True`, local runs). Limits: the maximum message size both ways, keepalive pings so dead
+peers are noticed, and the per-stream limits of coordinator/live_nodes/streams/agent_service.py.
 """
 
 from __future__ import annotations

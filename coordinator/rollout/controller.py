@@ -7,7 +7,8 @@ The nodes a pass considers are those the GPUDriver wants (gpuctl.gpudriver.targe
 while it is deleted or has no kernelModule), those carrying names.TARGET_LABEL=<driver>, and
 those with its rollout state; the target is the Module's KMM version
 (gpuctl.gpudriver.module_spec.kmm_version). A rollout that is refused (a conflict, an
-unreadable spec.rollout) finishes the steps already begun and starts nothing (place/refused.py).
+unreadable spec.rollout) finishes the steps already begun and starts nothing
+(gpuctl/rollout/place/refused.py).
 """
 
 from __future__ import annotations
@@ -261,8 +262,9 @@ class RolloutController:
         why: str,
         settings: RolloutSettings | None,
     ) -> float | None:
-        """A refused rollout (place/refused.py): Paused with why, about `target` (nothing of another
-        version's status is kept); the nodes already in a step finish it at the version the
+        """A refused rollout (gpuctl/rollout/place/refused.py): Paused with why, about `target`
+        (nothing of another version's status is kept); the nodes already in a step finish it at the
+        version the
         Module asks for, and nothing starts."""
         name = str(driver["metadata"]["name"])
         module = self.gatherer.view.module(self._config.namespace, module_name(name))

@@ -1,6 +1,6 @@
 """The rollout's reads: one pass's facts from the watch caches, fresh pod lists, the agents'
 call table, the Prometheus gate and the certSecrets the spec names (signing_certificates.py),
-made into the decision's input by input/build.py.
+made into the decision's input by gpuctl/rollout/input/build.py.
 
 Nodes, claims, Modules and Pods come from the coordinator's watch caches (claims with why
 they cannot be trusted, when they cannot), with our own last node writes laid over them
@@ -53,7 +53,8 @@ log = logging.getLogger(__name__)
 
 POD_LIST_TTL_SECONDS = 1.0
 # Phases whose step looks at the node's pods (Verifying: for its paused GPU daemons to come
-# back, step/pause.py), and the one that lists them afresh: its step hands the node to KMM.
+# back, gpuctl/rollout/step/pause.py), and the one that lists them afresh: its step hands the node
+# to KMM.
 NEEDS_PODS = frozenset(
     {Phase.CHECKING, Phase.DRAINING, Phase.PREPARING, Phase.VERIFYING, Phase.BLOCKED}
 )
@@ -129,8 +130,8 @@ class RolloutGatherer:
         self._pods: dict[str, tuple[float, tuple[PodFacts, ...] | None]] = {}
         self._gate_answers: dict[tuple[str, str, str], tuple[float, GateResult]] = {}
         self._certificates = SigningCertificates(kube, monotonic)
-        # Each GPUDriver's NodeFacts of its last pass (input/memo.py); a GPUDriver's passes
-        # never run at once (the work queue hands a key to one worker at a time).
+        # Each GPUDriver's NodeFacts of its last pass (gpuctl/rollout/input/memo.py); a GPUDriver's
+        # passes never run at once (the work queue hands a key to one worker at a time).
         self._memos: dict[str, NodeFactsMemo] = {}
         # Each GPUDriver's wanted answers of its last pass (wanted_memo.py).
         self._wanted: dict[str, WantedMemo] = {}
@@ -145,7 +146,7 @@ class RolloutGatherer:
         finishing: bool = False,
     ) -> RolloutInput:
         """The pass's facts; `finishing` (a refused rollout): only the nodes mid-step, each
-        wanted as its step says (place/refused.py)."""
+        wanted as its step says (gpuctl/rollout/place/refused.py)."""
         name = str(driver["metadata"]["name"])
         namespace = self._config.namespace
         all_nodes = self._overlay.apply(self.view.nodes())
@@ -199,7 +200,7 @@ class RolloutGatherer:
     def _kmm_boot_ids(
         self, nodes: Sequence[Mapping[str, Any]], namespace: str, module: str
     ) -> dict[str, str]:
-        """KMM's boot record of each node that has one read (input/kmm_boots.py)."""
+        """KMM's boot record of each node that has one read (gpuctl/rollout/input/kmm_boots.py)."""
         out: dict[str, str] = {}
         for node in nodes:
             called = node_name(node)

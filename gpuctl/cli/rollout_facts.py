@@ -105,7 +105,8 @@ def get_signing_certificates(
     api_client: Any, driver: Mapping[str, Any]
 ) -> dict[str, SigningCertificate]:
     """The certSecrets the GPUDriver names, as read with the user's own credentials: the
-    key KMM signs the target with (input/signing_key.py). One that cannot be read says why."""
+    key KMM signs the target with (gpuctl/rollout/input/signing_key.py). One that cannot be read
+    says why."""
     kernel_module = (driver.get("spec") or {}).get("kernelModule") or {}
     ref = module_ref(driver)
     if ref is None:

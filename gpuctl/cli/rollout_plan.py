@@ -99,7 +99,7 @@ class RolloutPlanInput:
     images_config: Mapping[str, Any] | None = None
     # Why it could not be read ("" when it could): then no image counts as found.
     images_unknown: str = ""
-    # The certSecrets the GPUDriver names, as read (input/signing_key.py), by name.
+    # The certSecrets the GPUDriver names, as read (gpuctl/rollout/input/signing_key.py), by name.
     signing_certificates: Mapping[str, SigningCertificate] = field(default_factory=dict)
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
@@ -406,8 +406,9 @@ def _image_waits(run: DryRun, facts: ClusterNode) -> Verdict | None:
 
 
 def _probe_note(run: DryRun, name: str) -> str:
-    """What the node's check proves of its reload's image first (step/kernel_proof.py: a probe Pod
-    on the node copies the kernel's modules out of it, as KMM's loader will); "" when its
+    """What the node's check proves of its reload's image first
+    (gpuctl/rollout/step/kernel_proof.py: a probe Pod on the node copies the kernel's modules out of
+    it, as KMM's loader will); "" when its
     check needs no proof."""
     node = _in_run(run, name)
     if node is None or not needs_proof(run.inp, node):

@@ -5,7 +5,7 @@ decide.py is one pass, a pipeline of stages, each a sub-package:
 
 - input/: the pass's facts as plain values, built from what was read;
 - place/: each node's place in the rollout, before its step;
-- step/: each node's step, one handler per phase (step/phases.py);
+- step/: each node's step, one handler per phase (gpuctl/rollout/step/phases.py);
 - fleet/: what holds the whole fleet (failure budget, pause, windows, Prometheus gate, soak,
   rollback);
 - start/: who starts, within maxUnavailable and in the shared order;

@@ -101,7 +101,8 @@ class NudgeKmm:
 
 @dataclass(frozen=True)
 class ProbeImage:
-    """Run KMM's copy of `kernel`'s modules out of `image` on `node` (input/image_probe.py), unless
+    """Run KMM's copy of `kernel`'s modules out of `image` on `node`
+    (gpuctl/rollout/input/image_probe.py), unless
     its probe Pod is there already."""
 
     node: str

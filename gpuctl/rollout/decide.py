@@ -2,24 +2,28 @@
 
 One pass is a pipeline of stages, each a sub-package of gpuctl/rollout:
 
-1. input/: the pass's facts, built from what was read (input/build.py) before decide() runs;
-2. place/: each node in its place (place/node_place.py): a node not yet in its place is put
-   there (place/placement.py: a node Done at an older version is Pending without a write,
-   placement.waits_unwritten), a reboot KMM's loader ran in is taken up first, a node mid-step
-   for another GPUDriver is left to it (place/refused.py);
-3. step/: each node in its place takes its phase's step (step/phases.py: one handler per
+1. input/: the pass's facts, built from what was read (gpuctl/rollout/input/build.py) before
+decide() runs; 2. place/: each node in its place (gpuctl/rollout/place/node_place.py): a node not
+yet in its place is put
+   there (gpuctl/rollout/place/placement.py: a node Done at an older version is Pending without a
+   write, placement.waits_unwritten), a reboot KMM's loader ran in is taken up first, a node
+   mid-step for another GPUDriver is left to it (gpuctl/rollout/place/refused.py);
+3. step/: each node in its place takes its phase's step (gpuctl/rollout/step/phases.py: one handler
+per
    phase; a node in a step about another version than its own goes back to Checking);
-4. fleet/: what holds the whole fleet (fleet/pass_holds.py: the failure budget, a pause, the
+4. fleet/: what holds the whole fleet (gpuctl/rollout/fleet/pass_holds.py: the failure budget, a
+pause, the
    hold after the first node, the windows, the Prometheus gate, the Module, a soak, a
    rollback);
 5. start/: unless held, new nodes start within maxUnavailable in the shared order
-   (start/starts.py), and Blocked ones are asked again;
-6. report/: the status, its message, Events and revisions (report/pass_report.py), from the
+   (gpuctl/rollout/start/starts.py), and Blocked ones are asked again;
+6. report/: the status, its message, Events and revisions (gpuctl/rollout/report/pass_report.py),
+from the
    same facts.
 
 A node Failed at the target after its KMM write rolls the GPUDriver back under onNodeFailure:
-Rollback (fleet/rollback.py). What each rule is and why is in docs/rollout.md ("What happens
-to each node" and the sections after it).
+Rollback (gpuctl/rollout/fleet/rollback.py). What each rule is and why is in docs/rollout.md ("What
+happens to each node" and the sections after it).
 
 The coordinator acts on the Decision (coordinator/rollout/act.py); `gpuctl rollout plan`
 renders it (first_moves.py). One decision, two callers.

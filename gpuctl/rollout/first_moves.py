@@ -7,7 +7,7 @@ coordinator's passes on the caller's reads, each pass's node writes made on the 
 the next (an older version's Done node is Pending without a write, and starts, or waits, in
 the same pass), with each node's latest agent report lent as the answer to its check, and its
 reload's image taken as proven to hold its kernel's modules (the probe the check runs first,
-step/kernel_proof.py: the plan says so, it cannot run it). A node
+gpuctl/rollout/step/kernel_proof.py: the plan says so, it cannot run it). A node
 that starts is followed through its checks up to where the agent's hands are needed
 (Preparing) or a person's (Blocked, Failed). `at_their_turn` is the same run with every
 rollout-wide wait lifted: where a waiting node's own checks take it once the wait is over.
@@ -155,7 +155,8 @@ def _lent_calls(
 
 
 def _probes_lent(inp: RolloutInput) -> RolloutInput:
-    """Each reload's image probe standing as run and proven (step/kernel_proof.py), where the
+    """Each reload's image probe standing as run and proven (gpuctl/rollout/step/kernel_proof.py),
+    where the
     reads have none: the plan follows the checks past it and says it is run first."""
     return dataclasses.replace(inp, nodes=[_proven(inp, node) for node in inp.nodes])
 

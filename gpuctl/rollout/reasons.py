@@ -111,7 +111,8 @@ class BlockKind(enum.StrEnum):
     PAUSED_PODS = "paused-pods"
     # A declared DaemonSet's pod stayed on the node past the drain timeout with the label off:
     # the DaemonSet does not select on gpuctl.dev/driver-ready. Blocked until the DaemonSet
-    # changes (a pod of another revision on the node), not tried again before (step/pause.py).
+    # changes (a pod of another revision on the node), not tried again before
+    # (gpuctl/rollout/step/pause.py).
     PAUSE_NOT_SELECTING = "pause-not-selecting"
     GPU_CLAIMS = "gpu-claims"
     # Whether GPU ResourceClaims are allocated on the node cannot be told.
@@ -130,25 +131,29 @@ class BlockKind(enum.StrEnum):
     # Devices opened after the check, before KMM acted: KMM's worker is held off the node.
     OPENED_AFTER_CHECK = "opened-after-check"
     # KMM has not found the target's image for the node's kernel, or the image is not proven
-    # yet to hold the kernel's modules (its probe pulling, running, unread: step/kernel_proof.py):
-    # a reload would unload the old module and might strand the node, so nothing is unloaded.
+    # yet to hold the kernel's modules (its probe pulling, running, unread:
+    # gpuctl/rollout/step/kernel_proof.py): a reload would unload the old module and might strand
+    # the node, so nothing is unloaded.
     IMAGE_NOT_READY = "image-not-ready"
     # KMM's copy of the node's kernel's modules out of the reload's image, run on the node
-    # (input/image_probe.py), failed: the image has no /opt/lib/modules/<kernel>, and KMM's loader
-    # would fail for ever after the flip unloaded the old module, so nothing is unloaded.
+    # (gpuctl/rollout/input/image_probe.py), failed: the image has no /opt/lib/modules/<kernel>, and
+    # KMM's loader would fail for ever after the flip unloaded the old module, so nothing is
+    # unloaded.
     IMAGE_LACKS_KERNEL = "image-lacks-kernel"
     # The node enforces module signatures (Secure Boot, lockdown, sig_enforce) and the target
-    # is not signed: its load would be refused after the unload (step/preflight.py).
+    # is not signed: its load would be refused after the unload (gpuctl/rollout/step/preflight.py).
     UNSIGNED_TARGET = "unsigned-target"
     # The node enforces module signatures and the target is signed with a key it does not
-    # trust, or one whose trust cannot be told (input/signing_key.py): refused after the unload too.
+    # trust, or one whose trust cannot be told (gpuctl/rollout/input/signing_key.py): refused after
+    # the unload too.
     SIGNING_KEY = "signing-key"
     # Whether the node enforces module signatures is unknown (an older agent, efivarfs or
     # securityfs not mounted) and the target is unsigned or its key not proven trusted: taken
-    # as enforcing, never as safe (step/preflight.py).
+    # as enforcing, never as safe (gpuctl/rollout/step/preflight.py).
     SIGNATURES_UNKNOWN = "signatures-unknown"
     # The node's kernel refuses every load of the module (nomodeset, module_blacklist=, an
-    # `install` override: the agent's DISABLED): the target would never load (step/preflight.py).
+    # `install` override: the agent's DISABLED): the target would never load
+    # (gpuctl/rollout/step/preflight.py).
     DRIVER_DISABLED = "driver-disabled"
     # The node rebooted and the module it came back with (the in-tree one, autoloaded) is in
     # use: KMM's loader would remove it, so KMM's worker is held off the node (reboots.py).

@@ -80,7 +80,8 @@ def wait_pending(
 ) -> dict[str, Any]:
     """status.rollout once it targets `version` and lists each of `nodes` Pending (and
     waiting for `kind`, where given: a holds.WaitKind value), each still labelled Done at
-    `was` (a node Done at an older version waits without a write, place/placement.py); returns
+    `was` (a node Done at an older version waits without a write,
+    gpuctl/rollout/place/placement.py); returns
     it."""
 
     def waits(status: dict[str, Any]) -> bool:

@@ -156,7 +156,7 @@ def _by_name(plan: RolloutPlan) -> dict[str, PlannedNode]:
     return {node.name: node for node in plan.nodes}
 
 
-# What a reload's check does first (step/kernel_proof.py), as the plan says it.
+# What a reload's check does first (gpuctl/rollout/step/kernel_proof.py), as the plan says it.
 PROBED = (
     "its check first proves that image r.example/xe:2 holds /opt/lib/modules/6.8.0-60-generic "
     "(KMM's copy, run in a probe Pod on the node): a copy that fails blocks it "

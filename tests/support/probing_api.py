@@ -1,5 +1,6 @@
-"""The in-memory API server with a kubelet for gpuctl's image probes (input/image_probe.py): a
-probe Pod POSTed there ends at once, as a kubelet running KMM's copy in it would end it.
+"""The in-memory API server with a kubelet for gpuctl's image probes
+(gpuctl/rollout/input/image_probe.py): a probe Pod POSTed there ends at once, as a kubelet running
+KMM's copy in it would end it.
 
 `lacking` names the images that hold no modules for any kernel (their probe's copy exits 1,
 with cp's words as the termination message); every other image holds them (Succeeded).

@@ -4,7 +4,8 @@ The agent's ServiceAccount token must be (1) valid for our audience, (2) a token
 own ServiceAccount (any pod can mount a token with any audience, so the audience alone proves
 nothing), and (3) bound to a Pod on a node, whose name the review carries. The Hello must name
 that same node. Each failure has its own gRPC status and a message saying what was wrong.
-`Reviewed` is that answer; access/token_review.py asks the API server for it and caches it.
+`Reviewed` is that answer; coordinator/live_nodes/access/token_review.py asks the API server for it
+and caches it.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """The GPUNode status the coordinator wants for a node, and the patch that gets it there.
 
-Pure functions. `desired_status` turns a NodeRecord and its freshness verdict (streams/freshness.py)
-into the status shape of gpunode_crd.py; `status_patch` compares it with what the API server
-holds and returns only what changed — `report.observedAt` (and so `reportReceivedAt`) alone is
-no change, so periodic rescans that find nothing new never write, and the Fresh condition
-changes only when its status or reason does (its message, which gives the agent's silence at
-the moment it went stale, and its lastTransitionTime are kept otherwise). Nothing known is
-ever erased: a record without a report (e.g. after a coordinator restart, before the agent
-reconnects) leaves the stored report alone, but says the node's state is unknown.
+Pure functions. `desired_status` turns a NodeRecord and its freshness verdict
+(coordinator/live_nodes/streams/freshness.py) into the status shape of gpunode_crd.py;
+`status_patch` compares it with what the API server holds and returns only what changed —
+`report.observedAt` (and so `reportReceivedAt`) alone is no change, so periodic rescans that find
+nothing new never write, and the Fresh condition changes only when its status or reason does (its
+message, which gives the agent's silence at the moment it went stale, and its lastTransitionTime are
+kept otherwise). Nothing known is ever erased: a record without a report (e.g. after a coordinator
+restart, before the agent reconnects) leaves the stored report alone, but says the node's state is
+unknown.
 """
 
 from __future__ import annotations

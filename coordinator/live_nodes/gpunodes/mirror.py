@@ -13,13 +13,14 @@ A GPUNode is created on a node's first write, named after the Node and owned by 
 garbage-collected with the Node. A Node that does not exist gets no GPUNode (nothing would ever
 delete it); that is logged and retried.
 
-Freshness (streams/freshness.py) changes without any change announced: a record just ages. So each
-fresh node is armed (gpunodes/deadlines.py) at the moment its record would turn stale; a timer
-thread sleeps until the earliest such moment, and a node still silent then is written as stale (one
-write: the Fresh condition and unloadBlockers together). A node heard from in between is
-armed again at its new moment, without a write. Heartbeats, which announce no change, are
-looked at too, but only to find a node whose freshness now differs from what the API server
-holds (heard again after going stale, or a report it sent that we lack), which is written.
+Freshness (coordinator/live_nodes/streams/freshness.py) changes without any change announced: a
+record just ages. So each fresh node is armed (coordinator/live_nodes/gpunodes/deadlines.py) at the
+moment its record would turn stale; a timer thread sleeps until the earliest such moment, and a node
+still silent then is written as stale (one write: the Fresh condition and unloadBlockers together).
+A node heard from in between is armed again at its new moment, without a write. Heartbeats, which
+announce no change, are looked at too, but only to find a node whose freshness now differs from what
+the API server holds (heard again after going stale, or a report it sent that we lack), which is
+written.
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ class GPUNodeMirror:
         in_scope: Callable[[str], bool | None] = lambda _node: True,
     ) -> None:
         self._kube = kube
-        # Whether a node is this coordinator's (access/node_scope.py): only those are written.
+        # Whether a node is this coordinator's (coordinator/live_nodes/access/node_scope.py): only
+        # those are written.
         self._in_scope = in_scope
         self._registry = registry
         self._monotonic = monotonic

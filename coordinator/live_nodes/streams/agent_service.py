@@ -10,7 +10,7 @@ own stream, with a status that says what was wrong:
 - UNAUTHENTICATED: no token, or a token the API server rejects for our audience;
 - PERMISSION_DENIED: another ServiceAccount's token, or a Hello/report naming another node;
 - INVALID_ARGUMENT: bytes that are not an AgentMessage, a first message that is not Hello,
-  absurd values (streams/limits.py), sequences that go backwards;
+  absurd values (coordinator/live_nodes/streams/limits.py), sequences that go backwards;
 - RESOURCE_EXHAUSTED: far more messages than any agent sends;
 - ABORTED: replaced by a newer stream of the same node;
 - UNAVAILABLE: the API server could not review the token (the agent retries).

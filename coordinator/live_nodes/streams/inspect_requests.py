@@ -57,7 +57,8 @@ class InspectRequests:
         in_scope: Callable[[str], bool | None] = lambda _node: True,
     ) -> None:
         self._registry = registry
-        # Another shard's node (access/node_scope.py) is that shard's to answer.
+        # Another shard's node (coordinator/live_nodes/access/node_scope.py) is that shard's to
+        # answer.
         self._in_scope = in_scope
         self._request_report = request_report
         self._timeout = timeout

@@ -1,7 +1,8 @@
 """What the coordinator knows about one node: an immutable record, and its agent's session.
 
-Plain values, so the pure readers (streams/freshness.py, gpunodes/gpunode_status.py) import them
-without the thread-safe Registry that holds and replaces them (streams/registry.py).
+Plain values, so the pure readers (coordinator/live_nodes/streams/freshness.py,
+coordinator/live_nodes/gpunodes/gpunode_status.py) import them without the thread-safe Registry that
+holds and replaces them (coordinator/live_nodes/streams/registry.py).
 """
 
 from __future__ import annotations

@@ -2,15 +2,15 @@
 
 The gRPC sessions (in the server's event loop thread) write into it; the GPUNode mirror, the
 inspect requests, the metrics and NodeService read immutable snapshots (`NodeRecord`,
-streams/node_record.py) from any thread. Every change that the GPUNode mirror cares about (a report,
-the session opening or closing, an answered inspect request) is announced to subscribers by
-node name; heartbeats (and dropped reports) only refresh `last_heard`/`in_sync` and announce
-nothing to them. They are told only to heartbeat subscribers, which must be cheap (the GPUNode
-mirror writes nothing unless the node's freshness changed, e.g. it is heard from again after
+coordinator/live_nodes/streams/node_record.py) from any thread. Every change that the GPUNode mirror
+cares about (a report, the session opening or closing, an answered inspect request) is announced to
+subscribers by node name; heartbeats (and dropped reports) only refresh `last_heard`/`in_sync` and
+announce nothing to them. They are told only to heartbeat subscribers, which must be cheap (the
+GPUNode mirror writes nothing unless the node's freshness changed, e.g. it is heard from again after
 going stale).
 
 A record is never dropped when a session ends: the last report stays, marked Disconnected,
-and goes stale by the clock (see streams/freshness.py).
+and goes stale by the clock (see coordinator/live_nodes/streams/freshness.py).
 """
 
 from __future__ import annotations

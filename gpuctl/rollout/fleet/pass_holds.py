@@ -232,7 +232,8 @@ def _soak(
     phases: Mapping[str, Phase],
     decision: Decision,
 ) -> str:
-    """The soak of the nodes verified at the target (fleet/soak.py); the soaking ones in words."""
+    """The soak of the nodes verified at the target (gpuctl/rollout/fleet/soak.py); the soaking ones
+    in words."""
     if not inp.settings.soak_seconds or not inp.target_version:
         return ""
     touched = {a.node for a in decision.actions if isinstance(a, PatchNode)}

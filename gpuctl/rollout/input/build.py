@@ -82,7 +82,8 @@ def pass_nodes(
     memo: WantedMemo | None = None,
 ) -> tuple[list[Mapping[str, Any]], frozenset[str]]:
     """The nodes a pass considers, and the wanted ones among them (through `memo`, the
-    answers of the last pass kept). `finishing` (a refused rollout, place/refused.py): only the
+    answers of the last pass kept). `finishing` (a refused rollout,
+    gpuctl/rollout/place/refused.py): only the
     nodes mid-step, each wanted as its step says."""
     name = str(driver["metadata"]["name"])
     if finishing:
@@ -166,7 +167,7 @@ class Reads:
     # node whose step reads them (None: not listed, or the list failed).
     listed_probes: Sequence[Mapping[str, Any]] | None = None
     # The boot KMM's NodeModulesConfig records its loader of the Module ran in, by node
-    # (input/kmm_boots.py; "" none recorded); a node not in it: not read (unknown).
+    # (gpuctl/rollout/input/kmm_boots.py; "" none recorded); a node not in it: not read (unknown).
     kmm_boot_ids: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -178,8 +179,8 @@ def reads_kmm_workers(node: Mapping[str, Any]) -> bool:
     return names.parse_phase(node_labels(node).get(names.STATE_LABEL)) is Phase.LOADING
 
 
-# The phases whose step reads the node's image probes (step/kernel_proof.py): the checks make and
-# read them, the KMM write deletes them.
+# The phases whose step reads the node's image probes (gpuctl/rollout/step/kernel_proof.py): the
+# checks make and read them, the KMM write deletes them.
 PROBE_PHASES = frozenset({Phase.CHECKING, Phase.BLOCKED, Phase.DRAINING, Phase.PREPARING})
 
 
@@ -245,7 +246,8 @@ def _gpu_pods(pods: Sequence[PodFacts], resources: Sequence[str]) -> tuple[GpuPo
 
 
 def rollout_input(reads: Reads, memo: NodeFactsMemo | None = None) -> RolloutInput:
-    """The decision's input of one pass's reads; with a `memo` (input/memo.py), a node whose
+    """The decision's input of one pass's reads; with a `memo` (gpuctl/rollout/input/memo.py), a
+    node whose
     facts would be built as the last pass built them gets that pass's NodeFacts again."""
     name = str(reads.driver["metadata"]["name"])
     spec = reads.driver.get("spec") or {}

@@ -225,8 +225,8 @@ class NodeFacts:
     # Every pod on the node that has not finished, read with `gpu_pods` (() when those are
     # unknown or not looked at): who a GPU client's pod UID is, what is paused or drained.
     pods: tuple[PodFacts, ...] = ()
-    # The GPUDriver's image probe Pods on the node (input/image_probe.py), read for a node in a
-    # step or Blocked; None when the Pod watch cannot be trusted now.
+    # The GPUDriver's image probe Pods on the node (gpuctl/rollout/input/image_probe.py), read for a
+    # node in a step or Blocked; None when the Pod watch cannot be trusted now.
     image_probes: tuple[ImageProbe, ...] | None = ()
 
     # Cached: a 5,000-node pass reads each node's phase dozens of times.
@@ -370,8 +370,8 @@ class RolloutInput:
     rollback: Mapping[str, Any] = field(default_factory=dict)
     # The Prometheus gate's latest verdict (None: no gate, or not evaluated in this pass).
     gate: GateResult | None = None
-    # The certSecrets the spec names, as read, by name (input/signing_key.py): the key KMM signs
-    # the target with, for the preflight on nodes that enforce module signatures.
+    # The certSecrets the spec names, as read, by name (gpuctl/rollout/input/signing_key.py): the
+    # key KMM signs the target with, for the preflight on nodes that enforce module signatures.
     signing_certificates: Mapping[str, SigningCertificate] = field(default_factory=dict)
     # Why KMM's ModuleImagesConfig could not be read ("" when it was): unread is not "no
     # image found", and a reload's block says which of the two it is.

@@ -7,9 +7,9 @@ is the Eviction API's body.
 The coordinator watches the cluster's Pods and keeps of each only `watched_part`: what that
 rule and the rollout read (name, namespace, node, phase, GPU resources, whether it references
 ResourceClaims), what names a pod holding a GPU and what the pause and the drain select on (its
-UID, labels, controlling owner and readiness: input/pod_facts.py), whether its spec selects on
-gpuctl.dev/driver-ready (pod_facts.driver_ready_selection), and of KMM's worker Pods also their
-state (kmm_activity.worker_pod_part). A cluster's Pods are many; kept whole they would be most
+UID, labels, controlling owner and readiness: gpuctl/rollout/input/pod_facts.py), whether its spec
+selects on gpuctl.dev/driver-ready (pod_facts.driver_ready_selection), and of KMM's worker Pods also
+their state (kmm_activity.worker_pod_part). A cluster's Pods are many; kept whole they would be most
 of its memory.
 """
 
@@ -105,7 +105,8 @@ def watched_part(pod: Mapping[str, Any]) -> dict[str, Any]:
         worker = worker_pod_part(pod)
         kept["metadata"]["labels"] = worker["metadata"]["labels"]
         kept["status"] = worker["status"]
-    if is_probe_pod(pod):  # gpuctl's image probe: what it proves (input/image_probe.py)
+    # gpuctl's image probe: what it proves (gpuctl/rollout/input/image_probe.py)
+    if is_probe_pod(pod):
         probe = probe_part(pod)
         kept["metadata"]["annotations"] = probe["metadata"]["annotations"]
         kept["status"] = probe["status"]

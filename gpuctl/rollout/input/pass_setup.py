@@ -5,8 +5,8 @@ The target is the Module's KMM version of the spec (none while the GPUDriver is 
 has no kernelModule: the nodes still targeted are unloaded). A rollout is refused while an
 older GPUDriver loads the driver on the same nodes (starting one would fight it) or while
 spec.rollout cannot be read; a refused pass finishes the steps begun, by the last readable
-settings, and starts nothing (place/refused.py). The coordinator's worker and `gpuctl rollout plan`
-both begin here.
+settings, and starts nothing (gpuctl/rollout/place/refused.py). The coordinator's worker and `gpuctl
+rollout plan` both begin here.
 """
 
 from __future__ import annotations

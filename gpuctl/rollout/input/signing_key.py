@@ -9,8 +9,8 @@ old driver. So before the unload the preflight compares the certificate's identi
 issuer's name and serial, as modinfo names a module's signer: module_signature.py) with
 what the node's agent says the kernel trusts:
 
-- the keys the kernel verifies modules with, as input/node_keys.py judges them from the agent's
-  report: MOK keys (MokListRT) and db keys where the kernel's keyrings make them verify
+- the keys the kernel verifies modules with, as gpuctl/rollout/input/node_keys.py judges them from
+  the agent's report: MOK keys (MokListRT) and db keys where the kernel's keyrings make them verify
   modules, and the key the node's loaded module was verified with (no `E` taint): a key in
   the kernel's built-in keyring shows only that way.
 
@@ -104,7 +104,7 @@ def cert_secrets(kernel_module: Mapping[str, Any]) -> list[str]:
 
 def untrusted_words(report: pb.NodeReport, certificate: SigningCertificate) -> str:
     """Why the node would refuse the signed target ("" when it trusts the key;
-    input/node_keys.py)."""
+    gpuctl/rollout/input/node_keys.py)."""
     if certificate.identity is None:
         return (
             f"cannot tell whether the node trusts the key KMM signs the target with: "

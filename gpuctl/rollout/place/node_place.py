@@ -1,9 +1,11 @@
 """Each node's place in this pass, and its own step once in its place (pure; decide.py's walk
 over the nodes).
 
-In order: a node mid-step for another GPUDriver is not in this rollout (place/refused.py); a reboot
-KMM's loader ran in is taken up first, whatever the phase (step/reboots.py); then the node is
-put in its place (place/placement.py) or, already there, takes its phase's step (step/phases.py).
+In order: a node mid-step for another GPUDriver is not in this rollout
+(gpuctl/rollout/place/refused.py); a reboot KMM's loader ran in is taken up first, whatever the
+phase (gpuctl/rollout/step/reboots.py); then the node is put in its place
+(gpuctl/rollout/place/placement.py) or, already there, takes its phase's step
+(gpuctl/rollout/step/phases.py).
 """
 
 from __future__ import annotations
@@ -34,11 +36,12 @@ def place_node(inp: RolloutInput, node: NodeFacts, decision: Decision) -> tuple[
     """The node's phase and version in this pass (None: not in this GPUDriver's rollout),
     its placement, reboot or own step taken into `decision`."""
     if anothers_step(node, inp.driver_name):
-        return None  # that GPUDriver finishes its step first (place/refused.py)
+        return None  # that GPUDriver finishes its step first (gpuctl/rollout/place/refused.py)
     rebooted = reboot_taken_up(inp, node)
     if rebooted is not None:
         # KMM's loader runs at the new boot whatever the node's phase: before anything
-        # else, the node is held and verified again at what KMM loads there (step/reboots.py).
+        # else, the node is held and verified again at what KMM loads there
+        # (gpuctl/rollout/step/reboots.py).
         result, phase, version = rebooted
         decision.take(result)
         return phase, version

@@ -5,9 +5,9 @@ Each node's version is the target (the Module's KMM version) when the GPUDriver 
 else names.REMOVAL_VERSION. A wanted node is `Skipped` (opted out), `Loading` (targeted at
 the target by someone else, KMM not done: verified like any other) or `Pending` (anything
 else: a node targeted and loaded at the target before the rollout reached it is verified when
-its turn comes, start/starts.py; a node labelled at the target without names.TARGET_LABEL
-included: the Module does not select it, so it takes the normal path). A node this
-GPUDriver verified Done at another version is Pending without a write (`waits_unwritten`):
+its turn comes, gpuctl/rollout/start/starts.py; a node labelled at the target without
+names.TARGET_LABEL included: the Module does not select it, so it takes the normal path). A node
+this GPUDriver verified Done at another version is Pending without a write (`waits_unwritten`):
 its labels move when its turn comes. A node no longer wanted that KMM
 loads for this GPUDriver is `Pending` on the removal path (or stays `Skipped` when opted out:
 the driver stays); one where nothing was loaded for it leaves the rollout (or fails, for the
@@ -55,7 +55,8 @@ def placement(inp: RolloutInput, node: NodeFacts) -> PatchNode | None:
 def rebooted_in_place(node: NodeFacts) -> bool:
     """A node verified again after a reboot at the version KMM loads there (reboots.py), or
     Blocked by what that boot brought up in use: it keeps its place, whatever the target,
-    until the verification is over or the checks take it on (start/starts.py, under the gates)."""
+    until the verification is over or the checks take it on (gpuctl/rollout/start/starts.py, under
+    the gates)."""
     if node.phase is Phase.VERIFYING:
         return names.REBOOTED in node.annotations
     return node.phase is Phase.BLOCKED and node.reason_kind is BlockKind.REBOOTED_IN_USE
@@ -119,7 +120,7 @@ def _placed(inp: RolloutInput, node: NodeFacts, target: str) -> PatchNode:
         if kmm_loaded(inp, node, target):
             # KMM's ready labels survive reboots and say nothing of what is live now: Done
             # only once the agent has verified it in this boot, when its turn comes
-            # (start/starts.py starts it in Verifying, within maxUnavailable).
+            # (gpuctl/rollout/start/starts.py starts it in Verifying, within maxUnavailable).
             reason = (
                 f"already targeted and loaded at {target} before the rollout reached it: "
                 "verified when its turn comes"

@@ -2,10 +2,10 @@
 
 New nodes start (Pending, or Blocked nodes whose blocker went away) only while the
 unavailable nodes — in progress, cordoned by anyone, or NotReady — stay within
-maxUnavailable, and only while nothing holds the rollout (fleet/pass_holds.py). A node verified Done
-in this pass frees its slot for a start in the same pass unless a Done can hold the starts (an
-unreleased holdAfterFirstNode, a soak); a start that takes such a slot names the node that
-frees it (`PatchNode.freed_by`). They start in the order of gpuctl.rollout.start.order. A start
+maxUnavailable, and only while nothing holds the rollout (gpuctl/rollout/fleet/pass_holds.py). A
+node verified Done in this pass frees its slot for a start in the same pass unless a Done can hold
+the starts (an unreleased holdAfterFirstNode, a soak); a start that takes such a slot names the node
+that frees it (`PatchNode.freed_by`). They start in the order of gpuctl.rollout.start.order. A start
 needs a Prometheus gate answer young enough: with an older one, the decision asks for a fresh
 one instead (`Decision.ask_gate`).
 """
@@ -64,7 +64,7 @@ def _unblocked(inp: RolloutInput, node: NodeFacts) -> bool:
 
 def _unproven(inp: RolloutInput, node: NodeFacts) -> bool:
     """A reload whose image is not proven to hold the node's kernel's modules yet, or is
-    proven to lack them (step/kernel_proof.py)."""
+    proven to lack them (gpuctl/rollout/step/kernel_proof.py)."""
     return kernel_proof(inp, node).block is not None
 
 
@@ -76,7 +76,8 @@ def _blocker(inp: RolloutInput, node: NodeFacts) -> Block | None:
         if block is not None:
             return block
     stuck = still_not_selecting(inp, node)
-    if stuck:  # its DaemonSet has not changed since the drain found it (step/pause.py)
+    # its DaemonSet has not changed since the drain found it (gpuctl/rollout/step/pause.py)
+    if stuck:
         return not_selecting_block(stuck)
     waiting = drain_block(inp, node, paused=False)  # its daemons run: not paused yet
     if waiting is not None:
@@ -90,7 +91,7 @@ def _blocker(inp: RolloutInput, node: NodeFacts) -> Block | None:
 
 def _recheck(inp: RolloutInput, node: NodeFacts, decision: Decision) -> None:
     """Ask a Blocked node's agent again once the last answer is old enough; its image's
-    probe made, or run again once its lack is old enough (step/kernel_proof.py)."""
+    probe made, or run again once its lack is old enough (gpuctl/rollout/step/kernel_proof.py)."""
     probe_work, probe_due = rechecks(inp, node)
     decision.actions.extend(probe_work)
     if probe_due is not None:
@@ -213,7 +214,8 @@ def start_nodes(
 
 def _start_write(inp: RolloutInput, node: NodeFacts, phase: Phase, version: str) -> PatchNode:
     """A node's start: its checks; or, for a Pending node KMM has loaded at `version` already
-    (targeted before the rollout reached it, place/placement.py), its verification: Done only on
+    (targeted before the rollout reached it, gpuctl/rollout/place/placement.py), its verification:
+    Done only on
     its agent's word in this boot, never on KMM's labels alone."""
     if phase is Phase.PENDING and written(inp, node, version) and kmm_loaded(inp, node, version):
         reason = f"loaded at {version} before the rollout reached it: verifying it"

@@ -62,7 +62,8 @@ def _pass_records(
 
 
 def _enter_draining(inp: RolloutInput, node: NodeFacts, report: ReportFacts) -> PatchNode:
-    """Cordon, pause the node's GPU daemons (step/pause.py) and record the pass, in one write."""
+    """Cordon, pause the node's GPU daemons (gpuctl/rollout/step/pause.py) and record the pass, in
+    one write."""
     annotations = _pass_records(node, report, inp.module_driver)
     labels, paused = pause_write(inp, node, judged_clients(inp, report, node))
     annotations.update(paused)
@@ -107,8 +108,9 @@ def _stops_before_asking(
 ) -> bool:
     """What stops the check before the agent is asked: whatever blocks the node whatever the
     agent says; and a reload whose image KMM has not found, or that is not proven yet to
-    hold the node's kernel's modules (step/kernel_proof.py), which waits (KMM may still be pulling
-    it, the probe running) up to the check's timeout, then is Blocked: nothing is unloaded.
+    hold the node's kernel's modules (gpuctl/rollout/step/kernel_proof.py), which waits (KMM may
+    still be pulling it, the probe running) up to the check's timeout, then is Blocked: nothing is
+    unloaded.
     An image proven to lack them is Blocked at once."""
     cannot = _cannot_go(inp, node)
     if cannot is not None:
@@ -116,7 +118,8 @@ def _stops_before_asking(
         return True
     no_image = image_not_ready(inp, node)
     if no_image is None:
-        # KMM found it: the image must also hold the node's kernel's modules (step/kernel_proof.py).
+        # KMM found it: the image must also hold the node's kernel's modules
+        # (gpuctl/rollout/step/kernel_proof.py).
         proof = kernel_proof(inp, node)
         result.actions.extend(proof.actions)
         if proof.block is None:

@@ -77,7 +77,7 @@ def step_draining(inp: RolloutInput, node: NodeFacts) -> StepResult:
 def _drain_timed_out(inp: RolloutInput, node: NodeFacts, waiting: Block) -> PatchNode:
     """Blocked, the drain still waiting at its timeout. A declared DaemonSet's pod still on
     the node does not select on the label and never leaves by itself: Blocked until the
-    DaemonSet changes, not tried again before (step/pause.py)."""
+    DaemonSet changes, not tried again before (gpuctl/rollout/step/pause.py)."""
     version = inp.target_for(node)
     stuck = not_selecting(inp, node)
     if stuck:

@@ -2,11 +2,12 @@
 
 The agent names every process holding a bound function's DRM nodes open and whose it is:
 a pod's container (its UID), a host process, or unknown (agent/cgroup_owner.py). Here the
-pod UID becomes the pod the coordinator's Pod watch knows (input/pod_facts.py), and each client is
-judged:
+pod UID becomes the pod the coordinator's Pod watch knows (gpuctl/rollout/input/pod_facts.py), and
+each client is judged:
 
 - PAUSED: a pod the GPUDriver declares pausable (rollout.pause: its DaemonSets or its
-  podSelector). The node's pause (step/pause.py) takes it off the node; the rollout waits for it.
+  podSelector). The node's pause (gpuctl/rollout/step/pause.py) takes it off the node; the rollout
+  waits for it.
 - EVICTED: any other pod that a controller other than a DaemonSet or the Node owns (or none
   does): a pod holding the GPU without asking for one (a privileged pod mounting /dev/dri)
   is a GPU pod all the same, drained with them (evictGPUPods; PDBs respected).

@@ -59,7 +59,8 @@ from gpuctl.rollout.step.writes import StepResult
 
 
 def step_any_verifying(inp: RolloutInput, node: NodeFacts) -> StepResult:
-    """Verifying after a reboot (reboots.py) or after the node's KMM write (step/verifying.py)."""
+    """Verifying after a reboot (reboots.py) or after the node's KMM write
+    (gpuctl/rollout/step/verifying.py)."""
     if names.REBOOTED in node.annotations:
         return step_reverifying(inp, node)
     return step_verifying(inp, node)

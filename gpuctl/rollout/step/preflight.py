@@ -7,11 +7,11 @@ signatures is Blocked before the unload when the target is not signed: no `sign`
 GPUDriver (kernelModule.sign, or that of the mapping KMM picks for the node's kernel, the
 first whose regexp matches, in Go's RE2 semantics), unless the admin says the images are
 signed already (rollout.trustImageSignatures). A target KMM signs is Blocked the same way
-when the node does not trust the key, or when that cannot be told (input/signing_key.py: the
-certSecret's certificate against the keys the node's kernel verifies modules with). A report
-that does not say whether signatures are enforced (an older agent, efivarfs or securityfs not
-mounted, an unreadable lockdown or sig_enforce) is never taken as "not enforced": the same
-checks run, and a target they cannot clear Blocks the node with the kind
+when the node does not trust the key, or when that cannot be told
+(gpuctl/rollout/input/signing_key.py: the certSecret's certificate against the keys the node's
+kernel verifies modules with). A report that does not say whether signatures are enforced (an older
+agent, efivarfs or securityfs not mounted, an unreadable lockdown or sig_enforce) is never taken as
+"not enforced": the same checks run, and a target they cannot clear Blocks the node with the kind
 `signatures-unknown`, naming what is unknown and how to find out.
 
 A node whose kernel refuses every load of the module (the agent's in-tree autoload verdict

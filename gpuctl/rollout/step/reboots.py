@@ -338,7 +338,8 @@ def _waiting_for_kmm(node: NodeFacts) -> bool:
 
 
 def kmm_words(node: NodeFacts) -> str:
-    """What KMM is doing for the node, from its own objects (input/kmm_activity.py)."""
+    """What KMM is doing for the node, from its own objects
+    (gpuctl/rollout/input/kmm_activity.py)."""
     if node.image_state and node.image_state != IMAGE_EXISTS:
         image = node.target_image or "its image"
         return f"KMM's ModuleImagesConfig says {node.image_state} of {image}"

@@ -8,8 +8,8 @@ that xe put in survivability mode (its firmware failed) fails the node at once: 
 but serves nothing until a firmware flash. The changes preparation made are restored
 (RestoreRequest), every function bound before is bound again, and KMM still reports the
 version loaded. Then the driver-ready label goes back and the
-node waits (rollout.pause.timeout at most) for its paused GPU daemons (step/pause.py): Done,
-uncordoned, records dropped.
+node waits (rollout.pause.timeout at most) for its paused GPU daemons
+(gpuctl/rollout/step/pause.py): Done, uncordoned, records dropped.
 
 On the removal path the agent must report the module not loaded and KMM's ready label must be
 gone: then the node leaves the rollout (state label and annotations removed, our cordon
@@ -263,7 +263,7 @@ def _verify_report(check: _Verification, report: ReportFacts) -> StepResult:
 
 def _resume_step(inp: RolloutInput, node: NodeFacts) -> StepResult | None:
     """Verified: the driver-ready label goes back, and the node (still cordoned) waits for a
-    pod of each paused controller to be back and Ready (step/pause.py), at most
+    pod of each paused controller to be back and Ready (gpuctl/rollout/step/pause.py), at most
     rollout.pause.timeout. None once they are, or the wait is over: the node is Done."""
     missing = not_back(node)
     if not missing:

@@ -137,9 +137,9 @@ def unfixable_block(
 
     The shared unload rule (gpuctl.common.unload_rule) decides: VFs preparation may disable
     block nothing; a holder module always blocks (KMM removes the module first). Open clients
-    are named by their pods (step/gpu_clients.py); with `clearable` (the checks before the drain),
-    those the pause or the drain takes off the node (_cleared) do not block. Before the KMM
-    write every client blocks.
+    are named by their pods (gpuctl/rollout/step/gpu_clients.py); with `clearable` (the checks
+    before the drain), those the pause or the drain takes off the node (_cleared) do not block.
+    Before the KMM write every client blocks.
     """
     blocking = unload_verdict(report.report, inp.unload_settings).blocking
     clients = judged_clients(inp, report, node)
@@ -166,8 +166,9 @@ def unfixable_block(
 
 
 def preflight_block(inp: RolloutInput, report: ReportFacts, node: NodeFacts) -> Block | None:
-    """Will the target load on this node at all (step/preflight.py)? None when it will, or on the
-    removal path (nothing is loaded there). Asked by the checks before the drain and by a
+    """Will the target load on this node at all (gpuctl/rollout/step/preflight.py)? None when it
+    will, or on the removal path (nothing is loaded there). Asked by the checks before the drain and
+    by a
     Blocked node's rechecks: a node that fails it is Blocked before anything is unloaded."""
     version = inp.target_for(node)
     if removing(version):
@@ -196,7 +197,7 @@ def judged_clients(
     inp: RolloutInput, report: ReportFacts, node: NodeFacts
 ) -> tuple[JudgedClient, ...]:
     """The clients the agent's OPEN_CLIENTS blockers are about (those of functions bound to
-    the module), each judged (step/gpu_clients.py)."""
+    the module), each judged (gpuctl/rollout/step/gpu_clients.py)."""
     held = {b.pci_address for b in report.report.blockers if reason_name(b.reason) == OPEN_CLIENTS}
     clients = report_clients(report.report, held)
     return judge_clients(clients, node.pods, inp.settings.pause)
@@ -369,10 +370,12 @@ def transition(
         # Only a Blocked node has a kind (blocked() writes it): any other step drops it.
         all_annotations[names.REASON_KIND] = None
     if names.PAUSE_NOT_SELECTING in node.annotations and to is not Phase.BLOCKED:
-        all_annotations[names.PAUSE_NOT_SELECTING] = None  # kept only while Blocked (step/pause.py)
+        # kept only while Blocked (gpuctl/rollout/step/pause.py)
+        all_annotations[names.PAUSE_NOT_SELECTING] = None
     if names.SOAK_BASELINE in node.annotations:
-        # A soak's baseline belongs to the Done it was recorded with (step/verifying.py writes the
-        # next one with its Done): a node moved on never soaks on a stale one.
+        # A soak's baseline belongs to the Done it was recorded with
+        # (gpuctl/rollout/step/verifying.py writes the next one with its Done): a node moved on
+        # never soaks on a stale one.
         all_annotations[names.SOAK_BASELINE] = None
     if to is Phase.DONE and node.boot_id:
         # The boot it is verified in: a node KMM loads in another one rebooted (reboots.py).
@@ -386,7 +389,7 @@ def transition(
     all_annotations.update(annotations or {})
     all_labels: dict[str, str | None] = {names.STATE_LABEL: to.value}
     if to is Phase.DONE:
-        # Verified: GPU daemons and workloads may use the driver (step/pause.py).
+        # Verified: GPU daemons and workloads may use the driver (gpuctl/rollout/step/pause.py).
         all_labels[names.DRIVER_READY_LABEL] = names.DRIVER_READY_VALUE
     elif to is Phase.FAILED and names.DRIVER_READY_LABEL in node.labels:
         all_labels[names.DRIVER_READY_LABEL] = None  # what is loaded is not known good
@@ -430,7 +433,8 @@ def blocked(inp: RolloutInput, node: NodeFacts, block: Block, version: str) -> P
     unschedulable = None
     if untouched:
         annotations.update(dict.fromkeys(names.PASS_DETAIL))
-        labels.update(released_labels(node))  # the paused daemons come back (step/pause.py)
+        # the paused daemons come back (gpuctl/rollout/step/pause.py)
+        labels.update(released_labels(node))
         if node.cordoned_by_us:
             annotations[names.CORDONED_BY_GPUCTL] = None
             unschedulable = False

@@ -130,7 +130,8 @@ class View:
     def pods_on(self, node: str) -> list[dict[str, Any]] | None:
         if self.watched_pods is None:
             return None
-        # the image probes the rollout made (step/kernel_proof.py), as the watch has them
+        # the image probes the rollout made (gpuctl/rollout/step/kernel_proof.py), as the watch has
+        # them
         probes = [
             watched_part(pod)
             for pod in self.api.objects.values()
@@ -181,7 +182,8 @@ def world(
     loading_order: list[str] | None = None,
     rollout: dict[str, Any] | None = None,
 ) -> tuple[MemoryApi, RolloutController, ManualClock]:
-    api = ProbingApi()  # the reload's image probe ends at once (step/kernel_proof.py)
+    # the reload's image probe ends at once (gpuctl/rollout/step/kernel_proof.py)
+    api = ProbingApi()
     spec = samples.minimal_spec()
     spec["kernelModule"]["version"] = NEW
     if loading_order is not None:

@@ -68,7 +68,7 @@ def _report(node: str, *, busy: bool = False) -> dict[str, Any]:
     )
     report.client_scan.state = pb.ClientScan.COMPLETE
     # What an agent on a BIOS-booted node says of module signatures: not enforced (an
-    # agent that cannot tell would block the load, step/preflight.py).
+    # agent that cannot tell would block the load, gpuctl/rollout/step/preflight.py).
     report.kernel_trust.CopyFrom(NOT_ENFORCING)
     if busy:
         report.devices[0].clients.add(pid=4242, command="ollama", client_ids=[7])

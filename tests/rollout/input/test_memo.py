@@ -1,5 +1,6 @@
 """A node's facts are given again only while everything they are made of is the same
-(input/memo.py), and a pass with the memo decides on exactly what a pass without it would."""
+(gpuctl/rollout/input/memo.py), and a pass with the memo decides on exactly what a pass without it
+would."""
 
 from __future__ import annotations
 

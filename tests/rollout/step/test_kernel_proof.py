@@ -1,6 +1,7 @@
 """A reload flips only once a probe of its image on the node proved the image holds
-/opt/lib/modules/<the node's kernel> (gpuctl/rollout/step/kernel_proof.py, input/image_probe.py):
-KMM's `Exists` says only that the image pulls, and its loader's copy fails for ever after the flip
+/opt/lib/modules/<the node's kernel> (gpuctl/rollout/step/kernel_proof.py,
+gpuctl/rollout/input/image_probe.py): KMM's `Exists` says only that the image pulls, and its
+loader's copy fails for ever after the flip
 unloaded the old module."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A real GPU node is never idle: each GPU client named by its pod, the node's own GPU daemons
-paused for its step (gpuctl/rollout/step/pause.py, step/gpu_clients.py), and the driver-ready label
-off
+paused for its step (gpuctl/rollout/step/pause.py, gpuctl/rollout/step/gpu_clients.py), and the
+driver-ready label off
 from the step's first write until the new driver is verified."""
 
 from __future__ import annotations

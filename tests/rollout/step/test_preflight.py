@@ -1,6 +1,7 @@
-"""The preflight before the unload (gpuctl/rollout/step/preflight.py, input/signing_key.py): a node
-whose kernel enforces module signatures is Blocked while the target is unsigned, or signed with a
-key the node does not trust (or one whose trust cannot be told), naming why, and goes on once the
+"""The preflight before the unload (gpuctl/rollout/step/preflight.py,
+gpuctl/rollout/input/signing_key.py): a node whose kernel enforces module signatures is Blocked
+while the target is unsigned, or signed with a key the node does not trust (or one whose trust
+cannot be told), naming why, and goes on once the
 GPUDriver signs it with a key the node trusts or says its images are signed already."""
 
 from __future__ import annotations
