@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from coordinator.caches import Caches
 from coordinator.drivers.kmm_check import KmmSupportCheck
 from coordinator.drivers.reconciler import Reconciler, ReconcilerConfig
 from coordinator.filters import FOLLOW_WITHIN_SECONDS, ChangeFilter, Requests
@@ -41,7 +42,7 @@ from gpuctl.common.names import KMM_GROUP, KMM_IMAGES_CONFIG_PLURAL, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from gpuctl.gpudriver.driver_nodes import watched_node_part
 from gpuctl.rollout.input.gpu_pod_watch import pod_node, watched_part
-from gpuctl.rollout.input.kmm_boots import boot_part, loaded_boot
+from gpuctl.rollout.input.kmm_boots import boot_part
 
 log = logging.getLogger(__name__)
 
@@ -93,69 +94,6 @@ class LeaderScoped(Protocol):
     def start(self) -> None: ...
 
     def stop(self, timeout: float = 10.0) -> None: ...
-
-
-class _Caches:
-    """The informers, read by the reconciler (ClusterView) and the rollout (RolloutView)."""
-
-    def __init__(
-        self,
-        drivers: Informer,
-        nodes: Informer,
-        claims: Informer,
-        modules: Informer,
-        *,
-        pods: Informer,
-        images_configs: Informer,
-        node_configs: Informer,
-        leading_since: float,
-    ) -> None:
-        self._drivers, self._nodes, self._claims = drivers, nodes, claims
-        self._modules, self._pods, self._images_configs = modules, pods, images_configs
-        self._node_configs = node_configs
-        self._leading_since = leading_since
-
-    def observing_since(self) -> float:
-        """Since when (monotonic) the caches the steps wait on (Nodes with KMM's labels,
-        Modules, GPUDrivers) have been watched without a gap: since leading began, or the
-        last failed list or watch of one of them. Not the claims: their trouble blocks the
-        checks by itself, and a claims watch that keeps failing must not stop every timeout."""
-        informers = (self._drivers, self._nodes, self._modules)
-        return max(self._leading_since, *(i.failed_at for i in informers))
-
-    def module(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self._modules.get(f"{namespace}/{name}")
-
-    def module_images(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self._images_configs.get(f"{namespace}/{name}")
-
-    def images_trouble(self) -> str:
-        return self._images_configs.trouble()
-
-    def kmm_boot_id(self, node: str, namespace: str, module: str) -> str | None:
-        if self._node_configs.trouble():
-            return None
-        return loaded_boot(self._node_configs.get(node), namespace, module)
-
-    def drivers(self) -> list[dict[str, Any]]:
-        return self._drivers.snapshot()
-
-    def nodes(self) -> list[dict[str, Any]]:
-        return self._nodes.snapshot()
-
-    def claims(self) -> list[dict[str, Any]]:
-        return self._claims.snapshot()
-
-    def claims_trouble(self) -> str:
-        return self._claims.trouble()
-
-    def claims_served(self) -> bool:
-        return self._claims.served()
-
-    def pods_on(self, node: str) -> list[dict[str, Any]] | None:
-        if self._pods.trouble():
-            return None
-        return self._pods.indexed(node)
 
 
 class Coordinator:
@@ -355,7 +293,7 @@ class Coordinator:
         pods = self._informer(Resource("", "v1", "pods"), self._on_pod)
         pods.keep, pods.index_of = watched_part, pod_node
         pods.relist_after_error = True
-        caches = _Caches(
+        caches = Caches(
             self._drivers,
             nodes,
             claims,
@@ -382,7 +320,7 @@ class Coordinator:
             then=(claims, modules, images_configs),
         )
 
-    def _controllers(self, caches: _Caches) -> tuple[Reconciler, RolloutController]:
+    def _controllers(self, caches: Caches) -> tuple[Reconciler, RolloutController]:
         """The GPUDriver reconciler and the rollout, on the leader's caches."""
         events = EventRecorder(
             self._kube,

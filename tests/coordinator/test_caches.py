@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import threading
 
+from coordinator.caches import Caches
 from coordinator.kube.watches import Informer, Resource
-from coordinator.manager import _Caches
 from tests.support.memory_api import MemoryApi
 
 
@@ -21,7 +21,7 @@ def test_the_last_gap_of_a_cache_the_steps_wait_on_counts() -> None:
     drivers, nodes, claims, modules, pods, images, node_configs = (
         informer(p) for p in ("d", "n", "c", "m", "p", "i", "nmc")
     )
-    caches = _Caches(
+    caches = Caches(
         drivers,
         nodes,
         claims,
