@@ -5,8 +5,8 @@
 
 What is generated, each by a module of hack/generators/:
 - gpuctl/api/ from proto/ (protoc: messages, gRPC stubs, typing stubs)            proto.py
-- the chart's CRDs from gpuctl/gpudriver/model.py and
-  gpuctl/crds/gpunode.py                                           crds.py
+- the chart's CRDs from gpuctl/gpudriver/model.py (through gpuctl/crds/gpudriver.py)
+  and gpuctl/crds/gpunode.py                                                      crds.py
 - the chart's coordinator RBAC template from coordinator/policies/rbac.py                   rbac.py
 - the chart's admission guards (Module, NodeModulesConfig, KMM CRD) from
   coordinator/{module,nmc,kmm_crd}_guard.py                                      admission_guards.py

@@ -1,7 +1,7 @@
 """The GPUNode status the coordinator wants for a node, and the patch that gets it there.
 
 Pure functions. `desired_status` turns a NodeRecord and its freshness verdict
-(coordinator/live_nodes/streams/freshness.py) into the status shape of gpunode_crd.py;
+(coordinator/live_nodes/streams/freshness.py) into the status shape of gpuctl/crds/gpunode.py;
 `status_patch` compares it with what the API server holds and returns only what changed —
 `report.observedAt` (and so `reportReceivedAt`) alone is no change, so periodic rescans that find
 nothing new never write, and the Fresh condition changes only when its status or reason does (its
