@@ -9,20 +9,27 @@ or after a test that ran KMM of its own) and labels the test's namespace ``SHARE
 the shared webhook admits its Modules. The kubelet of KMM's Pods and the kernel-boundary
 record stay per test (``RealKmm``).
 
+There is one ``SharedKmm`` per API server (``for_cluster``), whatever the scope of the fixture
+that started the control plane (the session's, a package's, a module's own), and it stops with
+it (``forget``, which ``tests/support/own_cluster.py`` calls before it stops a control plane).
 Two KMM managers must never run against one API server (both would reconcile every Module):
 ``serve`` at another KMM version stops the running one first, ``stop`` stops it for a test that
 runs KMM of its own (marked ``own_kmm``: it kills, stops or reconfigures KMM), and
-``assert_none_running`` lets such a test's KMM refuse to start beside a shared one.
+``assert_none_running`` lets such a test's KMM refuse to start beside a shared one. A test that
+asks for no KMM runs with none (``stop_all``), as every test did before KMM was shared: one
+that writes KMM's objects by hand, or asserts nobody touched them, sees no KMM act.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
 
+from testbed.harness.access import KubeCluster
 from testbed.harness.kmm_build import KmmBuild
 from testbed.harness.kmm_operator import KmmOperator
 from testbed.harness.kmm_webhook import KmmWebhook
@@ -32,6 +39,31 @@ SHARED_VALUE = "true"
 WEBHOOK_NAME = "kmm-webhook-shared"
 
 _running: dict[Path, SharedKmm] = {}  # kubeconfig -> the SharedKmm with processes up
+_known: dict[Path, SharedKmm] = {}  # kubeconfig -> its SharedKmm, running or not
+
+
+def for_cluster(cluster: KubeCluster, make_folder: Callable[[], Path]) -> SharedKmm:
+    """The shared KMM of ``cluster``'s API server (made the first time, its logs under
+    ``make_folder()``)."""
+    shared = _known.get(cluster.kubeconfig)
+    if shared is None:
+        shared = SharedKmm(cluster.admin_client(), cluster.kubeconfig, make_folder())
+        _known[cluster.kubeconfig] = shared
+    return shared
+
+
+def stop_all() -> None:
+    """Stops every running shared KMM (they start again when a test asks for one)."""
+    for shared in list(_running.values()):
+        shared.stop()
+
+
+def forget(kubeconfig: Path) -> None:
+    """Stops the shared KMM of the API server of ``kubeconfig``, if any, before that API server
+    stops."""
+    shared = _known.pop(kubeconfig, None)
+    if shared is not None:
+        shared.stop()
 
 
 def assert_none_running(kubeconfig: Path) -> None:

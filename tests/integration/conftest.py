@@ -27,15 +27,17 @@
 - ``kmm_version`` and ``kmm_build`` (per test): KMM's own operator built from source
   (``testbed.harness.kmm_build``), v2.6.0 unless the test is marked
   ``tests.support.kmm_matrix.EACH_KMM``.
-- ``shared_kmm`` (per package, with the control plane): ``testbed.harness.shared_kmm.SharedKmm``,
-  the one KMM manager and webhook the package's tests share (one version at a time: the
-  tests are ordered so that those at KMM main run after the rest of their package).
+- ``shared_kmm`` (per test, one per control plane): ``testbed.harness.shared_kmm.SharedKmm``,
+  the one KMM manager and webhook the tests on a control plane share, stopped with it (one
+  version at a time: the tests are ordered so that those at KMM main run after the rest of
+  their package).
 - ``real_kmm`` (per test): a running ``testbed.harness.real_kmm.RealKmm`` for the test's
   namespace: the shared KMM serving it (or, for a test marked ``own_kmm`` - it kills, stops
   or reconfigures KMM - a manager and webhook of its own, the shared ones stopped first), a
   kubelet for its Pods on the nodes the test ``serve``s, an image catalogue and the
   kernel-boundary record; stopped after the test. A test marked ``own_kmm`` that makes its
-  ``RealKmm`` itself gets the shared one stopped too.
+  ``RealKmm`` itself gets the shared one stopped too, and so does every test that asks for no
+  KMM (none runs while it does).
 - ``gpu_nodes`` (per test): ``tests.support.gpu_nodes.GpuNodes`` on ``real_kmm``: Nodes whose
   fake GPU hosts KMM's worker loads and unloads, the drivers tests' images pushed for them.
 - ``rollout_rig`` (per test, opt-in): a ``testbed.rollout_live.rig.RolloutRig`` for rollout
@@ -74,7 +76,7 @@ from testbed.harness.namespaces import delete_test_namespace
 from testbed.harness.nodes import DEFAULT_KERNEL, create_node
 from testbed.harness.real_kmm import RealKmm
 from testbed.harness.serving_tls import ServingTls, serving_tls
-from testbed.harness.shared_kmm import SharedKmm
+from testbed.harness.shared_kmm import SharedKmm, for_cluster, stop_all
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.rig import RolloutRig
 from tests.support.gpu_nodes import GpuNodes
@@ -149,6 +151,7 @@ def kmm_build(kmm_version: str) -> KmmBuild:
 
 
 OWN_KMM = "own_kmm"
+KMM_FIXTURES = frozenset({"real_kmm", "shared_kmm"})  # rollout_rig and gpu_nodes ask real_kmm
 
 
 def _owns_kmm(request: pytest.FixtureRequest) -> bool:
@@ -156,39 +159,40 @@ def _owns_kmm(request: pytest.FixtureRequest) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Within each package, the tests at KMM main after those at the pinned release, and the
-    ones with KMM of their own last: the shared KMM (one version at a time) starts at most
-    twice per package. Stable, so a module's tests keep their order and stay together."""
+    """Within each package, the modules that run no KMM first, then the tests at KMM's pinned
+    release, those at KMM main, and those with KMM of their own: the shared KMM (one version at
+    a time, stopped while a test asks for none) starts a few times per package, not per test.
+    Stable, so a module's tests keep their order."""
     first_seen: dict[Path, int] = {}
+    modules_with_kmm = {
+        item.path for item in items if KMM_FIXTURES & set(getattr(item, "fixturenames", ()))
+    }
 
-    def key(item: pytest.Item) -> tuple[int, int, int]:
+    def key(item: pytest.Item) -> tuple[int, int, int, int]:
         package = item.path.parent
         rank = first_seen.setdefault(package, len(first_seen))
         callspec = getattr(item, "callspec", None)
         at_main = callspec is not None and MAIN_VERSION in callspec.params.values()
-        return rank, int(at_main), int(item.get_closest_marker(OWN_KMM) is not None)
+        own = item.get_closest_marker(OWN_KMM) is not None
+        return rank, int(item.path in modules_with_kmm), int(at_main), int(own)
 
     items.sort(key=key)
 
 
-@pytest.fixture(scope="package")
-def shared_kmm(
-    kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[SharedKmm]:
-    with kube_cluster.admin_client() as api_client:
-        shared = SharedKmm(api_client, kube_cluster.kubeconfig, tmp_path_factory.mktemp("kmm"))
-        try:
-            yield shared
-        finally:
-            shared.stop()
+@pytest.fixture
+def shared_kmm(kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory) -> SharedKmm:
+    """The shared KMM of the test's control plane, whichever fixture started that (its own
+    stops with it: tests/support/own_cluster.py)."""
+    return for_cluster(kube_cluster, lambda: tmp_path_factory.mktemp("kmm"))
 
 
 @pytest.fixture(autouse=True)
-def _own_kmm_alone(request: pytest.FixtureRequest) -> None:
-    """A test marked ``own_kmm`` runs with the package's shared KMM stopped."""
-    if _owns_kmm(request):
-        shared: SharedKmm = request.getfixturevalue("shared_kmm")
-        shared.stop()
+def _kmm_only_where_asked(request: pytest.FixtureRequest) -> None:
+    """No shared KMM runs during a test that asked for none, or that runs its own (marked
+    ``own_kmm``): as before KMM was shared, a test that writes KMM's objects by hand, or
+    asserts that nobody touched them, sees no KMM act."""
+    if _owns_kmm(request) or not KMM_FIXTURES & set(request.fixturenames):
+        stop_all()
 
 
 @pytest.fixture

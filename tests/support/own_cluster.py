@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from testbed.harness import shared_kmm
 from testbed.harness.access import KubeCluster
 from testbed.harness.binaries import NEWEST, KubeRelease
 from testbed.harness.cluster import repository_root, start_cluster
@@ -47,6 +48,7 @@ def own_cluster(
     try:
         yield control_plane, cluster
     finally:
+        shared_kmm.forget(cluster.kubeconfig)  # KMM stops before its API server does
         cluster.close_clients()
         control_plane.stop()
         atexit.unregister(control_plane.stop)
