@@ -1,6 +1,6 @@
 """A full inspection of a synthetic large GPU node: median and p95, with same-run baselines.
 
-The node (testbed.fakehost.scenarios.large_node): 8 physical functions with 16 active VFs each,
+The node (testbed.fakehost.large_node): 8 physical functions with 16 active VFs each,
 60 other PCI functions, a /proc of 3,000 processes x 40 fds, 200 of them DRM fds across 60
 clients, and debugfs with the kernel's DRM client list of each of the 72 DRM devices.
 Printed:
@@ -38,7 +38,7 @@ from agent.inspect import inspect_node
 from bench.timing import measure, measure_interleaved, ratio_line
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from testbed.fakehost import HostFilesWithoutDebugfs
-from testbed.fakehost.scenarios import LARGE_CLIENTS, LARGE_PFS, LARGE_VFS_PER_PF, large_node
+from testbed.fakehost.large_node import LARGE_CLIENTS, LARGE_PFS, LARGE_VFS_PER_PF, large_node
 
 NOW = datetime.datetime(2026, 11, 29, tzinfo=datetime.UTC)
 

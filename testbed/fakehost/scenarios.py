@@ -1,9 +1,10 @@
-"""One builder per node layout in ../shared/fixtures.md (1-14), plus a large synthetic node.
+"""One builder per node layout in ../shared/fixtures.md (1-14).
 
 fixtures.md is not in the repository: it lives in ../shared/ beside it. Each function builds a
 fake host root under `root` and returns its FakeHost (so a test can add to it, or call
 `files()`/`proc_syscalls()` for injected faults). `SCENARIOS` maps the fixtures.md number to
-its builder. The constants name the facts tests assert on.
+its builder. The constants name the facts tests assert on. The large synthetic node the
+benchmarks inspect is testbed/fakehost/large_node.py.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ DKMS_XE_FILE = f"/lib/modules/{DEFAULT_RELEASE}/updates/dkms/xe.ko.zst"
 # -- building blocks ----------------------------------------------------------------------
 
 
-def _host_bridge(host: FakeHost) -> None:
+def add_host_bridge(host: FakeHost) -> None:
     host.add_pci_function(HOST_BRIDGE, device=0x0D57, class_code=0x060000)
 
 
@@ -166,7 +167,7 @@ def secure_boot_signed_backport(root: Path) -> FakeHost:
     host.boot_efi(secure_boot=True, shim_validation_disabled=False, mok_keys=[mok])
     host.write("proc/version_signature", UBUNTU_VERSION_SIGNATURE)
     host.set_lockdown("integrity")
-    _host_bridge(host)
+    add_host_bridge(host)
     _battlemage_card(host)
     _backport_xe(host, file_on_host=True, signed_by=mok)
     return host
@@ -184,7 +185,7 @@ MOK_SERIAL = 0x1D5E7A
 def host_bridge_only(root: Path) -> FakeHost:
     """1. A cloud VM: an Intel host bridge (no driver, numa -1) and virtio devices, no xe."""
     host = FakeHost(root)
-    _host_bridge(host)
+    add_host_bridge(host)
     for index, (device, class_code) in enumerate(
         ((0x1045, 0xFFFF00), (0x1042, 0x018000), (0x1041, 0x020000)), start=1
     ):
@@ -201,7 +202,7 @@ def host_bridge_only(root: Path) -> FakeHost:
 def arc_b580_in_tree(root: Path, *, kernel_release: str = DEFAULT_RELEASE) -> FakeHost:
     """2. One Arc B580 (e20b) on in-tree xe, behind its switch ports, with its audio."""
     host = FakeHost(root, kernel_release=kernel_release)
-    _host_bridge(host)
+    add_host_bridge(host)
     _battlemage_card(host)
     in_tree_xe(host)
     return host
@@ -211,7 +212,7 @@ def two_pro_b70_with_vfs(root: Path, *, vf_driver: str = "xe") -> FakeHost:
     """3. Two Pro B70 (e223) with 4 VFs each, VFs bound to `vf_driver` (xe, vfio-pci or
     xe-vfio-pci); xe-bound VFs get their own DRM nodes."""
     host = FakeHost(root)
-    _host_bridge(host)
+    add_host_bridge(host)
     vfs_of_pf = []
     for index, pf in enumerate(B70_PFS):
         card = index * 5
@@ -252,7 +253,7 @@ VM_CGROUPS = (
 def arc_a770_on_i915(root: Path) -> FakeHost:
     """4. Arc A770 (56a0) bound to i915 and held by Xorg; xe loaded with nothing bound."""
     host = FakeHost(root)
-    _host_bridge(host)
+    add_host_bridge(host)
     _battlemage_card(host, device=0x56A0, driver="i915")
     host.add_module("i915", refcnt=1, holders=())
     in_tree_xe(host)
@@ -264,7 +265,7 @@ def arc_a770_on_i915(root: Path) -> FakeHost:
 def dkms_out_of_tree(root: Path) -> FakeHost:
     """5. Out-of-tree xe from DKMS (updates/dkms), taint OE, held by xe_compat."""
     host = FakeHost(root)
-    _host_bridge(host)
+    add_host_bridge(host)
     _battlemage_card(host)
     _backport_xe(host, file_on_host=True)
     return host
@@ -273,7 +274,7 @@ def dkms_out_of_tree(root: Path) -> FakeHost:
 def kmm_out_of_tree(root: Path) -> FakeHost:
     """6. Out-of-tree xe loaded by KMM from its container: no matching file on the host."""
     host = FakeHost(root)
-    _host_bridge(host)
+    add_host_bridge(host)
     _battlemage_card(host)
     _backport_xe(host, file_on_host=False)
     return host
@@ -306,7 +307,7 @@ def open_render_clients(root: Path) -> FakeHost:
     """7. Open render fds: ollama and its forked child share client 42; python3 has client
     43 through two dup'd fds."""
     host = FakeHost(root)
-    _host_bridge(host)
+    add_host_bridge(host)
     _battlemage_card(host)
     in_tree_xe(host, refcnt=2)
     host.add_process(2101, "ollama")
@@ -324,7 +325,7 @@ def open_render_clients(root: Path) -> FakeHost:
 def flex_170_force_probe(root: Path) -> FakeHost:
     """8. Flex 170 (56c0, class 0x0380 display controller) on xe via force_probe."""
     host = FakeHost(root)
-    _host_bridge(host)
+    add_host_bridge(host)
     host.add_pci_function(ROOT_PORT, device=0xA70D, class_code=0x060400, driver="pcieport")
     host.add_pci_function(
         B580,
@@ -345,7 +346,7 @@ def flex_170_force_probe(root: Path) -> FakeHost:
 def lunar_lake_igpu(root: Path) -> FakeHost:
     """9. Lunar Lake iGPU (64a0) at 00:02.0, the boot display, no SR-IOV files."""
     host = FakeHost(root)
-    _host_bridge(host)
+    add_host_bridge(host)
     host.add_pci_function(
         IGPU,
         device=0x64A0,
@@ -362,7 +363,7 @@ def lunar_lake_igpu(root: Path) -> FakeHost:
 def meteor_lake_and_battlemage(root: Path) -> FakeHost:
     """10. Meteor Lake iGPU (7d55) on i915 plus a Battlemage B580 on xe."""
     host = FakeHost(root)
-    _host_bridge(host)
+    add_host_bridge(host)
     host.add_pci_function(
         IGPU,
         device=0x7D55,
@@ -380,7 +381,7 @@ def meteor_lake_and_battlemage(root: Path) -> FakeHost:
 def builtin_xe(root: Path) -> FakeHost:
     """11. xe built into the kernel: only parameters/ under sys/module/xe."""
     host = FakeHost(root)
-    _host_bridge(host)
+    add_host_bridge(host)
     _battlemage_card(host)
     host.add_module("xe", builtin=True, parameters={"force_probe": "", "max_vfs": "0"})
     return host
@@ -389,7 +390,7 @@ def builtin_xe(root: Path) -> FakeHost:
 def passthrough_unbound(root: Path) -> FakeHost:
     """12. A B580 with no driver and driver_override vfio-pci (set up for passthrough)."""
     host = FakeHost(root)
-    _host_bridge(host)
+    add_host_bridge(host)
     _battlemage_card(host, driver=None)
     host.set_attribute(B580, "driver_override", "vfio-pci\n")
     in_tree_xe(host)
@@ -399,7 +400,7 @@ def passthrough_unbound(root: Path) -> FakeHost:
 def fdinfo_unreadable(root: Path) -> FakeHost:
     """13. A process holds renderD128 but its fdinfo cannot be read (permission denied)."""
     host = FakeHost(root)
-    _host_bridge(host)
+    add_host_bridge(host)
     _battlemage_card(host)
     in_tree_xe(host, refcnt=1)
     host.add_process(3100, "gnome-shell")
@@ -411,7 +412,7 @@ def fdinfo_unreadable(root: Path) -> FakeHost:
 def xe_going_held_by_xe_vfio_pci(root: Path) -> FakeHost:
     """14. xe `initstate` going (an unload in flight) and held by xe_vfio_pci."""
     host = FakeHost(root)
-    _host_bridge(host)
+    add_host_bridge(host)
     _battlemage_card(host)
     in_tree_xe(host, refcnt=1, holders=("xe_vfio_pci",), initstate="going")
     host.add_module("xe_vfio_pci", refcnt=0)
@@ -434,146 +435,3 @@ SCENARIOS: dict[int, Callable[[Path], FakeHost]] = {
     13: fdinfo_unreadable,
     14: xe_going_held_by_xe_vfio_pci,
 }
-
-
-# -- a large node for benchmarks ----------------------------------------------------------
-
-LARGE_PFS = 8
-LARGE_VFS_PER_PF = 16
-LARGE_OTHER_FUNCTIONS = 60
-LARGE_PROCESSES = 3000
-LARGE_FDS_PER_PROCESS = 40
-LARGE_CLIENTS = 60
-LARGE_DRM_FDS = 200
-LARGE_FIRST_PID = 1000
-# 72 DRM devices: more cards than the 64 below render minor 128, so render nodes start at
-# 256 (minor numbers are unique across cards and render nodes, as the kernel's are).
-LARGE_RENDER_BASE = 256
-
-
-def large_node_pf(index: int) -> str:
-    return f"0000:{0x10 + index * 0x10:02x}:00.0"
-
-
-def large_node_render(index: int) -> str:
-    """The render node of PF `index` of the large node."""
-    return f"renderD{LARGE_RENDER_BASE + index * 17}"
-
-
-def large_node(root: Path, *, debugfs: str | None = "id", vms: bool = False) -> FakeHost:
-    """8 Pro B70 PFs with 16 active VFs each (even VFs on xe, odd on vfio-pci), 60 other
-    PCI functions, and 3,000 processes x 40 fds of which 200 DRM fds belong to 60 clients
-    (60 owners with 3 dup'd fds each, 10 forked children sharing an owner's id with 2 fds).
-    xe's refcnt is 60 plus its xe_compat holder, so the client scan must run. debugfs is
-    mounted (the kernel's client lists in `debugfs` style) unless `debugfs` is None.
-    With `vms`, 16 of the processes are VMs (QEMU in pods) each holding 4 of the vfio-pci
-    VFs open through /dev/vfio, so the VFIO holder sweep must run; without, no VM runs
-    (vfio_pci holds no reference)."""
-    host = FakeHost(root)
-    if debugfs is not None:
-        host.enable_debugfs(debugfs)
-    _host_bridge(host)
-    others = 1
-    for index in range(LARGE_PFS):
-        pf = large_node_pf(index)
-        port = f"0000:00:{index + 1:02x}.0"
-        host.add_pci_function(port, device=0xA70D, class_code=0x060400, driver="pcieport")
-        host.add_pci_function(
-            pf,
-            device=0xE223,
-            class_code=0x030000,
-            parent=port,
-            driver="xe",
-            numa_node=index // 4,
-            boot_vga=False,
-            sriov_total_vfs=LARGE_VFS_PER_PF,
-            drm=(f"card{index * 17}", large_node_render(index)),
-        )
-        others += 1
-        host.add_vfs(
-            pf,
-            LARGE_VFS_PER_PF,
-            driver=["xe" if vf % 2 == 0 else "vfio-pci" for vf in range(LARGE_VFS_PER_PF)],
-            first_drm_minor=index * 17 + 1,
-            render_offset=LARGE_RENDER_BASE,
-        )
-    for number in range(LARGE_OTHER_FUNCTIONS - others):
-        vendor, device, class_code, driver = (
-            (0x15B3, 0x1021, 0x020000, "mlx5_core"),
-            (0x144D, 0xA80A, 0x010802, "nvme"),
-            (0x8086, 0x0B60, 0x010802, "nvme"),
-            (0x8086, 0x1592, 0x020000, "ice"),
-        )[number % 4]
-        host.add_pci_function(
-            f"0000:{0xA0 + number:02x}:00.0",
-            vendor=vendor,
-            device=device,
-            class_code=class_code,
-            driver=driver,
-        )
-    host.add_module(
-        "xe",
-        refcnt=LARGE_CLIENTS + 1,
-        holders=("xe_compat",),
-        srcversion=BACKPORT_SRCVERSION,
-        version=BACKPORT_VERSION,
-        taint="OE",
-    )
-    host.add_module("xe_compat", taint="OE")
-    passthrough = host.functions_bound_to("vfio-pci")
-    host.add_module("vfio_pci", refcnt=len(passthrough) if vms else 0)
-    _large_node_processes(host, passthrough if vms else [])
-    return host
-
-
-def _large_node_cgroup(pid: int, in_pod: object) -> str:
-    """A GPU client runs in a pod (systemd cgroup driver, containerd); the rest on the host."""
-    if not in_pod:
-        return f"0::/system.slice/worker-{pid}.service\n"
-    uid = f"{pid:08x}_0000_4000_8000_{pid:012x}"
-    return (
-        "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
-        f"{uid}.slice/cri-containerd-{pid:064x}.scope\n"
-    )
-
-
-def _large_node_processes(host: FakeHost, passthrough: list[str]) -> None:
-    """The 3,000 processes; with `passthrough` VFs, a VM (not a DRM client) per 4 of them."""
-    drm_fds: dict[int, list[tuple[int, int]]] = {}  # pid -> [(client id, PF index)]
-    owners = [LARGE_FIRST_PID + 7 + 41 * k for k in range(LARGE_CLIENTS)]
-    children = [pid + 1 for pid in owners[:10]]
-    free = (p for p in range(LARGE_FIRST_PID + 2, 10**6, 97) if p not in {*owners, *children})
-    vms = {next(free): passthrough[k : k + 4] for k in range(0, len(passthrough), 4)}
-    for k, pid in enumerate(owners):
-        drm_fds[pid] = [(100 + k, k % LARGE_PFS)] * 3
-    for k, pid in enumerate(children):
-        drm_fds[pid] = [(100 + k, k % LARGE_PFS)] * 2
-    assert sum(len(v) for v in drm_fds.values()) == LARGE_DRM_FDS
-    for pid in range(LARGE_FIRST_PID, LARGE_FIRST_PID + LARGE_PROCESSES):
-        held = drm_fds.get(pid, [])
-        vfs = vms.get(pid, [])
-        ordinary = LARGE_FDS_PER_PROCESS - 3 - len(held) - len(vfs)
-        fds = {
-            3 + n: (
-                f"socket:[{pid * 64 + n}]",
-                f"pipe:[{pid * 64 + n}]",
-                f"/var/log/app/{pid}-{n}.log",
-                "anon_inode:[eventfd]",
-            )[n % 4]
-            for n in range(ordinary)
-        }
-        host.add_process(
-            pid,
-            "qemu-kvm" if vfs else "worker" if not held else "inference",
-            fds=fds,
-            cgroup=_large_node_cgroup(pid, held or vfs),
-        )
-        for offset, vf in enumerate(vfs):
-            host.add_vfio_fd(pid, 3 + ordinary + offset, vf)
-        for offset, (client_id, pf_index) in enumerate(held):
-            node = large_node_render(pf_index)
-            # Every fifth client's kernel does not print drm-pdev: matched by node name.
-            pdev = None if client_id % 5 == 0 else large_node_pf(pf_index)
-            host.add_drm_fd(pid, 3 + ordinary + offset, node, pdev=pdev, client_id=client_id)
-    for child in children:
-        host.set_children(child - 1, [child])

@@ -26,7 +26,8 @@ from agent.inspect import inspect_node
 from agent.module_config_dirs import DEBIAN_MODULES_FILE, MODPROBE_DIRS, MODULES_LOAD_DIRS
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from testbed.fakehost import FIXED_NOW, FakeHost
-from testbed.fakehost.scenarios import SCENARIOS, large_node
+from testbed.fakehost.large_node import large_node
+from testbed.fakehost.scenarios import SCENARIOS
 
 IN_TREE = "lib/modules/{release}/kernel/drivers/gpu/drm/xe/xe.ko.zst"
 # What a real host holds beside them, which the agent must not need.

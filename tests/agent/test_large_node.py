@@ -14,7 +14,7 @@ from agent.fdscan import find_fd_holders
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from testbed.fakehost import FIXED_NOW, FakeHost, HostFilesWithoutDebugfs
-from testbed.fakehost import scenarios as s
+from testbed.fakehost import large_node as s
 
 SHM = Path("/dev/shm")
 
