@@ -43,8 +43,9 @@ from testbed.chaos.skewed import IDENTITY as SKEWED
 from testbed.chaos.skewed import SkewedReplica
 from testbed.chaos.world import ChaosWorld
 from testbed.cluster_api import TEST_LABEL
+from testbed.rollout_live.images import OLD
 from testbed.rollout_live.node_watch import Nodes, NodeWatch
-from testbed.rollout_live.rig import OLD, RolloutRig
+from testbed.rollout_live.rig import RolloutRig
 from testbed.rollout_live.scenario import busy_with_ollama, idle_again, old_root
 
 KINDS = (

@@ -50,7 +50,7 @@ from testbed.rollout_live.gpu_daemons import (
     daemon_set,
     gpu_workload_pod,
 )
-from testbed.rollout_live.rig import NEW, OLD, image_of
+from testbed.rollout_live.images import NEW, OLD, image_of
 from testbed.rollout_live.scenario import module_version, old_root, wait_status
 
 BIN = Path(sys.executable).parent

@@ -19,7 +19,8 @@ from coordinator.kube.client import MERGE_PATCH, path
 from testbed.fakehost import PCI_DEVICES, FakeHost
 from testbed.fakehost.scenarios import B580, in_tree_xe
 from testbed.harness.nodes import node_status
-from testbed.rollout_live.rig import COMPANION_MODULES, RolloutRig, stop_process
+from testbed.rollout_live.images import COMPANION_MODULES
+from testbed.rollout_live.rig import RolloutRig, stop_process
 
 BOOT_ID = "proc/sys/kernel/random/boot_id"
 BLACKLIST = "etc/modprobe.d/blacklist-xe.conf"

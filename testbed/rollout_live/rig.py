@@ -12,17 +12,10 @@ busy then (a process holding a DRM node, VFs enabled, a module holding xe); `clo
 every test by asserting that KMM never tried to unload a busy node (`kernels` reads the record
 in the rollout's terms).
 
-Images: the GPUDriver maps every kernel to `registry.example.com/xe:<version>` (`image_of`), an
-image holding that version's xe for the nodes' kernel; `set_version` changes version and image
-together, as an admin does. Their modules are signed out of the cluster with the rig's key
-(`image_signing_key()`), which a node whose fake kernel enforces signatures when it is added has
-built in: they load verified there (taint `O`), and unverified (`OE`) on a node that does not
-enforce, as any module whose key its kernel lacks (testbed/harness/kubelet/signature_check.py).
-
-Versions: tests speak of the user's `kernelModule.version` (OLD, NEW); the rollout and KMM's
-labels speak of the Module's KMM version (gpuctl.gpudriver.module_spec.kmm_version of the
-GPUDriver's spec): `target()` is the current one, `kmm_version_at(version)` the one a version
-gives with the rest of the spec unchanged.
+The versions tests speak of (OLD, NEW), their images and the key that signs them are
+testbed/rollout_live/images.py. The rollout and KMM's labels speak of the Module's KMM version
+(gpuctl.gpudriver.module_spec.kmm_version of the GPUDriver's spec): `target()` is the current
+one, `kmm_version_at(version)` the one a version gives with the rest of the spec unchanged.
 """
 
 from __future__ import annotations
@@ -46,7 +39,7 @@ from testbed.agent_process import start_agent_process
 from testbed.cluster_agents import AgentPods, agent_username, delete_gpunode
 from testbed.cluster_api import TEST_LABEL, gpudriver, node_labels
 from testbed.fakehost import DEFAULT_RELEASE, FakeHost
-from testbed.fakehost.signing import SigningKey, signing_key
+from testbed.fakehost.signing import SigningKey
 from testbed.fixture_types import MakeNode
 from testbed.harness.access import KubeCluster
 from testbed.harness.kubelet import signature_check
@@ -59,45 +52,26 @@ from testbed.rollout_live.fake_nodes import (
     backport_version_string,
     srcversion_of,
 )
+from testbed.rollout_live.images import (
+    COMPANION_MODULES,
+    FIRMWARE,
+    NEW,
+    OLD,
+    image_of,
+    image_signing_key,
+    kernel_mappings,
+    pushed_image,
+)
 from testbed.rollout_live.kernels import NodeKernels
 from testbed.rollout_live.protocol_agent import ProtocolAgent
 
 BIN = Path(sys.executable).parent
 DRIVER = "gpu"
 DRIVER_TARGET = names.TARGET_LABEL
-OLD = "v6.17.13.62_260409.8"
-NEW = "v7.1.4.6_260728.7"
-IMAGE_REPOSITORY = "registry.example.com/xe"
-# What a backport build's image ships beside xe.ko: its compat and DRM helper modules (which a
-# GPUDriver's modulesLoadingOrder may name) and GuC firmware.
-COMPANION_MODULES = ("xe_compat", "drm_gpuvm")
-FIRMWARE = ("bmg_guc_70.bin",)
 
 
 # The label KMM puts on its worker Pods, valued Load or Unload.
 WORKER_ACTION = "kmm.node.kubernetes.io/worker-action"
-
-
-def image_signing_key() -> SigningKey:
-    """The key the rig's images are signed with (made once per process)."""
-    return signing_key("gpuctl rollout rig image signing", 0x716)
-
-
-def image_of(version: str | None) -> str:
-    """The kernel mapping's image of a user's version (None: the unversioned build), as fleets
-    write it: a template KMM fills in per node with the node's kernel."""
-    return f"{IMAGE_REPOSITORY}:{version or UNVERSIONED}-$KERNEL_FULL_VERSION"
-
-
-def pushed_image(version: str | None, kernel_release: str) -> str:
-    """The reference a fleet's image pipeline pushes `version` built for `kernel_release`
-    under: image_of(version) as KMM fills it in, spelled out here, not computed by the code
-    under test (the rig's kernels are all of KMM's normalized form)."""
-    return f"{IMAGE_REPOSITORY}:{version or UNVERSIONED}-{kernel_release}"
-
-
-def kernel_mappings(version: str | None) -> list[dict[str, str]]:
-    return [{"regexp": "^.+$", "containerImage": image_of(version)}]
 
 
 def stop_process(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:

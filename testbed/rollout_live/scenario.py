@@ -18,7 +18,8 @@ from testbed.fakehost import FakeHost
 from testbed.fakehost.scenarios import B580
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.fake_nodes import gpu_node_root
-from testbed.rollout_live.rig import OLD, RolloutRig
+from testbed.rollout_live.images import OLD
+from testbed.rollout_live.rig import RolloutRig
 
 TIMEOUTS = {"check": "20s", "drain": "20s", "prepare": "20s", "load": "20s", "verify": "20s"}
 FAST: dict[str, Any] = {"holdAfterFirstNode": False, "timeouts": TIMEOUTS}

@@ -30,7 +30,8 @@ from testbed.kwok_nodes import (
     set_min_available,
     workload_pods,
 )
-from testbed.rollout_live.rig import NEW, RolloutRig
+from testbed.rollout_live.images import NEW
+from testbed.rollout_live.rig import RolloutRig
 from testbed.rollout_live.scenario import FAST, TIMEOUTS, module_version, start, wait_complete
 
 pytestmark = pytest.mark.integration

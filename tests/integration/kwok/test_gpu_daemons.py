@@ -25,7 +25,8 @@ from testbed.rollout_live.gpu_daemons import (
     bare_pod,
     daemon_set,
 )
-from testbed.rollout_live.rig import NEW, OLD, RolloutRig
+from testbed.rollout_live.images import NEW, OLD
+from testbed.rollout_live.rig import RolloutRig
 from testbed.rollout_live.scenario import FAST, module_version, start, wait_complete
 
 pytestmark = pytest.mark.integration

@@ -28,8 +28,9 @@ from testbed.kwok_nodes import (
     stop_heartbeat,
     taint_keys,
 )
+from testbed.rollout_live.images import NEW, OLD
 from testbed.rollout_live.node_watch import NodeWatch, unavailable_within
-from testbed.rollout_live.rig import NEW, OLD, RolloutRig
+from testbed.rollout_live.rig import RolloutRig
 from testbed.rollout_live.scenario import FAST, module_version, start, wait_status
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,8 @@ from gpuctl.common import names
 from testbed.cluster_api import Api
 from testbed.harness.access import KubeCluster
 from testbed.harness.control_plane import ControlPlane
-from testbed.rollout_live.rig import NEW, OLD, RolloutRig
+from testbed.rollout_live.images import NEW, OLD
+from testbed.rollout_live.rig import RolloutRig
 from testbed.rollout_live.scenario import FAST, TIMEOUTS, module_version, start
 
 pytestmark = pytest.mark.integration

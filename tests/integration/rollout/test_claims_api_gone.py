@@ -23,7 +23,8 @@ from testbed.cluster_api import Api
 from testbed.harness.access import KubeCluster
 from testbed.harness.control_plane import ControlPlane
 from testbed.harness.waiting import wait_until
-from testbed.rollout_live.rig import OLD, RolloutRig
+from testbed.rollout_live.images import OLD
+from testbed.rollout_live.rig import RolloutRig
 from testbed.rollout_live.scenario import FAST, start
 from tests.support.own_cluster import own_cluster
 

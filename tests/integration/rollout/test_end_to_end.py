@@ -30,8 +30,9 @@ from testbed.rollout_live.fake_nodes import (
     enable_vm_vfs,
     vf_node_root_before_vfs,
 )
+from testbed.rollout_live.images import NEW, OLD
 from testbed.rollout_live.node_watch import NodeWatch, unavailable_within
-from testbed.rollout_live.rig import BIN, NEW, OLD, RolloutRig
+from testbed.rollout_live.rig import BIN, RolloutRig
 from testbed.rollout_live.scenario import (
     FAST,
     TIMEOUTS,

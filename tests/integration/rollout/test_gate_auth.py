@@ -22,7 +22,8 @@ from testbed.harness.bearer_proxy import RESOURCE, bearer_proxy
 from testbed.harness.prometheus import FIRING_QUERY, MetricsEndpoint, query, running_prometheus
 from testbed.harness.rbac_grants import granted, service_account
 from testbed.harness.waiting import wait_until
-from testbed.rollout_live.rig import NEW, OLD, RolloutRig
+from testbed.rollout_live.images import NEW, OLD
+from testbed.rollout_live.rig import RolloutRig
 from testbed.rollout_live.scenario import FAST, held_by, module_version, start, wait_status
 
 pytestmark = pytest.mark.integration

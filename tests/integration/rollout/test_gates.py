@@ -20,7 +20,8 @@ from testbed.harness.prometheus import (
     running_prometheus,
 )
 from testbed.harness.waiting import wait_until
-from testbed.rollout_live.rig import NEW, OLD, RolloutRig
+from testbed.rollout_live.images import NEW, OLD
+from testbed.rollout_live.rig import RolloutRig
 from testbed.rollout_live.scenario import (
     FAST,
     held_by,

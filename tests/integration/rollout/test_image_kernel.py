@@ -18,7 +18,8 @@ from __future__ import annotations
 import pytest
 
 from gpuctl.common import names
-from testbed.rollout_live.rig import IMAGE_REPOSITORY, NEW, OLD, RolloutRig
+from testbed.rollout_live.images import IMAGE_REPOSITORY, NEW, OLD
+from testbed.rollout_live.rig import RolloutRig
 from testbed.rollout_live.scenario import FAST, TIMEOUTS, module_version, old_root
 from tests.support.kmm_matrix import EACH_KMM
 

@@ -18,7 +18,8 @@ from gpuctl.common import names
 from testbed.harness.kmm_build import DEFAULT_VERSION, MAIN_VERSION
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.fake_nodes import gpu_node_root
-from testbed.rollout_live.rig import IMAGE_REPOSITORY, NEW, OLD, RolloutRig, image_of
+from testbed.rollout_live.images import IMAGE_REPOSITORY, NEW, OLD, image_of
+from testbed.rollout_live.rig import RolloutRig
 from testbed.rollout_live.scenario import (
     FAST,
     TIMEOUTS,

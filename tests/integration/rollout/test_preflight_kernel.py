@@ -16,7 +16,8 @@ import pytest
 
 from gpuctl.common import names
 from testbed.fakehost import FakeHost
-from testbed.rollout_live.rig import BIN, IMAGE_REPOSITORY, OLD, RolloutRig, image_of
+from testbed.rollout_live.images import IMAGE_REPOSITORY, OLD, image_of
+from testbed.rollout_live.rig import BIN, RolloutRig
 from testbed.rollout_live.scenario import FAST, old_root, start
 
 pytestmark = pytest.mark.integration

@@ -34,7 +34,8 @@ from testbed.coordinator_rbac import (
 )
 from testbed.harness.access import KubeCluster
 from testbed.harness.waiting import wait_until
-from testbed.rollout_live.rig import NEW, OLD, RolloutRig, stop_process
+from testbed.rollout_live.images import NEW, OLD
+from testbed.rollout_live.rig import RolloutRig, stop_process
 from testbed.rollout_live.scenario import (
     FAST,
     busy_with_ollama,

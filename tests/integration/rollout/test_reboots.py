@@ -19,8 +19,9 @@ from gpuctl.common import names
 from testbed.fakehost.scenarios import B580
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.fake_nodes import load_module
+from testbed.rollout_live.images import NEW, OLD
 from testbed.rollout_live.reboots import kubelet_ready, reboot
-from testbed.rollout_live.rig import NEW, OLD, RolloutRig
+from testbed.rollout_live.rig import RolloutRig
 from testbed.rollout_live.scenario import (
     FAST,
     TIMEOUTS,

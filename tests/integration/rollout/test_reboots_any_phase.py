@@ -29,8 +29,9 @@ from gpuctl.common import names
 from testbed.cluster_api import node_labels
 from testbed.harness.nodes import node_status
 from testbed.harness.waiting import wait_until
+from testbed.rollout_live.images import NEW, OLD
 from testbed.rollout_live.reboots import kubelet_ready, reboot
-from testbed.rollout_live.rig import BIN, NEW, OLD, RolloutRig, stop_process
+from testbed.rollout_live.rig import BIN, RolloutRig, stop_process
 from testbed.rollout_live.scenario import (
     FAST,
     TIMEOUTS,

@@ -18,7 +18,8 @@ import pytest
 from coordinator.kube.client import MERGE_PATCH, KubeError, path
 from gpuctl.common import names
 from testbed.cluster_api import TEST_LABEL, gpudriver
-from testbed.rollout_live.rig import NEW, OLD, RolloutRig, kernel_mappings
+from testbed.rollout_live.images import NEW, OLD, kernel_mappings
+from testbed.rollout_live.rig import RolloutRig
 from testbed.rollout_live.scenario import (
     FAST,
     TIMEOUTS,

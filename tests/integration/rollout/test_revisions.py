@@ -16,15 +16,8 @@ from coordinator.kube.client import path
 from gpuctl.common import names
 from testbed.cluster_api import Api
 from testbed.harness.waiting import wait_until
-from testbed.rollout_live.rig import (
-    BIN,
-    DRIVER,
-    NEW,
-    OLD,
-    RolloutRig,
-    image_of,
-    kernel_mappings,
-)
+from testbed.rollout_live.images import NEW, OLD, image_of, kernel_mappings
+from testbed.rollout_live.rig import BIN, DRIVER, RolloutRig
 from testbed.rollout_live.scenario import (
     FAST,
     TIMEOUTS,

@@ -25,15 +25,8 @@ from testbed.fakehost import FakeHost
 from testbed.fakehost.signing import SigningKey, signing_key
 from testbed.harness.access import KubeCluster
 from testbed.harness.waiting import wait_until
-from testbed.rollout_live.rig import (
-    BIN,
-    COMPANION_MODULES,
-    IMAGE_REPOSITORY,
-    NEW,
-    OLD,
-    RolloutRig,
-    stop_process,
-)
+from testbed.rollout_live.images import COMPANION_MODULES, IMAGE_REPOSITORY, NEW, OLD
+from testbed.rollout_live.rig import BIN, RolloutRig, stop_process
 from testbed.rollout_live.scenario import FAST, module_version, old_root, wait_status
 
 pytestmark = pytest.mark.integration

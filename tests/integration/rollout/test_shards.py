@@ -14,7 +14,8 @@ from coordinator.policies import pool_guard
 from gpuctl.common import names
 from testbed.cluster_api import TEST_LABEL
 from testbed.harness.waiting import wait_until
-from testbed.rollout_live.rig import DRIVER, NEW, OLD, RolloutRig
+from testbed.rollout_live.images import NEW, OLD
+from testbed.rollout_live.rig import DRIVER, RolloutRig
 from testbed.rollout_live.scenario import (
     FAST,
     TIMEOUTS,

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from gpuctl.common import names
-from testbed.rollout_live.rig import NEW, OLD, RolloutRig
+from testbed.rollout_live.images import NEW, OLD
+from testbed.rollout_live.rig import RolloutRig
 from testbed.rollout_live.scenario import FAST, module_version, start, wait_pending, wait_status
 
 pytestmark = pytest.mark.integration

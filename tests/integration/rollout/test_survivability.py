@@ -13,7 +13,8 @@ import pytest
 
 from gpuctl.common import names
 from gpuctl.rollout.reasons import HoldKind
-from testbed.rollout_live.rig import NEW, OLD, RolloutRig
+from testbed.rollout_live.images import NEW, OLD
+from testbed.rollout_live.rig import RolloutRig
 from testbed.rollout_live.scenario import FAST, TIMEOUTS, module_version, start, wait_status
 
 pytestmark = pytest.mark.integration

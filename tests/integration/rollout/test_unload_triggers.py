@@ -25,7 +25,8 @@ from testbed.fakehost import FakeHost
 from testbed.fakehost.scenarios import B580, arc_b580_in_tree
 from testbed.harness.kmm_build import DEFAULT_VERSION, MAIN_VERSION
 from testbed.harness.waiting import wait_until
-from testbed.rollout_live.rig import NEW, OLD, RolloutRig
+from testbed.rollout_live.images import NEW, OLD
+from testbed.rollout_live.rig import RolloutRig
 from testbed.rollout_live.scenario import (
     FAST,
     busy_with_ollama,

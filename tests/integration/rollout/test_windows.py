@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from testbed.rollout_live.clocked_coordinator import ShiftedClock, clocked_coordinator
-from testbed.rollout_live.rig import BIN, NEW, OLD, RolloutRig
+from testbed.rollout_live.images import NEW, OLD
+from testbed.rollout_live.rig import BIN, RolloutRig
 from testbed.rollout_live.scenario import module_version, old_root, wait_pending, wait_status
 
 pytestmark = pytest.mark.integration

@@ -24,7 +24,8 @@ from testbed.cluster_api import gpudriver
 from testbed.harness.access import KubeCluster
 from testbed.harness.control_plane import ControlPlane
 from testbed.harness.waiting import wait_until
-from testbed.rollout_live.rig import NEW, OLD, RolloutRig
+from testbed.rollout_live.images import NEW, OLD
+from testbed.rollout_live.rig import RolloutRig
 from testbed.rollout_live.scenario import FAST, module_version, old_root, wait_status
 from tests.support.own_cluster import own_cluster
 
