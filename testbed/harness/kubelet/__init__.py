@@ -22,5 +22,8 @@ them, and nothing of KMM:
   ``/lib/modules``, ``/etc/kmm-worker`` and firmware paths are the Pod's and the node's.
 - ``pod_status`` - the status a kubelet writes (container states, exit codes, restarts and
   the back-off between them), as pure functions.
-- ``kubelet`` - the loop: watches the namespace's Pods, runs each bound to a node it serves.
+- ``kubelet`` - the loop: watches the namespace's Pods, runs each bound to a node it serves;
+  ``pod_runners`` - how each kind of Pod runs (pull, sign, worker, gpuctl's image probe);
+  ``pod_run`` - one Pod's run (its thread, a worker Pod's containers); ``volumes`` - a Pod's
+  volumes and a container's mounts.
 """
