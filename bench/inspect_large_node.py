@@ -37,7 +37,7 @@ from agent.hostfs import HostFiles
 from agent.inspect import inspect_node
 from bench.timing import measure, measure_interleaved, ratio_line
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from testbed.fakehost import HostFilesWithoutDebugfs
+from testbed.fakehost.faults import HostFilesWithoutDebugfs
 from testbed.fakehost.large_node import LARGE_CLIENTS, LARGE_PFS, LARGE_VFS_PER_PF, large_node
 
 NOW = datetime.datetime(2026, 11, 29, tzinfo=datetime.UTC)

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from testbed.fakehost import DEFAULT_RELEASE
+from testbed.fakehost.host import DEFAULT_RELEASE
 from testbed.fakehost.scenarios import arc_b580_in_tree
 from testbed.harness.cluster import repository_root
 from testbed.harness.kmm_build import find_kmm

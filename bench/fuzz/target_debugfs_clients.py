@@ -4,7 +4,7 @@ list of clients or DebugfsFormatError, never another exception."""
 from __future__ import annotations
 
 from agent.drm_debugfs import DebugfsFormatError, parse_clients
-from testbed.fakehost import DEBUGFS_STYLES, debugfs_clients_text
+from testbed.fakehost.drm_text import DEBUGFS_STYLES, debugfs_clients_text
 
 SEEDS = [
     debugfs_clients_text(style, [("Xorg", 1500, 0, 7), ("a b", 2, 128, 42)]).encode()

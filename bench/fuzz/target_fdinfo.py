@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.drm_clients import parse_fdinfo
-from testbed.fakehost import drm_fdinfo
+from testbed.fakehost.drm_text import drm_fdinfo
 
 SEEDS = [
     drm_fdinfo(pdev="0000:03:00.0", client_id=42).encode(),

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from testbed.fakehost import DEFAULT_RELEASE, FakeHost
+from testbed.fakehost import FakeHost
+from testbed.fakehost.host import DEFAULT_RELEASE
 from testbed.fakehost.signing import SigningKey, signing_key
 
 HOST_BRIDGE = "0000:00:00.0"

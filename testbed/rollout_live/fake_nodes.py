@@ -13,7 +13,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from testbed.fakehost import DEFAULT_RELEASE, PCI_DEVICES, FakeHost
+from testbed.fakehost import FakeHost
+from testbed.fakehost.host import DEFAULT_RELEASE
+from testbed.fakehost.pci import PCI_DEVICES
 from testbed.fakehost.scenarios import B70_PFS, arc_b580_in_tree, two_pro_b70_with_vfs
 
 VF_COUNT = 4

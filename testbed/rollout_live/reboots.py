@@ -16,7 +16,8 @@ import datetime
 import uuid
 
 from coordinator.kube.client import MERGE_PATCH, path
-from testbed.fakehost import PCI_DEVICES, FakeHost
+from testbed.fakehost import FakeHost
+from testbed.fakehost.pci import PCI_DEVICES
 from testbed.fakehost.scenarios import B580, in_tree_xe
 from testbed.harness.nodes import node_status
 from testbed.rollout_live.images import COMPANION_MODULES

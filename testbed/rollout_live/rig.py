@@ -38,7 +38,8 @@ from gpuctl.rollout.input.build import kmm_labels
 from testbed.agent_process import start_agent_process
 from testbed.cluster_agents import AgentPods, agent_username, delete_gpunode
 from testbed.cluster_api import TEST_LABEL, gpudriver, node_labels
-from testbed.fakehost import DEFAULT_RELEASE, FakeHost
+from testbed.fakehost import FakeHost
+from testbed.fakehost.host import DEFAULT_RELEASE
 from testbed.fakehost.signing import SigningKey
 from testbed.fixture_types import MakeNode
 from testbed.harness.access import KubeCluster

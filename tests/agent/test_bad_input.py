@@ -10,7 +10,8 @@ import pytest
 from agent.fdscan import OS_SYSCALLS, ProcSyscalls
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from testbed.fakehost import FIXED_NOW, FakeHost, scenarios
+from testbed.fakehost import FakeHost, scenarios
+from testbed.fakehost.host import FIXED_NOW
 from testbed.fakehost.scenarios import B580
 
 Reason = pb.Blocker.Reason

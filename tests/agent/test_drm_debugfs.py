@@ -11,7 +11,7 @@ from agent.drm_debugfs import (
     minor_number,
     parse_clients,
 )
-from testbed.fakehost import DEBUGFS_STYLES, debugfs_clients_text
+from testbed.fakehost.drm_text import DEBUGFS_STYLES, debugfs_clients_text
 
 ROWS = [("Xorg", 1500, 0, 7), ("ollama", 2101, 128, 42)]
 

@@ -25,7 +25,8 @@ from agent.hostroot import HostRootError
 from agent.inspect import inspect_node
 from agent.module_config_dirs import DEBIAN_MODULES_FILE, MODPROBE_DIRS, MODULES_LOAD_DIRS
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from testbed.fakehost import FIXED_NOW, FakeHost
+from testbed.fakehost import FakeHost
+from testbed.fakehost.host import FIXED_NOW
 from testbed.fakehost.large_node import large_node
 from testbed.fakehost.scenarios import SCENARIOS
 

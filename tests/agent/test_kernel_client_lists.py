@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from testbed.fakehost import DEBUGFS_STYLES, FakeHost, scenarios
+from testbed.fakehost import FakeHost, scenarios
+from testbed.fakehost.drm_text import DEBUGFS_STYLES
 from testbed.fakehost.scenarios import B580
 
 Reason = pb.Blocker.Reason

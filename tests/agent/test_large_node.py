@@ -13,8 +13,10 @@ import pytest
 from agent.fdscan import find_fd_holders
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from testbed.fakehost import FIXED_NOW, FakeHost, HostFilesWithoutDebugfs
+from testbed.fakehost import FakeHost
 from testbed.fakehost import large_node as s
+from testbed.fakehost.faults import HostFilesWithoutDebugfs
+from testbed.fakehost.host import FIXED_NOW
 
 SHM = Path("/dev/shm")
 

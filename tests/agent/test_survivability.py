@@ -9,7 +9,8 @@ from agent.hostfs import HostFiles
 from agent.inspect import inspect_node
 from agent.survivability import Survivability, SurvivabilityMode, parse_survivability
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from testbed.fakehost import FIXED_NOW, scenarios
+from testbed.fakehost import scenarios
+from testbed.fakehost.host import FIXED_NOW
 from testbed.fakehost.scenarios import B580
 
 Mode = pb.Survivability.Mode

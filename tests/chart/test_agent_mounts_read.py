@@ -15,7 +15,8 @@ import pytest
 
 from agent.inspect import inspect_node
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
-from testbed.fakehost import FIXED_NOW, FakeHost
+from testbed.fakehost import FakeHost
+from testbed.fakehost.host import FIXED_NOW
 from tests.support.helm import Helm, find
 
 State = pb.InTreeAutoload
