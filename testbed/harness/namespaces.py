@@ -15,9 +15,9 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from testbed.harness.kmm_webhook import NAMESPACE_LABEL
 from testbed.harness.waiting import wait_until
 
-KMM_NAMESPACE_LABEL = "kmm.node.k8s.io/contains-modules"
 REFUSAL = "namespace contains one or more Module resources"
 HTTP_NOT_FOUND = 404
 DELETE_TIMEOUT_SECONDS = 30.0
@@ -34,7 +34,7 @@ def delete_test_namespace(core: Any, name: str) -> None:
                 return True
             if REFUSAL not in str(error.body):
                 raise
-            core.patch_namespace(name, {"metadata": {"labels": {KMM_NAMESPACE_LABEL: None}}})
+            core.patch_namespace(name, {"metadata": {"labels": {NAMESPACE_LABEL: None}}})
             return False
         return True
 
