@@ -31,11 +31,6 @@ from gpuctl.common.names import Phase
 from gpuctl.common.nodes import node_labels, node_name
 from gpuctl.gpudriver.module_spec import module_name
 from gpuctl.gpudriver.wanted_memo import WantedMemo
-from gpuctl.rollout.fleet.prometheus import (
-    GATE_RECHECK_SECONDS,
-    GateResult,
-    gate_result,
-)
 from gpuctl.rollout.input.build import (
     Reads,
     pass_nodes,
@@ -46,6 +41,11 @@ from gpuctl.rollout.input.facts import NodeFacts, RolloutInput
 from gpuctl.rollout.input.image_probe import PROBE_LABEL
 from gpuctl.rollout.input.memo import NodeFactsMemo
 from gpuctl.rollout.input.pod_facts import PodFacts, node_pod_facts
+from gpuctl.rollout.input.prometheus import (
+    GATE_RECHECK_SECONDS,
+    GateResult,
+    gate_result,
+)
 from gpuctl.rollout.input.settings import PrometheusGateSettings, RolloutSettings
 from gpuctl.rollout.input.signing_key import cert_secrets
 

@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from coordinator.rollout.config import PrometheusAccess
-from gpuctl.rollout.fleet.prometheus import MAX_ANSWER_BYTES
+from gpuctl.rollout.input.prometheus import MAX_ANSWER_BYTES
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """What one pass decides: the actions, the status, Events, when to look again, the revisions
-and the rollback to make. decide.py makes it; the controller carries it out (act.py)."""
+and the rollback to make (Decision), and what one node's step adds to it (StepResult).
+decide.py makes it; the controller carries it out (coordinator/rollout/act.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,17 @@ from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import Action, RestoreRevision
 from gpuctl.rollout.event_notes import EventNote
 from gpuctl.rollout.reasons import Wait
-from gpuctl.rollout.step.writes import StepResult
+
+
+@dataclass
+class StepResult:
+    actions: list[Action] = field(default_factory=list)
+    # Seconds until this node needs another look without any event (None: events suffice).
+    wake_in: float | None = None
+
+    def wake(self, seconds: float) -> None:
+        seconds = max(0.05, seconds)
+        self.wake_in = seconds if self.wake_in is None else min(self.wake_in, seconds)
 
 
 @dataclass

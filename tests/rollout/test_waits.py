@@ -10,7 +10,7 @@ from typing import Any
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.decide import decide
-from gpuctl.rollout.fleet.prometheus import GateResult
+from gpuctl.rollout.input.prometheus import GateResult
 from gpuctl.rollout.input.settings import PrometheusGateSettings, RolloutSettings
 from gpuctl.rollout.reasons import HoldKind, WaitKind
 from tests.support.rollout_samples import NOW, OPEN_CLIENT, TARGET, node, rollout

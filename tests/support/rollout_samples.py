@@ -56,6 +56,15 @@ NOT_ENFORCING = report_pb.KernelTrust(
 )
 
 
+def raw_node(
+    name: str, phase: str | None, driver: str = "gpu", version: str = "v1"
+) -> dict[str, Any]:
+    """A Node object as the API server returns it, in `driver`'s step `phase` about `version`."""
+    labels = {names.STATE_LABEL: phase} if phase else {}
+    annotations = {names.GPUDRIVER: driver, names.STATE_VERSION: version}
+    return {"metadata": {"name": name, "labels": labels, "annotations": annotations}}
+
+
 def report_proto(
     blockers: Sequence[BlockerFact] = (),
     *,

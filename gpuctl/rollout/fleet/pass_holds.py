@@ -21,12 +21,12 @@ from gpuctl.common.names import IN_PROGRESS, Phase
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.fleet.gates import GateFacts, rollout_gate
-from gpuctl.rollout.fleet.prometheus import GATE_RECHECK_SECONDS
 from gpuctl.rollout.fleet.soak import soak
-from gpuctl.rollout.fleet.windows import WindowState, window_state, window_words
 from gpuctl.rollout.input.facts import NodeFacts, RolloutInput
+from gpuctl.rollout.input.prometheus import GATE_RECHECK_SECONDS
+from gpuctl.rollout.input.windows import WindowState, window_state, window_words
+from gpuctl.rollout.place.counts import RolloutCounts
 from gpuctl.rollout.reasons import Hold, HoldKind
-from gpuctl.rollout.report.status import RolloutCounts
 from gpuctl.rollout.step.writes import removing
 
 

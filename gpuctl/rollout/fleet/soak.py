@@ -21,13 +21,13 @@ No new node starts (loads; removals do not wait) while any node soaks.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuctl.common import names
 from gpuctl.rollout.actions import Action, PatchNode, RequestReport
 from gpuctl.rollout.input.facts import INSPECT, NodeFacts, ReportFacts, RolloutInput
+from gpuctl.rollout.step.soak_baseline import read_baseline
 from gpuctl.rollout.step.writes import MODULE_LIVE, epoch, failed, seconds_since
 
 SOAK_POLL_SECONDS = 1.0
@@ -43,25 +43,6 @@ def taint_words(mask: int) -> str:
             letter = TAINT_LETTERS[bit] if bit < len(TAINT_LETTERS) else "?"
             flags.append(f"{letter} (bit {bit})")
     return ", ".join(flags)
-
-
-def baseline(module_driver: str, report: ReportFacts) -> str:
-    """The SOAK_BASELINE annotation of a node verified with `report`."""
-    record: dict[str, Any] = {
-        "bound": sorted(f.pci_address for f in report.bound_to(module_driver)),
-        "driver": module_driver,
-        "srcversion": report.srcversion,
-        "tainted": report.kernel_tainted,
-    }
-    return json.dumps(record, separators=(",", ":"), sort_keys=True)
-
-
-def _read_baseline(node: NodeFacts) -> dict[str, Any] | None:
-    try:
-        record = json.loads(node.annotations.get(names.SOAK_BASELINE, ""))
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def degraded(record: dict[str, Any], report: ReportFacts) -> str:
@@ -101,7 +82,7 @@ def soak(inp: RolloutInput, nodes: list[NodeFacts]) -> SoakResult:
     seconds = inp.settings.soak_seconds
     now = epoch(inp.now)
     for node in nodes:
-        record = _read_baseline(node)
+        record = read_baseline(node)
         if record is None:
             continue
         elapsed = seconds_since(node.since, inp.now)

@@ -24,17 +24,16 @@ from gpuctl.gpudriver.kmm_templates import ModuleOf, TemplateError, kmm_image
 from gpuctl.gpudriver.module_spec import module_name, ready_label, version_label
 from gpuctl.gpudriver.targeting import mapping_for, node_kernel, wanted_nodes
 from gpuctl.gpudriver.wanted_memo import WantedMemo
-from gpuctl.rollout.fleet.prometheus import GateResult
 from gpuctl.rollout.input.facts import CallState, GpuPod, KmmLabels, RolloutInput, node_facts
 from gpuctl.rollout.input.gpu_pod_watch import pod_node
 from gpuctl.rollout.input.image_probe import ImageProbe, node_probes
 from gpuctl.rollout.input.kmm_activity import image_state, kmm_activity, module_worker_pods
 from gpuctl.rollout.input.memo import NodeFactsMemo
+from gpuctl.rollout.input.mid_step import finishes_loaded, mid_step
 from gpuctl.rollout.input.pod_facts import PodFacts
+from gpuctl.rollout.input.prometheus import GateResult
 from gpuctl.rollout.input.settings import RolloutSettings
 from gpuctl.rollout.input.signing_key import SigningCertificate
-from gpuctl.rollout.place.refused import finishes_loaded, mid_step
-from gpuctl.rollout.report.status import resumed_version
 
 
 def module_container(module: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -321,3 +320,8 @@ def rollout_input(reads: Reads, memo: NodeFactsMemo | None = None) -> RolloutInp
         images_unknown=reads.images_unknown,
         image_pull_secret=_pull_secret(reads.module),
     )
+
+
+def resumed_version(driver: Mapping[str, Any]) -> str:
+    annotations = (driver.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(names.RESUMED_VERSION, ""))

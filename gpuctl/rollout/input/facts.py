@@ -29,9 +29,9 @@ from gpuctl.common.unload_rule import (
     provenance_name,
     reason_name,
 )
-from gpuctl.rollout.fleet.prometheus import GateResult
 from gpuctl.rollout.input.image_probe import ImageProbe
 from gpuctl.rollout.input.pod_facts import PodFacts
+from gpuctl.rollout.input.prometheus import GateResult
 from gpuctl.rollout.input.records import BoundFunction
 from gpuctl.rollout.input.settings import RolloutSettings
 from gpuctl.rollout.input.signing_key import SigningCertificate

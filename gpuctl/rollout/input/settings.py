@@ -20,7 +20,7 @@ import pydantic
 from gpuctl.common.gpu_pods import DEFAULT_GPU_RESOURCES
 from gpuctl.gpudriver import model
 from gpuctl.gpudriver.unknown_fields import known_only
-from gpuctl.rollout.fleet.windows import DAYS, MAX_DURATION, Window
+from gpuctl.rollout.input.windows import DAYS, MAX_DURATION, Window
 
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|ms|s|m|h)")
 ROLLBACK = "Rollback"

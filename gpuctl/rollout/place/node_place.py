@@ -1,5 +1,5 @@
 """Each node's place in this pass, and its own step once in its place (pure; decide.py's walk
-over the nodes).
+over the nodes, `place_nodes`, whose result the later stages read: `Placed`).
 
 In order: a node mid-step for another GPUDriver is not in this rollout
 (gpuctl/rollout/place/refused.py); a reboot KMM's loader ran in is taken up first, whatever the
@@ -10,11 +10,14 @@ phase (gpuctl/rollout/step/reboots.py); then the node is put in its place
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.input.facts import NodeFacts, RolloutInput
+from gpuctl.rollout.place.counts import RolloutCounts
 from gpuctl.rollout.place.placement import placement, waits_unwritten
 from gpuctl.rollout.place.refused import anothers_step
 from gpuctl.rollout.step.phases import own_step
@@ -58,3 +61,36 @@ def place_node(inp: RolloutInput, node: NodeFacts, decision: Decision) -> tuple[
     if place is None:
         decision.take(own_step(inp, node))
     return after, version
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Every node in its place: what the later stages (fleet, start, report) read."""
+
+    # Every node read, by name.
+    nodes: dict[str, NodeFacts]
+    # The nodes in this GPUDriver's rollout: each one's phase and version once this pass's
+    # placements and steps are made (start/ may move a Pending one on).
+    phases: dict[str, Phase]
+    versions: dict[str, str]
+    counts: RolloutCounts
+
+    @property
+    def staying(self) -> dict[str, NodeFacts]:
+        """The nodes still in the rollout after their place and step."""
+        return {name: self.nodes[name] for name in self.phases}
+
+
+def place_nodes(inp: RolloutInput, decision: Decision) -> Placed:
+    """Each node in its place, in name order, its placement or step taken into `decision`."""
+    nodes = {n.name: n for n in sorted(inp.nodes, key=lambda n: n.name)}
+    phases: dict[str, Phase] = {}
+    versions: dict[str, str] = {}
+    targets: dict[str, str] = {}
+    for name, node in nodes.items():
+        placed = place_node(inp, node, decision)
+        if placed is not None:
+            phases[name], versions[name] = placed
+            targets[name] = inp.target_for(node)
+    decision.node_phases, decision.node_versions = phases, versions
+    return Placed(nodes, phases, versions, RolloutCounts.of(phases, versions, targets))

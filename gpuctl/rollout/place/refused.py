@@ -24,7 +24,7 @@ its step is finished (`anothers_step`, in decide.py), instead of taking its stat
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from gpuctl.common import names
@@ -48,16 +48,6 @@ def finishing_settings(settings: RolloutSettings | None) -> RolloutSettings:
     )
 
 
-def mid_step(node: Mapping[str, Any], driver: str) -> bool:
-    """`node` is in a step of `driver`'s rollout (its state label and GPUDriver annotation)."""
-    meta = node.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    annotations = meta.get("annotations") or {}
-    if annotations.get(names.GPUDRIVER) != driver:
-        return False
-    return names.parse_phase(labels.get(names.STATE_LABEL)) in IN_PROGRESS
-
-
 def anothers_step(node: NodeFacts, driver: str) -> str:
     """The other GPUDriver whose step `node` is in ("" when none): that GPUDriver finishes it,
     even while refused, and `driver` (whose selector may want the node too) leaves it be
@@ -66,14 +56,6 @@ def anothers_step(node: NodeFacts, driver: str) -> str:
     if other and other != driver and node.phase in IN_PROGRESS:
         return other
     return ""
-
-
-def finishes_loaded(node: Mapping[str, Any]) -> bool:
-    """Whether a node mid-step finishes with the driver on (its step is about a version) or
-    off (its step is the removal): it is `wanted` in the refused pass."""
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
-    version = str(annotations.get(names.STATE_VERSION) or "")
-    return bool(version) and version != names.REMOVAL_VERSION
 
 
 def refused_status(target: str | None, why: str, nodes: Sequence[NodeFacts]) -> dict[str, Any]:

@@ -10,8 +10,8 @@ from gpuctl.common import names
 from gpuctl.rollout.event_notes import NORMAL, WARNING, EventNote
 from gpuctl.rollout.fleet.pass_holds import Gates, rollback_words
 from gpuctl.rollout.input.facts import RolloutInput
+from gpuctl.rollout.place.counts import RolloutCounts
 from gpuctl.rollout.reasons import Hold, HoldKind, RolloutState
-from gpuctl.rollout.report.status import RolloutCounts
 
 
 def rollout_message(

@@ -16,12 +16,13 @@ from gpuctl.common.names import Phase
 from gpuctl.gpudriver import revisions as rev
 from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.fleet.pass_holds import Gates
-from gpuctl.rollout.fleet.windows import WindowState, window_status
 from gpuctl.rollout.input.facts import NodeFacts, RolloutInput
-from gpuctl.rollout.reasons import RolloutState
+from gpuctl.rollout.input.windows import WindowState, window_status
+from gpuctl.rollout.place.counts import RolloutCounts
+from gpuctl.rollout.reasons import Hold, HoldKind, RolloutState
 from gpuctl.rollout.report.history import recorded
 from gpuctl.rollout.report.messages import driver_events, rollout_message
-from gpuctl.rollout.report.status import RolloutCounts, rollout_status
+from gpuctl.rollout.report.status import rollout_status
 
 
 def report_pass(
@@ -46,6 +47,20 @@ def report_pass(
         decision.status["maintenanceWindow"] = window_status(window)
     decision.events.extend(driver_events(inp, decision.status))
     _history(inp, counts, rollout, decision)
+
+
+def report_refused(
+    inp: RolloutInput,
+    decision: Decision,
+    *,
+    phases: Mapping[str, Phase],
+    counts: RolloutCounts,
+    why: str,
+) -> None:
+    """The status of a pass whose spec.rollout cannot be applied (`why`): refused, nothing
+    starts."""
+    hold = Hold(HoldKind.REFUSED, why)
+    decision.status = rollout_status(inp, phases, counts, why, hold)
 
 
 def _history(

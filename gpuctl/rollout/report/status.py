@@ -15,12 +15,12 @@ the state of what holds the rollout (`holdKind`, a HoldKind, absent when nothing
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from gpuctl.common import names, timestamps
-from gpuctl.common.names import IN_PROGRESS, SEVERITY, Phase
+from gpuctl.common import timestamps
+from gpuctl.common.names import SEVERITY, Phase
 from gpuctl.rollout.input.facts import RolloutInput
+from gpuctl.rollout.place.counts import RolloutCounts
 from gpuctl.rollout.reasons import (
     ROLLBACK_HOLDS,
     Hold,
@@ -29,53 +29,9 @@ from gpuctl.rollout.reasons import (
     WaitKind,
     state_of,
 )
+from gpuctl.rollout.start.started import rollout_started, status_target
 
 MAX_LISTED_NODES = 50
-
-
-@dataclass(frozen=True)
-class RolloutCounts:
-    per_phase: Mapping[Phase, int]
-    # Wanted nodes not Skipped, and those of them Done at the target.
-    total: int
-    updated: int
-    # Nodes Failed at their version (the target, or the removal path's).
-    failed: int
-    blocked: int
-    in_progress: int
-    # Nodes on the removal path (not Skipped).
-    removing: int
-
-    @classmethod
-    def of(
-        cls,
-        phases: Mapping[str, Phase],
-        versions: Mapping[str, str],
-        targets: Mapping[str, str],
-    ) -> RolloutCounts:
-        """`versions`: each node's version once this pass's writes are made; `targets`: the
-        version each node is taken to (the target, or names.REMOVAL_VERSION)."""
-        per_phase = dict.fromkeys(Phase, 0)
-        for phase in phases.values():
-            per_phase[phase] += 1
-        counted = [name for name, phase in phases.items() if phase is not Phase.SKIPPED]
-        removal = {name for name in counted if targets[name] == names.REMOVAL_VERSION}
-
-        def at_target(phase: Phase, among: list[str]) -> int:
-            return sum(
-                1 for name in among if phases[name] is phase and versions[name] == targets[name]
-            )
-
-        loads = [name for name in counted if name not in removal]
-        return cls(
-            per_phase=per_phase,
-            total=len(loads),
-            updated=at_target(Phase.DONE, loads),
-            failed=at_target(Phase.FAILED, counted),
-            blocked=per_phase[Phase.BLOCKED],
-            in_progress=sum(per_phase[p] for p in IN_PROGRESS),
-            removing=len(removal),
-        )
 
 
 def rollout_state(inp: RolloutInput, counts: RolloutCounts, hold: Hold | None) -> RolloutState:
@@ -97,7 +53,7 @@ def _listed_since(inp: RolloutInput, name: str, phase: Phase, now: str) -> str:
     listed it in that phase for the same target, else now. Never now again on every pass: the
     status would change with each one."""
     previous = inp.previous_status
-    if previous.get("targetVersion") != _status_target(inp):
+    if previous.get("targetVersion") != status_target(inp):
         return now
     for entry in previous.get("nodes") or ():
         if isinstance(entry, Mapping) and entry.get("name") == name:
@@ -135,20 +91,6 @@ def _listed_nodes(
     return listed
 
 
-def rollout_started(inp: RolloutInput) -> str:
-    """When the rollout of this pass's target began (RFC 3339): as the last status says, or
-    now for a target it was not about."""
-    previous = inp.previous_status
-    same = previous.get("targetVersion") == _status_target(inp)
-    started = previous.get("startedAt") if same else None
-    return str(started or timestamps.format_seconds(inp.now))
-
-
-def _status_target(inp: RolloutInput) -> str:
-    """The version status.rollout is about: the target, or the removal path's."""
-    return inp.target_version or names.REMOVAL_VERSION
-
-
 def rollout_status(
     inp: RolloutInput,
     phases: Mapping[str, Phase],
@@ -160,7 +102,7 @@ def rollout_status(
 ) -> dict[str, Any]:
     state = rollout_state(inp, counts, hold)
     status: dict[str, Any] = {
-        "targetVersion": _status_target(inp),
+        "targetVersion": status_target(inp),
         "state": state.value,
         "message": message,
         "total": counts.total,
@@ -176,8 +118,3 @@ def rollout_status(
         status["workerHoldsTrouble"] = inp.worker_holds_trouble
         status["message"] = f"{message}; {inp.worker_holds_trouble}"
     return status
-
-
-def resumed_version(driver: Mapping[str, Any]) -> str:
-    annotations = (driver.get("metadata") or {}).get("annotations") or {}
-    return str(annotations.get(names.RESUMED_VERSION, ""))

@@ -22,8 +22,8 @@ from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.fleet.pass_holds import Gates, gate_answer_fresh
 from gpuctl.rollout.input.facts import INSPECT, NodeFacts, RolloutInput
 from gpuctl.rollout.reasons import Block, Wait, WaitKind
-from gpuctl.rollout.report.status import rollout_started
 from gpuctl.rollout.start.order import is_unavailable, start_order
+from gpuctl.rollout.start.started import rollout_started
 from gpuctl.rollout.step.kernel_proof import blocked_by_probe, kernel_proof, rechecks
 from gpuctl.rollout.step.pause import not_selecting_block, still_not_selecting
 from gpuctl.rollout.step.reboots import rebooted_in_use

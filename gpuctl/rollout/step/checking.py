@@ -15,6 +15,7 @@ import dataclasses
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode
+from gpuctl.rollout.decision import StepResult
 from gpuctl.rollout.input.facts import INSPECT, NodeFacts, ReportFacts, RolloutInput
 from gpuctl.rollout.input.records import encode_bound, encode_vfs
 from gpuctl.rollout.reasons import Block, BlockKind
@@ -24,7 +25,6 @@ from gpuctl.rollout.step.writes import (
     CALL_RETRY_SECONDS,
     MODULE_LIVE,
     NOT_READY,
-    StepResult,
     ask_report,
     blocked,
     claims_unknown,

@@ -13,6 +13,7 @@ import dataclasses
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import EvictPods, PatchNode
+from gpuctl.rollout.decision import StepResult
 from gpuctl.rollout.input.facts import NodeFacts, RolloutInput
 from gpuctl.rollout.reasons import Block
 from gpuctl.rollout.step.pause import (
@@ -26,7 +27,6 @@ from gpuctl.rollout.step.pause import (
 from gpuctl.rollout.step.writes import (
     CALL_RETRY_SECONDS,
     EVICT_RETRY_SECONDS,
-    StepResult,
     blocked,
     claims_unknown,
     drain_block,

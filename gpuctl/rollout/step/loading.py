@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from gpuctl.common import names
 from gpuctl.common.names import Phase
+from gpuctl.rollout.decision import StepResult
 from gpuctl.rollout.input.facts import NodeFacts, RolloutInput
 from gpuctl.rollout.step.worker_hold import (
     ask_again,
@@ -19,7 +20,6 @@ from gpuctl.rollout.step.worker_hold import (
     opened_since_the_check,
 )
 from gpuctl.rollout.step.writes import (
-    StepResult,
     duration_words,
     epoch,
     failed,

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from gpuctl.common import names
 from gpuctl.common.names import Phase
+from gpuctl.rollout.decision import StepResult
 from gpuctl.rollout.input.facts import NodeFacts, RolloutInput
 from gpuctl.rollout.step.checking import step_checking
 from gpuctl.rollout.step.draining import step_draining
@@ -55,7 +56,6 @@ from gpuctl.rollout.step.reboots import (
 )
 from gpuctl.rollout.step.verifying import step_verifying
 from gpuctl.rollout.step.worker_hold import cleanup
-from gpuctl.rollout.step.writes import StepResult
 
 
 def step_any_verifying(inp: RolloutInput, node: NodeFacts) -> StepResult:

@@ -13,6 +13,7 @@ from gpuctl.api.v1alpha1 import agent_service_pb2 as agent_pb
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode, SendPrepare
+from gpuctl.rollout.decision import StepResult
 from gpuctl.rollout.input.facts import (
     INSPECT,
     PREPARE,
@@ -39,7 +40,6 @@ from gpuctl.rollout.step.writes import (
     CALL_RETRY_SECONDS,
     FRESH_REPORT_SECONDS,
     MODULE_LIVE,
-    StepResult,
     ask_report,
     blocked,
     claims_unknown,

@@ -48,6 +48,7 @@ from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.gpudriver import revisions
 from gpuctl.rollout.actions import DeleteWorkerPods, HoldWorkers, NudgeKmm, PatchNode
+from gpuctl.rollout.decision import StepResult
 from gpuctl.rollout.event_notes import WARNING
 from gpuctl.rollout.input.facts import (
     IN_TREE,
@@ -65,7 +66,6 @@ from gpuctl.rollout.step.writes import (
     IMAGE_EXISTS,
     MODULE_LIVE,
     VERIFY_POLL_SECONDS,
-    StepResult,
     ask_report,
     cordon,
     due,

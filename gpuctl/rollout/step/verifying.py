@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from gpuctl.common import names, timestamps
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode, SendRestore
+from gpuctl.rollout.decision import StepResult
 from gpuctl.rollout.event_notes import NORMAL, WARNING
-from gpuctl.rollout.fleet.soak import baseline
 from gpuctl.rollout.input.facts import (
     IN_TREE,
     INSPECT,
@@ -38,12 +38,12 @@ from gpuctl.rollout.input.facts import (
 )
 from gpuctl.rollout.input.records import RecordError, decode_bound, decode_changes, decode_vfs
 from gpuctl.rollout.step.pause import PAUSE_POLL_SECONDS, not_back, recorded
+from gpuctl.rollout.step.soak_baseline import baseline
 from gpuctl.rollout.step.writes import (
     CALL_RETRY_SECONDS,
     MODULE_LIVE,
     MODULE_NOT_LOADED,
     VERIFY_POLL_SECONDS,
-    StepResult,
     ask_report,
     due,
     duration_words,

@@ -42,13 +42,13 @@ from typing import Any
 from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import Action, DeleteWorkerPods, HoldWorkers, NudgeKmm, PatchNode
+from gpuctl.rollout.decision import StepResult
 from gpuctl.rollout.event_notes import WARNING
 from gpuctl.rollout.input.facts import INSPECT, NodeFacts, ReportFacts, RolloutInput
 from gpuctl.rollout.reasons import BlockKind
 from gpuctl.rollout.step.verifying import module_mismatch
 from gpuctl.rollout.step.writes import (
     MODULE_LIVE,
-    StepResult,
     ask_report,
     due,
     removing,

@@ -11,13 +11,13 @@ TARGET_LABEL) targets the node at the target version; on the removal path
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from gpuctl.common import names, timestamps
 from gpuctl.common.names import Phase
 from gpuctl.common.unload_rule import ACTIVE_VFS, reason_name, unload_verdict
-from gpuctl.rollout.actions import Action, PatchNode, RequestReport
+from gpuctl.rollout.actions import PatchNode, RequestReport
+from gpuctl.rollout.decision import StepResult
 from gpuctl.rollout.event_notes import NORMAL, WARNING, EventNote, EventType
 from gpuctl.rollout.input.facts import CallState, NodeFacts, ReportFacts, RolloutInput
 from gpuctl.rollout.input.records import BootRecord, encode_boot
@@ -43,17 +43,6 @@ MODULE_LIVE = "LIVE"
 MODULE_NOT_LOADED = "NOT_LOADED"
 # KMM's ModuleImagesConfig state of an image it found (kmmv1beta1.ImageExists).
 IMAGE_EXISTS = "Exists"
-
-
-@dataclass
-class StepResult:
-    actions: list[Action] = field(default_factory=list)
-    # Seconds until this node needs another look without any event (None: events suffice).
-    wake_in: float | None = None
-
-    def wake(self, seconds: float) -> None:
-        seconds = max(0.05, seconds)
-        self.wake_in = seconds if self.wake_in is None else min(self.wake_in, seconds)
 
 
 def step_elapsed(since: str, now: datetime, observed_for: float) -> float:

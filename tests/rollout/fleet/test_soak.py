@@ -11,9 +11,10 @@ from gpuctl.common import names
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode, RequestReport
 from gpuctl.rollout.decide import decide
-from gpuctl.rollout.fleet.soak import baseline, taint_words
+from gpuctl.rollout.fleet.soak import taint_words
 from gpuctl.rollout.input.facts import INSPECT
 from gpuctl.rollout.input.settings import RolloutSettings
+from gpuctl.rollout.step.soak_baseline import baseline
 from tests.support.rollout_samples import (
     PF,
     TARGET,

@@ -1,9 +1,8 @@
-"""A refused rollout's pure rules (gpuctl/rollout/place/refused.py): which nodes finish, at
-what, by which settings, and what the status says."""
+"""A refused rollout's pure rules (gpuctl/rollout/place/refused.py): by which settings the
+nodes finish, what the status says, and that another GPUDriver's step is left to it. Which
+nodes finish, at what: tests/rollout/input/test_mid_step.py."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from gpuctl.common import names
 from gpuctl.common.names import Phase
@@ -12,32 +11,10 @@ from gpuctl.rollout.input.facts import node_facts
 from gpuctl.rollout.input.settings import RolloutSettings, rollout_settings
 from gpuctl.rollout.place.refused import (
     anothers_step,
-    finishes_loaded,
     finishing_settings,
-    mid_step,
     refused_status,
 )
 from tests.support import rollout_samples as samples
-
-
-def node(name: str, phase: str | None, driver: str = "gpu", version: str = "v1") -> dict[str, Any]:
-    labels = {names.STATE_LABEL: phase} if phase else {}
-    annotations = {names.GPUDRIVER: driver, names.STATE_VERSION: version}
-    return {"metadata": {"name": name, "labels": labels, "annotations": annotations}}
-
-
-def test_only_this_gpudrivers_nodes_in_a_step_finish() -> None:
-    for step in ("Checking", "Draining", "Preparing", "Loading", "Verifying"):
-        assert mid_step(node("n", step), "gpu"), step
-    for settled in ("Pending", "Blocked", "Failed", "Done", "Skipped", None):
-        assert not mid_step(node("n", settled), "gpu"), settled
-    assert not mid_step(node("n", "Draining", driver="other"), "gpu")
-
-
-def test_a_node_finishes_loaded_unless_its_step_is_the_removal() -> None:
-    assert finishes_loaded(node("n", "Loading", version="v1"))
-    assert not finishes_loaded(node("n", "Loading", version=names.REMOVAL_VERSION))
-    assert not finishes_loaded(node("n", "Loading", version=""))
 
 
 def test_the_settings_start_nothing_and_keep_what_the_steps_run_by() -> None:
@@ -64,9 +41,9 @@ def test_the_settings_start_nothing_and_keep_what_the_steps_run_by() -> None:
 
 def test_the_status_is_paused_with_why_and_names_each_node_still_finishing() -> None:
     nodes = [
-        node_facts(node("b", "Loading")),
-        node_facts(node("a", "Draining")),
-        node_facts(node("c", "Done")),
+        node_facts(samples.raw_node("b", "Loading")),
+        node_facts(samples.raw_node("a", "Draining")),
+        node_facts(samples.raw_node("c", "Done")),
     ]
     status = refused_status("v2", "no rollout: conflict", nodes)
     assert status == {

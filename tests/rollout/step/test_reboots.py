@@ -19,6 +19,7 @@ from gpuctl.rollout.actions import (
     RequestReport,
 )
 from gpuctl.rollout.decide import decide
+from gpuctl.rollout.decision import StepResult
 from gpuctl.rollout.input.facts import INSPECT, NodeFacts, ReportFacts, RolloutInput
 from gpuctl.rollout.input.records import BootRecord, encode_boot
 from gpuctl.rollout.input.settings import RolloutSettings
@@ -26,7 +27,6 @@ from gpuctl.rollout.reasons import BlockKind
 from gpuctl.rollout.step.phases import step_any_verifying
 from gpuctl.rollout.step.reboots import boot_recorded, reboot_taken_up, step_reverifying
 from gpuctl.rollout.step.verifying import module_mismatch
-from gpuctl.rollout.step.writes import StepResult
 from tests.rollout.fleet.test_rollback import HISTORY
 from tests.support.rollout_samples import (
     OPEN_CLIENT,

@@ -13,7 +13,7 @@ from typing import Any
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.decide import decide
-from gpuctl.rollout.fleet.prometheus import GateResult, gate_result
+from gpuctl.rollout.input.prometheus import GateResult, gate_result
 from gpuctl.rollout.input.settings import PrometheusGateSettings, RolloutSettings
 from tests.support.rollout_samples import NOW, TARGET, node, rollout
 

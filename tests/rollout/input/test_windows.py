@@ -15,8 +15,8 @@ from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
-from gpuctl.rollout.fleet.windows import Window, window_state
 from gpuctl.rollout.input.settings import RolloutSettings, SettingsError, rollout_settings
+from gpuctl.rollout.input.windows import Window, window_state
 from tests.support.rollout_samples import TARGET, loaded_labels, node, rollout
 
 BERLIN = ZoneInfo("Europe/Berlin")
