@@ -150,8 +150,12 @@ def _done(inp: RolloutInput, node: NodeFacts, version: str, report: ReportFacts)
         if _by_srcversion(inp)
         else f"backport tag {report.backport_tag}"
     )
-    # The soak's baseline (decide.py keeps it only on the nodes that soak).
-    soaks = inp.settings.soak_seconds > 0
+    # The soak's baseline (decide.py keeps it only on the nodes that soak). The soak watches a
+    # driver this step had KMM load: a node verified in place (KMM had loaded the version
+    # before the rollout reached it, as an untouched node's is after a rollback) went through
+    # no Checking (no SRCVERSION_BEFORE) and does not soak, nor hold the fleet while it would.
+    loaded_here = names.SRCVERSION_BEFORE in node.annotations
+    soaks = inp.settings.soak_seconds > 0 and loaded_here
     annotations[names.SOAK_BASELINE] = baseline(inp.module_driver, report) if soaks else None
     bound = len(decode_bound(node.annotations.get(names.BOUND_BEFORE)))
     reason = f"verified: {inp.module_driver} live with {evidence}, {bound} function(s) bound"

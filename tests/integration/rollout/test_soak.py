@@ -57,4 +57,7 @@ def test_a_node_degrading_in_the_soak_fails_it_and_is_rolled_back(
     # The second node was never touched: the soak held it, then the rollback.
     assert rig.kernels.loads[loads_before:] == [(first, new), (first, old)]
     assert module_version(rig, second) == OLD
+    # ... nor soaked: verified in place at OLD, it has nothing to watch (and its soak would
+    # have held the rollback of the first for soakSeconds).
+    assert names.SOAK_BASELINE not in rig.node(second)["metadata"]["annotations"]
     assert rig.kernels.violations == []

@@ -107,12 +107,15 @@ def test_an_answer_from_before_the_soak_ended_or_without_a_taint_mask_does_not_e
     assert "a (a last report)" in decision.status["message"]
 
 
+def loaded_in_its_step(name: str) -> Any:
+    """A node KMM loaded at the target in this step (its Checking recorded what ran before)."""
+    before = {names.SRCVERSION_BEFORE: "OLDSRC"}
+    verifying = node(name, phase=Phase.VERIFYING, labels=loaded_labels(TARGET), annotations=before)
+    return answered(verifying, INSPECT, report=healthy())
+
+
 def test_without_soak_each_batch_only_the_first_verified_node_keeps_a_baseline() -> None:
-    verifying = answered(
-        node("b", phase=Phase.VERIFYING, labels=loaded_labels(TARGET)),
-        INSPECT,
-        report=healthy(),
-    )
+    verifying = loaded_in_its_step("b")
     first = node("a", phase=Phase.DONE, labels=loaded_labels(TARGET))
     decision = decide(rollout([first, verifying], settings=SOAK))
     [done] = [a for a in decision.actions if isinstance(a, PatchNode)]
@@ -124,6 +127,25 @@ def test_without_soak_each_batch_only_the_first_verified_node_keeps_a_baseline()
     assert done.annotations[names.SOAK_BASELINE] == baseline("xe", healthy())
     alone = decide(rollout([verifying], settings=SOAK))
     [done] = [a for a in alone.actions if isinstance(a, PatchNode)]
+    assert done.annotations[names.SOAK_BASELINE] == baseline("xe", healthy())
+
+
+def test_a_node_verified_in_place_does_not_soak_nor_hold_the_next_node() -> None:
+    """KMM had loaded the target before the rollout reached the node (as on an untouched node
+    after a rollback): its verification loads nothing, so it records no baseline and nothing
+    soaks to hold the next node (found by the soak's end-to-end test, whose rollback waited
+    out a whole soakSeconds of the node it never touched)."""
+    in_place = answered(
+        node("b", phase=Phase.VERIFYING, labels=loaded_labels(TARGET)),
+        INSPECT,
+        report=healthy(),
+    )
+    decision = decide(rollout([in_place], settings=SOAK))
+    [done] = [a for a in decision.actions if isinstance(a, PatchNode)]
+    assert (done.node, done.phase_to) == ("b", Phase.DONE)
+    assert done.annotations[names.SOAK_BASELINE] is None
+    loaded = decide(rollout([loaded_in_its_step("b")], settings=SOAK))
+    [done] = [a for a in loaded.actions if isinstance(a, PatchNode)]
     assert done.annotations[names.SOAK_BASELINE] == baseline("xe", healthy())
 
 
