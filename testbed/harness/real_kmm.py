@@ -145,6 +145,9 @@ class RealKmm:
     def hold_node(self, node: str, held: bool = True) -> None:
         self.kubelet.hold_node(node, held)
 
+    def hold_probes(self, node: str, held: bool = True) -> None:
+        self.kubelet.hold_probes(node, held)
+
     # --- what KMM wrote ------------------------------------------------------------------
 
     def nmc(self, node: str) -> dict[str, Any] | None:

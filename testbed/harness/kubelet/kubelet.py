@@ -9,17 +9,16 @@ workload churned (a drain's evictions), which a cluster's kubelets never do.
 
 How each kind of Pod runs (image pull, sign, worker, gpuctl's image probe) is
 pod_runners.py; this module is the loop: the watches, which Pods it serves, the test controls
-(``serve``, ``delay_node``, ``hold_node``) and deletions.
+(``serve``, ``delay_node``, ``hold_node``, ``hold_probes``) and deletions.
 
 A worker Pod on a node whose ``Ready`` condition is not True waits (a NotReady node's kubelet
-runs nothing). ``delay_node`` makes every container start on a node wait (a slow pull). A Pod
-being deleted has its container killed and its phase set Failed (exit code 137), then is
-deleted with grace period 0, as a kubelet confirms a deletion; finalizers stay KMM's
-business. A Pod's containers run on through an API server or etcd outage, and its status is
-written once the API server answers again (a kubelet's status manager keeps syncing): a
-status lost to a restart would leave KMM waiting on a Pod that never ends. Every container's
-output is kept under ``folder/pods/<pod>-<uid>/`` (``logs``).
-"""
+runs nothing). ``delay_node`` makes every KMM container start on a node wait (a slow pull);
+``hold_probes`` holds gpuctl's image probes. A Pod being deleted has its container killed and
+its phase set Failed (exit code 137), then is deleted with grace period 0, as a kubelet
+confirms a deletion; finalizers stay KMM's business. A Pod's containers run on through an API
+server or etcd outage, and its status is written once the API server answers again (a kubelet's
+status manager keeps syncing): a status lost to a restart would leave KMM waiting on a Pod that
+never ends. Every container's output is kept under ``folder/pods/<pod>-<uid>/`` (``logs``)."""
 
 from __future__ import annotations
 
@@ -88,6 +87,7 @@ class KmmKubelet(PodRunners):
         self._kernels: dict[str, str] = {}
         self._delays: dict[str, float] = {}
         self._held: set[str] = set()
+        self._probes_held: set[str] = set()
         self._runs: dict[str, PodRun] = {}
         self._lock = threading.Lock()
         self._wakeup = threading.Event()
@@ -112,7 +112,8 @@ class KmmKubelet(PodRunners):
         self._wakeup.set()
 
     def delay_node(self, node: str, seconds: float) -> None:
-        """Every container start on ``node`` from now on waits ``seconds`` first."""
+        """Every start of a KMM worker container on ``node`` from now on waits ``seconds``
+        first (KMM slow there; gpuctl's image probes are not delayed)."""
         with self._lock:
             self._delays[node] = seconds
 
@@ -125,6 +126,15 @@ class KmmKubelet(PodRunners):
                 self._held.add(node)
             else:
                 self._held.discard(node)
+
+    def hold_probes(self, node: str, held: bool = True) -> None:
+        """While held, no gpuctl image probe's container starts on ``node`` (its image slow to
+        pull: the check waits for its proof); ``held=False`` lets the waiting ones start."""
+        with self._lock:
+            if held:
+                self._probes_held.add(node)
+            else:
+                self._probes_held.discard(node)
 
     def kernel_calls(self) -> list[record.KernelCall]:
         return record.read(self.record)

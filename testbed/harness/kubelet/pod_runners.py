@@ -89,6 +89,7 @@ class PodRunners:
     _kernels: dict[str, str]
     _delays: dict[str, float]
     _held: set[str]
+    _probes_held: set[str]
     _lock: threading.Lock
 
     def _answered(self, run: PodRun, call: Callable[[], _T]) -> _T:
@@ -221,8 +222,8 @@ class PodRunners:
 
         attempt = 0
         while True:
-            # `hold_node` holds KMM's worker containers (a test's slow KMM), not gpuctl's probe.
-            self._wait_to_start(node, run, held=False)
+            # `hold_node` and `delay_node` are a test's slow KMM: gpuctl's probe runs.
+            self._wait_to_start(node, run, kmms=False)
             if self.catalogue.has(image):
                 break
             reason = status.ERR_IMAGE_PULL if attempt == 0 else status.IMAGE_PULL_BACK_OFF
@@ -260,11 +261,19 @@ class PodRunners:
         with self._lock:
             return node in self._held
 
-    def _wait_to_start(self, node: str, run: PodRun, *, held: bool = True) -> None:
-        """Until the node is Ready (and, for KMM's worker containers, `held`, not held back
-        by `hold_node`)."""
-        while (held and self._held_back(node)) or not self._node_ready(node, run):
+    def _probe_held_back(self, node: str) -> bool:
+        with self._lock:
+            return node in self._probes_held
+
+    def _wait_to_start(self, node: str, run: PodRun, *, kmms: bool = True) -> None:
+        """Until the node is Ready; for KMM's worker containers (`kmms`), also until not held
+        back by `hold_node`, and then `delay_node`'s seconds (a slow KMM is not a slow probe);
+        for gpuctl's probes, until not held back by `hold_probes`."""
+        held = self._held_back if kmms else self._probe_held_back
+        while held(node) or not self._node_ready(node, run):
             self._sleep(run, NODE_READY_POLL_SECONDS)
+        if not kmms:
+            return
         with self._lock:
             delay = self._delays.get(node, 0.0)
         self._sleep(run, delay)

@@ -8,7 +8,7 @@ the kubelet posts the new boot id not Ready yet, and KMM's NodeModulesConfig rec
 starts a loader on every node its Module selects with a version label (IsNodeRebooted), whose
 first act is `modprobe -r` of the in-tree `xe`. A node is kept in a phase by what slows it in
 a real fleet: its image probe's or KMM's worker's container slow to start
-(`RealKmm.delay_node`, `hold_node`: an image pull), its agent not answering yet. Every test
+(`RealKmm.hold_probes`, `hold_node`: an image pull), its agent not answering yet. Every test
 ends (RolloutRig.close) asserting no unload was attempted on a busy node.
 
 The worker hold list is proven here too: a node the namespace's list names, deleted (`kubectl
@@ -116,7 +116,7 @@ def test_reboots_while_checking_loading_and_verifying_an_upgrade(rollout_rig: Ro
     c, d, e = start(rig, ["c", "d", "e"], {**FAST, "maxUnavailable": 3, "timeouts": timeouts})
     old, new = rig.kmm_version_at(OLD), rig.kmm_version_at(NEW)
     with installed_worker_hold_guard(rig.kube, rig.namespace):
-        rig.kmm.delay_node(c, 30)  # c's image probe: the check waits for its proof
+        rig.kmm.hold_probes(c)  # c's image probe: the check waits for its proof
         rig.kmm.hold_node(d)
         rig.kmm.hold_node(e)
         rig.set_version(NEW)
@@ -124,7 +124,7 @@ def test_reboots_while_checking_loading_and_verifying_an_upgrade(rollout_rig: Ro
         rig.wait_phases({c: "Checking"}, version=new)
         boots = {c: reboot(rig, c, in_tree_autoloads=True)}
         busy_with_ollama(rig, c)  # the daemon starts on the in-tree driver
-        rig.kmm.delay_node(c, 0)
+        rig.kmm.hold_probes(c, held=False)
         rig.wait_phases({d: "Loading", e: "Loading"}, version=new)
         boots[d] = reboot(rig, d, in_tree_autoloads=False)
         stop_process(rig.agents[e])  # e's agent will not answer its verification
