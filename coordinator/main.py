@@ -185,6 +185,14 @@ def build_parser() -> argparse.ArgumentParser:
         "away (default: %(default)g)",
     )
     parser.add_argument(
+        "--resync-period",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="reconcile every GPUDriver and look at its rollout again this often even when no "
+        "event came: a safety net, as controller-runtime's SyncPeriod (default: %(default)g)",
+    )
+    parser.add_argument(
         "--kmm-worker-hold",
         action="store_true",
         help="hold KMM's worker off a node whose devices were opened after the rollout's "
@@ -220,6 +228,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.rollout_blocked_recheck <= 0:
         parser.error("--rollout-blocked-recheck must be more than 0")
+    if args.resync_period <= 0:
+        parser.error("--resync-period must be more than 0")
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         parser.error(f"--metrics-port {args.metrics_port} is not a TCP port")
     if args.renew_deadline >= args.lease_duration:
@@ -283,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         driver_selector=args.gpudriver_selector,
         node_selector=args.node_selector,
         rollout_blocked_recheck_seconds=args.rollout_blocked_recheck,
+        resync_seconds=args.resync_period,
         kmm_worker_hold=args.kmm_worker_hold,
         prometheus=PrometheusAccess(args.prometheus_token_file, args.prometheus_ca_file),
     )

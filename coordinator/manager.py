@@ -74,6 +74,7 @@ class CoordinatorConfig:
     # This replica's gpuctl version, written on the Lease it holds.
     version: str = ""
     discovery_interval: float = 2.0
+    # Every GPUDriver reconciled (and its rollout looked at) this often without an event.
     resync_seconds: float = 60.0
     # Manage only the GPUDrivers with these labels (a label selector; None: all of them).
     driver_selector: str | None = None

@@ -54,6 +54,7 @@ def clocked_coordinator(rig: RolloutRig, clock: ShiftedClock) -> Iterator[Coordi
         retry_period=args.retry_period,
         driver_selector=args.gpudriver_selector,
         rollout_blocked_recheck_seconds=args.rollout_blocked_recheck,
+        resync_seconds=args.resync_period,
     )
     coordinator = Coordinator(
         kube,

@@ -93,6 +93,10 @@ def stop_processes(processes: list[subprocess.Popen[bytes]], sig: int = signal.S
             process.wait()
 
 
+# Longer than any test: the coordinators of the tests never resync (coordinator_flags).
+NO_RESYNC_SECONDS = 3600
+
+
 class RolloutRig:
     def __init__(
         self,
@@ -263,6 +267,9 @@ class RolloutRig:
             f"--metrics-port={metrics_port or self.metrics_port}",
             "--metrics-address=127.0.0.1",
             "--rollout-blocked-recheck=0.5",
+            # No resync within a test: one that passes only because the coordinator looked
+            # again after a minute would hide an event the coordinator missed.
+            f"--resync-period={NO_RESYNC_SECONDS}",
             "--kmm-worker-hold",
             *extra,
         ]

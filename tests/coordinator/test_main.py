@@ -39,6 +39,7 @@ def test_defaults() -> None:
     assert args.kubeconfig is None
     assert args.lease_name == "gpuctl-coordinator"
     assert args.events_namespace == "default"
+    assert args.resync_period == 60.0
 
 
 def test_json_log_line_carries_extra_fields() -> None:
@@ -56,6 +57,7 @@ def test_json_log_line_carries_extra_fields() -> None:
     ("argv", "named"),
     [
         (["--rollout-blocked-recheck", "0"], "--rollout-blocked-recheck"),
+        (["--resync-period", "0"], "--resync-period"),
         (["--metrics-port", "70000"], "--metrics-port"),
     ],
 )
