@@ -55,6 +55,9 @@ from testbed.rollout_live.scenario import module_version, old_root, wait_status
 
 BIN = Path(sys.executable).parent
 STEP_TIMEOUT = "60s"
+# The busy node's drain waits this long for its inference pod, then it is Blocked: short enough
+# to watch, long enough for an idle node's drain (its GPU daemon paused) on a loaded machine.
+DRAIN_TIMEOUT = "30s"
 DAEMON = "xpumanager"
 WORKLOAD_NAMESPACE = "ml"
 WORKLOAD = "ollama"
@@ -62,7 +65,10 @@ ROLLOUT = {
     "holdAfterFirstNode": True,  # the default: the admin checks the first node, then resumes
     "disableIdleVFs": True,
     "pause": {"daemonSets": [f"{NAMESPACE}/{DAEMON}"]},
-    "timeouts": dict.fromkeys(("check", "drain", "prepare", "load", "verify"), STEP_TIMEOUT),
+    "timeouts": {
+        **dict.fromkeys(("check", "prepare", "load", "verify"), STEP_TIMEOUT),
+        "drain": DRAIN_TIMEOUT,
+    },
 }
 WAIT_SECONDS = 300.0
 WATCH_SECONDS = 600

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.demo.story import DRAIN_TIMEOUT
 from testbed.harness.cluster import repository_root
 from testbed.harness.waiting import wait_until
 
@@ -89,7 +90,9 @@ def test_the_demo_rolls_past_a_busy_node_and_leaves_nothing_behind() -> None:
         lines, r"\|   gpu-node-2: Draining \(cordoned.* waiting for GPU pods ml/ollama;"
     )
     blocked = index_of(
-        lines, r"\|   gpu-node-2: Blocked \(still on the node after 60s: GPU pods ml/ollama", waits
+        lines,
+        rf"\|   gpu-node-2: Blocked \(still on the node after {DRAIN_TIMEOUT}: GPU pods ml/ollama",
+        waits,
     )
     released = index_of(lines, r"ollama is gone from gpu-node-2", blocked)
     loading = index_of(lines, r"\|   gpu-node-2: Loading ", released)
