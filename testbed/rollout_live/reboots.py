@@ -7,19 +7,23 @@ blacklists it (`in_tree_autoloads`), else nothing — and the node's modprobe.d 
 kubelet then posts the new boot id with its runtime not ready yet (Ready=False, as a kubelet
 just started does); `kubelet_ready` is its next status, Ready, and restarts the agent (a
 DaemonSet Pod starts again with the node). Nothing here acts for KMM or gpuctl: KMM's
-operator reads the Node's boot id, gpuctl's coordinator too.
+operator reads the Node's boot id, gpuctl's coordinator too. `register_again` is the other way
+a node's object goes and comes back: `kubectl delete node`, and its kubelet registering it.
 """
 
 from __future__ import annotations
 
 import datetime
 import uuid
+from typing import Any
 
 from coordinator.kube.client import MERGE_PATCH, path
+from testbed.cluster_api import node_labels
 from testbed.fakehost import FakeHost
 from testbed.fakehost.pci import PCI_DEVICES
 from testbed.fakehost.scenarios import B580, in_tree_xe
 from testbed.harness.nodes import node_status
+from testbed.harness.waiting import wait_until
 from testbed.rollout_live.images import COMPANION_MODULES
 from testbed.rollout_live.rig import RolloutRig, stop_process
 
@@ -66,6 +70,33 @@ def kubelet_ready(rig: RolloutRig, node: str, boot_id: str) -> None:
 def _post_status(rig: RolloutRig, node: str, host: FakeHost, boot_id: str, *, ready: bool) -> None:
     now = datetime.datetime.now(datetime.UTC)
     status = node_status(host.kernel_release, now, boot_id, ready=ready)
+    rig.kube.request(
+        "PATCH",
+        path("", "v1", "nodes", name=node, subresource="status"),
+        body={"status": status},
+        content_type=MERGE_PATCH,
+    )
+
+
+def register_again(rig: RolloutRig, node: str, boot: str) -> None:
+    """`kubectl delete node`, then its kubelet registering it again under its name: the
+    labels the kubelet sets (the GPUDriver's selector), none of gpuctl's or KMM's, and the
+    same boot (the host did not reboot). In between, the garbage collector deletes KMM's
+    NodeModulesConfig of the Node it owned."""
+    rig.kube.request("DELETE", path("", "v1", "nodes", name=node))
+    wait_until(
+        f"the garbage collector deletes {node}'s NodeModulesConfig",
+        lambda: rig.kmm.nmc(node) is None,
+        timeout_seconds=60,
+    )
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node, "labels": node_labels(rig.namespace)},
+    }
+    rig.kube.request("POST", path("", "v1", "nodes"), body=body)
+    now = datetime.datetime.now(datetime.UTC)
+    status = node_status(rig.hosts[node].kernel_release, now, boot)
     rig.kube.request(
         "PATCH",
         path("", "v1", "nodes", name=node, subresource="status"),

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from coordinator.kube.client import Kube, KubeError, path
 from coordinator.policies.kmm_crd_guard import guard_objects
-from tests.support.admission_policies import installed_policy, refusal
+from testbed.harness.admission_policies import installed_policy, refusal
 
 
 def refused_crd_delete(kube: Kube, crd: str) -> KubeError | None:

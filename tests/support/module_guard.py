@@ -2,7 +2,7 @@
 
 `installed_guard` POSTs coordinator/policies/module_guard.py's objects (the ones hack/generate.py
 writes into the chart) with the test's names; it is enforced once a dry-run DELETE of a guarded
-Module by someone other than the coordinator is refused (tests/support/admission_policies.py).
+Module by someone other than the coordinator is refused (testbed/harness/admission_policies.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from coordinator.kube.client import Kube, KubeError, path
 from coordinator.policies.module_guard import guard_objects
 from gpuctl.common import names
-from tests.support.admission_policies import installed_policy, refusal
+from testbed.harness.admission_policies import installed_policy, refusal
 
 
 def guard_name(namespace: str) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from coordinator.kube.client import Kube, KubeError, path
 from coordinator.policies.nmc_guard import guard_objects
 from gpuctl.common import names
-from tests.support.admission_policies import installed_policy, refusal
+from testbed.harness.admission_policies import installed_policy, refusal
 
 
 def nmc_path(node: str) -> str:

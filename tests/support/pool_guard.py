@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
 from coordinator.policies.pool_guard import guard_objects, pool_literal
-from tests.support.admission_policies import installed_policy, refusal
+from testbed.harness.admission_policies import installed_policy, refusal
 
 
 def refused_move(

@@ -27,8 +27,8 @@ from gpuctl.common import names
 from gpuctl.gpudriver.module_spec import desired_module
 from testbed.cluster_api import Api, gpudriver, simple_spec
 from testbed.harness.access import KubeCluster
+from testbed.harness.admission_policies import type_checked
 from testbed.harness.waiting import wait_until
-from tests.support.admission_policies import type_checked
 from tests.support.chart_release import Release, chart_release
 from tests.support.kmm_crd_guard import refused_crd_delete
 from tests.support.module_guard import module_path, refused_delete

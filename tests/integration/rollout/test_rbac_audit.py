@@ -44,7 +44,7 @@ from testbed.rollout_live.scenario import (
     start,
     wait_status,
 )
-from tests.support.worker_hold import installed_worker_hold_guard
+from testbed.rollout_live.worker_hold_guard import installed_worker_hold_guard
 
 pytestmark = pytest.mark.integration
 

@@ -33,7 +33,7 @@ from testbed.rollout_live.scenario import (
     start,
     wait_status,
 )
-from tests.support.worker_hold import installed_worker_hold_guard, wait_held
+from testbed.rollout_live.worker_hold_guard import installed_worker_hold_guard, wait_held
 
 pytestmark = pytest.mark.integration
 

@@ -18,19 +18,14 @@ worker_holds.py makes it of the Nodes) and KMM loads it through the rollout.
 
 from __future__ import annotations
 
-import datetime
 import subprocess
-from typing import Any
 
 import pytest
 
-from coordinator.kube.client import MERGE_PATCH, path
 from gpuctl.common import names
-from testbed.cluster_api import node_labels
-from testbed.harness.nodes import node_status
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.images import NEW, OLD
-from testbed.rollout_live.reboots import kubelet_ready, reboot
+from testbed.rollout_live.reboots import kubelet_ready, reboot, register_again
 from testbed.rollout_live.rig import BIN, RolloutRig, stop_process
 from testbed.rollout_live.scenario import (
     FAST,
@@ -40,7 +35,11 @@ from testbed.rollout_live.scenario import (
     module_version,
     start,
 )
-from tests.support.worker_hold import held_nodes, installed_worker_hold_guard, wait_held
+from testbed.rollout_live.worker_hold_guard import (
+    held_nodes,
+    installed_worker_hold_guard,
+    wait_held,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -179,33 +178,6 @@ def gpuctl(rig: RolloutRig, *args: str) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
-
-
-def register_again(rig: RolloutRig, node: str, boot: str) -> None:
-    """`kubectl delete node`, then its kubelet registering it again under its name: the
-    labels the kubelet sets (the GPUDriver's selector), none of gpuctl's or KMM's, and the
-    same boot (the host did not reboot). In between, the garbage collector deletes KMM's
-    NodeModulesConfig of the Node it owned."""
-    rig.kube.request("DELETE", path("", "v1", "nodes", name=node))
-    wait_until(
-        f"the garbage collector deletes {node}'s NodeModulesConfig",
-        lambda: rig.kmm.nmc(node) is None,
-        timeout_seconds=60,
-    )
-    body: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": node, "labels": node_labels(rig.namespace)},
-    }
-    rig.kube.request("POST", path("", "v1", "nodes"), body=body)
-    now = datetime.datetime.now(datetime.UTC)
-    status = node_status(rig.hosts[node].kernel_release, now, boot)
-    rig.kube.request(
-        "PATCH",
-        path("", "v1", "nodes", name=node, subresource="status"),
-        body={"status": status},
-        content_type=MERGE_PATCH,
-    )
 
 
 def test_reboots_while_failed_and_pending_and_a_held_node_registered_again(

@@ -37,8 +37,12 @@ from testbed.rollout_live.scenario import (
     start,
     wait_status,
 )
+from testbed.rollout_live.worker_hold_guard import (
+    installed_worker_hold_guard,
+    refused_worker_pod,
+    wait_held,
+)
 from tests.support.kmm_matrix import EACH_KMM
-from tests.support.worker_hold import installed_worker_hold_guard, refused_worker_pod, wait_held
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ from coordinator.kube.client import MERGE_PATCH, Kube, KubeError, path
 from coordinator.policies.worker_hold_guard import guard_objects
 from gpuctl.common import names
 from gpuctl.rollout.step.worker_hold import held_in
+from testbed.harness.admission_policies import installed_policy, refusal
 from testbed.harness.waiting import wait_until
-from tests.support.admission_policies import installed_policy, refusal
 
 PROBE_NODE = "worker-hold-probe"
 
