@@ -2,7 +2,7 @@
 and requests a 0.1.0 coordinator sent, as its bytes, and the same from a newer coordinator with
 fields this agent does not know, inside the messages and beside them. The agent takes the
 Welcome, answers each request by its id and stays on the one stream
-(docs/deploying.md#version-skew); tests/test_wire_compat.py checks the same bytes field by
+(docs/deploying.md#version-skew); tests/api/test_wire_compat.py checks the same bytes field by
 field."""
 
 from __future__ import annotations

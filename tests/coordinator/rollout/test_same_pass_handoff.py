@@ -19,7 +19,7 @@ from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.event_notes import NORMAL, EventNote
 from gpuctl.rollout.input.settings import RolloutSettings
 from tests.coordinator.rollout.test_parallel_nodes import PATHS, SECOND, two_node_world
-from tests.rollout.step.test_phases import verifying
+from tests.rollout.step.step_samples import verifying
 from tests.support.rollout_samples import PF, answered, new_report, node, rollout
 
 

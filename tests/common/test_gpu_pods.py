@@ -1,5 +1,6 @@
 """GPU pods: a GPU resource requested or limited by any container (or, where DRA is not
-served, a ResourceClaim referenced), and not finished."""
+served, a ResourceClaim referenced), and not finished (gpuctl/common/gpu_pods.py); the rollout's
+pod watch keeps what that rule reads."""
 
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ def test_a_short_real_fuzzing_run(tmp_path: Path) -> None:
         text=True,
         timeout=240,
         check=False,
-        cwd=Path(__file__).parent.parent,
+        cwd=Path(__file__).resolve().parents[3],
     )
     assert done.returncode == 0, done.stdout + done.stderr
     row = done.stdout.splitlines()[1].split()

@@ -1,5 +1,6 @@
-"""The shared unload rule: which reported blockers stop an unload now, and what preparation
-would clear (a holder module never is: KMM removes the module before the rest of its list)."""
+"""The shared unload rule (gpuctl/common/unload_rule.py): which reported blockers stop an
+unload now, and what preparation would clear (a holder module never is: KMM removes the module
+before the rest of its list)."""
 
 from __future__ import annotations
 

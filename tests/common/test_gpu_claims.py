@@ -1,4 +1,5 @@
-"""Allocated GPU ResourceClaims on nodes, and which DRA version discovery lets us list."""
+"""Allocated GPU ResourceClaims on nodes, and which DRA version discovery lets us list
+(gpuctl/common/gpu_claims.py)."""
 
 from __future__ import annotations
 

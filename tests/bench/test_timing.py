@@ -1,4 +1,4 @@
-"""The benchmarks' statistics: percentiles and ratios over known samples."""
+"""The benchmarks' statistics (bench/timing.py): percentiles and ratios over known samples."""
 
 from __future__ import annotations
 

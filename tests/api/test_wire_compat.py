@@ -1,7 +1,7 @@
-"""The wire across releases, both ways: a report a 0.1.0 agent sent, and the Welcome and requests
-a 0.1.0 coordinator sent, read the same in this build; a newer peer's fields this build does
-not know are skipped, the known ones kept (docs/deploying.md#version-skew). The bytes are the
-old peer's, not re-encoded by this build."""
+"""The wire (gpuctl/api/v1alpha1) across releases, both ways: a report a 0.1.0 agent sent, and
+the Welcome and requests a 0.1.0 coordinator sent, read the same in this build; a newer peer's
+fields this build does not know are skipped, the known ones kept
+(docs/deploying.md#version-skew). The bytes are the old peer's, not re-encoded by this build."""
 
 from __future__ import annotations
 

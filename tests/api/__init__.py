@@ -1,0 +1,1 @@
+"""Tests of the wire's messages (gpuctl/api)."""

@@ -1,0 +1,1 @@
+"""Tests of the benchmarks' own modules (bench/)."""

@@ -1,0 +1,1 @@
+"""Tests of the fuzz targets and their runner (bench/fuzz)."""

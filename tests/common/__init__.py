@@ -1,0 +1,1 @@
+"""Tests of what the three parts share (gpuctl/common)."""
