@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -208,8 +209,10 @@ class RealKmm:
     def unloads_while_busy(self) -> list[record.KernelCall]:
         return record.unloads_while_busy(self.kubelet.record)
 
-    def assert_no_unload_while_busy(self) -> None:
-        self.kubelet.assert_no_unload_while_busy()
+    def assert_no_unload_while_busy(
+        self, excused: Callable[[record.KernelCall], bool] = record.never
+    ) -> None:
+        self.kubelet.assert_no_unload_while_busy(excused)
 
     # --- teardown ------------------------------------------------------------------------
 

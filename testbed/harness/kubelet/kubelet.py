@@ -139,8 +139,10 @@ class KmmKubelet(PodRunners):
     def kernel_calls(self) -> list[record.KernelCall]:
         return record.read(self.record)
 
-    def assert_no_unload_while_busy(self) -> None:
-        record.assert_no_unload_while_busy(self.record)
+    def assert_no_unload_while_busy(
+        self, excused: Callable[[record.KernelCall], bool] = record.never
+    ) -> None:
+        record.assert_no_unload_while_busy(self.record, excused)
 
     def logs(self, pod: str) -> str:
         """What every container of the Pod named ``pod`` printed, run by run (all Pods of

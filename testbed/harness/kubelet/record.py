@@ -5,13 +5,16 @@ The fake ``modprobe`` appends one JSON line per attempt to the kubelet's record 
 the node was busy at that moment and why, and how it ended. Tests read it back as
 ``KernelCall``s; ``assert_no_unload_while_busy`` is the oracle every rollout test ends with:
 gpuctl promises that no unload is even attempted on a busy node, whatever its outcome (a
-refused one is retried by the Pod's restarts and succeeds as soon as the holder lets go).
+refused one is retried by the Pod's restarts and succeeds as soon as the holder lets go). The
+one race no controller wins, a host process opening the device a moment before KMM's worker
+tries, is for a world run to count (testbed/world/invariants.py).
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -68,9 +71,17 @@ def unloads_while_busy(record: Path) -> list[KernelCall]:
     return [call for call in read(record) if call.while_busy]
 
 
-def assert_no_unload_while_busy(record: Path) -> None:
-    """Raises AssertionError listing every unload attempted while its node was busy."""
-    offending = unloads_while_busy(record)
+def never(_call: KernelCall) -> bool:
+    return False
+
+
+def assert_no_unload_while_busy(
+    record: Path, excused: Callable[[KernelCall], bool] = never
+) -> None:
+    """Raises AssertionError listing every unload attempted while its node was busy, but those
+    `excused` (a world run's, which its report has already: testbed/world/invariants.py
+    `Checks.judged`)."""
+    offending = [call for call in unloads_while_busy(record) if not excused(call)]
     if offending:
         lines = "\n".join(f"  {call.describe()}" for call in offending)
         raise AssertionError(f"KMM tried to unload while the node was busy:\n{lines}")
