@@ -1,0 +1,235 @@
+"""The real-world events of a world run, each done the way it happens on a real fleet.
+
+Every event acts on the world as a kernel, a kubelet, an admin or a daemon would, never on
+gpuctl's or KMM's objects in their stead: a reboot is testbed/rollout_live/reboots.py's (a new
+boot id, modules and processes gone, the in-tree `xe` autoloaded or blacklisted, then the
+kubelet Ready and the agent started again); a host daemon opening the GPU is a process with a
+DRM fd on the render node; the admin's cordon, skip label and `kubectl delete node` are the
+API calls kubectl makes; a version change and pause/resume are the GPUDriver writes and
+`gpuctl rollout pause|resume`. Each returns what it did, in words, for the run's log.
+
+`World` is what the events change and what the invariants need to know of it: which nodes are
+busy, cordoned by the admin, skipped, and the rollout's target. An event with nothing to do
+returns a NoOp.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gpuctl.common import names
+from testbed.chaos.replicas import Replicas
+from testbed.rollout_live.images import OLD
+from testbed.rollout_live.reboots import BOOT_ID, kubelet_ready, reboot, register_again
+from testbed.rollout_live.rig import BIN, RolloutRig
+from testbed.rollout_live.scenario import busy_with_ollama, idle_again
+
+# The longest a rebooting node's kubelet takes to post Ready (drawn from the event's choice).
+KUBELET_BACK_SECONDS = 3.0
+# The slowest KMM gets on a node (an image pull), drawn from the event's choice.
+KMM_SLOW_SECONDS = 6.0
+
+
+class NoOp(str):
+    """What an event found that left it nothing to do (no workload to end, nothing cordoned):
+    said in the log, not counted as injected."""
+
+    __slots__ = ()
+
+
+def version_of_round(number: int) -> str:
+    return f"v7.2.{number}.6_260728.7"
+
+
+@dataclass
+class World:
+    rig: RolloutRig
+    replicas: Replicas
+    nodes: list[str]
+    busy: set[str] = field(default_factory=set)
+    # Every holder's open: (node, time.time() just before it), for the kernel's races.
+    opens: list[tuple[str, float]] = field(default_factory=list)
+    cordoned: set[str] = field(default_factory=set)
+    skipped: set[str] = field(default_factory=set)
+    slow: set[str] = field(default_factory=set)
+    paused: bool = False
+    round: int = 0
+    target: str = ""
+    version: str = OLD
+
+    def next_version(self) -> str:
+        """The GPUDriver moves to the next version (published for every node's kernel)."""
+        self.round += 1
+        version = version_of_round(self.round)
+        self.rig.publish_everywhere(version)
+        retried(lambda: self.rig.set_version(version))
+        self.version, self.target = version, self.rig.kmm_version_at(version)
+        return version
+
+
+def retried(action: Callable[[], object], seconds: float = 120.0) -> None:
+    """A write of the world's own, retried through the outages it caused."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            action()
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+
+
+def _reboot(w: World, node: str, choice: float, *, autoload: bool, busy: bool) -> str:
+    boot = reboot(w.rig, node, in_tree_autoloads=autoload)
+    w.busy.discard(node)  # every process went with the old boot
+    back = choice * KUBELET_BACK_SECONDS
+    time.sleep(back)
+    kubelet_ready(w.rig, node, boot)
+    if busy:
+        opened(w, node)  # a host daemon opens the in-tree driver at once
+    how = "blacklisted" if not autoload else ("autoloaded, opened" if busy else "autoloaded")
+    return f"{node} rebooted (in-tree xe {how}), Ready after {back:.1f} s"
+
+
+def reboot_busy(w: World, node: str, choice: float) -> str:
+    return _reboot(w, node, choice, autoload=True, busy=True)
+
+
+def reboot_idle(w: World, node: str, choice: float) -> str:
+    return _reboot(w, node, choice, autoload=True, busy=False)
+
+
+def reboot_blacklisted(w: World, node: str, choice: float) -> str:
+    return _reboot(w, node, choice, autoload=False, busy=False)
+
+
+def opened(w: World, node: str) -> None:
+    """A host daemon (ollama) opens the node's GPU."""
+    w.opens.append((node, time.time()))
+    busy_with_ollama(w.rig, node)
+    w.busy.add(node)
+
+
+def workload_start(w: World, node: str, _choice: float) -> str:
+    if node in w.busy:
+        return NoOp(f"{node} is busy already")
+    if not w.rig.hosts[node].real("sys/module/xe").exists():
+        return NoOp(f"{node} has no xe loaded to open")
+    opened(w, node)
+    return f"ollama opens {node}'s GPU"
+
+
+def workload_end(w: World, node: str, _choice: float) -> str:
+    busy = sorted(w.busy)
+    if not busy:
+        return NoOp("no workload to end")
+    # The node drawn, or the busy one its index falls on: ends are as frequent as starts.
+    chosen = node if node in w.busy else busy[w.nodes.index(node) % len(busy)]
+    idle_again(w.rig, chosen)
+    w.busy.discard(chosen)
+    return f"ollama lets {chosen}'s GPU go"
+
+
+def admin_cordon(w: World, node: str, _choice: float) -> str:
+    retried(lambda: w.rig.cordon(node))
+    w.cordoned.add(node)
+    return f"the admin cordons {node}"
+
+
+def admin_uncordon(w: World, node: str, _choice: float) -> str:
+    chosen = node if node in w.cordoned else next(iter(sorted(w.cordoned)), "")
+    if not chosen:
+        return NoOp("nothing the admin cordoned")
+    retried(lambda: w.rig.cordon(chosen, cordoned=False))
+    w.cordoned.discard(chosen)
+    return f"the admin uncordons {chosen}"
+
+
+def skip(w: World, node: str, _choice: float) -> str:
+    retried(lambda: w.rig.label_node(node, {names.OPT_OUT_LABEL: names.OPT_OUT_VALUE}))
+    w.skipped.add(node)
+    return f"the admin labels {node} {names.OPT_OUT_LABEL}={names.OPT_OUT_VALUE}"
+
+
+def unskip(w: World, node: str, _choice: float) -> str:
+    chosen = node if node in w.skipped else next(iter(sorted(w.skipped)), "")
+    if not chosen:
+        return NoOp("no node skipped")
+    retried(lambda: w.rig.label_node(chosen, {names.OPT_OUT_LABEL: None}))
+    w.skipped.discard(chosen)
+    return f"the admin takes {names.OPT_OUT_LABEL} off {chosen}"
+
+
+def reregister(w: World, node: str, _choice: float) -> str:
+    boot = w.rig.hosts[node].real(BOOT_ID).read_text().strip()
+    register_again(w.rig, node, boot)
+    w.cordoned.discard(node)  # a new object: no cordon, no label of the admin's
+    w.skipped.discard(node)
+    return f"{node} deleted and registered again by its kubelet"
+
+
+def version_change(w: World, _node: str, _choice: float) -> str:
+    return f"the GPUDriver moves to {w.next_version()}"
+
+
+def pause_resume(w: World, _node: str, _choice: float) -> str:
+    verb = "resume" if w.paused else "pause"
+    done = subprocess.run(
+        [str(BIN / "gpuctl"), "rollout", verb, "--kubeconfig", str(w.rig.cluster.kubeconfig)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    if done.returncode != 0:
+        return f"gpuctl rollout {verb} failed ({done.returncode}): {done.stderr.strip()}"
+    w.paused = not w.paused
+    return f"gpuctl rollout {verb}"
+
+
+def kmm_slow(w: World, node: str, choice: float) -> str:
+    seconds = 0.0 if node in w.slow else choice * KMM_SLOW_SECONDS
+    w.rig.kmm.delay_node(node, seconds)
+    (w.slow.add if seconds else w.slow.discard)(node)
+    return f"KMM's containers on {node} start after {seconds:.1f} s"
+
+
+def kill_leader(w: World, _node: str, _choice: float) -> str:
+    leader = w.replicas.leader()
+    if leader is None:
+        return NoOp("no leader at that moment: nothing killed")
+    w.replicas.kill(leader)
+    return f"killed the leading coordinator {leader.identity}"
+
+
+def agent_restart(w: World, node: str, _choice: float) -> str:
+    agent = w.rig.agents.get(node)
+    if agent is None:
+        return NoOp(f"{node} has no agent running")
+    agent.kill()
+    agent.wait()
+    w.rig.start_agent(node)
+    return f"{node}'s agent killed and started again"
+
+
+EVENTS: dict[str, Callable[[World, str, float], str]] = {
+    "reboot-busy": reboot_busy,
+    "reboot-idle": reboot_idle,
+    "reboot-blacklisted": reboot_blacklisted,
+    "workload-start": workload_start,
+    "workload-end": workload_end,
+    "admin-cordon": admin_cordon,
+    "admin-uncordon": admin_uncordon,
+    "skip": skip,
+    "unskip": unskip,
+    "reregister": reregister,
+    "version-change": version_change,
+    "pause-resume": pause_resume,
+    "kmm-slow": kmm_slow,
+    "kill-leader": kill_leader,
+    "agent-restart": agent_restart,
+}
