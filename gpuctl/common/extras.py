@@ -1,6 +1,6 @@
 """A gpuctl program started without the extra its dependencies come in says so, in one line.
 
-`pip install gpuctl` installs what the agent imports; `gpuctl-coordinator` needs the
+`pip install gpuctl-xe` installs what the agent imports; `gpuctl-coordinator` needs the
 `coordinator` extra and `gpuctl` the `cli` extra (pyproject.toml; the agent image holds only
 the core). Without the extra, the program's first `import kubernetes` would end in a traceback,
 so their entry points check first. The requirements are read from the installed distribution's
@@ -14,7 +14,8 @@ import sys
 from collections.abc import Callable, Iterable
 from importlib import metadata
 
-DISTRIBUTION = "gpuctl"
+from gpuctl.common.build_version import DISTRIBUTION
+
 EXIT_MISSING_EXTRA = 2
 _NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _EXTRA_MARKER = re.compile(r"""\bextra\s*==\s*["']([^"']+)["']""")
@@ -66,7 +67,7 @@ def require_extra(
     if missing:
         print(
             f"{program}: needs gpuctl's `{extra}` extra ({', '.join(missing)} not installed): "
-            f"pip install 'gpuctl[{extra}]'",
+            f"pip install '{DISTRIBUTION}[{extra}]'",
             file=sys.stderr,
         )
         raise SystemExit(EXIT_MISSING_EXTRA)

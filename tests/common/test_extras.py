@@ -3,11 +3,14 @@ the one-line error of a program started without its extra."""
 
 from __future__ import annotations
 
+import tomllib
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
 from gpuctl.common import extras
+from gpuctl.common.build_version import DISTRIBUTION
 
 REQUIRES = [
     "grpcio==1.85.1",
@@ -38,7 +41,7 @@ def test_this_checkouts_extras_are_installed() -> None:
     for extra in ("coordinator", "cli", "dev"):
         assert extras.missing_for_extra(extra) == []
     assert "kubernetes" in extras.extra_distributions(
-        metadata.requires(extras.DISTRIBUTION) or [], "coordinator"
+        metadata.requires(DISTRIBUTION) or [], "coordinator"
     )
 
 
@@ -50,10 +53,19 @@ def test_a_missing_extra_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[st
     assert exited.value.code == 2
     assert capsys.readouterr().err == (
         "gpuctl-coordinator: needs gpuctl's `coordinator` extra (kubernetes not installed): "
-        "pip install 'gpuctl[coordinator]'\n"
+        "pip install 'gpuctl-xe[coordinator]'\n"
     )
 
 
 def test_an_installed_extra_returns_quietly(capsys: pytest.CaptureFixture[str]) -> None:
     extras.require_extra("gpuctl", "cli", REQUIRES, lambda _name: True)
     assert capsys.readouterr().err == ""
+
+
+def test_the_distribution_name_is_pyprojects_and_not_the_unrelated_gpuctl() -> None:
+    """`gpuctl` on PyPI is someone else's project: every `pip install` line gpuctl prints names
+    the distribution pyproject.toml builds."""
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert project["project"]["name"] == DISTRIBUTION
+    assert DISTRIBUTION != "gpuctl"
+    assert metadata.version(DISTRIBUTION)  # the installed one is found by that name

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
+from gpuctl.common.build_version import DISTRIBUTION
 from testbed.fakehost import scenarios
 from tests.images.locked import REPO, normalize, pins
 
@@ -158,7 +159,7 @@ def test_image_holds_exactly_its_locked_distributions(built: dict[str, str], par
     done = run_in(image, ["python3", "-c", _DISTRIBUTIONS])
     assert done.returncode == 0, done.stderr.decode()
     installed = {normalize(name) for name in done.stdout.decode().split()}
-    assert installed == set(pins(REPO / "requirements" / f"{part}.txt")) | {"gpuctl"}
+    assert installed == set(pins(REPO / "requirements" / f"{part}.txt")) | {DISTRIBUTION}
     imported = run_in(image, ["python3", "-c", _IMPORT_ALL, part])
     assert imported.returncode == 0, imported.stderr.decode()
     assert imported.stdout.decode().strip() == ("True" if part == "coordinator" else "False")
@@ -183,5 +184,5 @@ def test_agent_image_says_which_extra_its_other_programs_need(
     # buildah adds its own lines about the exit status after the program's.
     assert done.stderr.decode().splitlines()[0] == (
         f"{program}: needs gpuctl's `{extra}` extra ({missing} not installed): "
-        f"pip install 'gpuctl[{extra}]'"
+        f"pip install 'gpuctl-xe[{extra}]'"
     )
