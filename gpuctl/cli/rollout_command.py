@@ -21,13 +21,16 @@ from gpuctl.cli.rollout_facts import (
 from gpuctl.cli.rollout_history import plan_undo, render_history
 from gpuctl.cli.rollout_plan import RolloutPlanInput, plan_document, plan_rollout, render_plan
 from gpuctl.cli.rollout_view import (
+    EXIT_NEEDS_YOU,
     EXIT_NOT_DONE,
     RolloutView,
     exit_code,
     from_gpudriver,
+    needs_you,
     node_changes,
     render_status,
     summary_line,
+    time_left,
 )
 from gpuctl.cli.source_flags import Clock, add_kube_flags, utc_now
 from gpuctl.common import names
@@ -36,7 +39,10 @@ from gpuctl.gpudriver.gitops import gitops_owner
 STATUS_EPILOG = """\
 exit codes: 0 the rollout is complete; 1 it failed (paused at its failure budget) or the
 GPUDriver could not be read; 2 bad arguments; 3 not done yet (progressing, held after the
-first node, or paused). With --watch, waits for 0 or 1 (or --timeout: 3)."""
+first node, or paused). --watch follows it, printing each change and an estimate of the time
+left, until 0 or 1; or 4 where it waits for you, saying what to do: held after its first node
+(`gpuctl rollout resume`), paused, refused or rolled back, no node targeted, every node left
+Blocked; or --timeout: 3."""
 
 
 PLAN_DESCRIPTION = """\
@@ -98,7 +104,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_name(status)
-    status.add_argument("-w", "--watch", action="store_true", help="follow until done or failed")
+    status.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="follow until complete, failed, or waiting for you (exit codes below)",
+    )
     status.add_argument(
         "--timeout",
         type=float,
@@ -243,8 +254,9 @@ def _watch(api: GpuDriverApi, name: str, timeout: float | None, out: TextIO, clo
             return EXIT_NOT_DONE
         for obj in api.changes(name, remaining):
             view = _rollout_of(obj, name)
-            if previous is None or summary_line(view, clock()) != summary_line(previous, clock()):
-                out.write(summary_line(view, clock()) + "\n")
+            now = clock()
+            if previous is None or summary_line(view, now) != summary_line(previous, now):
+                out.write(summary_line(view, now) + time_left(view, now) + "\n")
             for node in node_changes(previous, view):
                 out.write(
                     f"  {node.name}: {node.phase}"
@@ -256,6 +268,10 @@ def _watch(api: GpuDriverApi, name: str, timeout: float | None, out: TextIO, clo
             code = exit_code(view)
             if code is not None:
                 return code
+            todo = needs_you(view)
+            if todo:
+                out.write(f"waiting for you: {todo}\n")
+                return EXIT_NEEDS_YOU
 
 
 def run_plan(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock = utc_now) -> int:

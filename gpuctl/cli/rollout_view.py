@@ -16,10 +16,13 @@ from typing import Any
 from gpuctl.cli.durations import short_age
 from gpuctl.cli.table import format_table
 from gpuctl.common import timestamps
-from gpuctl.rollout.reasons import RolloutState, parse_state
+from gpuctl.rollout.reasons import HoldKind, RolloutState, parse_state
 
-# Exit codes of `gpuctl rollout status`.
-EXIT_COMPLETE, EXIT_FAILED, EXIT_NOT_DONE = 0, 1, 3
+# Exit codes of `gpuctl rollout status`; EXIT_NEEDS_YOU ends `--watch` at a state that waits for
+# a person (`needs_you`).
+EXIT_COMPLETE, EXIT_FAILED, EXIT_NOT_DONE, EXIT_NEEDS_YOU = 0, 1, 3, 4
+# Phases of a node the rollout has no more work for.
+_SETTLED = frozenset({"Done", "Skipped"})
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class RolloutView:
     # the next opens.
     window_open: bool | None = None
     window_change: datetime.datetime | None = None
+    # status.rollout.holdKind: what keeps new nodes from starting ("": nothing).
+    hold_kind: str = ""
 
 
 def _int(value: object) -> int:
@@ -93,6 +98,7 @@ def from_gpudriver(obj: Mapping[str, Any]) -> RolloutView | None:
         counts=counts,
         nodes=nodes,
         started_at=timestamps.parse_or_none(rollout.get("startedAt")),
+        hold_kind=str(rollout.get("holdKind") or ""),
         **_window(rollout.get("maintenanceWindow")),
     )
 
@@ -128,6 +134,48 @@ def summary_line(view: RolloutView, now: datetime.datetime) -> str:
     if view.started_at is not None:
         line += f" (started {short_age(now - view.started_at)} ago)"
     return line + (f": {view.message}" if view.message else "")
+
+
+def time_left(view: RolloutView, now: datetime.datetime) -> str:
+    """The time the nodes left would take at the pace of those already done ("": no pace yet)."""
+    left = view.total - view.updated
+    if view.started_at is None or view.updated <= 0 or left <= 0:
+        return ""
+    pace = (now - view.started_at) / view.updated
+    return f" (about {short_age(pace * left)} left, at {short_age(pace)} a node)"
+
+
+def needs_you(view: RolloutView) -> str:
+    """What a person must do for the rollout to go on, in words; "" while it goes on by itself
+    (or is over: `exit_code`). Held after its first node, paused, refused, rolled back, no node
+    targeted, or every node left Blocked: `gpuctl rollout status --watch` ends there."""
+    name = view.driver
+    resume = f"`gpuctl rollout resume {name}`"
+    if view.known_state is RolloutState.NO_NODES:
+        return (
+            "no node is targeted: no node matches the GPUDriver's nodeSelector, or every one "
+            "opted out; `gpuctl nodes` lists the GPU nodes and their labels"
+        )
+    if view.known_state is RolloutState.HELD and view.hold_kind == HoldKind.AFTER_FIRST_NODE:
+        return f"held after its first node: check it, then {resume} for the rest"
+    if view.known_state is RolloutState.PAUSED:
+        return _paused(view, resume)
+    if view.known_state is RolloutState.PROGRESSING:
+        waiting = {phase for phase, n in view.counts.items() if n} - _SETTLED
+        if waiting == {"Blocked"}:
+            return (
+                f"every node left is Blocked: `gpuctl rollout status {name}` says by what; a "
+                "node goes on by itself once that is gone (`gpuctl node inspect NODE`)"
+            )
+    return ""
+
+
+def _paused(view: RolloutView, resume: str) -> str:
+    if view.hold_kind == HoldKind.REFUSED:
+        return f"refused: fix the GPUDriver's spec.rollout ({view.message})"
+    if view.hold_kind in (HoldKind.ROLLED_BACK, HoldKind.ROLLBACK_IN_GIT):
+        return f"rolled back: {view.message}; {resume} goes on with the target"
+    return f"paused: {resume} to go on"
 
 
 def render_status(view: RolloutView, now: datetime.datetime) -> str:

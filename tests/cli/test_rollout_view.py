@@ -8,10 +8,13 @@ from typing import Any
 from gpuctl.cli.rollout_view import (
     EXIT_COMPLETE,
     EXIT_FAILED,
+    RolloutView,
     exit_code,
     from_gpudriver,
+    needs_you,
     node_changes,
     render_status,
+    time_left,
 )
 
 NOW = datetime.datetime(2026, 11, 29, 12, 0, 0, tzinfo=datetime.UTC)
@@ -140,3 +143,52 @@ def test_status_says_when_the_next_maintenance_window_opens_or_the_open_one_clos
     plain = from_gpudriver(_driver("Progressing", []))
     assert plain is not None
     assert "maintenance window" not in render_status(plain, NOW)
+
+
+def _view(state: str, hold: str = "", counts: dict[str, int] | None = None) -> RolloutView:
+    obj = _driver(state, [])
+    rollout = obj["status"]["rollout"]
+    rollout["message"] = "the words of the coordinator"
+    if hold:
+        rollout["holdKind"] = hold
+    if counts is not None:
+        rollout["counts"] = counts
+    view = from_gpudriver(obj)
+    assert view is not None
+    return view
+
+
+def test_a_rollout_waiting_for_a_person_says_what_to_do() -> None:
+    resume = "`gpuctl rollout resume gpu-policy`"
+    assert needs_you(_view("Held", "AfterFirstNode")) == (
+        f"held after its first node: check it, then {resume} for the rest"
+    )
+    assert needs_you(_view("Paused", "Paused")) == f"paused: {resume} to go on"
+    assert needs_you(_view("Paused", "Refused")).startswith(
+        "refused: fix the GPUDriver's spec.rollout (the words of the coordinator)"
+    )
+    assert needs_you(_view("Paused", "RolledBack")).endswith(f"{resume} goes on with the target")
+    assert needs_you(_view("NoNodes")).startswith("no node is targeted")
+    blocked = _view("Progressing", counts={"Done": 3, "Blocked": 2, "Skipped": 1, "Pending": 0})
+    assert needs_you(blocked).startswith("every node left is Blocked")
+
+
+def test_a_rollout_that_goes_on_by_itself_needs_nobody() -> None:
+    # The Prometheus gate, a maintenance window, a node in a step, a node waiting its turn.
+    assert needs_you(_view("Held", "PrometheusGate")) == ""
+    assert needs_you(_view("Progressing", "OutsideWindows", {"Done": 3, "Pending": 2})) == ""
+    assert needs_you(_view("Progressing", counts={"Done": 3, "Blocked": 1, "Loading": 1})) == ""
+    assert needs_you(_view("Progressing", counts={"Done": 3, "Blocked": 1, "Pending": 1})) == ""
+    # Over: exit_code says so.
+    assert needs_you(_view("Complete")) == ""
+    assert needs_you(_view("Failed", "FailureBudget")) == ""
+    # A state this build does not know is nobody's to act on.
+    assert needs_you(_view("Rebooting")) == ""
+
+
+def test_the_time_left_is_the_pace_of_the_nodes_done() -> None:
+    # 3 of 5 updated in the 4 minutes since it started: 80 s a node, 2 left.
+    view = _view("Progressing")
+    assert time_left(view, NOW) == " (about 2m left, at 80s a node)"
+    assert time_left(from_gpudriver(_driver("Progressing", [], updated=0)) or view, NOW) == ""
+    assert time_left(from_gpudriver(_driver("Progressing", [], updated=5)) or view, NOW) == ""

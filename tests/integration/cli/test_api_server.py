@@ -22,6 +22,7 @@ from google.protobuf import json_format
 from coordinator.policies.rbac import COORDINATOR_LEASE, VIEW_RULES
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.common import names
+from gpuctl.crds.gpudriver import ROLLOUT_PHASES
 from gpuctl.gpudriver.module_spec import kmm_version
 from testbed.cluster_api import TEST_LABEL, Api, gpudriver, node_labels, simple_spec
 from testbed.harness.access import KubeCluster
@@ -302,13 +303,18 @@ def _versioned_driver(api: Api, namespace: str, name: str, rollout: dict[str, An
 
 
 def _rollout(state: str, updated: int, nodes: list[dict[str, str]]) -> dict[str, Any]:
+    # Every phase, as the coordinator writes them (a merge patch keeps the ones left out).
+    counts = dict.fromkeys(ROLLOUT_PHASES, 0)
+    counts["Done"] = updated
+    for node in nodes:
+        counts[node["phase"]] = counts.get(node["phase"], 0) + 1
     return {
         "targetVersion": "v2",
         "state": state,
         "total": 3,
         "updated": updated,
         "progress": f"{updated}/3",
-        "counts": {"Done": updated, "Blocked": len(nodes)},
+        "counts": counts,
         "nodes": nodes,
         "startedAt": "2026-11-29T11:00:00Z",
     }
@@ -318,6 +324,12 @@ BLOCKED_NODE = {
     "name": "w3",
     "phase": "Blocked",
     "reason": "pid 4242 (ollama) holds 0000:03:00.0",
+    "since": "2026-11-29T11:05:00Z",
+}
+LOADING_NODE = {
+    "name": "w3",
+    "phase": "Loading",
+    "reason": "nothing holds the devices; KMM loads v2",
     "since": "2026-11-29T11:05:00Z",
 }
 
@@ -353,7 +365,7 @@ def test_rollout_status_watch_follows_until_complete(
     kube_cluster: KubeCluster, namespace: str, api: Api
 ) -> None:
     name = f"{namespace}-gpu"
-    _versioned_driver(api, namespace, name, _rollout("Progressing", 2, [BLOCKED_NODE]))
+    _versioned_driver(api, namespace, name, _rollout("Progressing", 2, [LOADING_NODE]))
     process = subprocess.Popen(
         [
             GPUCTL,
@@ -382,6 +394,49 @@ def test_rollout_status_watch_follows_until_complete(
     rest, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr
     assert "Complete, 3 of 3 nodes updated" in rest
+
+
+def test_rollout_status_watch_ends_where_the_rollout_waits_for_a_person(
+    kube_cluster: KubeCluster, namespace: str, api: Api
+) -> None:
+    """The README's quick start: `--watch` after the first node would wait for ever on a
+    rollout held after it; it ends, exit 4, saying the command that lets the rest go, as it
+    does for a rollout with every node left Blocked."""
+    name = f"{namespace}-gpu"
+    _versioned_driver(api, namespace, name, _rollout("Progressing", 0, [LOADING_NODE]))
+    process = subprocess.Popen(
+        [GPUCTL, "rollout", "status", name, "-w", "--kubeconfig", str(kube_cluster.kubeconfig)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert "Progressing, 0 of 3 nodes updated" in process.stdout.readline()
+    held = {**_rollout("Held", 1, []), "holdKind": "AfterFirstNode"}
+    api.kube.request(
+        "PATCH",
+        f"{api.driver_path(name)}/status",
+        body={"status": {"rollout": held}},
+        content_type="application/merge-patch+json",
+    )
+    rest, stderr = process.communicate(timeout=60)
+    assert process.returncode == 4, stderr
+    assert "Held, 1 of 3 nodes updated" in rest
+    assert "left, at " in rest  # the estimate from the node done
+    assert rest.rstrip().endswith(
+        f"waiting for you: held after its first node: check it, then "
+        f"`gpuctl rollout resume {name}` for the rest"
+    )
+    api.kube.request(
+        "PATCH",
+        f"{api.driver_path(name)}/status",
+        body={"status": {"rollout": _rollout("Progressing", 2, [BLOCKED_NODE])}},
+        content_type="application/merge-patch+json",
+    )
+    blocked = gpuctl(kube_cluster.kubeconfig, "rollout", "status", name, "--watch")
+    assert blocked.returncode == 4, blocked.stderr
+    assert "waiting for you: every node left is Blocked" in blocked.stdout
+    assert "pid 4242 (ollama) holds 0000:03:00.0" in blocked.stdout
 
 
 def test_pause_resume_and_retry_write_what_the_coordinator_reads(
