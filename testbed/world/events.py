@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from gpuctl.common import names
 from testbed.chaos.replicas import Replicas
 from testbed.rollout_live.images import OLD
-from testbed.rollout_live.reboots import BOOT_ID, kubelet_ready, reboot, register_again
+from testbed.rollout_live.reboots import kubelet_ready, reboot, register_again
 from testbed.rollout_live.rig import BIN, RolloutRig
 from testbed.rollout_live.scenario import busy_with_ollama, idle_again
 
@@ -31,6 +31,10 @@ from testbed.rollout_live.scenario import busy_with_ollama, idle_again
 KUBELET_BACK_SECONDS = 3.0
 # The slowest KMM gets on a node (an image pull), drawn from the event's choice.
 KMM_SLOW_SECONDS = 6.0
+# The longest KMM's manager and webhook stay down when restarted, drawn from the choice.
+KMM_DOWN_SECONDS = 3.0
+# The values of xe's max_vfs a parameters change goes through (a real xe parameter).
+MAX_VFS = (7, 3, 1)
 
 
 class NoOp(str):
@@ -57,6 +61,7 @@ class World:
     slow: set[str] = field(default_factory=set)
     paused: bool = False
     round: int = 0
+    parameter_changes: int = 0
     target: str = ""
     version: str = OLD
 
@@ -165,7 +170,8 @@ def unskip(w: World, node: str, _choice: float) -> str:
 
 
 def reregister(w: World, node: str, _choice: float) -> str:
-    boot = w.rig.hosts[node].real(BOOT_ID).read_text().strip()
+    # The boot the kubelet posted last (a node never rebooted in the run has no boot_id file).
+    boot = str(w.rig.node(node)["status"]["nodeInfo"]["bootID"])
     register_again(w.rig, node, boot)
     w.cordoned.discard(node)  # a new object: no cordon, no label of the admin's
     w.skipped.discard(node)
@@ -196,6 +202,30 @@ def kmm_slow(w: World, node: str, choice: float) -> str:
     w.rig.kmm.delay_node(node, seconds)
     (w.slow.add if seconds else w.slow.discard)(node)
     return f"KMM's containers on {node} start after {seconds:.1f} s"
+
+
+def parameters_change(w: World, _node: str, _choice: float) -> str:
+    """The admin changes the module's parameters mid-rollout: a new KMM version for the same
+    driver version, a reload on every node through the checks."""
+    w.parameter_changes += 1
+    parameters = [f"max_vfs={MAX_VFS[w.parameter_changes % len(MAX_VFS)]}"]
+    retried(lambda: w.rig.patch_driver({"spec": {"kernelModule": {"parameters": parameters}}}))
+    w.target = w.rig.target()
+    return f"the GPUDriver's parameters become {parameters}"
+
+
+def kmm_restart(w: World, _node: str, choice: float) -> str:
+    """KMM's manager and webhook die (an OOM kill, a node drain) and come back: KMM's
+    in-flight work is left as it was, writes to its Modules are refused while the webhook is
+    down."""
+    kmm = w.rig.kmm
+    kmm.operator.kill()
+    kmm.webhook.kill()
+    down = choice * KMM_DOWN_SECONDS
+    time.sleep(down)
+    kmm.webhook.start()
+    kmm.operator.start()
+    return f"KMM's manager and webhook killed, back after {down:.1f} s"
 
 
 def kill_leader(w: World, _node: str, _choice: float) -> str:
@@ -230,6 +260,8 @@ EVENTS: dict[str, Callable[[World, str, float], str]] = {
     "version-change": version_change,
     "pause-resume": pause_resume,
     "kmm-slow": kmm_slow,
+    "kmm-restart": kmm_restart,
+    "parameters-change": parameters_change,
     "kill-leader": kill_leader,
     "agent-restart": agent_restart,
 }

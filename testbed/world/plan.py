@@ -33,11 +33,15 @@ WEIGHTS: dict[str, float] = {
     "unskip": 1.0,
     # `kubectl delete node`, and the kubelet registers it again under its name.
     "reregister": 1.0,
-    # The GPUDriver moves to a new version mid-rollout; the admin pauses and resumes.
+    # The GPUDriver moves to a new version, or its module's parameters change, mid-rollout;
+    # the admin pauses and resumes.
     "version-change": 1.0,
+    "parameters-change": 0.7,
     "pause-resume": 1.0,
-    # KMM slow on a node (an image pull of seconds) from now on, or fast again.
+    # KMM slow on a node (an image pull of seconds) from now on, or fast again; KMM's manager
+    # and webhook killed and started again.
     "kmm-slow": 1.5,
+    "kmm-restart": 0.7,
     # The infrastructure: the leading coordinator SIGKILLed; a node's agent restarted.
     "kill-leader": 1.0,
     "agent-restart": 1.0,
