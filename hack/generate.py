@@ -13,6 +13,7 @@ What is generated, each by a module of hack/generators/:
 - the flag tables in README.md and docs/ from the three programs' argparse help    flag_docs.py
 - examples/argocd/argocd-cm.yaml from examples/argocd/gpudriver-health.lua          argocd.py
 - the host paths the chart's agent mounts, from agent/host_paths.py   agent_host_paths.py
+- docs/troubleshooting.md from gpuctl/rollout/remedies/                         troubleshooting.py
 
 The test suite runs `--check` (tests/generators/test_generate.py), so a change to a source without
 regenerating fails there, with the command that fixes it.
@@ -40,6 +41,7 @@ from hack.generators import (  # noqa: E402
     flag_docs,
     proto,
     rbac,
+    troubleshooting,
 )
 
 GENERATORS: tuple[Generator, ...] = (
@@ -50,6 +52,7 @@ GENERATORS: tuple[Generator, ...] = (
     flag_docs.GENERATOR,
     argocd.GENERATOR,
     agent_host_paths.GENERATOR,
+    troubleshooting.GENERATOR,
 )
 FIX = "run: .venv/bin/python hack/generate.py (then review and commit the result)"
 

@@ -4,8 +4,9 @@ The coordinator records each node's rollout on the Node itself: the phase label
 (`gpuctl.dev/driver-state`), the GPUDriver it acts for, and for a Blocked or Failed node the
 reason and its kind (annotations). An admin inspecting a node sees them above the report:
 the reason a node is held ("the node enforces module signatures ...") beside the facts it
-comes from. A Node that could not be read says so; a node no rollout has touched prints
-nothing.
+comes from, and under a Blocked node its kind's remedy in one line with where the
+troubleshooting page says more (gpuctl/rollout/remedies/). A Node that could not be read says
+so; a node no rollout has touched prints nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuctl.common import names
+from gpuctl.rollout.reasons import parse_block_kind
+from gpuctl.rollout.remedies import remedy_line
 
 
 def rollout_line(node: Mapping[str, Any] | None, problem: str = "") -> str:
@@ -31,4 +34,7 @@ def rollout_line(node: Mapping[str, Any] | None, problem: str = "") -> str:
     if kind:
         line += f" ({kind})"
     reason = annotations.get(names.REASON)
-    return line + (f": {reason}" if reason else "") + "\n"
+    line += (f": {reason}" if reason else "") + "\n"
+    if phase == names.Phase.BLOCKED.value:
+        line += f"  {remedy_line(parse_block_kind(kind))}\n"
+    return line

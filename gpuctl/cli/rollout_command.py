@@ -27,10 +27,8 @@ from gpuctl.cli.rollout_view import (
     exit_code,
     from_gpudriver,
     needs_you,
-    node_changes,
     render_status,
-    summary_line,
-    time_left,
+    watch_lines,
 )
 from gpuctl.cli.source_flags import Clock, add_kube_flags, utc_now
 from gpuctl.common import names
@@ -254,15 +252,7 @@ def _watch(api: GpuDriverApi, name: str, timeout: float | None, out: TextIO, clo
             return EXIT_NOT_DONE
         for obj in api.changes(name, remaining):
             view = _rollout_of(obj, name)
-            now = clock()
-            if previous is None or summary_line(view, now) != summary_line(previous, now):
-                out.write(summary_line(view, now) + time_left(view, now) + "\n")
-            for node in node_changes(previous, view):
-                out.write(
-                    f"  {node.name}: {node.phase}"
-                    + (f" ({node.why})" if node.why != "-" else "")
-                    + "\n"
-                )
+            out.write(watch_lines(previous, view, clock()))
             out.flush()
             previous = view
             code = exit_code(view)

@@ -3,7 +3,9 @@
 Reads `status.rollout`, which the coordinator writes: target version, state (a
 gpuctl.rollout.reasons.RolloutState; one this build does not know is shown as written and is
 not done), counts per node phase, and the nodes that are not done
-with their phase, reason and since-when.
+with their phase, reason and since-when. Under the hold (status.rollout.holdKind) and under each
+Blocked node (its `kind`) goes the kind's remedy in one line, with where the troubleshooting
+page says more (gpuctl/rollout/remedies/).
 """
 
 from __future__ import annotations
@@ -16,13 +18,21 @@ from typing import Any
 from gpuctl.cli.durations import short_age
 from gpuctl.cli.table import format_table
 from gpuctl.common import timestamps
-from gpuctl.rollout.reasons import HoldKind, RolloutState, parse_state
+from gpuctl.rollout.reasons import (
+    HoldKind,
+    RolloutState,
+    parse_block_kind,
+    parse_hold_kind,
+    parse_state,
+)
+from gpuctl.rollout.remedies import remedy_line
 
 # Exit codes of `gpuctl rollout status`; EXIT_NEEDS_YOU ends `--watch` at a state that waits for
 # a person (`needs_you`).
 EXIT_COMPLETE, EXIT_FAILED, EXIT_NOT_DONE, EXIT_NEEDS_YOU = 0, 1, 3, 4
 # Phases of a node the rollout has no more work for.
 _SETTLED = frozenset({"Done", "Skipped"})
+_BLOCKED = "Blocked"
 
 
 @dataclass(frozen=True)
@@ -33,12 +43,22 @@ class NodeProgress:
     since: datetime.datetime | None
     # Why a node that could have started did not, in the coordinator's last pass ("": none).
     waiting: str = ""
+    # A Blocked node's reason kind, as written (a BlockKind value; "": none written).
+    kind: str = ""
 
     @property
     def why(self) -> str:
         """Its reason and what it waits for, in words ("-" for neither)."""
         parts = [self.reason, f"waiting: {self.waiting}" if self.waiting else ""]
         return "; ".join(part for part in parts if part) or "-"
+
+    @property
+    def remedy(self) -> str:
+        """A Blocked node's remedy line (one an older coordinator wrote no kind of: the
+        unrecorded kind's); "" for any other node."""
+        if self.phase != _BLOCKED:
+            return ""
+        return remedy_line(parse_block_kind(self.kind))
 
 
 @dataclass(frozen=True)
@@ -83,6 +103,7 @@ def from_gpudriver(obj: Mapping[str, Any]) -> RolloutView | None:
             reason=str(node.get("reason", "")),
             since=timestamps.parse_or_none(node.get("since")),
             waiting=str(node.get("waiting", "")),
+            kind=str(node.get("kind") or ""),
         )
         for node in rollout.get("nodes") or []
         if isinstance(node, Mapping)
@@ -124,6 +145,13 @@ def window_line(view: RolloutView, now: datetime.datetime) -> str:
         f"  maintenance window: closed, the next opens at {timestamps.format_seconds(change)} "
         f"(in {short_age(change - now)})\n"
     )
+
+
+def hold_remedy(view: RolloutView) -> str:
+    """The remedy line of what holds the rollout ("" when nothing does, or a hold this build
+    does not know)."""
+    kind = parse_hold_kind(view.hold_kind) if view.hold_kind else None
+    return remedy_line(kind) if kind is not None else ""
 
 
 def summary_line(view: RolloutView, now: datetime.datetime) -> str:
@@ -180,6 +208,9 @@ def _paused(view: RolloutView, resume: str) -> str:
 
 def render_status(view: RolloutView, now: datetime.datetime) -> str:
     parts = [summary_line(view, now) + "\n", window_line(view, now)]
+    hold = hold_remedy(view)
+    if hold:
+        parts.append(f"  {hold}\n")
     busy = {phase: n for phase, n in sorted(view.counts.items()) if n and phase != "Done"}
     if busy:
         parts.append("  " + ", ".join(f"{phase} {n}" for phase, n in busy.items()) + "\n")
@@ -193,7 +224,11 @@ def render_status(view: RolloutView, now: datetime.datetime) -> str:
             ]
             for node in view.nodes
         ]
-        parts.append("\n" + format_table(["NODE", "PHASE", "SINCE", "REASON"], rows))
+        table = format_table(["NODE", "PHASE", "SINCE", "REASON"], rows).splitlines()
+        lines = table[:1]
+        for node, row in zip(view.nodes, table[1:], strict=True):
+            lines += [row, f"  {node.remedy}"] if node.remedy else [row]
+        parts.append("\n" + "".join(f"{line}\n" for line in lines))
     return "".join(parts)
 
 
@@ -201,6 +236,24 @@ def node_changes(before: RolloutView | None, after: RolloutView) -> list[NodePro
     """Nodes whose phase, reason or wait differ from `before` (all of them without `before`)."""
     seen = {(n.name, n.phase, n.why) for n in before.nodes} if before else set()
     return [n for n in after.nodes if (n.name, n.phase, n.why) not in seen]
+
+
+def watch_lines(before: RolloutView | None, after: RolloutView, now: datetime.datetime) -> str:
+    """What `--watch` prints for a change of the rollout: its summary and the time left, when
+    the summary changed; the hold's remedy, when the hold changed; each node that changed, a
+    Blocked one with its remedy."""
+    lines = []
+    if before is None or summary_line(after, now) != summary_line(before, now):
+        lines.append(summary_line(after, now) + time_left(after, now))
+    hold = hold_remedy(after)
+    if hold and (before is None or before.hold_kind != after.hold_kind):
+        lines.append(f"  {hold}")
+    for node in node_changes(before, after):
+        why = f" ({node.why})" if node.why != "-" else ""
+        lines.append(f"  {node.name}: {node.phase}{why}")
+        if node.remedy:
+            lines.append(f"    {node.remedy}")
+    return "".join(f"{line}\n" for line in lines)
 
 
 def exit_code(view: RolloutView) -> int | None:

@@ -87,6 +87,14 @@ def state_of(hold: Hold | None) -> RolloutState:
     return _STATES.get(hold.kind, RolloutState.PROGRESSING)
 
 
+def parse_hold_kind(text: object) -> HoldKind | None:
+    """status.rollout.holdKind as written; None for none, or one this build does not know."""
+    try:
+        return HoldKind(str(text))
+    except ValueError:
+        return None
+
+
 def parse_state(text: object) -> RolloutState | None:
     """status.rollout.state as written; None for a value this build does not know."""
     try:

@@ -15,7 +15,10 @@ from gpuctl.cli.rollout_view import (
     node_changes,
     render_status,
     time_left,
+    watch_lines,
 )
+from gpuctl.rollout.reasons import BlockKind, HoldKind
+from gpuctl.rollout.remedies import remedy_line
 
 NOW = datetime.datetime(2026, 11, 29, 12, 0, 0, tzinfo=datetime.UTC)
 
@@ -42,7 +45,12 @@ BLOCKED = {
     "phase": "Blocked",
     "reason": "pid 4242 (ollama) holds 0000:03:00.0",
     "since": "2026-11-29T11:57:00Z",
+    "kind": "open-clients",
 }
+OPEN_CLIENTS_REMEDY = (
+    "  remedy: processes hold the GPU open: stop them (`gpuctl node inspect NODE` names them) "
+    "(docs/troubleshooting.md#blocked-open-clients)"
+)
 DRAINING = {"name": "w4", "phase": "Draining", "reason": "", "since": "2026-11-29T11:59:00Z"}
 
 
@@ -58,7 +66,32 @@ def test_status_lists_progress_counts_and_nodes_not_done() -> None:
     assert lines[3].split() == ["NODE", "PHASE", "SINCE", "REASON"]
     assert lines[4].split()[:3] == ["w5", "Blocked", "3m"]
     assert lines[4].endswith("pid 4242 (ollama) holds 0000:03:00.0")
-    assert lines[5].split() == ["w4", "Draining", "60s", "-"]
+    assert lines[5] == OPEN_CLIENTS_REMEDY  # under the Blocked node, the table's columns kept
+    assert lines[6].split() == ["w4", "Draining", "60s", "-"]
+    assert lines[4].index("Blocked") == lines[6].index("Draining")
+
+
+def test_a_blocked_node_without_a_kind_gets_the_unrecorded_remedy() -> None:
+    # An older coordinator wrote no kind; one this build does not know reads the same.
+    for kind in ({}, {"kind": "from-the-future"}):
+        unrecorded = {key: v for key, v in BLOCKED.items() if key != "kind"} | kind
+        view = from_gpudriver(_driver("Progressing", [unrecorded]))
+        assert view is not None
+        line = render_status(view, NOW).splitlines()[-1]
+        assert line == f"  {remedy_line(BlockKind.UNRECORDED)}"
+
+
+def test_a_hold_gets_its_remedy_under_the_summary() -> None:
+    lines = render_status(_view("Held", "AfterFirstNode"), NOW).splitlines()
+    assert lines[1] == (
+        "  remedy: held after the first node: check it, then `gpuctl rollout resume NAME` "
+        "(docs/troubleshooting.md#held-afterfirstnode)"
+    )
+    for hold in HoldKind:
+        assert f"  {remedy_line(hold)}" in render_status(_view("Held", hold.value), NOW)
+    # No hold, or one this build does not know: no remedy line.
+    for view in (_view("Progressing"), _view("Held", "FromTheFuture")):
+        assert "remedy:" not in render_status(view, NOW)
 
 
 def test_a_node_that_could_start_and_did_not_says_why() -> None:
@@ -107,6 +140,28 @@ def test_garbage_fields_do_not_crash() -> None:
     view = from_gpudriver(obj)
     assert view is not None
     assert (view.total, view.counts, len(view.nodes)) == (0, {}, 1)
+
+
+def test_watch_prints_a_blocked_nodes_remedy_and_a_holds_when_it_changes() -> None:
+    before = from_gpudriver(_driver("Progressing", [DRAINING]))
+    held = _driver("Held", [BLOCKED, DRAINING])
+    held["status"]["rollout"]["holdKind"] = "PrometheusGate"
+    after = from_gpudriver(held)
+    assert after is not None
+    hold = f"  {remedy_line(HoldKind.PROMETHEUS_GATE)}"
+    assert watch_lines(before, after, NOW).splitlines() == [
+        "Rollout of gpu-policy to v2: Held, 3 of 5 nodes updated (started 4m ago)"
+        " (about 2m left, at 80s a node)",
+        hold,
+        "  w5: Blocked (pid 4242 (ollama) holds 0000:03:00.0)",
+        "  " + OPEN_CLIENTS_REMEDY,
+    ]
+    # The same hold, a node moved on: the hold's remedy is not said again.
+    later = _driver("Held", [BLOCKED, dict(DRAINING, phase="Preparing")])
+    later["status"]["rollout"]["holdKind"] = "PrometheusGate"
+    moved = from_gpudriver(later)
+    assert moved is not None
+    assert watch_lines(after, moved, NOW) == "  w4: Preparing\n"
 
 
 def test_watch_prints_only_nodes_that_changed() -> None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from hack.generate import FIX, REPO, differences, problems, write
-from hack.generators import flag_docs
+from hack.generators import flag_docs, troubleshooting
 
 # What the generators read from a checkout (the rest comes from the imported code).
 INPUTS = ("proto", "gpuctl/api", "charts", "docs", "README.md", "examples")
@@ -113,3 +113,19 @@ def test_an_edited_health_check_makes_the_argocd_patch_stale(tmp_path: Path) -> 
         "stale: examples/argocd/argocd-cm.yaml (generated from "
         "examples/argocd/gpudriver-health.lua)"
     ]
+
+
+def test_a_stale_or_missing_troubleshooting_page_is_reported_then_regenerated(
+    tmp_path: Path,
+) -> None:
+    repo = _checkout(tmp_path)
+    page = repo / "docs" / "troubleshooting.md"
+    original = page.read_text()
+    page.write_text(original.replace("### Blocked: `gpu-pods`", "### Blocked: GPU pods"))
+    stale = f"stale: docs/troubleshooting.md (generated from {troubleshooting.SOURCE})"
+    assert problems(repo) == [stale, FIX]
+    page.unlink()
+    assert problems(repo) == [stale.replace("stale", "missing"), FIX]
+    write(repo, differences(repo))
+    assert page.read_text() == original
+    assert problems(repo) == []
