@@ -11,7 +11,7 @@ is run.py); the short run in CI is tests/integration/chaos/test_world.py. `--sch
 writes the run's events as JSON, which `--replay FILE` runs again as they were; `--mutant NAME`
 runs it against a coordinator with a guard switched off, to see it caught. Prints one line
 per event kind and one per breach, then a JSON line; exit status 1 on any breach or node left
-unsettled once the world was quiet.
+unsettled once the world was quiet, and then the run's logs are kept (their folder is named).
 """
 
 from __future__ import annotations
@@ -102,13 +102,18 @@ def main() -> int:
     finally:
         cluster.close_clients()
         plane.stop()
+    failed = bool(report.breaches or report.unsettled)
+    if failed:
+        # The coordinator's, KMM's and the kubelet's logs, to read the breach in.
+        print(f"logs kept in {root}", file=sys.stderr)
+    else:
         shutil.rmtree(root, ignore_errors=True)
     print_report(report)
     table = report.table()
     if args.json:
         args.json.write_text(json.dumps(table, indent=1) + "\n")
     print(json.dumps(table))
-    return 1 if report.breaches or report.unsettled else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
