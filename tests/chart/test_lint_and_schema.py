@@ -40,6 +40,21 @@ def test_helm_reports_its_real_version(helm: Helm, tmp_path: Path) -> None:
         ["--set", "openshift.enabled=true"],
         ["--set", "podSecurity.labelNamespace=true", "--set", "agent.allowNodeChanges=true"],
         ["--set", "shard.nodeSelector.pool=a", "--set", "coordinator.gpudriverSelector=pool=a"],
+        ["--set", "crds.upgrade=true"],
+        ["--set", "crds.upgrade=true", "--set", "openshift.enabled=true"],
+        [
+            f"--set={setting}"
+            for setting in (
+                "fullnameOverride=xe-fleet",
+                "agent.updateStrategy.type=OnDelete",
+                "agent.extraArgs[0]=--backoff-max=120",
+                "agent.podLabels.team=a",
+                "coordinator.extraEnv[0].name=HTTPS_PROXY",
+                "coordinator.extraEnv[0].value=http://proxy:3128",
+                "coordinator.podAnnotations.owner=gpu-team",
+                "coordinator.serviceAccount.annotations.owner=gpu-team",
+            )
+        ],
     ],
 )
 def test_lint_strict(helm: Helm, values: list[str]) -> None:
@@ -61,6 +76,22 @@ def test_lint_strict(helm: Helm, values: list[str]) -> None:
         ("global.imagePullSecrets[0]=regcred", "imagePullSecrets"),
         ("shard.nodeSelectors.pool=a", "nodeSelectors"),  # typo of nodeSelector
         ("shard.nodeSelector.pool=true", "pool"),  # a label value is a string: --set-string
+        ("crds.upgrade=yes", "upgrade"),
+        ("crds.image.tag=", "tag"),  # kubectl's, not the chart's appVersion
+        ("crds.hook=true", "hook"),
+        ("fullnameOverride=Fleet_A", "fullnameOverride"),  # not a DNS label
+        ("fullnameOverride=" + "a" * 44, "fullnameOverride"),  # + -coordinator-metrics > 63
+        ("nameOverride=xe.", "nameOverride"),
+        ("agent.updateStrategy.type=Recreate", "type"),  # a Deployment's
+        ("agent.updateStrategy.rollingUpdate.maxUnavailable=0", "maxUnavailable"),
+        ("agent.updateStrategy.rollingUpdate.maxUnavailable=150%", "maxUnavailable"),
+        ("agent.updateStrategy.rollingUpdate.maxSurge=1", "maxSurge"),  # both need host ports
+        ("agent.extraArgs=--backoff-max=120", "extraArgs"),  # a list
+        ("coordinator.extraEnv[0].value=x", "name"),
+        ("coordinator.podLabels.team=7", "team"),  # a label value is a string
+        ("agent.podAnnotations=x", "podAnnotations"),
+        ("agent.serviceAccount.annotations.owner=true", "owner"),
+        ("openshift.moduleLoader.serviceAccount.name=x", "name"),
     ],
 )
 def test_an_invalid_value_is_refused(helm: Helm, setting: str, named: str) -> None:

@@ -1,9 +1,19 @@
-{{/* Common names and labels. */}}
+{{/*
+Common names and labels. Every name the chart renders is made from gpuctl.fullname
+(fullnameOverride, or the release name with nameOverride or the chart's name added unless it
+contains it), so the names that refer to each other (ServiceAccounts in bindings and flags, the
+Service the agents dial, the Lease, the guards) change together. The labels keep the chart's
+name: `gpuctl support-bundle` selects Pods by app.kubernetes.io/name=gpuctl, and the
+Deployment's and DaemonSet's selectors cannot change on upgrade.
+*/}}
 {{- define "gpuctl.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- $name := .Values.nameOverride | default .Chart.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 50 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 
@@ -25,6 +35,49 @@ app.kubernetes.io/component: coordinator
 app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: agent
+{{- end -}}
+
+{{/*
+A Pod template's metadata: the component's selector labels plus its podLabels, and its
+podAnnotations. Fails when podLabels sets a selector label (the Pods would leave their
+controller) or the serving label the leading coordinator sets on its own Pod (the gRPC Service
+would send agents to a standby). Call with (dict "component" "agent" "root" $).
+*/}}
+{{- define "gpuctl.podMetadata" -}}
+{{- $values := index .root.Values .component -}}
+{{- $selector := include (printf "gpuctl.%sSelector" .component) .root -}}
+{{- $reserved := append (keys (fromYaml $selector)) "gpuctl.dev/grpc-serving" -}}
+{{- range $key, $_ := $values.podLabels -}}
+{{- if has $key $reserved -}}
+{{- fail (printf "%s.podLabels may not set %s: the chart sets it (the Pods' selector, or the leading coordinator's serving label)" $.component $key) -}}
+{{- end -}}
+{{- end -}}
+labels:
+  {{- $selector | nindent 2 }}
+  {{- with $values.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with $values.podAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The component's extraEnv, after the chart's own variables. Fails on a chart variable's name
+(reserved): a later entry of the same name wins, and the program would lose what it reads
+there. Call with (dict "component" "agent" "reserved" (list "NODE_NAME") "root" $).
+*/}}
+{{- define "gpuctl.extraEnv" -}}
+{{- $env := (index .root.Values .component).extraEnv -}}
+{{- range $env -}}
+{{- if has .name $.reserved -}}
+{{- fail (printf "%s.extraEnv may not set %s: the chart sets it, and the program reads it" $.component .name) -}}
+{{- end -}}
+{{- end -}}
+{{- with $env -}}
+{{- toYaml . -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The Secret with the coordinator's gRPC serving certificate (templates/_tls.tpl). */}}
