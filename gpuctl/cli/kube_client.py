@@ -24,15 +24,18 @@ def load_api_client(
     kubeconfig: str | None,
     context: str | None,
     timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    *,
+    or_else: str = "",
 ) -> Any:
     """`--kubeconfig`, else $KUBECONFIG, else ~/.kube/config, else the in-cluster account;
-    every request made through it may take `timeout` seconds (request_timeout())."""
-    api_client = _load(kubeconfig, context)
+    every request made through it may take `timeout` seconds (request_timeout()). `or_else`:
+    the command's other way in, said when there is no kubeconfig ("or use --coordinator ADDR")."""
+    api_client = _load(kubeconfig, context, or_else)
     setattr(api_client, _TIMEOUT_ATTRIBUTE, timeout)
     return api_client
 
 
-def _load(kubeconfig: str | None, context: str | None) -> Any:
+def _load(kubeconfig: str | None, context: str | None, or_else: str) -> Any:
     path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     explicit = kubeconfig is not None or "KUBECONFIG" in os.environ
     if not explicit and not Path(path).exists() and "KUBERNETES_SERVICE_HOST" in os.environ:
@@ -43,10 +46,10 @@ def _load(kubeconfig: str | None, context: str | None) -> Any:
         return client.ApiClient(configuration)
     first = path.split(os.pathsep)[0]
     if not Path(first).exists():
-        raise CommandError(
-            f"no kubeconfig at {first}: pass --kubeconfig FILE, set KUBECONFIG, "
-            "or use --coordinator ADDR"
+        ways = "pass --kubeconfig FILE, " + (
+            f"set KUBECONFIG, {or_else}" if or_else else "or set KUBECONFIG"
         )
+        raise CommandError(f"no kubeconfig at {first}: {ways}")
     try:
         return config.new_client_from_config(  # type: ignore[no-untyped-call]
             config_file=path, context=context

@@ -83,9 +83,10 @@ def add_source_flags(parser: argparse.ArgumentParser) -> None:
 
 def make_source(args: argparse.Namespace, clock: Clock) -> NodeSource:
     if args.coordinator is None:
-        return KubeNodeSource(
-            load_api_client(args.kubeconfig, args.context, args.request_timeout), clock
+        api_client = load_api_client(
+            args.kubeconfig, args.context, args.request_timeout, or_else="or use --coordinator ADDR"
         )
+        return KubeNodeSource(api_client, clock)
     try:
         token = read_token_file(args.token_file) if args.token_file else os.environ.get(TOKEN_ENV)
         return CoordinatorNodeSource(transport_from_args(args), token)

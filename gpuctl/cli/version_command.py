@@ -33,7 +33,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "version), and warn about each pair outside the supported skew: agents and CLI "
             "within one minor release of the coordinator (docs/deploying.md#version-skew)."
         ),
-        epilog="exit codes: 0 printed (warnings included); 1 the cluster could not be read.",
+        epilog="exit codes: 0 printed (warnings included); 1 the cluster could not be read (the "
+        "client's line is printed first, as kubectl's).",
     )
     parser.add_argument(
         "--client", action="store_true", help="print only this CLI's version; no cluster"
@@ -99,8 +100,17 @@ def agent_versions(api_client: Any) -> dict[str, int]:
     return counts
 
 
+def client_line(document: Mapping[str, Any]) -> str:
+    return f"Client:       gpuctl {document['client']}\n"
+
+
 def render(document: Mapping[str, Any]) -> str:
-    lines = [f"Client:       gpuctl {document['client']}"]
+    return client_line(document) + cluster_lines(document)
+
+
+def cluster_lines(document: Mapping[str, Any]) -> str:
+    """The coordinator's and the agents' versions, and the skew warnings ("" without them)."""
+    lines = []
     if "coordinator" in document:
         coordinator = document["coordinator"]
         where = f"Lease {coordinator['lease']}"
@@ -113,11 +123,17 @@ def render(document: Mapping[str, Any]) -> str:
         counted = ", ".join(f"{v} on {n} node(s)" for v, n in sorted(agents.items()))
         lines.append(f"Agents:       {counted or 'none reported'}")
     lines.extend(f"warning: {w}" for w in document.get("warnings", []))
-    return "\n".join(lines) + "\n"
+    return "".join(f"{line}\n" for line in lines)
 
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     document: dict[str, Any] = {"client": gpuctl_version()}
+    text = args.output == "text"
+    if text and not args.client:
+        # As kubectl's: this CLI's own version is said before the cluster is asked, so a
+        # cluster that cannot be reached still leaves it on the screen.
+        out.write(client_line(document))
+        out.flush()
     if not args.client:
         api_client = load_api_client(args.kubeconfig, args.context, args.request_timeout)
         version, holder = coordinator_version(api_client, args.namespace, args.lease)
@@ -129,5 +145,8 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         }
         document["agents"] = agents
         document["warnings"] = skew_warnings(document["client"], version, agents)
-    out.write(render(document) if args.output == "text" else render_document(document, args.output))
+    if not text:
+        out.write(render_document(document, args.output))
+    else:
+        out.write(render(document) if args.client else cluster_lines(document))
     return 0

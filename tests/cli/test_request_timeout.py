@@ -86,6 +86,8 @@ def test_each_command_gives_up_after_the_request_timeout(
     )
     assert done.returncode == 1, done.stderr
     assert "timeout=0.5" in done.stderr, done.stderr
+    if command == ("version",):  # its own line first, as kubectl's, before the cluster fails
+        assert done.stdout.startswith("Client:       gpuctl "), done.stdout
 
 
 def test_a_timeout_that_is_not_a_positive_number_is_refused() -> None:
