@@ -45,8 +45,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_parser(
+    parser: argparse.ArgumentParser, argv: Sequence[str]
+) -> argparse.ArgumentParser:
+    """The parser of the deepest command `argv` names (`gpuctl rollout status` -> status's)."""
+    current = parser
+    for token in argv:
+        commands = [a for a in current._actions if isinstance(a, argparse._SubParsersAction)]
+        if not commands:
+            break
+        if token in commands[0].choices:
+            current = commands[0].choices[token]
+    return current
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    args, unknown = parser.parse_known_args(words)
+    if unknown:
+        # As kubectl: an unknown flag is answered with the command's own usage, not gpuctl's.
+        command_parser(parser, words).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         code: int = args.run(args)
     except CommandError as error:
