@@ -15,10 +15,12 @@ Nodes 1, 2 and 4 run the real `gpuctl-agent run`. Node 3 runs the rollout rig's 
 agent (the same inspection over the same gRPC stream): a fake root cannot make VFs vanish when
 `sriov_numvfs` is written, so that agent applies the kernel's effect itself.
 
-The GPUDriver moves from OLD to NEW; `gpuctl rollout status --watch` runs beside it. The
-rollout holds after its first node (the default) until `gpuctl rollout resume`; node 2 is
-Blocked naming the pod while the others are updated (the GPUDriver does not evict GPU pods);
-then the inference job ends (the demo deletes the pod) and node 2 is updated too. KMM's
+The GPUDriver moves from OLD to NEW; `gpuctl rollout status --watch` runs beside it, and
+ends where the rollout waits for a person (exit 4, saying what to do). The rollout holds after
+its first node (the default) until `gpuctl rollout resume`; node 2 is Blocked naming the pod
+while the others are updated (the GPUDriver does not evict GPU pods), where the second watch
+ends; then the inference job ends (the demo deletes the pod) and node 2 is updated too, which
+a third watch follows to Complete. KMM's
 worker takes `load_seconds` per node so the steps can be seen. Every wait is for an exact
 state (phase about the new version), with generous timeouts, so a loaded machine is slow, not
 wrong.
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import IO
 
 from coordinator.kube.client import path
+from gpuctl.cli.rollout_view import EXIT_NEEDS_YOU
 from gpuctl.common import names
 from testbed.cluster_agents import get_gpunode
 from testbed.demo.narrator import Narrator
@@ -280,22 +283,20 @@ def _upgrade(
     watch = Watch(system, narrator)
     try:
         rig.wait_phases({idle_1: "Done"}, timeout=WAIT_SECONDS)
-        wait_until("the watch shows the hold", lambda: watch.shows("held"), WAIT_SECONDS)
+        # The watch ends where the rollout waits for a person, saying what to do (exit 4).
+        _watch_ends(watch, EXIT_NEEDS_YOU, "waiting for you: held after its first node")
         narrator.step(f"{idle_1} runs {NEW}; the rollout holds after its first node")
         narrator.note(f"what the coordinator would do next, by its own decision ({busy} is busy)")
         show(system, narrator, "rollout", "plan")
         time.sleep(pause)
         show(system, narrator, "rollout", "resume")
+        # The next watch is about the resumed rollout, not the hold it ended at.
+        wait_status(rig, "resumed", lambda s: s.get("holdKind") != "AfterFirstNode")
+        narrator.typed("gpuctl rollout status --watch")
+        watch = Watch(system, narrator)
+        _watch_ends(watch, EXIT_NEEDS_YOU, "waiting for you: every node left is Blocked")
         wanted = {**dict.fromkeys([vfs, idle_4], "Done"), busy: "Blocked"}
-        wait_until(
-            f"phases {wanted} (or the watch ends)",
-            lambda: (
-                watch.ended() or all(rig.state(n) == f"{p} {target}" for n, p in wanted.items())
-            ),
-            WAIT_SECONDS,
-        )
-        if watch.ended():
-            raise RuntimeError(f"gpuctl rollout status --watch ended early: {watch.wait()}")
+        rig.wait_phases(wanted, timeout=WAIT_SECONDS)
         narrator.step(f"{busy} is Blocked and left alone; the idle nodes went on")
         narrator.note(f"its reason: {rig.annotation(busy, names.REASON)}")
         show(system, narrator, "nodes")
@@ -306,11 +307,27 @@ def _upgrade(
             "DELETE", path("", "v1", "pods", namespace=WORKLOAD_NAMESPACE, name=WORKLOAD)
         )
         narrator.note(f"{WORKLOAD} is gone from {busy}; the coordinator rechecks it")
-        code = watch.wait()
+        # The next watch is about the node taken up again, not the Blocked one it ended at.
+        wait_until(
+            f"{busy} taken up again",
+            lambda: rig.state(busy) != f"Blocked {target}",
+            WAIT_SECONDS,
+        )
+        narrator.typed("gpuctl rollout status --watch")
+        watch = Watch(system, narrator)
+        _watch_ends(watch, 0, "Complete, 4 of 4 nodes updated")
     finally:
         watch.stop()
-    if code != 0:
-        raise RuntimeError(f"gpuctl rollout status --watch exited {code}")
+
+
+def _watch_ends(watch: Watch, code: int, words: str) -> None:
+    """Waits for `gpuctl rollout status --watch` to end by itself with `code`, having said
+    `words`."""
+    ended = watch.wait()
+    if ended != code or not watch.shows(words):
+        raise RuntimeError(
+            f"gpuctl rollout status --watch exited {ended}, not {code} after {words!r}"
+        )
 
 
 def _check_updated(system: System, nodes: list[str]) -> None:

@@ -85,7 +85,9 @@ def test_the_demo_rolls_past_a_busy_node_and_leaves_nothing_behind() -> None:
     assert demo.returncode == 0, output
     lines = output.splitlines()
     held = index_of(lines, r"\| Rollout of gpu to v7\.1\.4\.6_260728\.7-\w+: Held, 1 of 4")
-    resumed = index_of(lines, r"rollout of gpu resumed", held)
+    # The watch ends there, saying what to do; the next one after the resume.
+    told = index_of(lines, r"\| waiting for you: held after its first node", held)
+    resumed = index_of(lines, r"rollout of gpu resumed", told)
     waits = index_of(
         lines, r"\|   gpu-node-2: Draining \(cordoned.* waiting for GPU pods ml/ollama;"
     )
@@ -94,9 +96,11 @@ def test_the_demo_rolls_past_a_busy_node_and_leaves_nothing_behind() -> None:
         rf"\|   gpu-node-2: Blocked \(still on the node after {DRAIN_TIMEOUT}: GPU pods ml/ollama",
         waits,
     )
-    released = index_of(lines, r"ollama is gone from gpu-node-2", blocked)
-    loading = index_of(lines, r"\|   gpu-node-2: Loading ", released)
-    complete = index_of(lines, r"\| Rollout of gpu to \S+: Complete, 4 of 4 nodes updated", loading)
+    left_blocked = index_of(lines, r"\| waiting for you: every node left is Blocked", blocked)
+    released = index_of(lines, r"ollama is gone from gpu-node-2", left_blocked)
+    complete = index_of(
+        lines, r"\| Rollout of gpu to \S+: Complete, 4 of 4 nodes updated", released
+    )
     assert resumed < complete
     final_nodes = lines[index_of(lines, r"\$ gpuctl nodes", complete) :]
     for node in ("gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"):
