@@ -45,9 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def command_parser(
-    parser: argparse.ArgumentParser, argv: Sequence[str]
-) -> argparse.ArgumentParser:
+def command_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
     """The parser of the deepest command `argv` names (`gpuctl rollout status` -> status's)."""
     current = parser
     for token in argv:
