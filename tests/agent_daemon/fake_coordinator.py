@@ -171,6 +171,22 @@ class FakeCoordinator(api_grpc.AgentServiceServicer):
         result = wait_until(f"{count} reports arrived", enough, timeout_seconds=WAIT_SECONDS)
         return list(result)
 
+    def wait_report_where(
+        self, description: str, wanted: Callable[[api.ReportUpdate], bool]
+    ) -> api.ReportUpdate:
+        """The first report on the newest stream that shows the state `wanted` describes: a
+        rescan may run while a test is still writing a change, and report it half made."""
+
+        def find() -> api.ReportUpdate | None:
+            if not self.streams:
+                return None
+            return next((r for r in self.streams[-1].reports() if wanted(r)), None)
+
+        found: api.ReportUpdate = wait_until(
+            f"a report showing {description}", find, timeout_seconds=WAIT_SECONDS
+        )
+        return found
+
     def wait_answer(self, kind: str, request_id: str) -> api.AgentMessage:
         """The agent's answer of `kind` ("report", "prepare_result", "restore_result") to
         request `request_id` on the newest stream."""

@@ -73,14 +73,20 @@ def test_changes_reach_the_coordinator_through_the_periodic_rescan(
         host.write("sys/module/xe/refcnt", "1\n")
         host.add_process(4242, "ollama")
         host.add_drm_fd(4242, 5, "renderD128", pdev=B580, client_id=42)
-        second = coordinator.wait_reports(2)[1]
+        # (A rescan may run between the writes, and report the change half made.)
+        second = coordinator.wait_report_where(
+            "ollama's client", lambda r: [c.pid for c in r.report.devices[0].clients] == [4242]
+        )
         # Two VFs are enabled.
         host.add_vfs(B580, 2, driver="xe", first_drm_minor=1)
-        third = coordinator.wait_reports(3)[2]
-    assert (second.trigger, second.sequence) == (RESCAN, 2)
+        third = coordinator.wait_report_where(
+            "two VFs and their functions",
+            lambda r: r.report.devices[0].sriov.num_vfs == 2 and len(r.report.devices) == 3,
+        )
+    assert second.trigger == RESCAN
     assert [(c.pid, c.command) for c in second.report.devices[0].clients] == [(4242, "ollama")]
-    assert (third.trigger, third.sequence) == (RESCAN, 3)
-    assert third.report.devices[0].sriov.num_vfs == 2
+    assert third.trigger == RESCAN
+    assert first.sequence < second.sequence < third.sequence
     assert [d.pci_address for d in third.report.devices] == [
         B580,
         "0000:03:00.1",
