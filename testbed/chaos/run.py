@@ -43,6 +43,7 @@ from testbed.chaos.skewed import IDENTITY as SKEWED
 from testbed.chaos.skewed import SkewedReplica
 from testbed.chaos.world import ChaosWorld
 from testbed.cluster_api import TEST_LABEL
+from testbed.harness.waiting import retried
 from testbed.rollout_live.images import OLD
 from testbed.rollout_live.node_watch import Nodes, NodeWatch
 from testbed.rollout_live.rig import RolloutRig
@@ -224,7 +225,7 @@ class _Run:
         version = version_of_round(self.round)
         self.target = self.rig.kmm_version_at(version)
         self.rig.publish_everywhere(version)
-        self._retry(lambda: self.rig.set_version(version))
+        retried(lambda: self.rig.set_version(version))
 
     def round_done(self) -> bool:
         assert self.watch is not None
@@ -239,19 +240,6 @@ class _Run:
             (meta.get("labels") or {}).get(names.STATE_LABEL, ""),
             (meta.get("annotations") or {}).get(names.STATE_VERSION, ""),
         )
-
-    @staticmethod
-    def _retry(action: Callable[[], object], seconds: float = 120.0) -> None:
-        """A write of the test's own, retried through outages it caused."""
-        deadline = time.monotonic() + seconds
-        while True:
-            try:
-                action()
-                return
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.3)
 
     # -- faults -----------------------------------------------------------------------------
 

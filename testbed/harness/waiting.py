@@ -34,3 +34,17 @@ def wait_until(
                 f"last value: {value!r}"
             )
         time.sleep(interval_seconds)
+
+
+def retried(action: Callable[[], object], seconds: float = 120.0) -> None:
+    """A test's own write, retried through the outages the test itself caused (an API server
+    or etcd restarted, a webhook down); the last error once `seconds` have passed."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            action()
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)

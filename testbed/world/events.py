@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from gpuctl.common import names
 from testbed.chaos.replicas import Replicas
+from testbed.harness.waiting import retried
 from testbed.rollout_live.images import OLD
 from testbed.rollout_live.reboots import kubelet_ready, reboot, register_again
 from testbed.rollout_live.rig import BIN, RolloutRig
@@ -73,19 +74,6 @@ class World:
         retried(lambda: self.rig.set_version(version))
         self.version, self.target = version, self.rig.kmm_version_at(version)
         return version
-
-
-def retried(action: Callable[[], object], seconds: float = 120.0) -> None:
-    """A write of the world's own, retried through the outages it caused."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            action()
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.3)
 
 
 def _reboot(w: World, node: str, choice: float, *, autoload: bool, busy: bool) -> str:
@@ -145,8 +133,13 @@ def admin_cordon(w: World, node: str, _choice: float) -> str:
     return f"the admin cordons {node}"
 
 
+def _drawn_or_first(node: str, among: set[str]) -> str:
+    """The node drawn if it is among those an end can undo, else the first of them ("": none)."""
+    return node if node in among else next(iter(sorted(among)), "")
+
+
 def admin_uncordon(w: World, node: str, _choice: float) -> str:
-    chosen = node if node in w.cordoned else next(iter(sorted(w.cordoned)), "")
+    chosen = _drawn_or_first(node, w.cordoned)
     if not chosen:
         return NoOp("nothing the admin cordoned")
     retried(lambda: w.rig.cordon(chosen, cordoned=False))
@@ -161,7 +154,7 @@ def skip(w: World, node: str, _choice: float) -> str:
 
 
 def unskip(w: World, node: str, _choice: float) -> str:
-    chosen = node if node in w.skipped else next(iter(sorted(w.skipped)), "")
+    chosen = _drawn_or_first(node, w.skipped)
     if not chosen:
         return NoOp("no node skipped")
     retried(lambda: w.rig.label_node(chosen, {names.OPT_OUT_LABEL: None}))
