@@ -330,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         config,
         leader_scoped=leader_scoped,
         rollout_agents=live.server if live else None,
+        rollout_reports=live.server.registry if live else None,
         rollout_metrics=RolloutMetrics(registry),
         liveness=liveness,
     )

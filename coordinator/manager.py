@@ -35,6 +35,7 @@ from coordinator.kube.workqueue import WorkQueue, run_worker
 from coordinator.rollout.agent_calls import AgentCalls
 from coordinator.rollout.config import PrometheusAccess, RolloutConfig
 from coordinator.rollout.controller import RolloutController
+from coordinator.rollout.live_reports import LiveReports
 from coordinator.rollout.metrics import RolloutMetrics
 from gpuctl.common import names, timestamps
 from gpuctl.common.gpu_claims import DRA_GROUP
@@ -108,6 +109,7 @@ class Coordinator:
         discover: Discover | None = None,
         leader_scoped: Sequence[LeaderScoped] = (),
         rollout_agents: AgentCalls | None = None,
+        rollout_reports: LiveReports | None = None,
         rollout_metrics: RolloutMetrics | None = None,
         liveness: Liveness | None = None,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -123,6 +125,7 @@ class Coordinator:
         self._leader_scoped_started: list[LeaderScoped] = []
         # The node agents the rollout asks (None: no --grpc-port, so no node is ever labelled).
         self._rollout_agents = rollout_agents
+        self._rollout_reports = rollout_reports
         self._rollout_metrics = rollout_metrics
         self.rollout: RolloutController | None = None
         self._wall_clock = wall_clock
@@ -354,6 +357,7 @@ class Coordinator:
             monotonic=self._monotonic,
             metrics=self._rollout_metrics,
             observing_since=caches.observing_since,
+            live_reports=self._rollout_reports,
         )
         return reconciler, rollout
 

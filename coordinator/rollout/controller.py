@@ -29,6 +29,7 @@ from coordinator.rollout.act import API_ERROR_RETRY_SECONDS, RolloutActor
 from coordinator.rollout.agent_calls import AgentCalls, CallTable
 from coordinator.rollout.config import RolloutConfig
 from coordinator.rollout.gather import RolloutGatherer, WatchCaches
+from coordinator.rollout.live_reports import DriverlessWatch, LiveReports
 from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.overlay import NodeOverlay
 from coordinator.rollout.status_writes import StatusWrites
@@ -82,6 +83,7 @@ class RolloutController:
         monotonic: Callable[[], float] = time.monotonic,
         metrics: RolloutMetrics | None = None,
         observing_since: Callable[[], float] | None = None,
+        live_reports: LiveReports | None = None,
     ) -> None:
         self._events = events
         self._config = config
@@ -105,7 +107,11 @@ class RolloutController:
             wall_clock=wall_clock,
             monotonic=monotonic,
             observing_since=observing_since,
+            live_reports=live_reports,
         )
+        if live_reports is not None:
+            # A node whose GPU turns driverless starts at once (live_reports.py).
+            DriverlessWatch(live_reports, self.enqueue_all)
         self.actor = RolloutActor(
             kube,
             agents=agents,

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from coordinator.kube.client import KubeApi, KubeError, path
 from coordinator.rollout.agent_calls import CallTable
 from coordinator.rollout.config import RolloutConfig
+from coordinator.rollout.live_reports import LiveReports
 from coordinator.rollout.overlay import NodeOverlay
 from coordinator.rollout.prometheus_query import query_prometheus
 from coordinator.rollout.signing_certificates import SigningCertificates
@@ -37,6 +38,7 @@ from gpuctl.rollout.input.build import (
     reads_watched_pods,
     rollout_input,
 )
+from gpuctl.rollout.input.driverless import LiveReport
 from gpuctl.rollout.input.facts import NodeFacts, RolloutInput
 from gpuctl.rollout.input.image_probe import PROBE_LABEL
 from gpuctl.rollout.input.memo import NodeFactsMemo
@@ -116,8 +118,10 @@ class RolloutGatherer:
         wall_clock: Callable[[], datetime],
         monotonic: Callable[[], float],
         observing_since: Callable[[], float] | None = None,
+        live_reports: LiveReports | None = None,
     ) -> None:
         self.view = view
+        self._live_reports = live_reports
         self._kube = kube
         self._config = config
         self._calls = calls
@@ -188,6 +192,7 @@ class RolloutGatherer:
                 namespace, cert_secrets((driver.get("spec") or {}).get("kernelModule") or {})
             ),
             kmm_boot_ids=self._kmm_boot_ids(nodes, namespace, module_name(name)),
+            live_reports=self._latest_reports(nodes),
         )
         if any(reads_watched_pods(n) and reads.watched_pods[node_name(n)] is None for n in nodes):
             # The Pod watch cannot be trusted: the image probes are listed instead.
@@ -196,6 +201,17 @@ class RolloutGatherer:
         inp = rollout_input(reads, memo)
         gate = self._gate(name, settings, inp.nodes)
         return inp if gate is None else dataclasses.replace(inp, gate=gate)
+
+    def _latest_reports(self, nodes: Sequence[Mapping[str, Any]]) -> dict[str, LiveReport]:
+        """Each node's agent's latest report where the registry holds one (live_reports.py)."""
+        if self._live_reports is None:
+            return {}
+        out = {}
+        for node in nodes:
+            latest = self._live_reports.latest_report(node_name(node))
+            if latest is not None:
+                out[node_name(node)] = latest
+        return out
 
     def _kmm_boot_ids(
         self, nodes: Sequence[Mapping[str, Any]], namespace: str, module: str

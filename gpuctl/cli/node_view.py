@@ -35,6 +35,8 @@ class NodeView:
     problem: str = ""
     # The coordinator no longer counts the report (silent agent, a report it lacks, ...).
     stale: bool = False
+    # The boot the agent's stream was opened in (GPUNode status.bootId; "" unknown).
+    boot_id: str = ""
 
 
 def fresh_condition(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -78,6 +80,7 @@ def from_gpunode(obj: Mapping[str, Any], now: datetime.datetime) -> NodeView:
         agent_version=str(status.get("agentVersion", "")),
         problem=problem,
         stale=stale and report is not None,
+        boot_id=str(status.get("bootId") or ""),
     )
 
 

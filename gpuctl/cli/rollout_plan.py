@@ -48,6 +48,7 @@ from gpuctl.rollout.first_moves import (
     dry_run,
 )
 from gpuctl.rollout.input.build import Reads, module_container, pass_nodes
+from gpuctl.rollout.input.driverless import LiveReport, node_driverless
 from gpuctl.rollout.input.facts import INSPECT, GpuPod, ReportFacts, node_is_ready, report_facts
 from gpuctl.rollout.input.facts import NodeFacts as RolloutNode
 from gpuctl.rollout.input.image_probe import modules_folder
@@ -188,7 +189,19 @@ def _reads(inp: RolloutPlanInput, setup: PassSetup) -> Reads:
         gpu_pods={node_name(n): pods.get(node_name(n), ()) for n in nodes},
         node_pods={n: all_pods.get(n, ()) for n in {node_name(n) for n in nodes} if n in all_pods},
         signing_certificates=inp.signing_certificates,
+        live_reports=_live_reports(inp),
     )
+
+
+def _live_reports(inp: RolloutPlanInput) -> dict[str, LiveReport]:
+    """Each node's fresh, connected agent report and its boot, as the coordinator's registry
+    gives them (a node whose GPU serves nothing starts first: rollout/input/driverless.py)."""
+    out = {}
+    for facts in inp.nodes:
+        view = facts.view
+        if view is not None and view.report is not None and _not_fresh(view) == "":
+            out[facts.name] = (view.boot_id, view.report)
+    return out
 
 
 def plan_rollout(inp: RolloutPlanInput) -> RolloutPlan:
@@ -206,7 +219,10 @@ def plan_rollout(inp: RolloutPlanInput) -> RolloutPlan:
         found = touch(target, facts.node, fresh)
         if found is not None:
             touched[facts.name] = (facts, found)
-    order = start_order({name: _unavailable(facts.node) for name, (facts, _) in touched.items()})
+    live = _live_reports(inp)
+    order = start_order(
+        {name: _unavailable(facts.node, live.get(name)) for name, (facts, _) in touched.items()}
+    )
     ref = module_ref(inp.driver)
     refusal = setup.refusal or ("" if setup.settings is not None else "spec.rollout unreadable")
     return RolloutPlan(
@@ -226,7 +242,7 @@ def _rollout_hold(run: DryRun) -> str:
     return str(status.get("message") or "") if status.get("holdKind") else ""
 
 
-def _unavailable(node: Mapping[str, Any]) -> bool:
+def _unavailable(node: Mapping[str, Any], live: LiveReport | None) -> bool:
     """The node already counts against maxUnavailable, as the coordinator counts it."""
     labels = node_labels(node)
     phase = parse_phase(labels.get(names.STATE_LABEL))
@@ -234,7 +250,8 @@ def _unavailable(node: Mapping[str, Any]) -> bool:
         opted_out = labels.get(names.OPT_OUT_LABEL) == names.OPT_OUT_VALUE
         phase = Phase.SKIPPED if opted_out else None
     unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
-    return is_unavailable(phase, unschedulable=unschedulable, ready=node_is_ready(node))
+    ready, driverless = node_is_ready(node), node_driverless(node, live)
+    return is_unavailable(phase, unschedulable=unschedulable, ready=ready, driverless=driverless)
 
 
 # Waits that pass by themselves: the plan also shows where the node's checks take it then.

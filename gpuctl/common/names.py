@@ -199,6 +199,12 @@ CLIENTS_RESUMED_AT = f"{GROUP}/gpu-clients-resumed-at"
 # (gpuctl/rollout/step/pause.py); dropped when it leaves Blocked.
 PAUSE_NOT_SELECTING = f"{GROUP}/pause-not-selecting"
 
+# On a node started while its GPU served nothing (gpuctl/rollout/input/driverless.py): the boot
+# whose agent report showed no xe loaded and every GPU function unbound. Such a node starts
+# without waiting for a maxUnavailable slot (it had no capacity to take away); dropped once it
+# is done.
+STARTED_DRIVERLESS = f"{GROUP}/started-driverless"
+
 # Annotations that describe one node's pass and are dropped once it is done.
 PASS_DETAIL = (
     PREPARE_CHANGES,
@@ -210,6 +216,7 @@ PASS_DETAIL = (
     REBOOTED,
     PAUSED_CLIENTS,
     CLIENTS_RESUMED_AT,
+    STARTED_DRIVERLESS,
 )
 # Every annotation of a node's rollout state, dropped when the node leaves the rollout.
 STATE_ANNOTATIONS = (

@@ -13,6 +13,7 @@ from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.input.facts import GpuPod, NodeFacts
 from gpuctl.rollout.input.settings import RolloutSettings
+from gpuctl.rollout.reasons import WaitKind
 from tests.support.rollout_samples import (
     KMM,
     OLD,
@@ -122,6 +123,25 @@ def test_an_already_cordoned_node_starts_without_using_another_slot() -> None:
     assert started(decide(rollout(nodes))) == ["b"]
     # The shared start order (gpuctl rollout plan's ORDER): the cordoned node first.
     assert started(decide(rollout(nodes, settings=settings(max_unavailable=2)))) == ["b", "a"]
+
+
+def test_a_node_whose_gpu_has_no_driver_starts_first_without_waiting_for_a_slot() -> None:
+    """A node its agent reports without any driver in this boot (a Node registered again that
+    rebooted with the in-tree xe blacklisted: KMM loads nothing there) has no capacity to take
+    away: it starts at once, and says so; it counts once started, so others still wait."""
+    bare = dataclasses.replace(pending("c"), driverless=True, boot_id="boot-2")
+    nodes = [node("a", phase=Phase.LOADING, labels=targeted()), pending("b"), bare]
+    decision = decide(rollout(nodes))
+    assert started(decision) == ["c"]
+    write = patches(decision)["c"]
+    assert write.annotations[names.STARTED_DRIVERLESS] == "boot-2"
+    assert "no driver" in str(write.annotations[names.REASON])
+    assert decision.waits["b"].kind is WaitKind.MAX_UNAVAILABLE
+    # Without the agent's word it waits its turn like any other.
+    unknown = [node("a", phase=Phase.LOADING, labels=targeted()), pending("b"), pending("c")]
+    assert started(decide(rollout(unknown))) == []
+    # A pause holds it too: the admin's word is above the slot count.
+    assert started(decide(rollout(nodes, settings=settings(paused=True)))) == []
 
 
 def test_percentages_round_down_but_allow_one() -> None:

@@ -58,6 +58,16 @@ class Registry:
         with self._lock:
             return self._records.get(node)
 
+    def latest_report(self, node: str) -> tuple[str, report_pb.NodeReport] | None:
+        """The boot the node's agent opened its stream in and its latest report, when this
+        stream has reported and none was missed (`in_sync`); None otherwise. The rollout reads
+        it (coordinator/rollout/live_reports.py)."""
+        with self._lock:
+            record = self._records.get(node)
+        if record is None or record.report is None or not record.in_sync:
+            return None
+        return record.boot_id, record.report
+
     def records(self) -> list[NodeRecord]:
         with self._lock:
             return list(self._records.values())

@@ -24,6 +24,7 @@ from gpuctl.gpudriver.kmm_templates import ModuleOf, TemplateError, kmm_image
 from gpuctl.gpudriver.module_spec import module_name, ready_label, version_label
 from gpuctl.gpudriver.targeting import mapping_for, node_kernel, wanted_nodes
 from gpuctl.gpudriver.wanted_memo import WantedMemo
+from gpuctl.rollout.input.driverless import LiveReport, node_driverless
 from gpuctl.rollout.input.facts import CallState, GpuPod, KmmLabels, RolloutInput, node_facts
 from gpuctl.rollout.input.gpu_pod_watch import pod_node
 from gpuctl.rollout.input.image_probe import ImageProbe, node_probes
@@ -168,6 +169,9 @@ class Reads:
     # The boot KMM's NodeModulesConfig records its loader of the Module ran in, by node
     # (gpuctl/rollout/input/kmm_boots.py; "" none recorded); a node not in it: not read (unknown).
     kmm_boot_ids: Mapping[str, str] = field(default_factory=dict)
+    # Each node's agent's latest live report and the boot its stream was opened in, where the
+    # coordinator holds one it knows to be the latest (gpuctl/rollout/input/driverless.py).
+    live_reports: Mapping[str, LiveReport] = field(default_factory=dict)
 
 
 def reads_kmm_workers(node: Mapping[str, Any]) -> bool:
@@ -286,6 +290,7 @@ def rollout_input(reads: Reads, memo: NodeFactsMemo | None = None) -> RolloutInp
                 unfinished_workers=_unfinished_workers(node, workers) if watched else (),
                 image_probes=_image_probes(node, watched, name, reads.listed_probes),
                 kmm_boot_id=reads.kmm_boot_ids.get(called),
+                driverless=node_driverless(node, reads.live_reports.get(called)),
             )
         )
     if memo is not None:

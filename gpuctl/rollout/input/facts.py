@@ -222,6 +222,9 @@ class NodeFacts:
     # The boot KMM's NodeModulesConfig records its loader ran in for this GPUDriver's Module
     # (status.modules[].bootId; "" when it records no load; None when not read).
     kmm_boot_id: str | None = None
+    # The agent's latest live report, in this boot, shows a GPU with no driver
+    # (gpuctl/rollout/input/driverless.py; False when unknown).
+    driverless: bool = False
     # Every pod on the node that has not finished, read with `gpu_pods` (() when those are
     # unknown or not looked at): who a GPU client's pod UID is, what is paused or drained.
     pods: tuple[PodFacts, ...] = ()
@@ -298,6 +301,7 @@ def node_facts(
     pods: tuple[PodFacts, ...] = (),
     image_probes: tuple[ImageProbe, ...] | None = (),
     kmm_boot_id: str | None = None,
+    driverless: bool = False,
 ) -> NodeFacts:
     meta = node.get("metadata") or {}
     info = (node.get("status") or {}).get("nodeInfo") or {}
@@ -322,6 +326,7 @@ def node_facts(
         pods=pods,
         image_probes=image_probes,
         kmm_boot_id=kmm_boot_id,
+        driverless=driverless,
     )
 
 

@@ -2,12 +2,14 @@
 
 New nodes start (Pending, or Blocked nodes whose blocker went away) only while the
 unavailable nodes — in progress, cordoned by anyone, or NotReady — stay within
-maxUnavailable, and only while nothing holds the rollout (gpuctl/rollout/fleet/pass_holds.py). A
-node verified Done in this pass frees its slot for a start in the same pass unless a Done can hold
-the starts (an unreleased holdAfterFirstNode, a soak); a start that takes such a slot names the node
-that frees it (`PatchNode.freed_by`). They start in the order of gpuctl.rollout.start.order. A start
-needs a Prometheus gate answer young enough: with an older one, the decision asks for a fresh
-one instead (`Decision.ask_gate`).
+maxUnavailable, and only while nothing holds the rollout (gpuctl/rollout/fleet/pass_holds.py).
+A Pending node whose GPU serves nothing (gpuctl/rollout/input/driverless.py) starts whatever
+the count: it has no capacity to take away; once started it counts like any other. A node
+verified Done in this pass frees its slot for a start in the same pass unless a Done can hold
+the starts (an unreleased holdAfterFirstNode, a soak); a start that takes such a slot names the
+node that frees it (`PatchNode.freed_by`). They start in the order of
+gpuctl.rollout.start.order. A start needs a Prometheus gate answer young enough: with an older
+one, the decision asks for a fresh one instead (`Decision.ask_gate`).
 """
 
 from __future__ import annotations
@@ -137,7 +139,9 @@ def _unavailable_after(
         if write is not None:
             phase = Phase.DONE
             unschedulable = unschedulable if write.unschedulable is None else write.unschedulable
-        if is_unavailable(phase, unschedulable=unschedulable, ready=node.ready):
+        if is_unavailable(
+            phase, unschedulable=unschedulable, ready=node.ready, driverless=node.driverless
+        ):
             unavailable.add(name)
     return unavailable
 
@@ -220,6 +224,12 @@ def _start_write(inp: RolloutInput, node: NodeFacts, phase: Phase, version: str)
     if phase is Phase.PENDING and written(inp, node, version) and kmm_loaded(inp, node, version):
         reason = f"loaded at {version} before the rollout reached it: verifying it"
         return transition(inp, node, Phase.VERIFYING, reason, version=version)
+    if phase is Phase.PENDING and node.driverless:
+        # Its GPU serves nothing: it took no slot (gpuctl/rollout/input/driverless.py).
+        reason = "its GPU has no driver: started without waiting for a slot; asking the agent"
+        write = transition(inp, node, Phase.CHECKING, reason, version=version)
+        annotations = {**write.annotations, names.STARTED_DRIVERLESS: node.boot_id}
+        return dataclasses.replace(write, annotations=annotations)
     reason = "asking the agent for a fresh report"
     return transition(inp, node, Phase.CHECKING, reason, version=version)
 
@@ -253,7 +263,8 @@ def why_waiting(
         return Wait(WaitKind.HELD, hold.words, hold=hold)
     if not node.ready:
         return Wait(WaitKind.NODE_NOT_READY, NOT_READY.words, block=NOT_READY)
-    if len(unavailable) + (node.name not in unavailable) > bound:
+    takes_no_slot = phase is Phase.PENDING and node.driverless
+    if not takes_no_slot and len(unavailable) + (node.name not in unavailable) > bound:
         words = f"maxUnavailable ({bound}) nodes are unavailable already"
         return Wait(WaitKind.MAX_UNAVAILABLE, words)
     if not gate_answer_fresh(inp):

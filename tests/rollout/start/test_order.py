@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+
+from gpuctl.api.v1alpha1 import node_report_pb2 as report_pb
+from gpuctl.cli.node_view import NodeView
 from gpuctl.cli.rollout_plan import ClusterNode as PlanNode
 from gpuctl.cli.rollout_plan import RolloutPlanInput, plan_rollout
 from gpuctl.common.names import Phase
@@ -53,3 +58,53 @@ def test_the_coordinator_starts_nodes_in_the_order_gpuctl_rollout_plan_shows() -
     ]
     planned = plan_rollout(RolloutPlanInput(driver, None, [PlanNode(n) for n in as_listed])).nodes
     assert started == [p.name for p in planned] == ["c", "e", "a", "b", "d"]
+
+
+def test_a_pending_node_whose_gpu_has_no_driver_is_unavailable_already() -> None:
+    assert is_unavailable(Phase.PENDING, unschedulable=False, ready=True, driverless=True)
+    assert is_unavailable(None, unschedulable=False, ready=True, driverless=True)
+    # A Done node without a driver (a reboot KMM reloads) waits for no start: not counted here.
+    assert not is_unavailable(Phase.DONE, unschedulable=False, ready=True, driverless=True)
+    assert not is_unavailable(Phase.SKIPPED, unschedulable=False, ready=True, driverless=True)
+
+
+def test_the_plan_reads_a_driverless_node_off_its_gpunode_and_lists_it_first() -> None:
+    """The plan lends each fresh GPUNode's report and boot as the coordinator's registry gives
+    them (gpuctl/rollout/input/driverless.py): the node whose GPU has no driver goes first."""
+    boot = "7b0e8f52-64a4-4d8e-9d3c-2a5b1f6c9e01"
+    bare = report_pb.NodeReport(
+        node_name="c", module=report_pb.Module(name="xe", state=report_pb.Module.NOT_LOADED)
+    )
+    bare.devices.add(pci_address="0000:03:00.0", vendor_id="8086", driver="")
+    pending = [node(name, phase=Phase.PENDING) for name in "abc"]
+    pending[2] = dataclasses.replace(pending[2], driverless=True, boot_id=boot)
+    everyone = RolloutSettings(hold_after_first_node=False, max_unavailable="100%")
+    decision = decide(rollout(pending, settings=everyone))
+    started = [
+        a.node
+        for a in decision.actions
+        if isinstance(a, PatchNode) and a.phase_to is Phase.CHECKING
+    ]
+    driver = {
+        "metadata": {"name": "gpu"},
+        "spec": {"kernelModule": {"kernelMappings": [{"regexp": "^6"}]}},
+    }
+    as_listed = {
+        n.name: {
+            "metadata": {"name": n.name, "labels": {**n.labels, "kubernetes.io/arch": "amd64"}},
+            "spec": {},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "nodeInfo": {"kernelVersion": "6.8.0-60-generic", "bootID": boot},
+            },
+        }
+        for n in pending
+    }
+    view = NodeView("c", connected=True, report=bare, age=datetime.timedelta(0), boot_id=boot)
+    plan_nodes = [
+        PlanNode(as_listed["a"]),
+        PlanNode(as_listed["b"]),
+        PlanNode(as_listed["c"], view),
+    ]
+    planned = plan_rollout(RolloutPlanInput(driver, None, plan_nodes)).nodes
+    assert started == [p.name for p in planned] == ["c", "a", "b"]
