@@ -130,7 +130,8 @@ def driverless(node: Mapping[str, Any], host: FakeHost, wanted: bool) -> str:
 
 
 def unavailable_by_the_rollout(nodes: Nodes) -> set[str]:
-    """Nodes cordoned by gpuctl or in a step, unless a reboot or the admin put them there: a
+    """Nodes cordoned by gpuctl or in a step, unless a reboot or the admin put them there, or
+    the node's GPU served nothing when it started (names.STARTED_DRIVERLESS): a
     node whose reboot the rollout took up is held (cordoned, verified again) whatever
     maxUnavailable says, and the world, not the rollout, chose how many reboot at once; a node
     the admin had cordoned was unavailable already, and starts without taking a slot
@@ -141,6 +142,8 @@ def unavailable_by_the_rollout(nodes: Nodes) -> set[str]:
         labels, notes = _meta(node)
         if names.REBOOT_TAKEN_UP in notes or names.REBOOTED in notes:
             continue
+        if names.STARTED_DRIVERLESS in notes:
+            continue  # its GPU served nothing: no capacity taken (rollout/input/driverless.py)
         ours = notes.get(names.CORDONED_BY_GPUCTL)
         if ours == "false" or (ours != "true" and cordoned(node)):
             continue  # the admin's cordon, before the step or in its check

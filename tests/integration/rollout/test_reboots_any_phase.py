@@ -13,7 +13,9 @@ ends (RolloutRig.close) asserting no unload was attempted on a busy node.
 
 The worker hold list is proven here too: a node the namespace's list names, deleted (`kubectl
 delete node`) and registered again under its name, leaves the list (coordinator/rollout/
-worker_holds.py makes it of the Nodes) and KMM loads it through the rollout.
+worker_holds.py makes it of the Nodes) and KMM loads it through the rollout. A node registered
+again that reboots with the in-tree `xe` blacklisted (KMM loads nothing there any more) gets a
+driver at once, without waiting for a maxUnavailable slot (gpuctl/rollout/input/driverless.py).
 """
 
 from __future__ import annotations
@@ -242,3 +244,38 @@ def test_reboots_while_failed_and_pending_and_a_held_node_registered_again(
         assert_loaded_by_kmm_in(rig, f, boot_f, NEW)
         assert f not in held_nodes(rig.kube, rig.namespace)
         assert rig.kernels.violations == []
+
+
+def test_a_node_registered_again_that_reboots_blacklisted_gets_a_driver_without_waiting(
+    rollout_rig: RolloutRig,
+) -> None:
+    """The world run's seed 1 (bench.world, its event 173): a node deleted and registered
+    again lost KMM's labels with its old Node object (and its NodeModulesConfig with them), so
+    KMM loads nothing there at its next boot; it rebooted with the in-tree `xe` blacklisted and
+    waited driverless, Pending, for its turn. Here: an upgrade to NEW one node at a time, `a`
+    held in Loading (KMM's worker slow to start). `c`, Done at OLD, is registered again, then
+    reboots blacklisted: its agent reports the GPU with no driver, so it starts at once, outside
+    maxUnavailable (it had no capacity to take away), and is Done at NEW, KMM's loader run in
+    its new boot, while `a` is still held and `b` waits its turn."""
+    rig = rollout_rig
+    timeouts = {**TIMEOUTS, "load": "300s"}
+    a, b, c = start(rig, ["a", "b", "c"], {**FAST, "maxUnavailable": 1, "timeouts": timeouts})
+    old, new = rig.kmm_version_at(OLD), rig.kmm_version_at(NEW)
+    rig.kmm.hold_node(a)
+    rig.set_version(NEW)
+    rig.wait_phases({a: "Loading"}, version=new)
+
+    register_again(rig, c, str(rig.node(c)["status"]["nodeInfo"]["bootID"]))
+    rig.wait_phases({c: "Pending"}, version=new)
+    boot = reboot(rig, c, in_tree_autoloads=False)
+    kubelet_ready(rig, c, boot)
+
+    annotations = wait_done_in_boot(rig, c, boot, new)
+    assert_loaded_by_kmm_in(rig, c, boot, NEW)
+    assert names.STARTED_DRIVERLESS not in annotations  # dropped once Done
+    assert rig.state(a) == f"Loading {new}"
+    assert rig.state(b) == f"Done {old}"  # its labels untouched until its turn
+
+    rig.kmm.hold_node(a, held=False)
+    rig.wait_phases({a: "Done", b: "Done"}, timeout=120, version=new)
+    assert rig.kernels.violations == []
