@@ -166,6 +166,11 @@ class BlockKind(enum.StrEnum):
     # The node rebooted and the module it came back with (the in-tree one, autoloaded) is in
     # use: KMM's loader would remove it, so KMM's worker is held off the node (reboots.py).
     REBOOTED_IN_USE = "rebooted-in-use"
+    # The node's GPU has no driver (its agent says so in this boot: a Node registered again, or
+    # a new one, that KMM loads nothing on) and a rollout-wide hold keeps it from starting:
+    # it would start at once otherwise, whatever maxUnavailable (gpuctl/rollout/input/
+    # driverless.py). Cleared by itself when the hold lifts.
+    DRIVERLESS_HELD = "driverless-held"
     # A Blocked node without a kind this build knows (an older coordinator wrote it).
     UNRECORDED = "unrecorded"
 

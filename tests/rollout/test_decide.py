@@ -13,7 +13,7 @@ from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.input.facts import GpuPod, NodeFacts
 from gpuctl.rollout.input.settings import RolloutSettings
-from gpuctl.rollout.reasons import WaitKind
+from gpuctl.rollout.reasons import BlockKind, WaitKind
 from tests.support.rollout_samples import (
     KMM,
     OLD,
@@ -140,8 +140,36 @@ def test_a_node_whose_gpu_has_no_driver_starts_first_without_waiting_for_a_slot(
     # Without the agent's word it waits its turn like any other.
     unknown = [node("a", phase=Phase.LOADING, labels=targeted()), pending("b"), pending("c")]
     assert started(decide(rollout(unknown))) == []
-    # A pause holds it too: the admin's word is above the slot count.
-    assert started(decide(rollout(nodes, settings=settings(paused=True)))) == []
+    # A lasting hold keeps it too (the admin's word is above the slot count), and it says so:
+    # Blocked, naming the hold, so no node is left without a driver unexplained.
+    held = decide(rollout(nodes, settings=settings(paused=True)))
+    assert started(held) == []
+    block = patches(held)["c"]
+    assert block.phase_to is Phase.BLOCKED
+    assert block.annotations[names.REASON_KIND] == BlockKind.DRIVERLESS_HELD.value
+    assert "no driver" in str(block.annotations[names.REASON])
+    assert "paused" in str(block.annotations[names.REASON])
+
+
+def test_a_driverless_node_blocked_by_a_hold_starts_first_once_it_lifts() -> None:
+    """Blocked `driverless-held`, its agent's report answered: once the pause is over it
+    starts without waiting for the slot `a` holds, and still says why."""
+    reason = "its GPU has no driver (KMM loads none here); paused: ..."
+    bare = node(
+        "c",
+        phase=Phase.BLOCKED,
+        reason=reason,
+        annotations={names.REASON_KIND: BlockKind.DRIVERLESS_HELD.value},
+    )
+    unbound = report(state="NOT_LOADED", drivers={"0000:03:00.0": ""})
+    bare = dataclasses.replace(answered(bare, report=unbound), driverless=True, boot_id="boot-2")
+    nodes = [node("a", phase=Phase.LOADING, labels=targeted()), pending("b"), bare]
+    paused = decide(rollout(nodes, settings=settings(paused=True)))
+    assert started(paused) == []
+    assert "c" not in patches(paused)  # no write again while held
+    resumed = decide(rollout(nodes))
+    assert started(resumed) == ["c"]
+    assert patches(resumed)["c"].annotations[names.STARTED_DRIVERLESS] == "boot-2"
 
 
 def test_percentages_round_down_but_allow_one() -> None:

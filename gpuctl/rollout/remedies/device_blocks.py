@@ -160,6 +160,25 @@ DEVICE_BLOCKS = {
             "by hand: KMM's unloader would then take `xe` away at its first idle moment."
         ),
     ),
+    BlockKind.DRIVERLESS_HELD: Remedy(
+        summary="no driver on the node, and the rollout is held: lift the hold it names",
+        means=(
+            "The node's agent reports its GPU with no driver in this boot (no `xe` loaded, "
+            "every function unbound): KMM loads nothing there, as after a Node is deleted and "
+            "registered again (KMM's labels go with the old object) and then reboots with the "
+            "in-tree `xe` blacklisted, or a new node joins; it would start at once, outside "
+            "`maxUnavailable`, but a rollout-wide hold (the reason names it) keeps every start."
+        ),
+        confirm=(
+            f"{INSPECT_FRESH}  # Module: not loaded; each function's driver: none",
+            f"{STATUS}  # the hold",
+        ),
+        fix=(
+            "Lift the hold the reason names (`gpuctl rollout resume` for a pause; a "
+            "maintenance window opens by itself): the node then starts first and gets the "
+            "target. Nothing else is needed; it is checked again by itself."
+        ),
+    ),
     BlockKind.REBOOTED_IN_USE: Remedy(
         summary="rebooted into a busy in-tree xe: stop its users, then blacklist the in-tree xe",
         means=(

@@ -19,13 +19,13 @@ def is_unavailable(
     phase: Phase | None, *, unschedulable: bool, ready: bool, driverless: bool = False
 ) -> bool:
     """The node counts against maxUnavailable: in a step, cordoned by anyone, NotReady, or
-    waiting (Pending) with a GPU its agent reports without a driver (`driverless`).
+    waiting (Pending or Blocked) with a GPU its agent reports without a driver (`driverless`).
 
     A Skipped node never counts. `phase` is the node's phase in this rollout (None: none yet).
     """
     if phase is Phase.SKIPPED:
         return False
-    waiting_driverless = driverless and phase in (None, Phase.PENDING)
+    waiting_driverless = driverless and phase in (None, Phase.PENDING, Phase.BLOCKED)
     return phase in IN_PROGRESS or unschedulable or not ready or waiting_driverless
 
 

@@ -23,7 +23,7 @@ from gpuctl.rollout.actions import Action, PatchNode, RequestReport
 from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.fleet.pass_holds import Gates, gate_answer_fresh
 from gpuctl.rollout.input.facts import INSPECT, NodeFacts, RolloutInput
-from gpuctl.rollout.reasons import Block, Wait, WaitKind
+from gpuctl.rollout.reasons import Block, BlockKind, HoldKind, Wait, WaitKind
 from gpuctl.rollout.start.order import is_unavailable, start_order
 from gpuctl.rollout.start.started import rollout_started
 from gpuctl.rollout.step.kernel_proof import blocked_by_probe, kernel_proof, rechecks
@@ -199,6 +199,10 @@ def start_nodes(
             decision.waits[name] = wait
             if wait.kind is WaitKind.BLOCKED:
                 _still_blocked(inp, node, wait, decision)
+            elif wait.kind is WaitKind.HELD and phase is Phase.PENDING and node.driverless:
+                held = _held_driverless(inp, node, wait)
+                if held is not None:
+                    decision.actions.append(_leaving(inp, node, phase, held))
             elif wait.kind is WaitKind.NODE_NOT_READY and phase is Phase.PENDING:
                 not_ready = blocked(inp, node, NOT_READY, version)
                 decision.actions.append(_leaving(inp, node, phase, not_ready))
@@ -224,7 +228,7 @@ def _start_write(inp: RolloutInput, node: NodeFacts, phase: Phase, version: str)
     if phase is Phase.PENDING and written(inp, node, version) and kmm_loaded(inp, node, version):
         reason = f"loaded at {version} before the rollout reached it: verifying it"
         return transition(inp, node, Phase.VERIFYING, reason, version=version)
-    if phase is Phase.PENDING and node.driverless:
+    if node.driverless:
         # Its GPU serves nothing: it took no slot (gpuctl/rollout/input/driverless.py).
         reason = "its GPU has no driver: started without waiting for a slot; asking the agent"
         write = transition(inp, node, Phase.CHECKING, reason, version=version)
@@ -263,7 +267,7 @@ def why_waiting(
         return Wait(WaitKind.HELD, hold.words, hold=hold)
     if not node.ready:
         return Wait(WaitKind.NODE_NOT_READY, NOT_READY.words, block=NOT_READY)
-    takes_no_slot = phase is Phase.PENDING and node.driverless
+    takes_no_slot = phase in (Phase.PENDING, Phase.BLOCKED) and node.driverless
     if not takes_no_slot and len(unavailable) + (node.name not in unavailable) > bound:
         words = f"maxUnavailable ({bound}) nodes are unavailable already"
         return Wait(WaitKind.MAX_UNAVAILABLE, words)
@@ -280,6 +284,24 @@ def _still_blocked(inp: RolloutInput, node: NodeFacts, wait: Wait, decision: Dec
         decision.actions.append(blocked(inp, node, fresh, inp.target_for(node)))
     else:
         _recheck(inp, node, decision)
+
+
+# Holds that pass by themselves within moments: a driverless node waits them out Pending.
+PASSING_HOLDS = frozenset(
+    {HoldKind.MODULE_NOT_READY, HoldKind.PROMETHEUS_GATE, HoldKind.ROLLING_BACK}
+)
+
+
+def _held_driverless(inp: RolloutInput, node: NodeFacts, wait: Wait) -> PatchNode | None:
+    """A node whose GPU has no driver, kept from its start by a lasting rollout-wide hold:
+    Blocked, saying so and which hold (it would start at once otherwise)."""
+    if wait.hold is not None and wait.hold.kind in PASSING_HOLDS:
+        return None
+    words = (
+        f"its GPU has no driver (KMM loads none here); {wait.words}: it starts first, "
+        "without a slot, once that hold lifts"
+    )
+    return blocked(inp, node, Block(BlockKind.DRIVERLESS_HELD, words), inp.target_for(node))
 
 
 def _unavailable_words(
