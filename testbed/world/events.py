@@ -4,12 +4,13 @@ Every event acts on the world as a kernel, a kubelet, an admin or a daemon would
 gpuctl's or KMM's objects in their stead: a reboot is testbed/rollout_live/reboots.py's (a new
 boot id, modules and processes gone, the in-tree `xe` autoloaded or blacklisted, then the
 kubelet Ready and the agent started again); a host daemon opening the GPU is a process with a
-DRM fd on the render node; the admin's cordon, skip label and `kubectl delete node` are the
-API calls kubectl makes; a version change and pause/resume are the GPUDriver writes and
+DRM fd on the render node; the admin's cordon, taint, skip label and `kubectl delete node` are
+the API calls kubectl makes; a version change and pause/resume are the GPUDriver writes and
 `gpuctl rollout pause|resume`. Each returns what it did, in words, for the run's log.
 
 `World` is what the events change and what the invariants need to know of it: which nodes are
-busy, cordoned by the admin, skipped, and the rollout's target. An event with nothing to do
+busy, cordoned, tainted or skipped by the admin, which the GPUDriver wants, and the rollout's
+target. An event with nothing to do
 returns a NoOp.
 """
 
@@ -20,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from coordinator.kube.client import MERGE_PATCH, path
 from gpuctl.common import names
 from testbed.chaos.replicas import Replicas
 from testbed.harness.waiting import retried
@@ -34,6 +36,8 @@ KUBELET_BACK_SECONDS = 3.0
 KMM_SLOW_SECONDS = 6.0
 # The longest KMM's manager and webhook stay down when restarted, drawn from the choice.
 KMM_DOWN_SECONDS = 3.0
+# The admin's taint, which the world's GPUDriver does not tolerate.
+MAINTENANCE_TAINT = {"key": "gpuctl.test/maintenance", "value": "true", "effect": "NoSchedule"}
 # The values of xe's max_vfs a parameters change goes through (a real xe parameter).
 MAX_VFS = (7, 3, 1)
 
@@ -59,12 +63,17 @@ class World:
     opens: list[tuple[str, float]] = field(default_factory=list)
     cordoned: set[str] = field(default_factory=set)
     skipped: set[str] = field(default_factory=set)
+    tainted: set[str] = field(default_factory=set)
     slow: set[str] = field(default_factory=set)
     paused: bool = False
     round: int = 0
     parameter_changes: int = 0
     target: str = ""
     version: str = OLD
+
+    def wanted(self, node: str) -> bool:
+        """The GPUDriver wants the node: one of the fleet's, and not tainted by the admin."""
+        return node in self.nodes and node not in self.tainted
 
     def next_version(self) -> str:
         """The GPUDriver moves to the next version (published for every node's kernel)."""
@@ -162,12 +171,41 @@ def unskip(w: World, node: str, _choice: float) -> str:
     return f"the admin takes {names.OPT_OUT_LABEL} off {chosen}"
 
 
+def taint(w: World, node: str, _choice: float) -> str:
+    """The admin taints the node (`kubectl taint node NODE gpuctl.test/maintenance=true:
+    NoSchedule`); the world's GPUDriver tolerates only what it names (`tolerateAllTaints:
+    false`), so KMM would drop the node: gpuctl takes its driver off through the checks."""
+    if node in w.tainted:
+        return NoOp(f"{node} is tainted already")
+    taints = [MAINTENANCE_TAINT]
+    retried(lambda: _patch_spec(w, node, {"taints": taints}))
+    w.tainted.add(node)
+    return f"the admin taints {node} {MAINTENANCE_TAINT['key']}:NoSchedule"
+
+
+def untaint(w: World, node: str, _choice: float) -> str:
+    chosen = _drawn_or_first(node, w.tainted)
+    if not chosen:
+        return NoOp("no node tainted")
+    retried(lambda: _patch_spec(w, chosen, {"taints": None}))
+    w.tainted.discard(chosen)
+    return f"the admin takes the taint off {chosen}"
+
+
+def _patch_spec(w: World, node: str, spec: dict[str, object]) -> None:
+    body = {"spec": spec}
+    w.rig.kube.request(
+        "PATCH", path("", "v1", "nodes", name=node), body=body, content_type=MERGE_PATCH
+    )
+
+
 def reregister(w: World, node: str, _choice: float) -> str:
     # The boot the kubelet posted last (a node never rebooted in the run has no boot_id file).
     boot = str(w.rig.node(node)["status"]["nodeInfo"]["bootID"])
     register_again(w.rig, node, boot)
-    w.cordoned.discard(node)  # a new object: no cordon, no label of the admin's
+    w.cordoned.discard(node)  # a new object: no cordon, no taint, no label of the admin's
     w.skipped.discard(node)
+    w.tainted.discard(node)
     return f"{node} deleted and registered again by its kubelet"
 
 
@@ -248,6 +286,8 @@ EVENTS: dict[str, Callable[[World, str, float], str]] = {
     "admin-cordon": admin_cordon,
     "admin-uncordon": admin_uncordon,
     "skip": skip,
+    "taint": taint,
+    "untaint": untaint,
     "unskip": unskip,
     "reregister": reregister,
     "version-change": version_change,

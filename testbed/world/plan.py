@@ -26,11 +26,15 @@ WEIGHTS: dict[str, float] = {
     # A host process (ollama, a systemd service) opens the GPU, and later lets it go.
     "workload-start": 3.0,
     "workload-end": 3.0,
-    # The admin cordons and uncordons; labels `gpuctl.dev/rollout: skip` and takes it off.
+    # The admin cordons and uncordons; labels `gpuctl.dev/rollout: skip` and takes it off;
     "admin-cordon": 1.5,
     "admin-uncordon": 1.5,
     "skip": 1.0,
     "unskip": 1.0,
+    # The admin taints NoSchedule (the GPUDriver does not tolerate it: its driver comes off
+    # through the checks) and takes the taint off.
+    "taint": 0.7,
+    "untaint": 0.7,
     # `kubectl delete node`, and the kubelet registers it again under its name.
     "reregister": 1.0,
     # The GPUDriver moves to a new version, or its module's parameters change, mid-rollout;

@@ -41,6 +41,7 @@ from testbed.world.events import (
     kmm_slow,
     pause_resume,
     unskip,
+    untaint,
     workload_end,
 )
 from testbed.world.invariants import Checks, verified_in_this_boot
@@ -111,6 +112,8 @@ class _Run:
             "failureBudget": plan.nodes,
         }
         rig.create_driver(OLD, rollout)
+        # Only what it names is tolerated: the admin's taint takes a node out (events.taint).
+        rig.patch_driver({"spec": {"tolerateAllTaints": False}})
         self.replicas.start()
         for node in nodes:
             rig.start_agent(node)
@@ -120,7 +123,7 @@ class _Run:
         self.checks = Checks(
             plan.max_unavailable,
             rig.hosts,
-            lambda n: n in world.nodes,
+            world.wanted,
             lambda: self.doing,
             world.opens,
         )
@@ -176,6 +179,8 @@ class _Run:
             admin_uncordon(w, node, 0.0)
         for node in sorted(w.skipped):
             unskip(w, node, 0.0)
+        for node in sorted(w.tainted):
+            untaint(w, node, 0.0)
         for node in sorted(w.slow):
             kmm_slow(w, node, 0.0)
         if w.paused:
