@@ -27,12 +27,13 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from gpuctl.cli.coordinator_lease import find_lease
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.kube_client import load_api_client, request_timeout
 from gpuctl.cli.kube_errors import describe_api_error
 from gpuctl.cli.object_output import as_list, render_document
 from gpuctl.cli.source_flags import add_kube_flags
-from gpuctl.cli.version_command import agent_versions, coordinator_version
+from gpuctl.cli.version_command import add_lease_flag, agent_versions, coordinator_version
 from gpuctl.common import names
 from gpuctl.common.build_version import gpuctl_version
 from gpuctl.common.version_skew import skew_warnings
@@ -68,6 +69,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="gpuctl-system",
         help="gpuctl's release namespace: its Events and Pod logs (default: %(default)s)",
     )
+    add_lease_flag(parser)
     parser.add_argument(
         "-f",
         "--file",
@@ -105,12 +107,12 @@ class Bundle:
         return None
 
 
-def collect(api_client: Any, namespace: str, log_lines: int) -> Bundle:
+def collect(api_client: Any, namespace: str, log_lines: int, lease: str | None = None) -> Bundle:
     bundle = Bundle()
     timeout = request_timeout(api_client)
     custom: Any = client.CustomObjectsApi(api_client)
     core: Any = client.CoreV1Api(api_client)
-    versions = bundle.attempt("versions", lambda: _versions(api_client, namespace))
+    versions = bundle.attempt("versions", lambda: _versions(api_client, namespace, lease))
     if versions is not None:
         bundle.add("versions.yaml", versions)
     for file, group, version, plural in CLUSTER_OBJECTS:
@@ -167,12 +169,13 @@ def _plain(api_client: Any, answer: Any) -> dict[str, Any]:
     return plain
 
 
-def _versions(api_client: Any, namespace: str) -> dict[str, Any]:
-    version, holder = coordinator_version(api_client, namespace, names.DEFAULT_COORDINATOR_LEASE)
+def _versions(api_client: Any, namespace: str, asked: str | None) -> dict[str, Any]:
+    lease = find_lease(api_client, namespace, asked)
+    version, holder = coordinator_version(api_client, namespace, lease)
     agents = agent_versions(api_client)
     return {
         "client": gpuctl_version(),
-        "coordinator": {"version": version, "holder": holder},
+        "coordinator": {"version": version, "holder": holder, "lease": f"{namespace}/{lease}"},
         "agents": agents,
         "warnings": skew_warnings(gpuctl_version(), version, agents),
     }
@@ -221,7 +224,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     root = f"gpuctl-support-{stamp}"
     path = args.file or Path(f"{root}.tar.gz")
     api_client = load_api_client(args.kubeconfig, args.context, args.request_timeout)
-    bundle = collect(api_client, args.namespace, args.log_lines)
+    bundle = collect(api_client, args.namespace, args.log_lines, args.lease)
     if not bundle.files:
         raise CommandError("nothing could be read: " + "; ".join(bundle.errors))
     try:

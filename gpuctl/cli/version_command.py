@@ -12,6 +12,7 @@ from typing import Any, TextIO
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from gpuctl.cli.coordinator_lease import find_lease
 from gpuctl.cli.kube_client import load_api_client, request_timeout
 from gpuctl.cli.kube_errors import call_api, is_missing_object
 from gpuctl.cli.object_output import render_document
@@ -44,14 +45,22 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=DEFAULT_NAMESPACE,
         help="the coordinator's namespace (the chart's release namespace; default: %(default)s)",
     )
-    parser.add_argument(
-        "--lease",
-        default=names.DEFAULT_COORDINATOR_LEASE,
-        help="the coordinator's Lease, <release fullname>-coordinator (default: %(default)s)",
-    )
+    add_lease_flag(parser)
     parser.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
     add_kube_flags(parser)
     parser.set_defaults(run=run)
+
+
+def add_lease_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--lease",
+        metavar="NAME",
+        help=(
+            "the coordinator's leader-election Lease, <release fullname>-coordinator (default: "
+            f"{names.DEFAULT_COORDINATOR_LEASE}, else the one Lease of --namespace a gpuctl "
+            "coordinator annotated: a release of another name is found by itself)"
+        ),
+    )
 
 
 def coordinator_version(api_client: Any, namespace: str, lease: str) -> tuple[str | None, str]:
@@ -136,12 +145,13 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         out.flush()
     if not args.client:
         api_client = load_api_client(args.kubeconfig, args.context, args.request_timeout)
-        version, holder = coordinator_version(api_client, args.namespace, args.lease)
+        lease = find_lease(api_client, args.namespace, args.lease)
+        version, holder = coordinator_version(api_client, args.namespace, lease)
         agents = agent_versions(api_client)
         document["coordinator"] = {
             "version": version,
             "holder": holder,
-            "lease": f"{args.namespace}/{args.lease}",
+            "lease": f"{args.namespace}/{lease}",
         }
         document["agents"] = agents
         document["warnings"] = skew_warnings(document["client"], version, agents)

@@ -115,3 +115,52 @@ def test_no_lease_is_an_unknown_coordinator_and_no_access_is_an_error(
     refused = gpuctl(stranger, "version", "--namespace", namespace)
     assert refused.returncode == 1
     assert f"lease {namespace}/gpuctl-coordinator" in refused.stderr
+
+
+def _lease(api: Api, namespace: str, name: str, holder: str) -> None:
+    body = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "annotations": {names.COORDINATOR_VERSION: gpuctl_version()}},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15},
+    }
+    api.kube.request(
+        "POST", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", body=body
+    )
+
+
+def test_a_release_of_another_name_is_found_and_two_are_named(
+    api: Api, kube_cluster: KubeCluster, namespace: str
+) -> None:
+    """A release named `prod`: its Lease `prod-gpuctl-coordinator`, found without --lease by
+    `version` and `support-bundle` (the one Lease a coordinator annotated); a second release in
+    the namespace makes the choice the admin's, said with both names."""
+    admin = kube_cluster.kubeconfig
+    _lease(api, namespace, "prod-gpuctl-coordinator", "prod-gpuctl-coordinator-5c8d-xyz12")
+    # A Lease of something else in the namespace is not taken for gpuctl's.
+    other = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "x"}}
+    api.kube.request(
+        "POST", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", body=other
+    )
+    shown = gpuctl(admin, "version", "--namespace", namespace, "-o", "json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["coordinator"] == {
+        "version": gpuctl_version(),
+        "holder": "prod-gpuctl-coordinator-5c8d-xyz12",
+        "lease": f"{namespace}/prod-gpuctl-coordinator",
+    }
+    bundled = gpuctl(admin, "support-bundle", "--namespace", namespace, "-f", "/dev/null")
+    assert bundled.returncode == 0, bundled.stderr
+
+    _lease(api, namespace, "staging-gpuctl-coordinator", "staging-gpuctl-coordinator-1-a")
+    two = gpuctl(admin, "version", "--namespace", namespace)
+    assert two.returncode == 1
+    assert (
+        f"several gpuctl coordinators' Leases in namespace {namespace}: prod-gpuctl-coordinator, "
+        "staging-gpuctl-coordinator; name one with --lease"
+    ) in two.stderr
+    named = gpuctl(
+        admin, "version", "--namespace", namespace, "--lease", "staging-gpuctl-coordinator"
+    )
+    assert named.returncode == 0, named.stderr
+    assert f"(Lease {namespace}/staging-gpuctl-coordinator, leader staging-" in named.stdout
