@@ -7,7 +7,8 @@ over the watch's nodes and the fake hosts):
    KMM's worker records every attempt (`Checks.kernel` reads it), but a race no controller can
    win, which the kernel refuses (`Checks.excused`, below);
 2. no node is left without the driver it had unless it is Blocked or Failed (with a reason),
-   in a step, not Ready (rebooting), or no longer wanted (`driverless`);
+   in a step, not Ready (rebooting), no longer wanted, or opted out by the admin with gpuctl's
+   reason saying it has no driver (`driverless`);
 3. a node is Done only if the agent verified the target in its current boot
    (`done_unverified`), and `gpuctl.dev/driver-ready` is on only on a node whose driver the
    agent verified in its current boot and whose GPU daemons are not paused for a step
@@ -126,6 +127,8 @@ def driverless(node: Mapping[str, Any], host: FakeHost, wanted: bool) -> str:
         return ""
     if phase in SETTLED_PHASES and notes.get(names.REASON):
         return ""
+    if phase == "Skipped" and "has no driver" in notes.get(names.REASON, ""):
+        return ""  # the admin opted it out, and gpuctl says what that leaves it with
     return f"no live xe, {phase or 'no phase'} ({notes.get(names.REASON, 'no reason')!r})"
 
 

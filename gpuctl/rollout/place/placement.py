@@ -2,7 +2,8 @@
 and 2).
 
 Each node's version is the target (the Module's KMM version) when the GPUDriver wants it,
-else names.REMOVAL_VERSION. A wanted node is `Skipped` (opted out), `Loading` (targeted at
+else names.REMOVAL_VERSION. A wanted node is `Skipped` (opted out; its reason says when that
+leaves its GPU without a driver, `opted_out_words`), `Loading` (targeted at
 the target by someone else, KMM not done: verified like any other) or `Pending` (anything
 else: a node targeted and loaded at the target before the rollout reached it is verified when
 its turn comes, gpuctl/rollout/start/starts.py; a node labelled at the target without
@@ -34,6 +35,18 @@ from gpuctl.rollout.step.writes import (
 )
 
 OPTED_OUT = f"opted out with {names.OPT_OUT_LABEL}={names.OPT_OUT_VALUE}"
+# An opted-out node its agent reports without a driver (gpuctl/rollout/input/driverless.py: a
+# Node registered again, whose KMM labels went with the old object, rebooted blacklisted): the
+# rollout leaves it alone, as asked, and says what that leaves it with.
+DRIVERLESS_OPTED_OUT = (
+    f"{OPTED_OUT}; its GPU has no driver (KMM loads none here): take {names.OPT_OUT_LABEL} "
+    "off to have the rollout load one"
+)
+
+
+def opted_out_words(node: NodeFacts) -> str:
+    """A Skipped node's reason: opted out, and whether that leaves its GPU without a driver."""
+    return DRIVERLESS_OPTED_OUT if node.driverless else OPTED_OUT
 
 
 def placement(inp: RolloutInput, node: NodeFacts) -> PatchNode | None:
@@ -46,7 +59,7 @@ def placement(inp: RolloutInput, node: NodeFacts) -> PatchNode | None:
     if node.phase in IN_PROGRESS:
         return _moved(inp, node, version)
     if _stays(node, version):
-        return _unwritten_done(inp, node, version)
+        return _skip_restated(inp, node, version) or _unwritten_done(inp, node, version)
     if waits_unwritten(inp, node):
         return None
     return _placed(inp, node, version)
@@ -91,6 +104,14 @@ def _stays(node: NodeFacts, version: str) -> bool:
     return current and phase in (Phase.BLOCKED, Phase.PENDING)
 
 
+def _skip_restated(inp: RolloutInput, node: NodeFacts, version: str) -> PatchNode | None:
+    """A Skipped node whose reason no longer says what opting out leaves it with."""
+    words = opted_out_words(node)
+    if not node.opted_out or node.phase is not Phase.SKIPPED or node.reason == words:
+        return None
+    return transition(inp, node, Phase.SKIPPED, words, version=node.state_version or version)
+
+
 def _moved(inp: RolloutInput, node: NodeFacts, version: str) -> PatchNode | None:
     """A node in a step about another version: back to Checking at its version."""
     if node.phase not in IN_PROGRESS or node.state_version == version:
@@ -115,7 +136,7 @@ def _unwritten_done(inp: RolloutInput, node: NodeFacts, target: str) -> PatchNod
 def _placed(inp: RolloutInput, node: NodeFacts, target: str) -> PatchNode:
     """The place of a wanted node not yet in this rollout."""
     if node.opted_out:
-        return transition(inp, node, Phase.SKIPPED, OPTED_OUT, version=target)
+        return transition(inp, node, Phase.SKIPPED, opted_out_words(node), version=target)
     if written(inp, node, target):
         if kmm_loaded(inp, node, target):
             # KMM's ready labels survive reboots and say nothing of what is live now: Done
