@@ -31,6 +31,10 @@ version label, whatever phase gpuctl has the node in. So:
   in-cluster build or sign for a new kernel, an image not pushed yet): the node waits,
   saying what KMM waits for (`kmm_words`), and spends no failure; a device opened meanwhile
   holds KMM's worker again;
+- KMM's worker let go, nothing in use, where KMM will never load: the version label is not the
+  Module's and KMM's NodeModulesConfig records no load of the Module there (KMM leaves such a
+  node as it is; the entry went with an untolerated taint, an unload, a Node registered again):
+  the node goes through the checks for the target (`_kmm_loads_nothing`);
 - no agent answer, or what KMM reports loaded not verified, within timeouts.verify: Failed,
   KMM's worker held off it again and its worker Pods deleted (what is live may be in use, or
   nobody can say). A Failed node after a reboot does not roll the GPUDriver back: the boot
@@ -74,6 +78,7 @@ from gpuctl.rollout.step.writes import (
     failed,
     kmm_loaded,
     not_loaded_in_this_boot,
+    removing,
     step_elapsed,
     transition,
     unfixable_block,
@@ -326,9 +331,48 @@ def step_reverifying(inp: RolloutInput, node: NodeFacts) -> StepResult:
     if held(node):
         result.actions += _let_go(inp, node, mismatch)
         return result
+    return _left_to_kmm(inp, node, result, mismatch)
+
+
+def _left_to_kmm(inp: RolloutInput, node: NodeFacts, result: StepResult, why: str) -> StepResult:
+    """KMM's worker let go, nothing in use: KMM loads (nudged while it makes no worker), or,
+    where it never will, the node goes through the checks for the target."""
+    stale = _kmm_loads_nothing(inp, node)
+    if stale and _waiting_for_kmm(node):
+        result.actions.append(_checked_for_the_target(inp, node, stale))
+        return result
     if names.KMM_WORKER_RELEASED in node.annotations and not node.unfinished_workers:
         result.actions.append(NudgeKmm(node.name))
-    return _not_yet(inp, node, result, mismatch, kmm=_waiting_for_kmm(node))
+    return _not_yet(inp, node, result, why, kmm=_waiting_for_kmm(node))
+
+
+def _kmm_loads_nothing(inp: RolloutInput, node: NodeFacts) -> str:
+    """Why KMM will load nothing on the node, let go as it is ("" when it may): its version
+    label is not the Module's version and its NodeModulesConfig records no load of the Module
+    (KMM's module reconciler leaves a node whose label names another version as it is,
+    prepareNodeSchedulingData, so nothing there is ever loaded again: its entry went with an
+    untolerated taint, an unload, or the Node registered again)."""
+    target = inp.target_for(node)
+    label = node.labels.get(inp.kmm.version, "")
+    if removing(target) or not inp.module_ready or not label or label == target:
+        return ""
+    if node.kmm_boot_id != "":  # a load recorded, or the record not read: KMM may act
+        return ""
+    return (
+        f"KMM loads nothing here at {label} (not the Module's version, and its "
+        "NodeModulesConfig records no load of the Module)"
+    )
+
+
+def _checked_for_the_target(inp: RolloutInput, node: NodeFacts, why: str) -> PatchNode:
+    """A rebooted node KMM will load nothing on, nothing in use: onto the normal path at the
+    target, through the checks (cordon kept)."""
+    target = inp.target_for(node)
+    reason = (
+        f"rebooted ({node.annotations.get(names.REBOOTED, '')}); {why}: checking the node "
+        f"for {target} (cordon kept)"
+    )
+    return transition(inp, node, Phase.CHECKING, reason, version=target)
 
 
 def _waiting_for_kmm(node: NodeFacts) -> bool:

@@ -29,6 +29,7 @@ from gpuctl.rollout.step.reboots import boot_recorded, reboot_taken_up, step_rev
 from gpuctl.rollout.step.verifying import module_mismatch
 from tests.rollout.fleet.test_rollback import HISTORY
 from tests.support.rollout_samples import (
+    OLD,
     OPEN_CLIENT,
     TARGET,
     answered,
@@ -37,6 +38,7 @@ from tests.support.rollout_samples import (
     node,
     report,
     rollout,
+    targeted,
 )
 
 BOOT_A = "6f0c2a4e-1b7d-4c55-9a3e-0d2b7c1e9f44"
@@ -329,6 +331,36 @@ def test_kmm_slow_past_the_timeout_with_nothing_in_use_is_waited_for_not_failed(
     opened = answered(late, report=in_tree(blockers=[OPEN_CLIENT]))
     [blocked] = writes(step_reverifying(rollout([opened]), opened).actions)
     assert blocked.phase_to is Phase.BLOCKED  # something in use: held again
+
+
+def test_a_rebooted_node_kmm_will_load_nothing_on_goes_through_the_checks_for_the_target() -> None:
+    """The world run's seed 3: verified again at OLD, the version its label names, after a
+    reboot; but the Module asks for TARGET and KMM's NodeModulesConfig records no load of it
+    there (its entry went with an untolerated taint): KMM's module reconciler leaves a node
+    labelled with another version as it is, so nothing would ever load. Let go, nothing in
+    use: the node is checked for the target instead of waiting on KMM for ever."""
+    stale = node(
+        phase=Phase.VERIFYING,
+        version=OLD,
+        labels=targeted(OLD),
+        annotations={names.REBOOTED: REBOOTED, names.KMM_WORKER_RELEASED: "true"},
+    )
+    stale = dataclasses.replace(booted(stale), kmm_boot_id="")
+    facts = answered(stale, report=report(state="NOT_LOADED", tag="", srcversion=""))
+    [write] = writes(step_reverifying(rollout([facts]), facts).actions)
+    assert write.phase_to is Phase.CHECKING
+    assert write.annotations[names.STATE_VERSION] == TARGET
+    reason = str(write.annotations[names.REASON])
+    assert f"KMM loads nothing here at {OLD}" in reason
+    # KMM's record not read, or a load of it recorded: KMM may act, so it is waited for.
+    for boot in (None, "0a1b2c3d"):
+        waiting = dataclasses.replace(facts, kmm_boot_id=boot)
+        moved = writes(step_reverifying(rollout([waiting]), waiting).actions)
+        assert all(w.phase_to is not Phase.CHECKING for w in moved)
+    # Labelled at the Module's version: KMM loads it.
+    current = dataclasses.replace(facts, labels={**facts.labels, **targeted(TARGET)})
+    moved = writes(step_reverifying(rollout([current]), current).actions)
+    assert all(w.phase_to is not Phase.CHECKING for w in moved)
 
 
 def test_the_held_nodes_kmm_workers_are_deleted_while_it_waits_for_its_agent() -> None:
