@@ -25,9 +25,8 @@ from testbed.fakehost.scenarios import B580, in_tree_xe
 from testbed.harness.nodes import node_status
 from testbed.harness.waiting import wait_until
 from testbed.rollout_live.images import COMPANION_MODULES
-from testbed.rollout_live.rig import RolloutRig, stop_process
+from testbed.rollout_live.rig import HOST_BOOT_ID, RolloutRig, stop_process
 
-BOOT_ID = "proc/sys/kernel/random/boot_id"
 BLACKLIST = "etc/modprobe.d/blacklist-xe.conf"
 
 
@@ -50,7 +49,7 @@ def reboot(rig: RolloutRig, node: str, *, in_tree_autoloads: bool) -> str:
     host = rig.hosts[node]
     _forget_the_old_boot(host)
     boot_id = str(uuid.uuid4())
-    host.write(BOOT_ID, f"{boot_id}\n")
+    host.write(HOST_BOOT_ID, f"{boot_id}\n")
     if in_tree_autoloads:
         host.remove(BLACKLIST)
         in_tree_xe(host)

@@ -68,6 +68,8 @@ from testbed.rollout_live.kernels import NodeKernels
 from testbed.rollout_live.protocol_agent import ProtocolAgent
 
 BIN = Path(sys.executable).parent
+# Where the kernel says which boot this is (the kubelet's nodeInfo.bootID reads it too).
+HOST_BOOT_ID = "proc/sys/kernel/random/boot_id"
 DRIVER = "gpu"
 DRIVER_TARGET = names.TARGET_LABEL
 
@@ -159,10 +161,13 @@ class RolloutRig:
         KMM's version label), as a rollout before left it."""
         extra = {DRIVER_TARGET: DRIVER, self.labels.version: self.kmm_version_at(OLD)}
         extra = extra if labelled else {}
-        name: str = self._make_node(
+        made = self._make_node(
             short, labels=node_labels(self.namespace, **extra), kernel_version=kernel_release
-        ).metadata.name
+        )
+        name: str = made.metadata.name
         host = make_root(self.folder / name / "root")
+        # The kernel's boot id, the one the kubelet posted: the agent reads the same file.
+        host.write(HOST_BOOT_ID, f"{made.status.node_info.boot_id}\n")
         if host.kernel_release != kernel_release:
             raise ValueError(f"{name}: its root runs {host.kernel_release}, not {kernel_release}")
         if signature_check.enforces_signatures(host.root):

@@ -200,7 +200,7 @@ def _patch_spec(w: World, node: str, spec: dict[str, object]) -> None:
 
 
 def reregister(w: World, node: str, _choice: float) -> str:
-    # The boot the kubelet posted last (a node never rebooted in the run has no boot_id file).
+    # The boot the kubelet posted last: the host did not reboot.
     boot = str(w.rig.node(node)["status"]["nodeInfo"]["bootID"])
     register_again(w.rig, node, boot)
     w.cordoned.discard(node)  # a new object: no cordon, no taint, no label of the admin's
