@@ -147,13 +147,19 @@ def _drawn_or_first(node: str, among: set[str]) -> str:
     return node if node in among else next(iter(sorted(among)), "")
 
 
+def _undone(node: str, among: set[str], undo: Callable[[str], object]) -> str:
+    """What an earlier event did, undone on the node drawn if it is among those it did it to,
+    else on the first of them: that node's name ("": none to undo)."""
+    chosen = _drawn_or_first(node, among)
+    if chosen:
+        retried(lambda: undo(chosen))
+        among.discard(chosen)
+    return chosen
+
+
 def admin_uncordon(w: World, node: str, _choice: float) -> str:
-    chosen = _drawn_or_first(node, w.cordoned)
-    if not chosen:
-        return NoOp("nothing the admin cordoned")
-    retried(lambda: w.rig.cordon(chosen, cordoned=False))
-    w.cordoned.discard(chosen)
-    return f"the admin uncordons {chosen}"
+    chosen = _undone(node, w.cordoned, lambda n: w.rig.cordon(n, cordoned=False))
+    return f"the admin uncordons {chosen}" if chosen else NoOp("nothing the admin cordoned")
 
 
 def skip(w: World, node: str, _choice: float) -> str:
@@ -163,12 +169,10 @@ def skip(w: World, node: str, _choice: float) -> str:
 
 
 def unskip(w: World, node: str, _choice: float) -> str:
-    chosen = _drawn_or_first(node, w.skipped)
-    if not chosen:
-        return NoOp("no node skipped")
-    retried(lambda: w.rig.label_node(chosen, {names.OPT_OUT_LABEL: None}))
-    w.skipped.discard(chosen)
-    return f"the admin takes {names.OPT_OUT_LABEL} off {chosen}"
+    chosen = _undone(node, w.skipped, lambda n: w.rig.label_node(n, {names.OPT_OUT_LABEL: None}))
+    return (
+        f"the admin takes {names.OPT_OUT_LABEL} off {chosen}" if chosen else NoOp("no node skipped")
+    )
 
 
 def taint(w: World, node: str, _choice: float) -> str:
@@ -184,12 +188,8 @@ def taint(w: World, node: str, _choice: float) -> str:
 
 
 def untaint(w: World, node: str, _choice: float) -> str:
-    chosen = _drawn_or_first(node, w.tainted)
-    if not chosen:
-        return NoOp("no node tainted")
-    retried(lambda: _patch_spec(w, chosen, {"taints": None}))
-    w.tainted.discard(chosen)
-    return f"the admin takes the taint off {chosen}"
+    chosen = _undone(node, w.tainted, lambda n: _patch_spec(w, n, {"taints": None}))
+    return f"the admin takes the taint off {chosen}" if chosen else NoOp("no node tainted")
 
 
 def _patch_spec(w: World, node: str, spec: dict[str, object]) -> None:

@@ -12,6 +12,7 @@ from gpuctl.cli.rollout_plan import RolloutPlanInput, plan_rollout
 from gpuctl.common.names import Phase
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.decide import decide
+from gpuctl.rollout.input.facts import NodeFacts
 from gpuctl.rollout.input.settings import RolloutSettings
 from gpuctl.rollout.start.order import is_unavailable, start_order
 from tests.support.rollout_samples import node, rollout
@@ -31,9 +32,12 @@ def test_unavailable_means_in_a_step_cordoned_or_notready_but_never_skipped() ->
     assert not is_unavailable(Phase.SKIPPED, unschedulable=True, ready=False)
 
 
-def test_the_coordinator_starts_nodes_in_the_order_gpuctl_rollout_plan_shows() -> None:
-    cordoned = {"c", "e"}
-    pending = [node(name, phase=Phase.PENDING, unschedulable=name in cordoned) for name in "edcba"]
+def both_orders(
+    pending: list[NodeFacts], views: dict[str, NodeView] | None = None
+) -> tuple[list[str], list[str]]:
+    """The order the coordinator starts `pending` in, everyone allowed at once, and the order
+    `gpuctl rollout plan` lists them in, from the same nodes as the API lists them (with the
+    agents' reports `views`, by node)."""
     everyone = RolloutSettings(hold_after_first_node=False, max_unavailable="100%")
     decision = decide(rollout(pending, settings=everyone))
     started = [
@@ -45,19 +49,29 @@ def test_the_coordinator_starts_nodes_in_the_order_gpuctl_rollout_plan_shows() -
         "metadata": {"name": "gpu"},
         "spec": {"kernelModule": {"kernelMappings": [{"regexp": "^6"}]}},
     }
-    as_listed = [
-        {
-            "metadata": {"name": n.name, "labels": {**n.labels, "kubernetes.io/arch": "amd64"}},
-            "spec": {"unschedulable": n.unschedulable},
-            "status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "nodeInfo": {"kernelVersion": "6.8.0-60-generic"},
+    listed = [
+        PlanNode(
+            {
+                "metadata": {"name": n.name, "labels": {**n.labels, "kubernetes.io/arch": "amd64"}},
+                "spec": {"unschedulable": n.unschedulable},
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                    "nodeInfo": {"kernelVersion": "6.8.0-60-generic", "bootID": n.boot_id},
+                },
             },
-        }
+            (views or {}).get(n.name),
+        )
         for n in pending
     ]
-    planned = plan_rollout(RolloutPlanInput(driver, None, [PlanNode(n) for n in as_listed])).nodes
-    assert started == [p.name for p in planned] == ["c", "e", "a", "b", "d"]
+    planned = plan_rollout(RolloutPlanInput(driver, None, listed)).nodes
+    return started, [p.name for p in planned]
+
+
+def test_the_coordinator_starts_nodes_in_the_order_gpuctl_rollout_plan_shows() -> None:
+    cordoned = {"c", "e"}
+    pending = [node(name, phase=Phase.PENDING, unschedulable=name in cordoned) for name in "edcba"]
+    started, planned = both_orders(pending)
+    assert started == planned == ["c", "e", "a", "b", "d"]
 
 
 def test_a_pending_node_whose_gpu_has_no_driver_is_unavailable_already() -> None:
@@ -78,33 +92,6 @@ def test_the_plan_reads_a_driverless_node_off_its_gpunode_and_lists_it_first() -
     bare.devices.add(pci_address="0000:03:00.0", vendor_id="8086", driver="")
     pending = [node(name, phase=Phase.PENDING) for name in "abc"]
     pending[2] = dataclasses.replace(pending[2], driverless=True, boot_id=boot)
-    everyone = RolloutSettings(hold_after_first_node=False, max_unavailable="100%")
-    decision = decide(rollout(pending, settings=everyone))
-    started = [
-        a.node
-        for a in decision.actions
-        if isinstance(a, PatchNode) and a.phase_to is Phase.CHECKING
-    ]
-    driver = {
-        "metadata": {"name": "gpu"},
-        "spec": {"kernelModule": {"kernelMappings": [{"regexp": "^6"}]}},
-    }
-    as_listed = {
-        n.name: {
-            "metadata": {"name": n.name, "labels": {**n.labels, "kubernetes.io/arch": "amd64"}},
-            "spec": {},
-            "status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "nodeInfo": {"kernelVersion": "6.8.0-60-generic", "bootID": boot},
-            },
-        }
-        for n in pending
-    }
     view = NodeView("c", connected=True, report=bare, age=datetime.timedelta(0), boot_id=boot)
-    plan_nodes = [
-        PlanNode(as_listed["a"]),
-        PlanNode(as_listed["b"]),
-        PlanNode(as_listed["c"], view),
-    ]
-    planned = plan_rollout(RolloutPlanInput(driver, None, plan_nodes)).nodes
-    assert started == [p.name for p in planned] == ["c", "a", "b"]
+    started, planned = both_orders(pending, {"c": view})
+    assert started == planned == ["c", "a", "b"]
