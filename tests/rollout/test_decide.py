@@ -151,6 +151,20 @@ def test_a_node_whose_gpu_has_no_driver_starts_first_without_waiting_for_a_slot(
     assert "paused" in str(block.annotations[names.REASON])
 
 
+def test_driverless_nodes_start_maxunavailable_at_a_time_as_on_a_fresh_install() -> None:
+    """Every node without a driver (a fresh install, the in-tree xe blacklisted): they still
+    go maxUnavailable at a time, by their own count, never the whole fleet cordoned at once."""
+    bare = [dataclasses.replace(pending(name), driverless=True) for name in "abcd"]
+    assert started(decide(rollout(bare, settings=settings(max_unavailable=2)))) == ["a", "b"]
+    going = dataclasses.replace(
+        node("a", phase=Phase.DRAINING, annotations={names.STARTED_DRIVERLESS: "boot-1"}),
+        driverless=True,
+    )
+    assert started(decide(rollout([going, *bare[1:]], settings=settings(max_unavailable=2)))) == [
+        "b"
+    ]
+
+
 def test_a_driverless_node_blocked_by_a_hold_starts_first_once_it_lifts() -> None:
     """Blocked `driverless-held`, its agent's report answered: once the pause is over it
     starts without waiting for the slot `a` holds, and still says why."""

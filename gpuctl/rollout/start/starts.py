@@ -4,7 +4,8 @@ New nodes start (Pending, or Blocked nodes whose blocker went away) only while t
 unavailable nodes — in progress, cordoned by anyone, or NotReady — stay within
 maxUnavailable, and only while nothing holds the rollout (gpuctl/rollout/fleet/pass_holds.py).
 A Pending node whose GPU serves nothing (gpuctl/rollout/input/driverless.py) starts whatever
-the count: it has no capacity to take away; once started it counts like any other. A node
+that count: it has no capacity to take away; once started it counts like any other, and at most
+maxUnavailable such nodes are in a step at once (`driverless_room`). A node
 verified Done in this pass frees its slot for a start in the same pass unless a Done can hold
 the starts (an unreleased holdAfterFirstNode, a soak); a start that takes such a slot names the
 node that frees it (`PatchNode.freed_by`). They start in the order of
@@ -183,6 +184,7 @@ def start_nodes(
     before = _unavailable_after(inp, nodes, phases, decision.actions, count_done=False)
     slots = _Slots(bound, before, unavailable)
     touched = {a.node for a in decision.actions if isinstance(a, PatchNode)}
+    room = driverless_room(nodes, phases, bound)
     for name in start_order({name: name in unavailable for name in nodes}):
         node = nodes[name]
         if name in touched:
@@ -194,7 +196,9 @@ def start_nodes(
             continue
         if phase not in (Phase.PENDING, Phase.BLOCKED) or rebooted_in_use(node):
             continue  # Blocked by what a reboot brought up: its own step (reboots.py)
-        wait = why_waiting(inp, node, phase, gates, unavailable=unavailable, bound=bound)
+        wait = why_waiting(
+            inp, node, phase, gates, unavailable=unavailable, bound=bound, driverless_room=room
+        )
         if wait is not None:
             decision.waits[name] = wait
             if wait.kind is WaitKind.BLOCKED:
@@ -211,6 +215,7 @@ def start_nodes(
             elif wait.kind is WaitKind.GATE_NOT_ASKED:
                 decision.ask_gate = True  # the controller asks afresh and decides again
             continue
+        room -= node.driverless
         freed_by = "" if name in unavailable else slots.take()
         if freed_by is None:
             continue  # cannot be: the bound above counts the freed slots
@@ -218,6 +223,18 @@ def start_nodes(
         start = _leaving(inp, node, phase, _start_write(inp, node, phase, version))
         decision.actions.append(dataclasses.replace(start, freed_by=freed_by))
     return held_back
+
+
+def driverless_room(nodes: Mapping[str, NodeFacts], phases: Mapping[str, Phase], bound: int) -> int:
+    """How many more driverless nodes may start without a slot: maxUnavailable of them in a
+    step at once (a fresh install, every node without a driver, still goes a bound at a time,
+    and never cordons the whole fleet at once)."""
+    started = sum(
+        1
+        for name, node in nodes.items()
+        if phases[name] in IN_PROGRESS and names.STARTED_DRIVERLESS in node.annotations
+    )
+    return bound - started
 
 
 def _start_write(inp: RolloutInput, node: NodeFacts, phase: Phase, version: str) -> PatchNode:
@@ -254,6 +271,7 @@ def why_waiting(
     *,
     unavailable: set[str],
     bound: int,
+    driverless_room: int = 0,
 ) -> Wait | None:
     """Why a Pending or Blocked node does not start now (None: it starts). The one answer
     the pass acts on, the status lists and the metrics count."""
@@ -267,7 +285,9 @@ def why_waiting(
         return Wait(WaitKind.HELD, hold.words, hold=hold)
     if not node.ready:
         return Wait(WaitKind.NODE_NOT_READY, NOT_READY.words, block=NOT_READY)
-    takes_no_slot = phase in (Phase.PENDING, Phase.BLOCKED) and node.driverless
+    takes_no_slot = (
+        phase in (Phase.PENDING, Phase.BLOCKED) and node.driverless and driverless_room > 0
+    )
     if not takes_no_slot and len(unavailable) + (node.name not in unavailable) > bound:
         words = f"maxUnavailable ({bound}) nodes are unavailable already"
         return Wait(WaitKind.MAX_UNAVAILABLE, words)
