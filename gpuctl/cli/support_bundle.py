@@ -3,7 +3,9 @@
 It reads, with the caller's own credentials: the versions (`gpuctl version`'s document), the
 GPUDrivers and GPUNodes, KMM's Modules, NodeModulesConfigs and ModuleImagesConfigs, the Nodes,
 the Events of the release namespace and of every GPUDriver, and the logs of the gpuctl Pods of
-the release namespace (coordinator and agents, every container). It never reads a Secret, so
+the release namespace (coordinator and agents, every container); and beyond gpuctl's own
+(gpuctl/cli/bundle_kmm.py) the GPU nodes' Events, gpuctl's workloads and admission guards, and
+KMM's Pods with their logs. The archive itself is gpuctl/cli/bundle.py. It never reads a Secret, so
 no key or token can end up in the archive. What cannot be read (no permission, no such API,
 a Pod without logs) is written to `errors.txt` with why, and the rest is still collected:
 a missing file is never mistaken for "there was nothing".
@@ -13,25 +15,26 @@ from __future__ import annotations
 
 import argparse
 import functools
-import io
 import sys
-import tarfile
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-import urllib3
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
+from gpuctl.cli.bundle import Bundle, add_logs, plain, write_archive
+from gpuctl.cli.bundle_kmm import (
+    GPUCTL_LABEL,
+    add_admission,
+    add_kmm_operator,
+    add_kmm_pods,
+    add_node_events,
+    add_workloads,
+)
 from gpuctl.cli.coordinator_lease import find_lease
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.kube_client import load_api_client, request_timeout
-from gpuctl.cli.kube_errors import describe_api_error
-from gpuctl.cli.object_output import as_list, render_document
+from gpuctl.cli.object_output import as_list
 from gpuctl.cli.source_flags import add_kube_flags
 from gpuctl.cli.version_command import add_lease_flag, agent_versions, coordinator_version
 from gpuctl.common import names
@@ -47,7 +50,6 @@ CLUSTER_OBJECTS = (
     ("nodemodulesconfigs", names.KMM_GROUP, names.KMM_VERSION, names.KMM_NODE_CONFIG_PLURAL),
     ("moduleimagesconfigs", names.KMM_GROUP, names.KMM_VERSION, names.KMM_IMAGES_CONFIG_PLURAL),
 )
-GPUCTL_PODS = "app.kubernetes.io/name=gpuctl"
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,8 +60,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Collect what a maintainer needs into one .tar.gz: versions, GPUDrivers, GPUNodes, "
             "KMM's Modules, NodeModulesConfigs and ModuleImagesConfigs, Nodes, Events (the "
-            "release namespace's and every GPUDriver's) and the logs of gpuctl's Pods. "
-            "Secrets are never read. What could not be read is listed in errors.txt."
+            "release namespace's, every GPUDriver's, the GPU nodes'), gpuctl's Deployments, "
+            "DaemonSets and admission guards, KMM's worker, build, sign and pull Pods and its "
+            "operator's, and the logs of all those Pods (the previous container's too where one "
+            "restarted). Secrets are never read. README.txt in the archive says what each file "
+            "is; what could not be read is listed in errors.txt."
         ),
         epilog="exit codes: 0 written (errors.txt lists what was missing); 1 nothing could be "
         "read or the file could not be written.",
@@ -87,26 +92,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(run=run)
 
 
-@dataclass
-class Bundle:
-    """Files by path inside the archive, and what could not be collected."""
-
-    files: dict[str, bytes] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-
-    def add(self, path: str, document: Any) -> None:
-        self.files[path] = render_document(document, "yaml").encode()
-
-    def attempt(self, what: str, read: Callable[[], Any]) -> Any:
-        try:
-            return read()
-        except ApiException as err:
-            self.errors.append(f"{what}: {describe_api_error(err, 'read', what, '')}")
-        except (OSError, urllib3.exceptions.HTTPError, CommandError) as err:
-            self.errors.append(f"{what}: {err}")
-        return None
-
-
 def collect(api_client: Any, namespace: str, log_lines: int, lease: str | None = None) -> Bundle:
     bundle = Bundle()
     timeout = request_timeout(api_client)
@@ -115,6 +100,7 @@ def collect(api_client: Any, namespace: str, log_lines: int, lease: str | None =
     versions = bundle.attempt("versions", lambda: _versions(api_client, namespace, lease))
     if versions is not None:
         bundle.add("versions.yaml", versions)
+    gpu_nodes: set[str] = set()
     for file, group, version, plural in CLUSTER_OBJECTS:
         listed = bundle.attempt(
             f"{plural}.{group}",
@@ -128,18 +114,20 @@ def collect(api_client: Any, namespace: str, log_lines: int, lease: str | None =
         )
         if listed is not None:
             bundle.add(f"{file}.yaml", as_list(listed.get("items") or []))
+            if plural == names.GPUNODE_PLURAL:
+                gpu_nodes = {str(n["metadata"]["name"]) for n in listed.get("items") or []}
     nodes = bundle.attempt(
-        "nodes", lambda: _plain(api_client, core.list_node(_request_timeout=timeout))
+        "nodes", lambda: plain(api_client, core.list_node(_request_timeout=timeout))
     )
     if nodes is not None:
         bundle.add("nodes.yaml", as_list(nodes["items"]))
     events = bundle.attempt(
         f"events in {namespace}",
-        lambda: _plain(api_client, core.list_namespaced_event(namespace, _request_timeout=timeout)),
+        lambda: plain(api_client, core.list_namespaced_event(namespace, _request_timeout=timeout)),
     )
     driver_events = bundle.attempt(
         "events of GPUDrivers",
-        lambda: _plain(
+        lambda: plain(
             api_client,
             core.list_event_for_all_namespaces(
                 field_selector="involvedObject.kind=GPUDriver", _request_timeout=timeout
@@ -151,22 +139,21 @@ def collect(api_client: Any, namespace: str, log_lines: int, lease: str | None =
         bundle.add("events.yaml", as_list(items))
     pods = bundle.attempt(
         f"pods in {namespace}",
-        lambda: _plain(
+        lambda: plain(
             api_client,
             core.list_namespaced_pod(
-                namespace, label_selector=GPUCTL_PODS, _request_timeout=timeout
+                namespace, label_selector=GPUCTL_LABEL, _request_timeout=timeout
             ),
         ),
     )
     for pod in (pods or {}).get("items", []):
-        _logs(bundle, core, pod, lines=log_lines, timeout=timeout)
+        add_logs(bundle, core, pod, folder="logs/", lines=log_lines, timeout=timeout)
+    add_node_events(bundle, api_client, gpu_nodes, timeout)
+    add_workloads(bundle, api_client, namespace, timeout)
+    add_admission(bundle, api_client, timeout)
+    add_kmm_pods(bundle, api_client, namespace, lines=log_lines, timeout=timeout)
+    add_kmm_operator(bundle, api_client, lines=log_lines, timeout=timeout)
     return bundle
-
-
-def _plain(api_client: Any, answer: Any) -> dict[str, Any]:
-    """A typed client answer as the API serves it (camelCase keys)."""
-    plain: dict[str, Any] = api_client.sanitize_for_serialization(answer)
-    return plain
 
 
 def _versions(api_client: Any, namespace: str, asked: str | None) -> dict[str, Any]:
@@ -179,44 +166,6 @@ def _versions(api_client: Any, namespace: str, asked: str | None) -> dict[str, A
         "agents": agents,
         "warnings": skew_warnings(gpuctl_version(), version, agents),
     }
-
-
-def _logs(bundle: Bundle, core: Any, pod: dict[str, Any], *, lines: int, timeout: float) -> None:
-    namespace = pod["metadata"]["namespace"]
-    name = pod["metadata"]["name"]
-    spec = pod.get("spec") or {}
-    for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
-        what = f"log of {namespace}/{name} container {container['name']}"
-        read = functools.partial(
-            core.read_namespaced_pod_log,
-            name,
-            namespace,
-            container=container["name"],
-            tail_lines=lines,
-            _request_timeout=timeout,
-        )
-        text = bundle.attempt(what, functools.partial(_log_text, read))
-        if text is not None:
-            bundle.files[f"logs/{name}_{container['name']}.log"] = str(text).encode()
-
-
-def _log_text(read: Callable[[], str | None]) -> str:
-    """The client answers None for an empty log; None from attempt() means it failed."""
-    return read() or ""
-
-
-def write_archive(bundle: Bundle, path: Path, root: str) -> None:
-    readme = (
-        "gpuctl support bundle: the objects as the API served them (YAML Lists), Pod logs, "
-        "versions. No Secret was read. errors.txt: what could not be collected, and why.\n"
-    )
-    files = {"README.txt": readme.encode(), **bundle.files}
-    files["errors.txt"] = "".join(f"{line}\n" for line in bundle.errors).encode()
-    with tarfile.open(path, "w:gz") as archive:
-        for name, data in sorted(files.items()):
-            info = tarfile.TarInfo(f"{root}/{name}")
-            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o600
-            archive.addfile(info, io.BytesIO(data))
 
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:

@@ -157,3 +157,136 @@ def test_what_the_caller_may_not_read_is_named_and_the_rest_collected(
         "events of GPUDrivers:",
     ):
         assert refused in errors, errors
+
+
+def test_the_bundle_answers_kmms_side_of_a_blocked_node(
+    kube_cluster: KubeCluster, namespace: str, api: Api, tmp_path: Path
+) -> None:
+    """KMM's worker Pod in the release namespace (restarted once: its previous container's log
+    is asked for too), KMM's operator Pod, a GPU node's Event, gpuctl's Deployment and
+    admission guard: each in its file, README.txt naming every file, the rest untouched."""
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    worker = {
+        "metadata": {
+            "name": "kmm-worker-gpu-3-gpu-gpu",
+            "labels": {"kmm.node.kubernetes.io/worker-action": "Load"},
+        },
+        "spec": {"containers": [{"name": "worker", "image": "kmm-worker:v2.6.0"}]},
+    }
+    api.kube.request("POST", pods, body=worker)
+    restarted = {
+        "containerStatuses": [
+            {
+                "name": "worker",
+                "image": "kmm-worker:v2.6.0",
+                "imageID": "",
+                "ready": False,
+                "restartCount": 1,
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            }
+        ]
+    }
+    api.kube.request(
+        "PATCH",
+        f"{pods}/kmm-worker-gpu-3-gpu-gpu/status",
+        body={"status": restarted},
+        content_type="application/merge-patch+json",
+    )
+    operator = {
+        "metadata": {"name": "kmm-operator-manager-0", "labels": {"app.kubernetes.io/name": "kmm"}},
+        "spec": {"containers": [{"name": "manager", "image": "kmm-operator:v2.6.0"}]},
+    }
+    api.kube.request("POST", pods, body=operator)
+    gpunode = f"{namespace}-gpu-3"
+    other = f"{namespace}-cpu-1"
+    api.kube.request(
+        "POST",
+        "/apis/gpuctl.dev/v1alpha1/gpunodes",
+        body={
+            "apiVersion": "gpuctl.dev/v1alpha1",
+            "kind": "GPUNode",
+            "metadata": {"name": gpunode},
+        },
+    )
+    # A Node's Events are in `default`, as the kubelet and the node controller write them.
+    for node, reason in ((gpunode, "Rebooted"), (other, "NodeNotReady")):
+        api.kube.request(
+            "POST",
+            "/api/v1/namespaces/default/events",
+            body={
+                "metadata": {"name": f"{node}.event"},
+                "involvedObject": {"kind": "Node", "name": node, "apiVersion": "v1"},
+                "reason": reason,
+                "message": f"Node {node} has been rebooted",
+                "type": "Warning",
+            },
+        )
+    labels = {"app.kubernetes.io/name": "gpuctl"}
+    api.kube.request(
+        "POST",
+        f"/apis/apps/v1/namespaces/{namespace}/deployments",
+        body={
+            "metadata": {"name": "gpuctl-coordinator", "labels": labels},
+            "spec": {
+                "selector": {"matchLabels": {"app": namespace}},
+                "template": {
+                    "metadata": {"labels": {"app": namespace}},
+                    "spec": {"containers": [{"name": "c", "image": "gpuctl-coordinator:0.1.0"}]},
+                },
+            },
+        },
+    )
+    policy = f"{namespace}-kmm-worker-hold"
+    api.kube.request(
+        "POST",
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+        body={
+            "metadata": {"name": policy, "labels": labels},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                        }
+                    ]
+                },
+                "validations": [{"expression": "true"}],
+            },
+        },
+    )
+    path = tmp_path / "bundle.tar.gz"
+    try:
+        done = support_bundle(kube_cluster.kubeconfig, namespace, path)
+    finally:
+        api.kube.request("DELETE", f"/apis/gpuctl.dev/v1alpha1/gpunodes/{gpunode}")
+        api.kube.request(
+            "DELETE", f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{policy}"
+        )
+        for node in (gpunode, other):
+            api.kube.request("DELETE", f"/api/v1/namespaces/default/events/{node}.event")
+    assert done.returncode == 0, done.stderr
+    files = read_archive(path)
+    kmm = yaml.safe_load(files["kmm-pods.yaml"])["items"]
+    assert [p["metadata"]["name"] for p in kmm] == ["kmm-worker-gpu-3-gpu-gpu"]
+    assert "logs/kmm/kmm-worker-gpu-3-gpu-gpu_worker.log" in files
+    # Its previous container's log was asked for: there (empty, no kubelet), or said why not.
+    errors = files["errors.txt"].decode()
+    previous = "logs/kmm/kmm-worker-gpu-3-gpu-gpu_worker.previous.log"
+    assert previous in files or "previous log of" in errors, (sorted(files), errors)
+    operators = yaml.safe_load(files["kmm-operator-pods.yaml"])["items"]
+    assert "kmm-operator-manager-0" in [p["metadata"]["name"] for p in operators]
+    assert "logs/kmm-operator/kmm-operator-manager-0_manager.log" in files
+    node_events = yaml.safe_load(files["node-events.yaml"])["items"]
+    assert [e["involvedObject"]["name"] for e in node_events] == [gpunode]
+    workloads = yaml.safe_load(files["workloads.yaml"])["items"]
+    assert [w["metadata"]["name"] for w in workloads] == ["gpuctl-coordinator"]
+    admission = yaml.safe_load(files["admission.yaml"])["items"]
+    assert policy in [a["metadata"]["name"] for a in admission]
+    readme = files["README.txt"].decode()
+    for name in files:
+        if not name.startswith("logs/") and name != "README.txt":
+            assert name in readme, name
