@@ -17,6 +17,7 @@ from gpuctl.cli.errors import CommandError
 from gpuctl.cli.kube_client import DEFAULT_REQUEST_TIMEOUT, load_api_client
 from gpuctl.cli.kube_nodes import KubeNodeSource
 from gpuctl.cli.node_source import NodeSource
+from gpuctl.rollout.input.settings import SettingsError, parse_duration
 from gpuctl.rpc.grpc_client import (
     ClientConfigError,
     add_transport_arguments,
@@ -33,11 +34,19 @@ def utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def _positive_seconds(text: str) -> float:
+def request_timeout_seconds(text: str) -> float:
+    """--request-timeout as kubectl takes it: a duration (30s, 1m, 1h30m) or a number of
+    seconds; more than 0 (kubectl's 0, no limit at all, is not offered: a request to a server
+    that never answers would hang the command)."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        try:
+            value = parse_duration(text)
+        except SettingsError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is neither a duration (30s, 1m, 1h30m) nor a number of seconds"
+            ) from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0 seconds")
     return value
@@ -57,11 +66,11 @@ def add_kube_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) ->
     )
     parser.add_argument(
         "--request-timeout",
-        type=_positive_seconds,
+        type=request_timeout_seconds,
         default=DEFAULT_REQUEST_TIMEOUT,
-        metavar="SECONDS",
-        help="how long one Kubernetes API request may take before the command gives up on it "
-        "(default: %(default)g)",
+        metavar="DURATION",
+        help="how long one Kubernetes API request may take before the command gives up on it: "
+        "a duration (30s, 1m) or seconds, as kubectl's (default: %(default)gs)",
     )
 
 

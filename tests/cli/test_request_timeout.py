@@ -3,6 +3,7 @@ answers, the command gives up with the timeout it was given, in the error it pri
 
 from __future__ import annotations
 
+import argparse
 import socket
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from gpuctl.cli.source_flags import request_timeout_seconds
 
 BIN = Path(sys.executable).parent
 
@@ -77,7 +80,7 @@ def test_each_command_gives_up_after_the_request_timeout(
     done = subprocess.run(
         [
             *(str(BIN / "gpuctl"), *command, *where),
-            *("--kubeconfig", str(config), "--request-timeout", "0.5"),
+            *("--kubeconfig", str(config), "--request-timeout", "500ms"),
         ],
         capture_output=True,
         text=True,
@@ -90,7 +93,16 @@ def test_each_command_gives_up_after_the_request_timeout(
         assert done.stdout.startswith("Client:       gpuctl "), done.stdout
 
 
-def test_a_timeout_that_is_not_a_positive_number_is_refused() -> None:
+def test_a_timeout_is_a_duration_or_seconds_as_kubectls() -> None:
+    assert request_timeout_seconds("30s") == 30.0
+    assert request_timeout_seconds("1m30s") == 90.0
+    assert request_timeout_seconds("2.5") == 2.5
+    for bad in ("0", "0s", "-3", "soon", "5 minutes"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            request_timeout_seconds(bad)
+
+
+def test_a_timeout_that_is_not_a_positive_duration_is_refused() -> None:
     for bad in ("0", "-3", "soon"):
         done = subprocess.run(
             [str(BIN / "gpuctl"), "nodes", "--request-timeout", bad],
