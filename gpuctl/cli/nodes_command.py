@@ -59,6 +59,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "coordinator)",
     )
     add_object_output(parser, wide=True)
+    parser.add_argument(
+        "--no-headers",
+        action="store_true",
+        help="with -o table or wide: no header line, as kubectl's (for scripts)",
+    )
     add_source_flags(parser)
     parser.set_defaults(run=run)
 
@@ -98,7 +103,8 @@ def run(
         return 0
     views = source.list_nodes()
     if not args.kernel_check:
-        out.write(render_nodes(views, wide=args.output == "wide"))
+        wide, headers = args.output == "wide", not args.no_headers
+        out.write(render_nodes(views, wide=wide, show_headers=headers))
         shortfall = reporting_shortfall(views, args.require_reporting)
         if shortfall:
             raise CommandError(shortfall)

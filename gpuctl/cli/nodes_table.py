@@ -21,12 +21,14 @@ HEADERS = ("NODE", "GPUS", "DRIVERS", "MODULE", "BLOCKERS", "REPORT AGE", "AGENT
 WIDE_HEADERS = (*HEADERS, "KERNEL", "AGENT VERSION")
 
 
-def render_nodes(views: Sequence[NodeView], *, wide: bool = False) -> str:
+def render_nodes(
+    views: Sequence[NodeView], *, wide: bool = False, show_headers: bool = True
+) -> str:
     if not views:
-        return "No GPU nodes have reported yet.\n"
+        return "No GPU nodes have reported yet.\n" if show_headers else ""
     ordered = sorted(views, key=lambda v: v.name)
     if not wide:
-        return format_table(HEADERS, [_row(view) for view in ordered])
+        return format_table(HEADERS, [_row(view) for view in ordered], show_headers=show_headers)
     rows = [
         [
             *_row(view),
@@ -35,7 +37,7 @@ def render_nodes(views: Sequence[NodeView], *, wide: bool = False) -> str:
         ]
         for view in ordered
     ]
-    return format_table(WIDE_HEADERS, rows)
+    return format_table(WIDE_HEADERS, rows, show_headers=show_headers)
 
 
 def _row(view: NodeView) -> list[str]:

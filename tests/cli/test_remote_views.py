@@ -102,6 +102,10 @@ def test_nodes_table_marks_disconnected_blockers_unknown() -> None:
         "connected",
     ]
     assert lines[2].split()[-3:] == ["unknown", "3h", "disconnected"]
+    # --no-headers: the same rows, in the same columns, without the header line.
+    assert render_nodes(views, show_headers=False).splitlines() == lines[1:]
+    assert render_nodes(views, wide=True, show_headers=False).splitlines()[0].startswith("a ")
+    assert render_nodes([], show_headers=False) == ""
 
 
 def _stale(gpunode: dict[str, object]) -> dict[str, object]:
