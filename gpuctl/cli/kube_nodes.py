@@ -57,6 +57,16 @@ class KubeNodeSource:
         )
         return list(listed.get("items", []))
 
+    def node_names(self, selector: str) -> set[str]:
+        """The names of the Nodes the label selector matches (`kubectl get nodes -l`)."""
+        listed = call_api(
+            "list",
+            f"nodes matching {selector!r}",
+            self._server,
+            lambda: self._core.list_node(label_selector=selector, _request_timeout=self._timeout),
+        )
+        return {str(node.metadata.name) for node in listed.items}
+
     def list_nodes(self) -> Sequence[NodeView]:
         now = self._clock()
         return [from_gpunode(obj, now) for obj in self.list_objects()]

@@ -60,6 +60,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_object_output(parser, wide=True)
     parser.add_argument(
+        "-l",
+        "--selector",
+        metavar="SELECTOR",
+        help="only the GPU nodes whose Node this label selector matches, as kubectl's "
+        "(e.g. -l pool=gpu,zone!=b); reads the Nodes through the Kubernetes API",
+    )
+    parser.add_argument(
         "--no-headers",
         action="store_true",
         help="with -o table or wide: no header line, as kubectl's (for scripts)",
@@ -78,6 +85,21 @@ def _count(text: str) -> int:
     return value
 
 
+def _selected(source: object, selector: str | None) -> set[str] | None:
+    """The Nodes -l matches (None: no -l)."""
+    if selector is None:
+        return None
+    if not isinstance(source, KubeNodeSource):
+        raise CommandError(
+            "-l reads the Nodes' labels through the Kubernetes API; drop --coordinator"
+        )
+    return source.node_names(selector)
+
+
+def _kept(name: str, selected: set[str] | None) -> bool:
+    return selected is None or name in selected
+
+
 def run(
     args: argparse.Namespace,
     out: TextIO = sys.stdout,
@@ -91,6 +113,7 @@ def run(
             f"{args.output}"
         )
     source = make_source(args, clock)
+    selected = _selected(source, args.selector)
     if args.output not in ("table", "wide"):
         if args.kernel_check:
             raise CommandError(f"-o {args.output} lists GPUNodes; --kernel-check prints a table")
@@ -99,9 +122,10 @@ def run(
                 f"-o {args.output} prints the GPUNode objects of the Kubernetes API; drop "
                 "--coordinator"
             )
-        out.write(render_objects(GPUNODE_RESOURCE, source.list_objects(), args.output))
+        objects = [o for o in source.list_objects() if _kept(o["metadata"]["name"], selected)]
+        out.write(render_objects(GPUNODE_RESOURCE, objects, args.output))
         return 0
-    views = source.list_nodes()
+    views = [view for view in source.list_nodes() if _kept(view.name, selected)]
     if not args.kernel_check:
         wide, headers = args.output == "wide", not args.no_headers
         out.write(render_nodes(views, wide=wide, show_headers=headers))

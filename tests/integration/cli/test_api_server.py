@@ -155,6 +155,37 @@ def test_nodes_lists_reported_nodes_and_flags_the_disconnected_one(
     assert {f"gpunode.gpuctl.dev/{n}" for n in ours} <= set(named)
 
 
+def test_nodes_selects_by_the_nodes_labels_and_drops_the_headers_for_scripts(
+    kube_cluster: KubeCluster, namespace: str, api: Api
+) -> None:
+    """-l matches the Nodes' labels (as kubectl's), --no-headers leaves the rows alone; a
+    selector the API server cannot parse is said, exit 1."""
+    pool = "gpuctl.test/pool"
+    wanted, other = f"{namespace}-a", f"{namespace}-b"
+    for node, label in ((wanted, "a"), (other, "b")):
+        put_gpunode(api, node, connected(node))
+        body = {"metadata": {"name": node, "labels": {pool: f"{namespace}-{label}"}}}
+        api.kube.request("POST", "/api/v1/nodes", body=body)
+    try:
+        chosen = gpuctl(
+            kube_cluster.kubeconfig, "nodes", "-l", f"{pool}={namespace}-a", "--no-headers"
+        )
+        assert chosen.returncode == 0, chosen.stderr
+        assert [line.split()[0] for line in chosen.stdout.splitlines()] == [wanted]
+        named = gpuctl(
+            kube_cluster.kubeconfig, "nodes", "-l", f"{pool}!={namespace}-a", "-o", "name"
+        )
+        assert f"gpunode.gpuctl.dev/{other}" in named.stdout.splitlines()
+        assert f"gpunode.gpuctl.dev/{wanted}" not in named.stdout
+        bad = gpuctl(kube_cluster.kubeconfig, "nodes", "-l", "pool in (")
+        assert bad.returncode == 1
+        assert "nodes matching 'pool in ('" in bad.stderr, bad.stderr
+    finally:
+        for node in (wanted, other):
+            api.kube.request("DELETE", f"/api/v1/nodes/{node}")
+            api.kube.request("DELETE", f"{GPUNODE_PATH}/{node}")
+
+
 def test_node_inspect_names_each_gpu_client_by_the_pod_the_api_server_lists_on_the_node(
     kube_cluster: KubeCluster, namespace: str, api: Api
 ) -> None:
