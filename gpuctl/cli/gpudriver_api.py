@@ -23,12 +23,25 @@ from gpuctl.common import names
 RETRYABLE_PHASES = (names.Phase.FAILED.value, names.Phase.BLOCKED.value)
 
 
+# --dry-run's values, as kubectl's: none writes; client sends nothing; server sends the write
+# with dryRun=All (admission, validation and RBAC run; nothing is stored).
+DRY_RUN_CHOICES = ("none", "client", "server")
+
+
 class GpuDriverApi:
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, dry_run: str = "none") -> None:
         self._custom: Any = client.CustomObjectsApi(api_client)
         self._core: Any = client.CoreV1Api(api_client)
         self._server = str(api_client.configuration.host)
         self._timeout = request_timeout(api_client)
+        self.dry_run = dry_run
+
+    def _write_options(self) -> dict[str, Any]:
+        """A write call's options: dryRun=All for --dry-run=server."""
+        options: dict[str, Any] = {"_request_timeout": self._timeout}
+        if self.dry_run == "server":
+            options["dry_run"] = "All"
+        return options
 
     def resolve(self, name: str | None) -> Mapping[str, Any]:
         """The named GPUDriver, or the only one in the cluster when no name is given."""
@@ -81,7 +94,10 @@ class GpuDriverApi:
         self.patch_driver(name, body)
 
     def patch_driver(self, name: str, body: Mapping[str, Any]) -> None:
-        """A merge patch of the GPUDriver (a resourceVersion in it makes it conditional)."""
+        """A merge patch of the GPUDriver (a resourceVersion in it makes it conditional);
+        none with --dry-run=client."""
+        if self.dry_run == "client":
+            return
         call_api(
             "patch",
             names.GPUDRIVERS,
@@ -92,7 +108,7 @@ class GpuDriverApi:
                 names.GPUDRIVER_PLURAL,
                 name,
                 body,
-                _request_timeout=self._timeout,
+                **self._write_options(),
             ),
         )
 
@@ -156,10 +172,11 @@ class GpuDriverApi:
                 "resourceVersion": found.metadata.resource_version,
             }
         }
-        call_api(
-            "patch",
-            "nodes",
-            self._server,
-            lambda: self._core.patch_node(node, body, _request_timeout=self._timeout),
-        )
+        if self.dry_run != "client":
+            call_api(
+                "patch",
+                "nodes",
+                self._server,
+                lambda: self._core.patch_node(node, body, **self._write_options()),
+            )
         return str(phase)

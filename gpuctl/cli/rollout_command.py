@@ -8,7 +8,7 @@ import time
 from typing import TextIO
 
 from gpuctl.cli.errors import CommandError
-from gpuctl.cli.gpudriver_api import GpuDriverApi
+from gpuctl.cli.gpudriver_api import DRY_RUN_CHOICES, GpuDriverApi
 from gpuctl.cli.kmm_touch import module_ref, module_version
 from gpuctl.cli.kube_client import load_api_client
 from gpuctl.cli.object_output import render_document
@@ -130,6 +130,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Set spec.rollout.paused: no new node is started.",
     )
     _add_name(pause)
+    add_dry_run(pause)
     pause.set_defaults(run=run_pause)
 
     resume = steps.add_parser(
@@ -139,6 +140,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "the current target version.",
     )
     _add_name(resume)
+    add_dry_run(resume)
     resume.set_defaults(run=run_resume)
 
     plan = steps.add_parser(
@@ -192,6 +194,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="write spec.kernelModule even where a GitOps tool (Argo CD, Flux, Fleet) applies "
         "it; without this, undo refuses there and names the revision to put back in Git",
     )
+    add_dry_run(undo)
     undo.set_defaults(run=run_undo)
 
     retry = steps.add_parser(
@@ -202,6 +205,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     retry.add_argument("node", metavar="NODE", help="the node to retry")
     add_kube_flags(retry)
+    add_dry_run(retry)
     retry.set_defaults(run=run_retry)
 
 
@@ -213,7 +217,27 @@ def _add_name(parser: argparse.ArgumentParser) -> None:
 
 
 def _api(args: argparse.Namespace) -> GpuDriverApi:
-    return GpuDriverApi(load_api_client(args.kubeconfig, args.context, args.request_timeout))
+    api_client = load_api_client(args.kubeconfig, args.context, args.request_timeout)
+    return GpuDriverApi(api_client, getattr(args, "dry_run", "none"))
+
+
+def add_dry_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dry-run",
+        nargs="?",
+        const="client",
+        default="none",
+        choices=DRY_RUN_CHOICES,
+        help="as kubectl's: client reads what it needs and writes nothing (its line ends "
+        "'(dry run)'); server sends the write with dryRun=All (admission, validation and RBAC "
+        "run, nothing is stored) "
+        "(default: %(default)s; --dry-run alone: client)",
+    )
+
+
+def _dry(args: argparse.Namespace) -> str:
+    """What the line a write prints ends with: kubectl's "(dry run)" or "(server dry run)"."""
+    return {"client": " (dry run)", "server": " (server dry run)"}.get(args.dry_run, "")
 
 
 def _rollout_of(obj: object, name: str) -> RolloutView:
@@ -301,7 +325,10 @@ def run_pause(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     api = _api(args)
     name = str(api.resolve(args.name)["metadata"]["name"])
     api.set_paused(name, paused=True, resumed_version=None)
-    out.write(f"rollout of {name} paused: nodes mid-step finish their step, no new node starts\n")
+    out.write(
+        f"rollout of {name} paused{_dry(args)}: nodes mid-step finish their step, no new node "
+        "starts\n"
+    )
     return 0
 
 
@@ -314,7 +341,7 @@ def run_resume(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     version = ((obj.get("status") or {}).get("rollout") or {}).get("targetVersion")
     api.set_paused(name, paused=False, resumed_version=str(version) if version else None)
     released = f" (hold released for {version})" if version else ""
-    out.write(f"rollout of {name} resumed{released}\n")
+    out.write(f"rollout of {name} resumed{released}{_dry(args)}\n")
     return 0
 
 
@@ -344,12 +371,16 @@ def run_undo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     api.patch_driver(name, undo.patch)
     out.write(
         f"gpudriver/{name} rolled back to revision {undo.revision['revision']} "
-        f"({undo.revision['version']}): the coordinator takes the nodes there one at a time\n"
+        f"({undo.revision['version']}){_dry(args)}: the coordinator takes the nodes there one at "
+        "a time\n"
     )
     return 0
 
 
 def run_retry(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     was = _api(args).retry_node(args.node)
-    out.write(f"node {args.node} was {was}: back to Pending, the coordinator will start it again\n")
+    out.write(
+        f"node {args.node} was {was}: back to Pending{_dry(args)}, the coordinator will start "
+        "it again\n"
+    )
     return 0

@@ -97,6 +97,8 @@ def _flag(action: argparse.Action) -> str:
     names = list(action.option_strings)
     if action.nargs is None:
         names[-1] = f"{names[-1]} {_metavar(action)}"
+    elif action.nargs == argparse.OPTIONAL:  # --dry-run[=client]: the value may be left out
+        names[-1] = f"{names[-1]}[={_metavar(action)}]"
     elif action.nargs != 0:
         raise GeneratorError(f"{action.option_strings}: nargs={action.nargs!r} is not described")
     return ", ".join(_code(name) for name in names)

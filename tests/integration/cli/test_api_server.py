@@ -497,6 +497,41 @@ def test_pause_resume_and_retry_write_what_the_coordinator_reads(
     assert "only a Failed or Blocked node can be retried" in refused.stderr
 
 
+def test_dry_runs_write_nothing_and_the_server_one_runs_admission_and_rbac(
+    kube_cluster: KubeCluster, namespace: str, api: Api, make_node: Any
+) -> None:
+    """--dry-run (client) sends nothing; --dry-run=server sends the write with dryRun=All: the
+    API server checks it (RBAC refuses it where the write would be refused) and stores
+    nothing."""
+    name = f"{namespace}-gpu"
+    _versioned_driver(api, namespace, name, _rollout("Progressing", 1, []))
+    before = api.get_driver(name)
+    assert before is not None
+    for how, said in (("--dry-run", "(dry run)"), ("--dry-run=server", "(server dry run)")):
+        done = gpuctl(kube_cluster.kubeconfig, "rollout", "pause", name, how)
+        assert done.returncode == 0, done.stderr
+        assert f"paused {said}" in done.stdout, done.stdout
+    after = api.get_driver(name)
+    assert after is not None
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    failed = make_node("failed", labels={STATE_LABEL: "Failed"}).metadata.name
+    retried = gpuctl(kube_cluster.kubeconfig, "rollout", "retry", failed, "--dry-run=server")
+    assert retried.returncode == 0, retried.stderr
+    assert "back to Pending (server dry run)" in retried.stdout
+    node = api.kube.request("GET", f"/api/v1/nodes/{failed}")
+    assert node["metadata"]["labels"][STATE_LABEL] == "Failed"
+    # A user who may read Nodes but not patch them: the server's dry run is refused by RBAC,
+    # as the write would be; the client's, which sends nothing, is not.
+    reader = f"{namespace}-node-reader"
+    rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+    with granted(api.kube, reader, rules, user(reader)):
+        config = kube_cluster.user_kubeconfig(reader)
+        refused = gpuctl(config, "rollout", "retry", failed, "--dry-run=server")
+        assert refused.returncode == 1
+        assert "patch" in refused.stderr, refused.stderr
+        assert gpuctl(config, "rollout", "retry", failed, "--dry-run").returncode == 0
+
+
 OLD_VERSION = "v1-1111aaaa"
 
 
