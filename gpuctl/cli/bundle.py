@@ -25,6 +25,7 @@ from gpuctl.cli.errors import CommandError
 from gpuctl.cli.kube_errors import describe_api_error
 from gpuctl.cli.object_output import render_document
 
+HTTP_NOT_FOUND = 404
 # Every file a bundle may hold, and what it is: README.txt says it inside the archive.
 FILES = {
     "versions.yaml": "this CLI's, the coordinator's (its Lease) and the agents' versions",
@@ -108,9 +109,19 @@ def add_logs(
                 bundle.files[f"{folder}{name}_{cname}{suffix}"] = str(text).encode()
 
 
+# In a log file whose Pod went between the list and the read: KMM's worker Pods come and go
+# by the second, and one deleted meanwhile is no failure to read.
+GONE = "(gpuctl support-bundle: the Pod was deleted before its log was read)\n"
+
+
 def _log_text(read: Callable[[], str | None]) -> str:
     """The client answers None for an empty log; None from attempt() means it failed."""
-    return read() or ""
+    try:
+        return read() or ""
+    except ApiException as err:
+        if err.status == HTTP_NOT_FOUND:
+            return GONE
+        raise
 
 
 def readme() -> str:
