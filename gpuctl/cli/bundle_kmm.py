@@ -13,12 +13,13 @@ namespace it was installed. The chart's own objects carry `app.kubernetes.io/nam
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kubernetes import client
 
 from gpuctl.cli.bundle import Bundle, add_logs, plain
+from gpuctl.cli.kube_client import request_timeout as timeout_of
 from gpuctl.cli.object_output import as_list
 
 GPUCTL_LABEL = "app.kubernetes.io/name=gpuctl"
@@ -71,51 +72,64 @@ def add_kmm_operator(bundle: Bundle, api_client: Any, *, lines: int, timeout: fl
         add_logs(bundle, core, pod, folder="logs/kmm-operator/", lines=lines, timeout=timeout)
 
 
-def add_node_events(bundle: Bundle, api_client: Any, gpu_nodes: set[str], timeout: float) -> None:
+def events_of_kind(bundle: Bundle, api_client: Any, kind: str, timeout: float) -> Any:
+    """Every Event about an object of `kind`, in any namespace (None: not read)."""
     core: Any = client.CoreV1Api(api_client)
-    listed = bundle.attempt(
-        "events of Nodes",
+    return bundle.attempt(
+        f"events of {kind}s",
         lambda: plain(
             api_client,
             core.list_event_for_all_namespaces(
-                field_selector="involvedObject.kind=Node", _request_timeout=timeout
+                field_selector=f"involvedObject.kind={kind}", _request_timeout=timeout
             ),
         ),
     )
+
+
+def add_node_events(bundle: Bundle, api_client: Any, gpu_nodes: set[str], timeout: float) -> None:
+    listed = events_of_kind(bundle, api_client, "Node", timeout)
     if listed is not None:
         bundle.add("node-events.yaml", as_list(gpu_node_events(listed["items"], gpu_nodes)))
 
 
-def add_workloads(bundle: Bundle, api_client: Any, namespace: str, timeout: float) -> None:
-    apps: Any = client.AppsV1Api(api_client)
+def _gpuctl_objects(
+    bundle: Bundle, api_client: Any, file: str, reads: Sequence[tuple[str, Callable[..., Any]]]
+) -> None:
+    """The chart's objects (app.kubernetes.io/name=gpuctl) each list call reads, in one file;
+    an empty List only where the lists were read."""
     found: list[Any] | None = None
-    for kind, read in (
-        ("deployments", apps.list_namespaced_deployment),
-        ("daemonsets", apps.list_namespaced_daemon_set),
-    ):
+    for what, read in reads:
         listed = bundle.attempt(
-            f"{kind} in {namespace}",
+            what,
             functools.partial(
-                read, namespace, label_selector=GPUCTL_LABEL, _request_timeout=timeout
+                read, label_selector=GPUCTL_LABEL, _request_timeout=timeout_of(api_client)
             ),
         )
         if listed is not None:
             found = (found or []) + plain(api_client, listed)["items"]
-    if found is not None:  # an empty list only where the lists were read
-        bundle.add("workloads.yaml", as_list(found))
+    if found is not None:
+        bundle.add(file, as_list(found))
 
 
-def add_admission(bundle: Bundle, api_client: Any, timeout: float) -> None:
+def add_workloads(bundle: Bundle, api_client: Any, namespace: str) -> None:
+    apps: Any = client.AppsV1Api(api_client)
+    reads = (
+        (
+            f"deployments in {namespace}",
+            functools.partial(apps.list_namespaced_deployment, namespace),
+        ),
+        (
+            f"daemonsets in {namespace}",
+            functools.partial(apps.list_namespaced_daemon_set, namespace),
+        ),
+    )
+    _gpuctl_objects(bundle, api_client, "workloads.yaml", reads)
+
+
+def add_admission(bundle: Bundle, api_client: Any) -> None:
     admission: Any = client.AdmissionregistrationV1Api(api_client)
-    found: list[Any] | None = None
-    for kind, read in (
+    reads = (
         ("validatingadmissionpolicies", admission.list_validating_admission_policy),
         ("validatingadmissionpolicybindings", admission.list_validating_admission_policy_binding),
-    ):
-        listed = bundle.attempt(
-            kind, functools.partial(read, label_selector=GPUCTL_LABEL, _request_timeout=timeout)
-        )
-        if listed is not None:
-            found = (found or []) + plain(api_client, listed)["items"]
-    if found is not None:
-        bundle.add("admission.yaml", as_list(found))
+    )
+    _gpuctl_objects(bundle, api_client, "admission.yaml", reads)

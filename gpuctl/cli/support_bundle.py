@@ -30,6 +30,7 @@ from gpuctl.cli.bundle_kmm import (
     add_kmm_pods,
     add_node_events,
     add_workloads,
+    events_of_kind,
 )
 from gpuctl.cli.coordinator_lease import find_lease
 from gpuctl.cli.errors import CommandError
@@ -125,15 +126,7 @@ def collect(api_client: Any, namespace: str, log_lines: int, lease: str | None =
         f"events in {namespace}",
         lambda: plain(api_client, core.list_namespaced_event(namespace, _request_timeout=timeout)),
     )
-    driver_events = bundle.attempt(
-        "events of GPUDrivers",
-        lambda: plain(
-            api_client,
-            core.list_event_for_all_namespaces(
-                field_selector="involvedObject.kind=GPUDriver", _request_timeout=timeout
-            ),
-        ),
-    )
+    driver_events = events_of_kind(bundle, api_client, "GPUDriver", timeout)
     if events is not None or driver_events is not None:
         items = (events or {}).get("items", []) + (driver_events or {}).get("items", [])
         bundle.add("events.yaml", as_list(items))
@@ -149,8 +142,8 @@ def collect(api_client: Any, namespace: str, log_lines: int, lease: str | None =
     for pod in (pods or {}).get("items", []):
         add_logs(bundle, core, pod, folder="logs/", lines=log_lines, timeout=timeout)
     add_node_events(bundle, api_client, gpu_nodes, timeout)
-    add_workloads(bundle, api_client, namespace, timeout)
-    add_admission(bundle, api_client, timeout)
+    add_workloads(bundle, api_client, namespace)
+    add_admission(bundle, api_client)
     add_kmm_pods(bundle, api_client, namespace, lines=log_lines, timeout=timeout)
     add_kmm_operator(bundle, api_client, lines=log_lines, timeout=timeout)
     return bundle

@@ -34,6 +34,11 @@ def read_archive(path: Path) -> dict[str, bytes]:
         }
 
 
+def add_gpunode(api: Api, name: str) -> None:
+    body = {"apiVersion": "gpuctl.dev/v1alpha1", "kind": "GPUNode", "metadata": {"name": name}}
+    api.kube.request("POST", "/apis/gpuctl.dev/v1alpha1/gpunodes", body=body)
+
+
 def support_bundle(
     kubeconfig: Path, namespace: str, archive: Path
 ) -> subprocess.CompletedProcess[str]:
@@ -56,15 +61,7 @@ def test_the_bundle_holds_the_fleet_and_no_secret(
     driver = f"{namespace}-gpu"
     api.create_driver(gpudriver(driver, namespace, simple_spec(namespace)))
     gpunode = f"{namespace}-node"
-    api.kube.request(
-        "POST",
-        "/apis/gpuctl.dev/v1alpha1/gpunodes",
-        body={
-            "apiVersion": "gpuctl.dev/v1alpha1",
-            "kind": "GPUNode",
-            "metadata": {"name": gpunode},
-        },
-    )
+    add_gpunode(api, gpunode)
     secret_value = f"do-not-ship-{namespace}"
     api.kube.request(
         "POST",
@@ -199,15 +196,7 @@ def test_the_bundle_answers_kmms_side_of_a_blocked_node(
     api.kube.request("POST", pods, body=operator)
     gpunode = f"{namespace}-gpu-3"
     other = f"{namespace}-cpu-1"
-    api.kube.request(
-        "POST",
-        "/apis/gpuctl.dev/v1alpha1/gpunodes",
-        body={
-            "apiVersion": "gpuctl.dev/v1alpha1",
-            "kind": "GPUNode",
-            "metadata": {"name": gpunode},
-        },
-    )
+    add_gpunode(api, gpunode)
     # A Node's Events are in `default`, as the kubelet and the node controller write them.
     for node, reason in ((gpunode, "Rebooted"), (other, "NodeNotReady")):
         api.kube.request(
