@@ -33,7 +33,7 @@ version label, whatever phase gpuctl has the node in. So:
   holds KMM's worker again;
 - KMM's worker let go, nothing in use, where KMM will never load: the version label is not the
   Module's and KMM's NodeModulesConfig records no load of the Module there (KMM leaves such a
-  node as it is; the entry went with an untolerated taint, an unload, a Node registered again):
+  node as it is; the entry went with an untolerated taint or an unload):
   the node goes through the checks for the target (`_kmm_loads_nothing`);
 - no agent answer, or what KMM reports loaded not verified, within timeouts.verify: Failed,
   KMM's worker held off it again and its worker Pods deleted (what is live may be in use, or
@@ -351,7 +351,7 @@ def _kmm_loads_nothing(inp: RolloutInput, node: NodeFacts) -> str:
     label is not the Module's version and its NodeModulesConfig records no load of the Module
     (KMM's module reconciler leaves a node whose label names another version as it is,
     prepareNodeSchedulingData, so nothing there is ever loaded again: its entry went with an
-    untolerated taint, an unload, or the Node registered again)."""
+    untolerated taint or an unload)."""
     target = inp.target_for(node)
     label = node.labels.get(inp.kmm.version, "")
     if removing(target) or not inp.module_ready or not label or label == target:
