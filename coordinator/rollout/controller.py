@@ -109,9 +109,10 @@ class RolloutController:
             observing_since=observing_since,
             live_reports=live_reports,
         )
-        if live_reports is not None:
-            # A node whose GPU turns driverless starts at once (live_reports.py).
-            DriverlessWatch(live_reports, self.enqueue_all)
+        # A node whose GPU turns driverless starts at once (live_reports.py).
+        self._driverless_watch = (
+            DriverlessWatch(live_reports, self.enqueue_all) if live_reports is not None else None
+        )
         self.actor = RolloutActor(
             kube,
             agents=agents,
@@ -157,6 +158,8 @@ class RolloutController:
         # Actions in flight finish or fail on their own (the LeaderFence refuses writes once
         # leadership is gone); stopping does not wait for a request to an unreachable server.
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._driverless_watch is not None:
+            self._driverless_watch.close()
 
     def _counted_sync(self, name: str) -> float | None:
         started = self._monotonic()

@@ -26,6 +26,8 @@ class LiveReports(Protocol):
 
     def subscribe(self, listener: Listener) -> None: ...
 
+    def unsubscribe(self, listener: Listener) -> None: ...
+
 
 class DriverlessWatch:
     """Calls `changed()` when a node's latest report turns driverless, or stops being so."""
@@ -36,6 +38,11 @@ class DriverlessWatch:
         self._lock = threading.Lock()
         self._driverless: set[str] = set()
         reports.subscribe(self.reported)
+
+    def close(self) -> None:
+        """No more passes asked for: the controller stopped (its leadership ended); the
+        registry outlives it, and the next term's controller subscribes its own watch."""
+        self._reports.unsubscribe(self.reported)
 
     def reported(self, node: str) -> None:
         latest = self._reports.latest_report(node)

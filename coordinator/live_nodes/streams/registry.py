@@ -43,6 +43,12 @@ class Registry:
         with self._lock:
             self._listeners.append(listener)
 
+    def unsubscribe(self, listener: Listener) -> None:
+        """`listener` is told of nothing more (a rollout controller whose leadership ended)."""
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
     def subscribe_heartbeats(self, listener: Listener) -> None:
         """`listener(node)` after every heartbeat or dropped report of a current stream."""
         with self._lock:

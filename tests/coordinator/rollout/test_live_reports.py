@@ -43,6 +43,19 @@ def test_a_pass_only_when_a_node_turns_driverless_or_back() -> None:
     assert passes == [1, 1]
 
 
+def test_a_closed_watch_asks_for_nothing_more() -> None:
+    """A controller whose leadership ended closes its watch: the registry, which outlives it,
+    keeps no listener of it (a process leading again and again would pile them up)."""
+    reports = registry()
+    passes: list[int] = []
+    watch = DriverlessWatch(reports, lambda: passes.append(1))
+    watch.close()
+    reports.connected("gpu-1", 1, "0.9", BOOT)
+    reports.reported("gpu-1", 1, gpu_report(report_pb.Module.NOT_LOADED, ""), 1)
+    assert passes == []
+    watch.close()  # twice is harmless
+
+
 def test_a_new_stream_before_its_first_report_gives_no_report() -> None:
     reports = registry()
     reports.connected("gpu-1", 1, "0.9", BOOT)
