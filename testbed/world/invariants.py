@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuctl.common import names
+from gpuctl.rollout.place.placement import DRIVERLESS_OPTED_OUT
 from testbed.fakehost import FakeHost
 from testbed.harness.kubelet.record import KernelCall
 
@@ -127,7 +128,7 @@ def driverless(node: Mapping[str, Any], host: FakeHost, wanted: bool) -> str:
         return ""
     if phase in SETTLED_PHASES and notes.get(names.REASON):
         return ""
-    if phase == "Skipped" and "has no driver" in notes.get(names.REASON, ""):
+    if phase == "Skipped" and notes.get(names.REASON) == DRIVERLESS_OPTED_OUT:
         return ""  # the admin opted it out, and gpuctl says what that leaves it with
     return f"no live xe, {phase or 'no phase'} ({notes.get(names.REASON, 'no reason')!r})"
 
