@@ -13,9 +13,9 @@ labels the reconcile plan learns:
   all at once and unload them (M1/M5), and which carry another GPUDriver's TARGET_LABEL
   (`foreign`: one label value per Node, so that is a conflict to report, not overwrite);
 - which targeted Nodes a Module update would take the kernel mapping from (`unserved`): KMM
-  checks "no mapping → remove" before the version (M5), so it would unload them at once;
-- which targeted Nodes carry a taint the updated Module would no longer tolerate
-  (`dropped_by_tolerations`): KMM stops targeting such a node, and unloads it, at once.
+  checks "no mapping → remove" before the version (M5), so it would unload them at once.
+(No update drops a node by its taints: the Module always tolerates every taint,
+gpuctl.gpudriver.tolerations.)
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from typing import Any
 from gpuctl.common.names import TARGET_LABEL
 from gpuctl.common.nodes import node_labels, node_name
 from gpuctl.gpudriver.targeting import mapping_for, node_kernel
-from gpuctl.gpudriver.tolerations import node_taints, untolerated
 
 
 @dataclass(frozen=True)
@@ -177,20 +176,5 @@ def unserved(
     for node in nodes:
         kernel = node_kernel(node)
         if mapping_for(kernel, before) is not None and mapping_for(kernel, after) is None:
-            out.append(node_name(node))
-    return tuple(sorted(set(out)))
-
-
-def dropped_by_tolerations(
-    nodes: Iterable[Mapping[str, Any]],
-    before: Sequence[Mapping[str, Any]],
-    after: Sequence[Mapping[str, Any]],
-) -> tuple[str, ...]:
-    """Nodes carrying a NoSchedule/NoExecute taint the `before` tolerations tolerate and the
-    `after` ones do not: KMM would stop targeting them, and unload them, at the update."""
-    out = []
-    for node in nodes:
-        taints = node_taints(node)
-        if not untolerated(taints, before) and untolerated(taints, after):
             out.append(node_name(node))
     return tuple(sorted(set(out)))

@@ -580,13 +580,12 @@ class GPUDriverSpec(_Model):
     tolerate_all_taints: bool = Field(
         default=True,
         alias="tolerateAllTaints",
-        description="The Module tolerates every taint, so no taint (NotReady, unreachable, "
-        "cordon, autoscaler, reboot daemons) ever makes KMM unload the driver; gpuctl unloads "
-        "node by node. false: the Module tolerates only `tolerations` and the cordon taint, "
-        "and KMM unloads the driver by itself from a node that gets any other NoSchedule or "
-        "NoExecute taint. Narrowing them is rolled node by node: a node carrying a taint the "
-        "new tolerations leave untolerated is unloaded through the checks first, and the "
-        "Module keeps its old tolerations until then.",
+        description="Every taint is tolerated: no taint (NotReady, unreachable, cordon, "
+        "autoscaler, reboot daemons) takes the driver off a node. false: the driver goes only "
+        "to nodes whose NoSchedule/NoExecute taints `tolerations` (or the cordon's) tolerate; a "
+        "node that gets another such taint, or whose tolerations are narrowed, is unloaded "
+        "node by node through the checks (held while busy). The Module itself always tolerates "
+        "every taint, so KMM never unloads a node for one.",
     )
     kernel_module: KernelModule | None = Field(
         default=None,

@@ -16,8 +16,9 @@ is named; docs/kmm-unloads.md shows each against KMM's own operator):
   config (nmc_reconciler.go), so any config change is a new version that reaches a
   node only when the rollout moves that node's version label, and the version never
   toggles between empty and set (KMM's webhook refuses that).
-- `tolerations` start with `{operator: Exists}` (unless `tolerateAllTaints: false`), so no
-  taint makes KMM drop a node from its targets and unload it (internal/node/node.go).
+- `tolerations` start with `{operator: Exists}`, even with `tolerateAllTaints: false`, so no
+  taint makes KMM drop a node from its targets and unload it (internal/node/node.go); which
+  tainted nodes get the driver gpuctl decides (gpuctl.gpudriver.tolerations).
 - `imageRebuildTriggerGeneration` is passed on but not in the version: KMM reads it only to
   check, build and sign the images again (mic_reconciler.go), never into a node's config.
 
@@ -242,11 +243,6 @@ def stored_version(module: Mapping[str, Any]) -> str:
     """The `version` a stored Module asks for ("" when it has none)."""
     container = ((module.get("spec") or {}).get("moduleLoader") or {}).get("container") or {}
     return str(container.get("version") or "")
-
-
-def stored_tolerations(module: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """A stored Module's tolerations."""
-    return list((module.get("spec") or {}).get("tolerations") or [])
 
 
 def stored_mappings(module: Mapping[str, Any]) -> list[Mapping[str, Any]]:

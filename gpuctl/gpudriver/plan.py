@@ -30,7 +30,6 @@ from gpuctl.gpudriver.driver_nodes import DriverNodes, NodeRef
 from gpuctl.gpudriver.module_spec import (
     module_ref,
     stored_mappings,
-    stored_tolerations,
     stored_version,
     target_selector,
 )
@@ -307,18 +306,6 @@ def _holds(
                 "ModuleUpdateHeld",
                 f"holding the Module update: nodes {named(lost)} run a kernel no new kernel "
                 "mapping serves; they are unloaded node by node first",
-            )
-        ]
-    dropped = driver_nodes.dropped_by_tolerations(
-        nodes, stored_tolerations(module), desired["spec"].get("tolerations") or []
-    )
-    if dropped:
-        return [
-            Problem(
-                "ModuleUpdateHeld",
-                f"holding the Module update: nodes {named(dropped)} carry a taint the new "
-                "tolerations do not tolerate (KMM would stop targeting them and unload them at "
-                "once); they are unloaded node by node first",
             )
         ]
     return []

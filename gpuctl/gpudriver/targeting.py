@@ -5,11 +5,11 @@ answers. KMM must never see the user's selector: a node leaving it would be unlo
 (rules M1/M5, internal/controllers/module_reconciler.go). gpuctl evaluates it here, and the
 rollout moves each wanted node in, and each unwanted one out, through the node checks. A node
 is wanted when it matches the GPUDriver's selector (nodeSelector + arch [+ NFD's gpu-pci
-label]), carries no NoSchedule/NoExecute taint the Module's tolerations leave untolerated
-(gpuctl.gpudriver.tolerations: KMM does not target such a node), and one of its kernel mappings
-matches the node's kernel the way KMM matches it (internal/module/kernelmapper.go:
-`status.nodeInfo.kernelVersion` with one trailing "+" dropped; `literal` equal first, then an
-unanchored `regexp` search, in list order).
+label]), carries no NoSchedule/NoExecute taint the GPUDriver's tolerations leave untolerated
+(gpuctl.gpudriver.tolerations.wanted_tolerations; the Module itself tolerates every taint),
+and one of its kernel mappings matches the node's kernel the way KMM matches it
+(internal/module/kernelmapper.go: `status.nodeInfo.kernelVersion` with one trailing "+"
+dropped; `literal` equal first, then an unanchored `regexp` search, in list order).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 from gpuctl.common.nodes import node_labels, node_name
 from gpuctl.gpudriver import re2
 from gpuctl.gpudriver.node_selectors import matches_labels
-from gpuctl.gpudriver.tolerations import module_tolerations, node_taints, untolerated
+from gpuctl.gpudriver.tolerations import node_taints, untolerated, wanted_tolerations
 
 ARCH_LABEL = "kubernetes.io/arch"
 ARCH_VALUE = "amd64"
@@ -67,7 +67,7 @@ def wants_node(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
         return False
     if not matches_labels(node_selector(spec), node_labels(node)):
         return False
-    if untolerated(node_taints(node), module_tolerations(spec)):
+    if untolerated(node_taints(node), wanted_tolerations(spec)):
         return False
     return mapping_for(node_kernel(node), kernel_module.get("kernelMappings") or []) is not None
 
@@ -78,7 +78,7 @@ def wants(spec: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool]:
     kernel_module = spec.get("kernelModule") or {}
     selector = node_selector(spec)
     mappings = kernel_module.get("kernelMappings") or []
-    tolerations = module_tolerations(spec)
+    tolerations = wanted_tolerations(spec)
     served: dict[str, bool] = {}
 
     def wanted(node: Mapping[str, Any]) -> bool:

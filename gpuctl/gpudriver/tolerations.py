@@ -1,17 +1,19 @@
-"""Which taints keep KMM from a node, as KMM decides it (pure).
+"""Which taints keep a GPUDriver's driver from a node, and the Module's tolerations (pure).
 
 KMM targets a node only while every NoSchedule and NoExecute taint on it is tolerated by the
 Module's tolerations (internal/node/node.go IsNodeSchedulable, with Kubernetes'
-Toleration.ToleratesTaint); a node that gets an untolerated taint, or whose Module stops
-tolerating one it carries, is unloaded at once, busy or not. So gpuctl counts the Module's
-tolerations as part of which nodes a GPUDriver wants (gpuctl.gpudriver.targeting): narrowing them
-is a per-node change, rolled node by node through the checks like a selector change, and the
-Module keeps its old tolerations until the nodes it would drop are unloaded.
-
-The Module's tolerations are built here too, so the coordinator's Module and both callers of
-targeting agree: every taint tolerated, then the user's; or, with `tolerateAllTaints: false`,
-the user's and the cordon taint's (the rollout cordons nodes; the node lifecycle controller
-then taints them `node.kubernetes.io/unschedulable:NoSchedule`).
+Toleration.ToleratesTaint, checked in internal/controllers/nmc_reconciler.go on every
+reconcile); a node that gets an untolerated taint is unloaded at once, busy or not. So the
+Module always tolerates every taint (`module_tolerations`) and KMM never drops a node for one.
+Which taints a node may carry and still get the driver is gpuctl's own decision
+(`wanted_tolerations`, read by gpuctl.gpudriver.targeting): every taint, or with
+`tolerateAllTaints: false` the user's tolerations and the cordon taint's (the rollout cordons
+nodes; the node lifecycle controller then taints them
+`node.kubernetes.io/unschedulable:NoSchedule`). A node that gains a taint those leave
+untolerated, or whose GPUDriver narrows them, leaves the wanted nodes and is unloaded node by
+node through the checks, like a node leaving the selector (the world run's seed 6: an admin's
+taint on a busy node made KMM try `modprobe -r` at once while the Module tolerated only the
+user's list).
 """
 
 from __future__ import annotations
@@ -28,11 +30,23 @@ CORDON_TOLERATION = {"key": CORDON_TAINT_KEY, "operator": "Exists", "effect": "N
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
+def _users(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [dict(t) for t in copy.deepcopy(list(spec.get("tolerations") or []))]
+
+
 def module_tolerations(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The Module's tolerations for a GPUDriver spec."""
-    user = [dict(t) for t in copy.deepcopy(list(spec.get("tolerations") or []))]
+    """The Module's tolerations for a GPUDriver spec: every taint, then the user's (KMM hands
+    them to its worker and build pods). Never narrower, whatever `tolerateAllTaints` says:
+    KMM would unload a node that gets a taint they leave untolerated, busy or not."""
+    return [dict(TOLERATE_EVERY_TAINT), *(t for t in _users(spec) if t != TOLERATE_EVERY_TAINT)]
+
+
+def wanted_tolerations(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The taints a node may carry and still be wanted: every one, or with
+    `tolerateAllTaints: false` those the user's tolerations and the cordon toleration tolerate."""
     if spec.get("tolerateAllTaints", True):
-        return [dict(TOLERATE_EVERY_TAINT), *(t for t in user if t != TOLERATE_EVERY_TAINT)]
+        return module_tolerations(spec)
+    user = _users(spec)
     if CORDON_TOLERATION not in user:
         user.append(dict(CORDON_TOLERATION))
     return user

@@ -1,7 +1,7 @@
 """Which nodes a GPUDriver wants, each node's answer kept while nothing it depends on changed.
 
 targeting.wanted_nodes looks at every node: its labels against the selector, its taints
-against the Module's tolerations, its kernel against the kernel mappings. The rollout asks it
+against the GPUDriver's tolerations, its kernel against the kernel mappings. The rollout asks it
 on every pass and the reconciler (its known issues) on every reconcile, and at 1,000 nodes the
 two together were 15 % of the coordinator's Python time in a rollout (py-spy,
 docs/benchmarks/notes-fleet-2026-12-05.md), though between two asks almost no node changed.
@@ -21,7 +21,7 @@ from typing import Any
 
 from gpuctl.common.nodes import node_name
 from gpuctl.gpudriver.targeting import node_selector, wants
-from gpuctl.gpudriver.tolerations import module_tolerations
+from gpuctl.gpudriver.tolerations import wanted_tolerations
 
 
 def targeting_key(spec: Mapping[str, Any]) -> str:
@@ -31,7 +31,7 @@ def targeting_key(spec: Mapping[str, Any]) -> str:
         [
             bool(kernel_module),
             node_selector(spec),
-            module_tolerations(spec),
+            wanted_tolerations(spec),
             kernel_module.get("kernelMappings") or [],
         ],
         sort_keys=True,

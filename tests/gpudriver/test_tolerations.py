@@ -1,6 +1,7 @@
-"""Which taints keep KMM from a node (gpuctl.gpudriver.tolerations), as Kubernetes'
-Toleration.ToleratesTaint and KMM's IsNodeSchedulable decide it; and a node with such a taint
-is not one a GPUDriver wants (gpuctl.gpudriver.targeting)."""
+"""Which taints keep a driver from a node (gpuctl.gpudriver.tolerations), as Kubernetes'
+Toleration.ToleratesTaint and KMM's IsNodeSchedulable decide it; a node with a taint the
+GPUDriver leaves untolerated is not one it wants (gpuctl.gpudriver.targeting), while the
+Module tolerates every taint so KMM never drops a node for one."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from gpuctl.gpudriver.tolerations import (
     module_tolerations,
     tolerates,
     untolerated,
+    wanted_tolerations,
 )
 from tests.support import samples
 
@@ -45,10 +47,15 @@ def test_only_no_schedule_and_no_execute_taints_keep_kmm_away() -> None:
     assert untolerated([MAINT], [{"operator": "Exists"}]) == []
 
 
-def test_the_module_tolerates_every_taint_unless_narrowed_and_always_the_cordon() -> None:
+def test_the_module_tolerates_every_taint_even_when_the_gpudriver_narrows_its_own() -> None:
     assert module_tolerations({}) == [{"operator": "Exists"}]
-    narrowed = module_tolerations({"tolerateAllTaints": False})
-    assert narrowed == [CORDON_TOLERATION]
+    user = [{"key": "gpu", "operator": "Exists"}]
+    narrowed = {"tolerateAllTaints": False, "tolerations": user}
+    assert module_tolerations(narrowed) == [{"operator": "Exists"}, *user]
+    assert untolerated([MAINT], module_tolerations(narrowed)) == []
+    assert wanted_tolerations({}) == [{"operator": "Exists"}]
+    assert wanted_tolerations(narrowed) == [*user, CORDON_TOLERATION]
+    assert untolerated([MAINT], wanted_tolerations(narrowed)) == [MAINT]
 
 
 def tainted_node(*taints: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +64,7 @@ def tainted_node(*taints: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def test_a_node_with_a_taint_the_module_leaves_untolerated_is_not_wanted() -> None:
+def test_a_node_with_a_taint_the_gpudriver_leaves_untolerated_is_not_wanted() -> None:
     spec = samples.minimal_spec()
     spec.pop("nodeSelector", None)
     node = tainted_node(MAINT)

@@ -308,22 +308,29 @@ def module_tolerations_now(rig: RolloutRig) -> list[dict[str, Any]]:
     return list(module["spec"].get("tolerations") or [])
 
 
-@EACH_KMM
-def test_narrowed_tolerations_unload_a_tainted_node_only_through_the_checks(
-    rollout_rig: RolloutRig,
-) -> None:
-    rig = rollout_rig
-    tainted, other = start(rig, ["a", "b"], TWO_AT_ONCE)
-    maintenance = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
+def taint_node(rig: RolloutRig, node: str, taint: dict[str, str]) -> None:
     rig.kube.request(
         "PATCH",
-        f"/api/v1/nodes/{tainted}",
-        body={"spec": {"taints": [maintenance]}},
+        f"/api/v1/nodes/{node}",
+        body={"spec": {"taints": [taint]}},
         content_type="application/merge-patch+json",
     )
+
+
+@EACH_KMM
+def test_narrowed_tolerations_and_a_new_taint_unload_only_through_the_checks(
+    rollout_rig: RolloutRig,
+) -> None:
+    """KMM drops a node with a taint its Module leaves untolerated and unloads it at once,
+    busy or not (nmc_reconciler.go IsNodeSchedulable): `tolerateAllTaints: false` narrows
+    gpuctl's wanted nodes, never the Module's tolerations. A busy node whose taint the
+    narrowing leaves untolerated, and later a busy node an admin taints (the world run's seed
+    6), are each held until idle, then unloaded through the checks."""
+    rig = rollout_rig
+    tainted, later = start(rig, ["a", "b"], TWO_AT_ONCE)
+    maintenance = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
+    taint_node(rig, tainted, maintenance)
     busy_with_ollama(rig, tainted)
-    # KMM would stop targeting the tainted node, and unload it at once, if the Module stopped
-    # tolerating its taint: the Module keeps its tolerations, the node takes the removal path.
     rig.patch_driver({"spec": {"tolerateAllTaints": False}})
     rig.wait_phases({tainted: "Blocked"}, timeout=60, version=names.REMOVAL_VERSION)
     wait_named_in_status(rig, tainted, "pid 4242 (ollama)")
@@ -331,13 +338,15 @@ def test_narrowed_tolerations_unload_a_tainted_node_only_through_the_checks(
     assert tainted not in rig.kernels.unloads
     idle_again(rig, tainted)
     rig.wait_phases({tainted: ""}, timeout=90, version=names.REMOVAL_VERSION)
-    wait_until(
-        "the Module's tolerations narrowed once the tainted node is unloaded",
-        lambda: {"operator": "Exists"} not in module_tolerations_now(rig),
-        timeout_seconds=60,
-    )
-    assert rig.phase(other) == "Done"
-    assert other not in rig.kernels.unloads
+    assert rig.phase(later) == "Done"
+    busy_with_ollama(rig, later)
+    taint_node(rig, later, {**maintenance, "key": "example.com/repair"})
+    rig.wait_phases({later: "Blocked"}, timeout=60, version=names.REMOVAL_VERSION)
+    wait_named_in_status(rig, later, "pid 4242 (ollama)")
+    assert later not in rig.kernels.unloads
+    idle_again(rig, later)
+    rig.wait_phases({later: ""}, timeout=90, version=names.REMOVAL_VERSION)
+    assert {"operator": "Exists"} in module_tolerations_now(rig)
     assert_no_unload_while_busy(rig)
 
 
