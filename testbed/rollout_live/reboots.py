@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from coordinator.kube.client import MERGE_PATCH, path
@@ -77,11 +78,13 @@ def _post_status(rig: RolloutRig, node: str, host: FakeHost, boot_id: str, *, re
     )
 
 
-def register_again(rig: RolloutRig, node: str, boot: str) -> None:
+def register_again(
+    rig: RolloutRig, node: str, boot: str, kubelet_labels: Mapping[str, str] | None = None
+) -> None:
     """`kubectl delete node`, then its kubelet registering it again under its name: the
-    labels the kubelet sets (the GPUDriver's selector), none of gpuctl's or KMM's, and the
-    same boot (the host did not reboot). In between, the garbage collector deletes KMM's
-    NodeModulesConfig of the Node it owned."""
+    labels the kubelet sets (the GPUDriver's selector, and `kubelet_labels`: its
+    --node-labels), none of gpuctl's or KMM's, and the same boot (the host did not reboot).
+    In between, the garbage collector deletes KMM's NodeModulesConfig of the Node it owned."""
     rig.kube.request("DELETE", path("", "v1", "nodes", name=node))
     wait_until(
         f"the garbage collector deletes {node}'s NodeModulesConfig",
@@ -91,7 +94,7 @@ def register_again(rig: RolloutRig, node: str, boot: str) -> None:
     body: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": node, "labels": node_labels(rig.namespace)},
+        "metadata": {"name": node, "labels": node_labels(rig.namespace, **(kubelet_labels or {}))},
     }
     rig.kube.request("POST", path("", "v1", "nodes"), body=body)
     now = datetime.datetime.now(datetime.UTC)

@@ -4,12 +4,14 @@ Every event acts on the world as a kernel, a kubelet, an admin or a daemon would
 gpuctl's or KMM's objects in their stead: a reboot is testbed/rollout_live/reboots.py's (a new
 boot id, modules and processes gone, the in-tree `xe` autoloaded or blacklisted, then the
 kubelet Ready and the agent started again); a host daemon opening the GPU is a process with a
-DRM fd on the render node; the admin's cordon, taint, skip label and `kubectl delete node` are
-the API calls kubectl makes; a version change and pause/resume are the GPUDriver writes and
-`gpuctl rollout pause|resume`. Each returns what it did, in words, for the run's log.
+DRM fd on the render node; the admin's cordon, taint, skip label, a label taken off (the node
+leaves the GPUDriver's selector) and `kubectl delete node` are the API calls kubectl makes; a
+version change and pause/resume/undo are the GPUDriver writes and `gpuctl rollout
+pause|resume|undo`. Each returns what it did, in words, for the run's log.
 
 `World` is what the events change and what the invariants need to know of it: which nodes are
-busy, cordoned, tainted or skipped by the admin, which the GPUDriver wants, and the rollout's
+busy, cordoned, tainted, skipped or taken out of the selector by the admin, which the GPUDriver
+wants, and the rollout's
 target. An event with nothing to do
 returns a NoOp.
 """
@@ -38,6 +40,10 @@ KMM_SLOW_SECONDS = 6.0
 KMM_DOWN_SECONDS = 3.0
 # The admin's taint, which the world's GPUDriver does not tolerate.
 MAINTENANCE_TAINT = {"key": "gpuctl.test/maintenance", "value": "true", "effect": "NoSchedule"}
+# The label every world node has and the world's GPUDriver selects besides the rig's own: the
+# admin takes it off a node (it leaves the selector) and puts it back.
+SELECTED_LABEL = "gpuctl.test/gpu"
+SELECTED_VALUE = "arc-b580"
 # The values of xe's max_vfs a parameters change goes through (a real xe parameter).
 MAX_VFS = (7, 3, 1)
 
@@ -64,6 +70,7 @@ class World:
     cordoned: set[str] = field(default_factory=set)
     skipped: set[str] = field(default_factory=set)
     tainted: set[str] = field(default_factory=set)
+    unselected: set[str] = field(default_factory=set)
     slow: set[str] = field(default_factory=set)
     paused: bool = False
     round: int = 0
@@ -72,8 +79,14 @@ class World:
     version: str = OLD
 
     def wanted(self, node: str) -> bool:
-        """The GPUDriver wants the node: one of the fleet's, and not tainted by the admin."""
-        return node in self.nodes and node not in self.tainted
+        """The GPUDriver wants the node: one of the fleet's, not tainted by the admin and in
+        its selector."""
+        return node in self.nodes and node not in self.tainted and node not in self.unselected
+
+    def follow_the_gpudriver(self) -> None:
+        """The version and target as the GPUDriver has them now (after a write of gpuctl's)."""
+        self.version = str(self.rig.driver()["spec"]["kernelModule"].get("version") or "")
+        self.target = self.rig.target()
 
     def next_version(self) -> str:
         """The GPUDriver moves to the next version (published for every node's kernel)."""
@@ -199,13 +212,31 @@ def _patch_spec(w: World, node: str, spec: dict[str, object]) -> None:
     )
 
 
+def relabel_out(w: World, node: str, _choice: float) -> str:
+    """The admin takes the GPUDriver's label off the node (`kubectl label node NODE
+    gpuctl.test/gpu-`): it leaves the selector, and its driver comes off through the checks."""
+    if node in w.unselected:
+        return NoOp(f"{node} is out of the selector already")
+    w.unselected.add(node)  # before the write: the driver may come off at once after it
+    retried(lambda: w.rig.label_node(node, {SELECTED_LABEL: None}))
+    return f"the admin takes {SELECTED_LABEL} off {node}"
+
+
+def relabel_in(w: World, node: str, _choice: float) -> str:
+    chosen = _undone(
+        node, w.unselected, lambda n: w.rig.label_node(n, {SELECTED_LABEL: SELECTED_VALUE})
+    )
+    return f"the admin labels {chosen} {SELECTED_LABEL} again" if chosen else NoOp("none out")
+
+
 def reregister(w: World, node: str, _choice: float) -> str:
     # The boot the kubelet posted last: the host did not reboot.
     boot = str(w.rig.node(node)["status"]["nodeInfo"]["bootID"])
-    register_again(w.rig, node, boot)
+    register_again(w.rig, node, boot, {SELECTED_LABEL: SELECTED_VALUE})
     w.cordoned.discard(node)  # a new object: no cordon, no taint, no label of the admin's
     w.skipped.discard(node)
     w.tainted.discard(node)
+    w.unselected.discard(node)  # the kubelet's --node-labels have the GPUDriver's label
     return f"{node} deleted and registered again by its kubelet"
 
 
@@ -213,19 +244,34 @@ def version_change(w: World, _node: str, _choice: float) -> str:
     return f"the GPUDriver moves to {w.next_version()}"
 
 
-def pause_resume(w: World, _node: str, _choice: float) -> str:
-    verb = "resume" if w.paused else "pause"
-    done = subprocess.run(
+def _gpuctl_rollout(w: World, verb: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [str(BIN / "gpuctl"), "rollout", verb, "--kubeconfig", str(w.rig.cluster.kubeconfig)],
         capture_output=True,
         text=True,
         check=False,
         timeout=60,
     )
+
+
+def pause_resume(w: World, _node: str, _choice: float) -> str:
+    verb = "resume" if w.paused else "pause"
+    done = _gpuctl_rollout(w, verb)
     if done.returncode != 0:
         return f"gpuctl rollout {verb} failed ({done.returncode}): {done.stderr.strip()}"
     w.paused = not w.paused
     return f"gpuctl rollout {verb}"
+
+
+def undo(w: World, _node: str, _choice: float) -> str:
+    """The admin takes the GPUDriver back to its previous revision mid-rollout (`gpuctl
+    rollout undo`): every node goes there through the checks."""
+    before = w.version
+    done = _gpuctl_rollout(w, "undo")
+    if done.returncode != 0:
+        return f"gpuctl rollout undo failed ({done.returncode}): {done.stderr.strip()}"
+    w.follow_the_gpudriver()
+    return f"gpuctl rollout undo: {before} -> {w.version}"
 
 
 def kmm_slow(w: World, node: str, choice: float) -> str:
@@ -289,7 +335,10 @@ EVENTS: dict[str, Callable[[World, str, float], str]] = {
     "taint": taint,
     "untaint": untaint,
     "unskip": unskip,
+    "relabel-out": relabel_out,
+    "relabel-in": relabel_in,
     "reregister": reregister,
+    "undo": undo,
     "version-change": version_change,
     "pause-resume": pause_resume,
     "kmm-slow": kmm_slow,

@@ -35,13 +35,17 @@ WEIGHTS: dict[str, float] = {
     # through the checks) and takes the taint off.
     "taint": 0.7,
     "untaint": 0.7,
+    # The admin takes the GPUDriver's label off a node (out of its selector) and puts it back.
+    "relabel-out": 0.7,
+    "relabel-in": 0.7,
     # `kubectl delete node`, and the kubelet registers it again under its name.
     "reregister": 1.0,
     # The GPUDriver moves to a new version, or its module's parameters change, mid-rollout;
-    # the admin pauses and resumes.
+    # the admin pauses and resumes, or takes it back to the previous revision.
     "version-change": 1.0,
     "parameters-change": 0.7,
     "pause-resume": 1.0,
+    "undo": 0.5,
     # KMM slow on a node (an image pull of seconds) from now on, or fast again; KMM's manager
     # and webhook killed and started again.
     "kmm-slow": 1.5,

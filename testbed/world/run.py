@@ -35,11 +35,14 @@ from testbed.rollout_live.scenario import old_root
 from testbed.rollout_live.worker_hold_guard import installed_worker_hold_guard
 from testbed.world.events import (
     EVENTS,
+    SELECTED_LABEL,
+    SELECTED_VALUE,
     NoOp,
     World,
     admin_uncordon,
     kmm_slow,
     pause_resume,
+    relabel_in,
     unskip,
     untaint,
     workload_end,
@@ -103,6 +106,8 @@ class _Run:
         # coordinator's worker hold (--kmm-worker-hold) is enforced by it.
         self._guard.enter_context(installed_worker_hold_guard(rig.kube, rig.namespace))
         nodes = [rig.add_node(f"w{i:02d}", old_root) for i in range(plan.nodes)]
+        for node in nodes:
+            rig.label_node(node, {SELECTED_LABEL: SELECTED_VALUE})
         rollout = {
             "holdAfterFirstNode": False,
             "maxUnavailable": plan.max_unavailable,
@@ -112,8 +117,16 @@ class _Run:
             "failureBudget": plan.nodes,
         }
         rig.create_driver(OLD, rollout)
-        # Only what it names is tolerated: the admin's taint takes a node out (events.taint).
-        rig.patch_driver({"spec": {"tolerateAllTaints": False}})
+        # Only what it names is tolerated: the admin's taint takes a node out (events.taint);
+        # and it selects SELECTED_LABEL too, which the admin takes off (events.relabel_out).
+        rig.patch_driver(
+            {
+                "spec": {
+                    "tolerateAllTaints": False,
+                    "nodeSelector": {SELECTED_LABEL: SELECTED_VALUE},
+                }
+            }
+        )
         self.replicas.start()
         for node in nodes:
             rig.start_agent(node)
@@ -181,6 +194,8 @@ class _Run:
             unskip(w, node, 0.0)
         for node in sorted(w.tainted):
             untaint(w, node, 0.0)
+        for node in sorted(w.unselected):
+            relabel_in(w, node, 0.0)
         for node in sorted(w.slow):
             kmm_slow(w, node, 0.0)
         if w.paused:
