@@ -39,8 +39,10 @@ def command_tree(parser: argparse.ArgumentParser, path: str = "") -> Iterator[Co
                 children.append((name, child))
         elif action.option_strings:
             flags.extend(action.option_strings)
-            if action.choices is not None:
-                values = tuple(str(c) for c in action.choices)
+            # Fixed values, or those a type that parses its own offers (`-o`: object_output).
+            offered = action.choices or getattr(action.type, "completions", None)
+            if offered is not None:
+                values = tuple(str(c) for c in offered)
                 choices.extend((flag, values) for flag in action.option_strings)
         elif action.choices is not None:  # a positional with fixed values (completion SHELL)
             subcommands.extend(str(c) for c in action.choices)

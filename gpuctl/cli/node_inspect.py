@@ -13,7 +13,8 @@ from gpuctl.cli.errors import CommandError
 from gpuctl.cli.local_agent import LocalInspectionError, inspect_locally
 from gpuctl.cli.node_source import DEFAULT_FRESH_TIMEOUT
 from gpuctl.cli.node_view import NodeView
-from gpuctl.cli.output import to_json, to_yaml
+from gpuctl.cli.object_output import add_output, render_document
+from gpuctl.cli.output import to_document
 from gpuctl.cli.report_table import render_report
 from gpuctl.cli.source_flags import Clock, add_source_flags, make_source, utc_now
 
@@ -76,12 +77,10 @@ def add_parser(subcommands: argparse._SubParsersAction[argparse.ArgumentParser])
         metavar="NAME",
         help="node name to put in the report (default: $NODE_NAME, else the host name)",
     )
-    parser.add_argument(
-        "-o",
-        "--output",
-        choices=FORMATS,
-        default="table",
-        help="table for people; json (proto3 JSON of NodeReport) or yaml for scripts",
+    add_output(
+        parser,
+        FORMATS,
+        "table (default) for people; json (proto3 JSON of NodeReport) or yaml for scripts",
     )
     add_source_flags(parser)
     parser.set_defaults(run=run)
@@ -130,7 +129,7 @@ def _run_remote(args: argparse.Namespace, out: TextIO, clock: Clock) -> int:
 def _render(report: pb.NodeReport, output: str) -> str:
     if output == "table":
         return render_report(report)
-    return to_json(report) if output == "json" else to_yaml(report)
+    return render_document(to_document(report), output)
 
 
 def remote_header(view: NodeView, rollout: str = "") -> str:

@@ -123,7 +123,9 @@ def run(
                 "--coordinator"
             )
         objects = [o for o in source.list_objects() if _kept(o["metadata"]["name"], selected)]
-        out.write(render_objects(GPUNODE_RESOURCE, objects, args.output))
+        out.write(
+            render_objects(GPUNODE_RESOURCE, objects, args.output, headers=not args.no_headers)
+        )
         return 0
     views = [view for view in source.list_nodes() if _kept(view.name, selected)]
     if not args.kernel_check:

@@ -9,7 +9,6 @@ would: gpuctl/cli/kmm_preflight.py) and how its modules get signed. The verdict 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -19,6 +18,7 @@ from gpuctl.cli.gpudriver_api import GpuDriverApi
 from gpuctl.cli.kmm_preflight import add_timeout_flag, check_images
 from gpuctl.cli.kmm_touch import module_ref
 from gpuctl.cli.kube_client import load_api_client
+from gpuctl.cli.object_output import add_output, render_document
 from gpuctl.cli.preflight_verdict import ImageCheck, exit_code, render, verdict
 from gpuctl.cli.source_flags import add_kube_flags
 from gpuctl.gpudriver.targeting import mapping_for
@@ -50,7 +50,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--kernel", required=True, metavar="KERNEL", help="the kernel release, as `uname -r`"
     )
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    add_output(
+        parser,
+        ("table", "json", "yaml"),
+        "table (default) for people; json or yaml: a verdict per GPUDriver as data",
+    )
     add_timeout_flag(parser)
     add_kube_flags(parser)
     parser.set_defaults(run=run)
@@ -86,10 +90,10 @@ def run(
         )
         for d in sorted(drivers, key=lambda d: str(d["metadata"]["name"]))
     ]
-    if args.output == "json":
-        out.write(json.dumps([v.as_json() for v in verdicts], indent=2) + "\n")
-    else:
+    if args.output == "table":
         out.write(render(verdicts))
+    else:
+        out.write(render_document([v.as_json() for v in verdicts], args.output))
     return exit_code(verdicts)
 
 

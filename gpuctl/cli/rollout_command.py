@@ -11,7 +11,7 @@ from gpuctl.cli.errors import CommandError
 from gpuctl.cli.gpudriver_api import DRY_RUN_CHOICES, GpuDriverApi
 from gpuctl.cli.kmm_touch import module_ref, module_version
 from gpuctl.cli.kube_client import load_api_client
-from gpuctl.cli.object_output import render_document
+from gpuctl.cli.object_output import add_output, render_document, render_names
 from gpuctl.cli.rollout_facts import (
     gather_facts,
     get_images_config,
@@ -33,6 +33,8 @@ from gpuctl.cli.rollout_view import (
 from gpuctl.cli.source_flags import Clock, add_kube_flags, utc_now
 from gpuctl.common import names
 from gpuctl.gpudriver.gitops import gitops_owner
+
+GPUDRIVER_RESOURCE = f"gpudriver.{names.GROUP}"
 
 STATUS_EPILOG = """\
 exit codes: 0 the rollout is complete; 1 it failed (paused at its failure budget) or the
@@ -114,13 +116,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="with --watch: give up after this long (default: no limit)",
     )
-    status.add_argument(
-        "-o",
-        "--output",
-        choices=("text", "json", "yaml"),
-        default="text",
-        help="text (default); json or yaml: the GPUDriver as the API serves it (its "
-        "status.rollout and conditions); the exit code is the same",
+    add_output(
+        status,
+        ("table", "json", "yaml", "name"),
+        "table (default) for people; json or yaml: the GPUDriver as the API serves it (its "
+        "status.rollout and conditions), name: gpudriver.gpuctl.dev/NAME; the exit code is the "
+        "same",
     )
     status.set_defaults(run=run_status)
 
@@ -151,12 +152,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_name(plan)
-    plan.add_argument(
-        "-o",
-        "--output",
-        choices=("table", "json", "yaml"),
-        default="table",
-        help="table (default); json or yaml: the same plan as data, a field per column",
+    add_output(
+        plan,
+        ("table", "json", "yaml"),
+        "table (default); json or yaml: the same plan as data, a field per column",
     )
     plan.set_defaults(run=run_plan)
 
@@ -167,12 +166,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "version, images, how many nodes ran it, when it was rolled out and completed.",
     )
     _add_name(history)
-    history.add_argument(
-        "-o",
-        "--output",
-        choices=("table", "json", "yaml"),
-        default="table",
-        help="table (default); json or yaml: status.revisions as the API serves it",
+    add_output(
+        history,
+        ("table", "json", "yaml"),
+        "table (default); json or yaml: status.revisions as the API serves it",
     )
     history.set_defaults(run=run_history)
 
@@ -255,13 +252,17 @@ def run_status(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock 
     name = str(obj["metadata"]["name"])
     view = _rollout_of(obj, name)
     if args.watch:
-        if args.output != "text":
+        if args.output != "table":
             raise CommandError(f"--watch prints changes as text; drop -o {args.output}")
         return _watch(api, name, args.timeout, out, clock)
-    if args.output == "text":
+    if args.output == "table":
         out.write(render_status(view, clock()))
     else:
-        out.write(render_document(obj, args.output))
+        out.write(
+            render_names(GPUDRIVER_RESOURCE, [obj])
+            if args.output == "name"
+            else render_document(obj, args.output)
+        )
     code = exit_code(view)
     return EXIT_NOT_DONE if code is None else code
 

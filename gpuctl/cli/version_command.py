@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from gpuctl.cli.coordinator_lease import find_lease
 from gpuctl.cli.kube_client import load_api_client, request_timeout
 from gpuctl.cli.kube_errors import call_api, is_missing_object
-from gpuctl.cli.object_output import render_document
+from gpuctl.cli.object_output import add_output, render_document
 from gpuctl.cli.source_flags import add_kube_flags
 from gpuctl.common import names
 from gpuctl.common.build_version import gpuctl_version
@@ -46,7 +46,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the coordinator's namespace (the chart's release namespace; default: %(default)s)",
     )
     add_lease_flag(parser)
-    parser.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
+    add_output(
+        parser,
+        ("table", "json", "yaml"),
+        "table (default): lines for people; json or yaml: the versions as data",
+    )
     add_kube_flags(parser)
     parser.set_defaults(run=run)
 
@@ -137,7 +141,7 @@ def cluster_lines(document: Mapping[str, Any]) -> str:
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     document: dict[str, Any] = {"client": gpuctl_version()}
-    text = args.output == "text"
+    text = args.output == "table"
     if text and not args.client:
         # As kubectl's: this CLI's own version is said before the cluster is asked, so a
         # cluster that cannot be reached still leaves it on the screen.

@@ -84,7 +84,7 @@ def test_bash_and_zsh_complete_commands_flags_and_values(
     assert complete(tmp_path, "gpuctl", "roll") == ["rollout"]
     assert complete(tmp_path, "gpuctl", "rollout", "st") == ["status"]
     assert "--watch" in complete(tmp_path, "gpuctl", "rollout", "status", "--")
-    formats = ["table", "wide", "json", "yaml", "name"]
+    formats = ["table", "wide", "json", "yaml", "name", "jsonpath=", "custom-columns="]
     assert complete(tmp_path, "gpuctl", "nodes", "-o", "") == formats
     shells = [w for w in complete(tmp_path, "gpuctl", "completion", "") if not w.startswith("-")]
     assert shells == ["bash", "zsh", "fish"]
@@ -97,7 +97,7 @@ def test_bash_and_zsh_complete_commands_flags_and_values(
 def test_fish_completes_the_same_tree(tmp_path: Path) -> None:
     assert fish_complete(tmp_path, "gpuctl roll") == ["rollout"]
     assert "status" in fish_complete(tmp_path, "gpuctl rollout ")
-    formats = ["json", "name", "table", "wide", "yaml"]
+    formats = ["custom-columns=", "json", "jsonpath=", "name", "table", "wide", "yaml"]
     assert fish_complete(tmp_path, "gpuctl nodes --output ") == formats
     assert "--watch" in fish_complete(tmp_path, "gpuctl rollout status --")
     assert fish_complete(tmp_path, "kubectl-gpuctl ver") == ["version"]

@@ -95,7 +95,8 @@ def test_inspect_without_local_says_what_to_do() -> None:
 def test_help_lists_formats_and_exit_codes() -> None:
     done = gpuctl("node", "inspect", "--help")
     assert done.returncode == 0
-    assert "table,json,yaml" in done.stdout
+    assert "table (default)" in done.stdout
+    assert "jsonpath=TEMPLATE" in done.stdout
     assert "exit codes" in done.stdout
 
 

@@ -153,6 +153,26 @@ def test_nodes_lists_reported_nodes_and_flags_the_disconnected_one(
     ]
     named = gpuctl(kube_cluster.kubeconfig, "nodes", "-o", "name").stdout.splitlines()
     assert {f"gpunode.gpuctl.dev/{n}" for n in ours} <= set(named)
+    # kubectl's templates over the same objects.
+    template = '{range .items[*]}{.metadata.name}{"\\n"}{end}'
+    printed = gpuctl(kube_cluster.kubeconfig, "nodes", "-o", f"jsonpath={template}")
+    assert ours <= set(printed.stdout.splitlines()), printed.stderr
+    columns = gpuctl(
+        kube_cluster.kubeconfig,
+        "nodes",
+        "-o",
+        "custom-columns=NODE:.metadata.name,RV:.metadata.resourceVersion",
+        "--no-headers",
+    )
+    versions = dict(line.split() for line in columns.stdout.splitlines())
+    assert {
+        i["metadata"]["name"]: i["metadata"]["resourceVersion"]
+        for i in listed["items"]
+        if i["metadata"]["name"] in ours
+    } == {n: versions[n] for n in ours}
+    bad = gpuctl(kube_cluster.kubeconfig, "nodes", "-o", "jsonpath={.items")
+    assert bad.returncode == 2
+    assert "jsonpath={.items: the { at 0 is not closed" in bad.stderr, bad.stderr
 
 
 def test_nodes_selects_by_the_nodes_labels_and_drops_the_headers_for_scripts(
@@ -379,6 +399,12 @@ def test_rollout_status_exit_codes_follow_the_state(
     as_json = gpuctl(kube_cluster.kubeconfig, "rollout", "status", name, "-o", "json")
     assert as_json.returncode == 3  # the same exit code as the text
     assert json.loads(as_json.stdout) == api.kube.request("GET", api.driver_path(name))
+    printed = gpuctl(
+        kube_cluster.kubeconfig, "rollout", "status", name, "-o", "jsonpath={.status.rollout.state}"
+    )
+    assert (printed.returncode, printed.stdout) == (3, "Progressing")
+    named = gpuctl(kube_cluster.kubeconfig, "rollout", "status", name, "-o", "name")
+    assert named.stdout == f"gpudriver.gpuctl.dev/{name}\n"
     history = gpuctl(kube_cluster.kubeconfig, "rollout", "history", name, "-o", "yaml")
     assert history.returncode == 0, history.stderr
     assert yaml.safe_load(history.stdout) == []  # no revision recorded in this test
