@@ -193,7 +193,7 @@ EDIT_RULES: list[dict[str, Any]] = [
     {"apiGroups": [names.GROUP], "resources": [names.GPUNODE_PLURAL], "verbs": ["patch"]},
 ]
 
-# `gpuctl rollout retry NODE` puts a Failed or Blocked node back to Pending: a patch of the
+# `gpuctl rollout retry --node NODE` puts a Failed or Blocked node back to Pending: a patch of the
 # Node's rollout label. Not aggregated (edit on Nodes is cluster power); bind it to the few
 # who retry nodes.
 RETRY_RULES: list[dict[str, Any]] = [

@@ -28,6 +28,10 @@ RETRYABLE_PHASES = (names.Phase.FAILED.value, names.Phase.BLOCKED.value)
 DRY_RUN_CHOICES = ("none", "client", "server")
 
 
+class NoSuchGpuDriverError(CommandError):
+    """No GPUDriver of the name asked for."""
+
+
 class GpuDriverApi:
     def __init__(self, api_client: Any, dry_run: str = "none") -> None:
         self._custom: Any = client.CustomObjectsApi(api_client)
@@ -68,6 +72,13 @@ class GpuDriverApi:
         items: list[Mapping[str, Any]] = listed.get("items", [])
         return items
 
+    def find(self, name: str) -> Mapping[str, Any] | None:
+        """The named GPUDriver, or None when there is none of that name."""
+        try:
+            return self.get(name)
+        except NoSuchGpuDriverError:
+            return None
+
     def get(self, name: str) -> Mapping[str, Any]:
         try:
             found: Mapping[str, Any] = self._custom.get_cluster_custom_object(
@@ -79,7 +90,7 @@ class GpuDriverApi:
             )
         except ApiException as error:
             if is_missing_object(error, name):
-                raise CommandError(f'no GPUDriver "{name}"') from error
+                raise NoSuchGpuDriverError(f'no GPUDriver "{name}"') from error
             raise CommandError(
                 describe_api_error(error, "get", names.GPUDRIVERS, self._server)
             ) from error
@@ -151,15 +162,22 @@ class GpuDriverApi:
             if timeout is not None:
                 return
 
-    def retry_node(self, node: str) -> str:
-        """Put a Failed or Blocked node back to Pending; returns the phase it was in."""
+    def retry_node(self, node: str, driver: str | None = None) -> str:
+        """Put a Failed or Blocked node back to Pending; returns the phase it was in. With
+        `driver`, a node another GPUDriver's rollout has (its TARGET_LABEL) is refused."""
         found: Any = call_api(
             "get",
             "nodes",
             self._server,
             lambda: self._core.read_node(node, _request_timeout=self._timeout),
         )
-        phase = (found.metadata.labels or {}).get(names.STATE_LABEL)
+        labels = found.metadata.labels or {}
+        phase = labels.get(names.STATE_LABEL)
+        other = labels.get(names.TARGET_LABEL)
+        if driver is not None and other and other != driver:
+            raise CommandError(
+                f'node "{node}" is in the rollout of GPUDriver "{other}", not "{driver}"'
+            )
         if phase not in RETRYABLE_PHASES:
             raise CommandError(
                 f'node "{node}" is {phase or "not in a rollout"}: only a Failed or Blocked node '

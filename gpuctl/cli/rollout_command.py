@@ -197,10 +197,19 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     retry = steps.add_parser(
         "retry",
         help="try a Failed or Blocked node again",
-        description="Put a Failed or Blocked node back to Pending; the coordinator starts it "
-        "again from the check step, and a failure no longer counts against the budget.",
+        description="Put a Failed or Blocked node of the GPUDriver's rollout back to Pending; "
+        "the coordinator starts it again from the check step, and a failure no longer counts "
+        "against the budget. `gpuctl rollout retry NODE`, the older form, still works (with a "
+        "warning) where NODE names no GPUDriver.",
     )
-    retry.add_argument("node", metavar="NODE", help="the node to retry")
+    retry.add_argument(
+        "name",
+        nargs="?",
+        metavar="NAME",
+        help="the GPUDriver whose rollout has the node (default: the node's own); a node of "
+        "another GPUDriver is refused",
+    )
+    retry.add_argument("--node", metavar="NODE", help="the Failed or Blocked node to retry")
     add_kube_flags(retry)
     add_dry_run(retry)
     retry.set_defaults(run=run_retry)
@@ -378,10 +387,25 @@ def run_undo(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     return 0
 
 
-def run_retry(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    was = _api(args).retry_node(args.node)
+def run_retry(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    api = _api(args)
+    if args.node is not None:
+        # Without NAME the node's own label says whose rollout it is in (one GPUDriver or many).
+        driver = str(api.get(args.name)["metadata"]["name"]) if args.name else None
+        node = args.node
+    elif args.name is None:
+        raise CommandError("which node? gpuctl rollout retry [NAME] --node NODE")
+    elif api.find(args.name) is not None:
+        raise CommandError(f'which node of GPUDriver "{args.name}"? add --node NODE')
+    else:
+        # The older form, `retry NODE`, where NODE names no GPUDriver: any GPUDriver's node.
+        err.write(
+            "warning: `gpuctl rollout retry NODE` is deprecated; use `gpuctl rollout retry "
+            f"--node {args.name}`\n"
+        )
+        node, driver = args.name, None
+    was = api.retry_node(node, driver)
     out.write(
-        f"node {args.node} was {was}: back to Pending{_dry(args)}, the coordinator will start "
-        "it again\n"
+        f"node {node} was {was}: back to Pending{_dry(args)}, the coordinator will start it again\n"
     )
     return 0

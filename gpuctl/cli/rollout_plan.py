@@ -343,7 +343,8 @@ def _stays(node_run: NodeRun, facts: ClusterNode) -> Verdict:
         return "done", DONE
     if phase is Phase.FAILED:
         why = annotations.get(names.REASON, "") or "no reason recorded"
-        return "blocked", (f"Failed: {why}; fix it, then `gpuctl rollout retry {facts.name}`",)
+        retry = f"gpuctl rollout retry --node {facts.name}"
+        return "blocked", (f"Failed: {why}; fix it, then `{retry}`",)
     if phase in IN_PROGRESS:
         return "go", (f"under way: {phase.value}",)
     return "wait", ("nothing moves it in this pass",)

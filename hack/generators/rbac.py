@@ -132,8 +132,8 @@ def user_text() -> str:
         '    rbac.authorization.k8s.io/aggregate-to-admin: "true"\n',
     )
     retry = (
-        "# `gpuctl rollout retry NODE` patches the Node: bind this to the few who retry nodes.\n"
-        + _role("ClusterRole", f"{prefix}-rollout-retry", None, RETRY_RULES)
+        "# `gpuctl rollout retry --node NODE` patches the Node: bind this to the few who retry "
+        "nodes.\n" + _role("ClusterRole", f"{prefix}-rollout-retry", None, RETRY_RULES)
     )
     return (
         HEADER

@@ -51,9 +51,9 @@ chart is taken as installed in `gpuctl-system` ([deploying.md](deploying.md)). A
 Nothing was unloaded on a Blocked node, and the rest of the fleet goes on. It is released
 (uncordoned, unless KMM may still be acting on a write of its step or the agent changed its
 devices), and the coordinator asks its agent again every 30 s (`--rollout-blocked-recheck`):
-once nothing blocks it, it starts again by itself. `gpuctl rollout retry NODE` puts it back to
-Pending at once. Its reason in words is on the Node, in its Events and in the rollout's status;
-the metric `gpuctl_rollout_blocked_nodes` counts Blocked nodes by kind
+once nothing blocks it, it starts again by itself. `gpuctl rollout retry --node NODE` puts it
+back to Pending at once. Its reason in words is on the Node, in its Events and in the
+rollout's status; the metric `gpuctl_rollout_blocked_nodes` counts Blocked nodes by kind
 ([rollout.md](rollout.md#blocked-and-failed)).
 
 ```sh

@@ -406,7 +406,9 @@ def test_a_node_failed_at_the_target_waits_for_the_admin() -> None:
     annotations = {STATE_VERSION: VERSION, "gpuctl.dev/driver-state-reason": "KMM did not load"}
     (planned,) = _plan([_facts(_node("a", labels=labels, annotations=annotations))]).nodes
     assert planned.verdict == "blocked"
-    assert planned.reasons == ("Failed: KMM did not load; fix it, then `gpuctl rollout retry a`",)
+    assert planned.reasons == (
+        "Failed: KMM did not load; fix it, then `gpuctl rollout retry --node a`",
+    )
 
 
 def test_no_report_a_disconnected_agent_and_not_ready_are_blocked() -> None:

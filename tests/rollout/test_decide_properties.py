@@ -206,7 +206,7 @@ def invariants_hold_and_the_cluster_converges(
     for _ in range(SETTLE_TICKS):
         step_checking(sim, bound, set())
     # A node whose step failed while its agent was away is Failed by design, with its reason;
-    # the admin retries it (what `gpuctl rollout retry NODE` writes), and then it converges.
+    # the admin retries it (what `gpuctl rollout retry --node NODE` writes), and then it converges.
     for node in sim.nodes.values():
         if node.labels.get(names.STATE_LABEL) == Phase.FAILED.value:
             assert node.annotations.get(names.REASON), node.name

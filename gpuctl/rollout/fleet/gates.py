@@ -31,7 +31,7 @@ def rollout_gate(facts: GateFacts) -> Hold | None:
         return Hold(
             HoldKind.FAILURE_BUDGET,
             f"failed: {facts.failed} node(s) Failed at the target (failureBudget "
-            f"{facts.failure_budget}); fix them, then `gpuctl rollout retry NODE`",
+            f"{facts.failure_budget}); fix them, then `gpuctl rollout retry --node NODE`",
         )
     if facts.paused:
         return Hold(

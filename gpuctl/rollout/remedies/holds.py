@@ -26,7 +26,7 @@ def spec(path: str) -> str:
 
 HOLDS = {
     HoldKind.FAILURE_BUDGET: Remedy(
-        summary="too many nodes Failed: fix them, then `gpuctl rollout retry NODE` each",
+        summary="too many nodes Failed: fix them, then `gpuctl rollout retry --node NODE` each",
         means=(
             "As many nodes Failed at the target as `rollout.failureBudget` allows: the rollout "
             "is Failed and starts no new node."
@@ -38,7 +38,7 @@ HOLDS = {
         ),
         fix=(
             "Find why each node failed (a step timed out, KMM did not load, the module did not "
-            "verify, a restore failed), fix it, then `gpuctl rollout retry NODE`: a retried "
+            "verify, a restore failed), fix it, then `gpuctl rollout retry --node NODE`: a retried "
             "failure no longer counts. To go back instead: `gpuctl rollout undo NAME`."
         ),
     ),

@@ -197,7 +197,10 @@ NODE_BLOCKS = {
         ),
     ),
     BlockKind.UNRECORDED: Remedy(
-        summary="blocked by an older coordinator: read its reason, or `gpuctl rollout retry NODE`",
+        summary=(
+            "blocked by an older coordinator: read its reason, or "
+            "`gpuctl rollout retry --node NODE`"
+        ),
         means=(
             "The node is Blocked without a kind this build knows: an older coordinator "
             "blocked it, or the kind's annotation was taken off."
@@ -208,8 +211,8 @@ NODE_BLOCKS = {
         ),
         fix=(
             "Find the reason's words among the kinds on this page, or have the running "
-            "coordinator check the node again and record a kind: `gpuctl rollout retry NODE`, "
-            "then `gpuctl node inspect NODE` shows it."
+            "coordinator check the node again and record a kind: "
+            "`gpuctl rollout retry --node NODE`, then `gpuctl node inspect NODE` shows it."
         ),
     ),
 }

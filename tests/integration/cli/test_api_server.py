@@ -514,13 +514,29 @@ def test_pause_resume_and_retry_write_what_the_coordinator_reads(
 
     failed = make_node("failed", labels={STATE_LABEL: "Failed"}).metadata.name
     done = make_node("done", labels={STATE_LABEL: "Done"}).metadata.name
-    retried = gpuctl(kube_cluster.kubeconfig, "rollout", "retry", failed)
+    retried = gpuctl(kube_cluster.kubeconfig, "rollout", "retry", name, "--node", failed)
     assert retried.returncode == 0, retried.stderr
     node = api.kube.request("GET", f"/api/v1/nodes/{failed}")
     assert node["metadata"]["labels"][STATE_LABEL] == "Pending"
-    refused = gpuctl(kube_cluster.kubeconfig, "rollout", "retry", done)
+    refused = gpuctl(kube_cluster.kubeconfig, "rollout", "retry", name, "--node", done)
     assert refused.returncode == 1
     assert "only a Failed or Blocked node can be retried" in refused.stderr
+    # The GPUDriver first, as its siblings take it: a GPUDriver without --node is asked which
+    # node; another GPUDriver's node is refused; the older `retry NODE` works, with a warning.
+    which = gpuctl(kube_cluster.kubeconfig, "rollout", "retry", name)
+    assert (which.returncode, which.stderr) == (
+        1,
+        f'gpuctl: which node of GPUDriver "{name}"? add --node NODE\n',
+    )
+    theirs = make_node(
+        "theirs", labels={STATE_LABEL: "Failed", names.TARGET_LABEL: f"{name}-other"}
+    ).metadata.name
+    foreign = gpuctl(kube_cluster.kubeconfig, "rollout", "retry", name, "--node", theirs)
+    assert foreign.returncode == 1
+    assert f'in the rollout of GPUDriver "{name}-other", not "{name}"' in foreign.stderr
+    older = gpuctl(kube_cluster.kubeconfig, "rollout", "retry", theirs)
+    assert older.returncode == 0, older.stderr
+    assert f"use `gpuctl rollout retry --node {theirs}`" in older.stderr
 
 
 def test_dry_runs_write_nothing_and_the_server_one_runs_admission_and_rbac(
@@ -541,7 +557,9 @@ def test_dry_runs_write_nothing_and_the_server_one_runs_admission_and_rbac(
     assert after is not None
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     failed = make_node("failed", labels={STATE_LABEL: "Failed"}).metadata.name
-    retried = gpuctl(kube_cluster.kubeconfig, "rollout", "retry", failed, "--dry-run=server")
+    retried = gpuctl(
+        kube_cluster.kubeconfig, "rollout", "retry", name, "--node", failed, "--dry-run=server"
+    )
     assert retried.returncode == 0, retried.stderr
     assert "back to Pending (server dry run)" in retried.stdout
     node = api.kube.request("GET", f"/api/v1/nodes/{failed}")
@@ -549,13 +567,17 @@ def test_dry_runs_write_nothing_and_the_server_one_runs_admission_and_rbac(
     # A user who may read Nodes but not patch them: the server's dry run is refused by RBAC,
     # as the write would be; the client's, which sends nothing, is not.
     reader = f"{namespace}-node-reader"
-    rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+    rules = [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+        {"apiGroups": [names.GROUP], "resources": [names.GPUDRIVER_PLURAL], "verbs": ["get"]},
+    ]
     with granted(api.kube, reader, rules, user(reader)):
         config = kube_cluster.user_kubeconfig(reader)
-        refused = gpuctl(config, "rollout", "retry", failed, "--dry-run=server")
+        retry = ("rollout", "retry", name, "--node", failed)
+        refused = gpuctl(config, *retry, "--dry-run=server")
         assert refused.returncode == 1
         assert "patch" in refused.stderr, refused.stderr
-        assert gpuctl(config, "rollout", "retry", failed, "--dry-run").returncode == 0
+        assert gpuctl(config, *retry, "--dry-run").returncode == 0
 
 
 OLD_VERSION = "v1-1111aaaa"

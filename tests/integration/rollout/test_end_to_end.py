@@ -272,7 +272,7 @@ def test_a_failed_load_fails_the_node_and_pauses_at_the_budget_until_retried(
     # The rollout does not march on: the last node waits, Done at the old version.
     wait_pending(rig, (last,), rig.target(), was=was, kind="Held")
     assert len(rig.kmm.load_calls(broken)) == attempts
-    # `gpuctl rollout retry NODE`: back to Pending, reason cleared.
+    # `gpuctl rollout retry --node NODE`: back to Pending, reason cleared.
     rig.kernels.refuse_loads(broken, None)
     rig.kube.request(
         "PATCH",

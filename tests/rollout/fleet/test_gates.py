@@ -55,6 +55,6 @@ def words(**changes: object) -> str:
 
 
 def test_each_gate_says_what_releases_it() -> None:
-    assert "`gpuctl rollout retry NODE`" in words(failed=1)
+    assert "`gpuctl rollout retry --node NODE`" in words(failed=1)
     assert "`gpuctl rollout resume`" in words(paused=True)
     assert words(updated=1).startswith("held after the first node of v2")
