@@ -29,6 +29,16 @@ class KernelState(HostRoot):
     # modules.dep's lines, one per module file added.
     _dep_lines: list[str]
 
+    def boot_into(self, release: str) -> None:
+        """The host boots `release` from now on: installed, `uname -r` and the kernel command
+        line say it, and its modules directory has its own modules.dep (what add_module_file
+        adds goes there). The caller resets what a boot resets (modules, processes)."""
+        self.install_kernel(release)
+        self.kernel_release = release
+        self._dep_lines = []
+        self.write("proc/sys/kernel/osrelease", release + "\n")
+        self.write("proc/cmdline", f"BOOT_IMAGE=/boot/vmlinuz-{release} ro quiet\n")
+
     def install_kernel(self, release: str, *, bls: bool = False) -> None:
         """An installed kernel: /boot/vmlinuz-<release>, or with `bls` /lib/modules/<release>/
         vmlinuz (Fedora's layout); its modules directory either way."""

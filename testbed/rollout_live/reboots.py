@@ -43,12 +43,18 @@ def _forget_the_old_boot(host: FakeHost) -> None:
             host.remove_process(int(entry.name))
 
 
-def reboot(rig: RolloutRig, node: str, *, in_tree_autoloads: bool) -> str:
-    """Reboots `node` into the same kernel; returns its new boot id. The kubelet has posted
-    it, not Ready yet."""
+def reboot(
+    rig: RolloutRig, node: str, *, in_tree_autoloads: bool, kernel: str | None = None
+) -> str:
+    """Reboots `node` into the same kernel, or into `kernel` (installed by the distro's
+    update: its in-tree xe is that kernel's); returns its new boot id. The kubelet has posted
+    it (and the kernel), not Ready yet."""
     stop_process(rig.agents.pop(node))
     host = rig.hosts[node]
     _forget_the_old_boot(host)
+    if kernel is not None:
+        host.boot_into(kernel)
+        rig.kmm.serve(node, host.root, kernel)
     boot_id = str(uuid.uuid4())
     host.write(HOST_BOOT_ID, f"{boot_id}\n")
     if in_tree_autoloads:

@@ -3,7 +3,8 @@
 Every event acts on the world as a kernel, a kubelet, an admin or a daemon would, never on
 gpuctl's or KMM's objects in their stead: a reboot is testbed/rollout_live/reboots.py's (a new
 boot id, modules and processes gone, the in-tree `xe` autoloaded or blacklisted, then the
-kubelet Ready and the agent started again); a host daemon opening the GPU is a process with a
+kubelet Ready and the agent started again; into a new kernel, whose images the fleet's
+pipeline pushed before or pushes later); a host daemon opening the GPU is a process with a
 DRM fd on the render node; the admin's cordon, taint, skip label, a label taken off (the node
 leaves the GPUDriver's selector) and `kubectl delete node` are the API calls kubectl makes; a
 version change and pause/resume/undo are the GPUDriver writes and `gpuctl rollout
@@ -44,6 +45,11 @@ MAINTENANCE_TAINT = {"key": "gpuctl.test/maintenance", "value": "true", "effect"
 # admin takes it off a node (it leaves the selector) and puts it back.
 SELECTED_LABEL = "gpuctl.test/gpu"
 SELECTED_VALUE = "arc-b580"
+# A new kernel a node reboots into: the distro's next ABI, 6.8.0-<61 + n>-generic.
+NEXT_KERNEL_ABI = 61
+# How often the pipeline has pushed the driver's images for a node's new kernel before the
+# node boots it (else it pushes them later: events.image_pushed).
+PUSHED_BEFORE = 0.6
 # The values of xe's max_vfs a parameters change goes through (a real xe parameter).
 MAX_VFS = (7, 3, 1)
 
@@ -72,6 +78,11 @@ class World:
     tainted: set[str] = field(default_factory=set)
     unselected: set[str] = field(default_factory=set)
     slow: set[str] = field(default_factory=set)
+    # Every driver version the GPUDriver has had (the pipeline builds each for a new kernel),
+    # and the new kernels booted whose images are not pushed yet.
+    versions: set[str] = field(default_factory=lambda: {OLD})
+    unpushed: set[str] = field(default_factory=set)
+    kernels: int = 0
     paused: bool = False
     round: int = 0
     parameter_changes: int = 0
@@ -93,13 +104,16 @@ class World:
         self.round += 1
         version = version_of_round(self.round)
         self.rig.publish_everywhere(version)
+        self.versions.add(version)
         retried(lambda: self.rig.set_version(version))
         self.version, self.target = version, self.rig.kmm_version_at(version)
         return version
 
 
-def _reboot(w: World, node: str, choice: float, *, autoload: bool, busy: bool) -> str:
-    boot = reboot(w.rig, node, in_tree_autoloads=autoload)
+def _reboot(
+    w: World, node: str, choice: float, *, autoload: bool, busy: bool, kernel: str | None = None
+) -> str:
+    boot = reboot(w.rig, node, in_tree_autoloads=autoload, kernel=kernel)
     w.busy.discard(node)  # every process went with the old boot
     back = choice * KUBELET_BACK_SECONDS
     time.sleep(back)
@@ -107,7 +121,8 @@ def _reboot(w: World, node: str, choice: float, *, autoload: bool, busy: bool) -
     if busy:
         opened(w, node)  # a host daemon opens the in-tree driver at once
     how = "blacklisted" if not autoload else ("autoloaded, opened" if busy else "autoloaded")
-    return f"{node} rebooted (in-tree xe {how}), Ready after {back:.1f} s"
+    into = f" into {kernel}" if kernel else ""
+    return f"{node} rebooted{into} (in-tree xe {how}), Ready after {back:.1f} s"
 
 
 def reboot_busy(w: World, node: str, choice: float) -> str:
@@ -120,6 +135,39 @@ def reboot_idle(w: World, node: str, choice: float) -> str:
 
 def reboot_blacklisted(w: World, node: str, choice: float) -> str:
     return _reboot(w, node, choice, autoload=False, busy=False)
+
+
+def reboot_new_kernel(w: World, node: str, choice: float) -> str:
+    """The node reboots into a kernel the distro installed (unattended-upgrades, then a
+    reboot): its in-tree xe autoloads (opened by a host daemon on some), and the driver's
+    images for that kernel are pushed already, or not yet (image_pushed pushes them)."""
+    w.kernels += 1
+    kernel = f"6.8.0-{NEXT_KERNEL_ABI + w.kernels}-generic"
+    pushed = choice < PUSHED_BEFORE
+    if pushed:
+        _push(w, kernel)
+    else:
+        w.unpushed.add(kernel)
+    busy = choice < PUSHED_BEFORE / 2 or choice >= (1 + PUSHED_BEFORE) / 2
+    said = _reboot(w, node, choice, autoload=True, busy=busy, kernel=kernel)
+    return f"{said}; its images {'pushed before' if pushed else 'not pushed yet'}"
+
+
+def _push(w: World, kernel: str) -> None:
+    for version in sorted(w.versions):
+        w.rig.publish(version, kernel)
+
+
+def image_pushed(w: World, _node: str, _choice: float) -> str:
+    """The fleet's image pipeline pushes the driver's images (every version the GPUDriver has
+    had) for the new kernels nodes booted before they were built."""
+    if not w.unpushed:
+        return NoOp("every kernel booted has its images")
+    kernels = sorted(w.unpushed)
+    for kernel in kernels:
+        _push(w, kernel)
+    w.unpushed.clear()
+    return f"the images for {', '.join(kernels)} pushed"
 
 
 def opened(w: World, node: str) -> None:
@@ -327,6 +375,8 @@ EVENTS: dict[str, Callable[[World, str, float], str]] = {
     "reboot-busy": reboot_busy,
     "reboot-idle": reboot_idle,
     "reboot-blacklisted": reboot_blacklisted,
+    "reboot-new-kernel": reboot_new_kernel,
+    "image-pushed": image_pushed,
     "workload-start": workload_start,
     "workload-end": workload_end,
     "admin-cordon": admin_cordon,

@@ -23,6 +23,10 @@ WEIGHTS: dict[str, float] = {
     "reboot-busy": 3.0,
     "reboot-idle": 2.0,
     "reboot-blacklisted": 2.0,
+    # A node reboots into a new kernel the distro installed; the driver's images for it pushed
+    # before, or later (the pipeline catches up).
+    "reboot-new-kernel": 1.5,
+    "image-pushed": 0.7,
     # A host process (ollama, a systemd service) opens the GPU, and later lets it go.
     "workload-start": 3.0,
     "workload-end": 3.0,

@@ -40,6 +40,7 @@ from testbed.world.events import (
     NoOp,
     World,
     admin_uncordon,
+    image_pushed,
     kmm_slow,
     pause_resume,
     relabel_in,
@@ -198,6 +199,7 @@ class _Run:
             relabel_in(w, node, 0.0)
         for node in sorted(w.slow):
             kmm_slow(w, node, 0.0)
+        image_pushed(w, "", 0.0)
         if w.paused:
             self.say(pause_resume(w, "", 0.0))
 
