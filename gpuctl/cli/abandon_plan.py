@@ -77,6 +77,8 @@ def node_release(
         if names.STATE_LABEL in labels:
             remove_labels.append(names.STATE_LABEL)
         remove_annotations = [key for key in RELEASED_ANNOTATIONS if key in annotations]
+        if annotations.get(names.SCALE_DOWN_DISABLED_BY_GPUCTL) == "true":
+            remove_annotations.append(names.SCALE_DOWN_DISABLED)  # the autoscaler's, ours
     uncordon = (
         state_is_ours
         and names.CORDONED_BY_GPUCTL in annotations

@@ -205,6 +205,13 @@ PAUSE_NOT_SELECTING = f"{GROUP}/pause-not-selecting"
 # is done.
 STARTED_DRIVERLESS = f"{GROUP}/started-driverless"
 
+# The cluster autoscaler's own annotation: it never scales down a node that carries it with
+# "true" (its FAQ, "How can I prevent Cluster Autoscaler from scaling down a particular
+# node?"). gpuctl sets it on a node for its step (gpuctl/rollout/step/autoscaler.py) and says so
+# with SCALE_DOWN_DISABLED_BY_GPUCTL, so that it takes off only what it set, never an admin's.
+SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+SCALE_DOWN_DISABLED_BY_GPUCTL = f"{GROUP}/scale-down-disabled-by-gpuctl"
+
 # Annotations that describe one node's pass and are dropped once it is done.
 PASS_DETAIL = (
     PREPARE_CHANGES,
@@ -231,6 +238,7 @@ STATE_ANNOTATIONS = (
     VERIFIED_BOOT,
     REBOOT_TAKEN_UP,
     PAUSE_NOT_SELECTING,
+    SCALE_DOWN_DISABLED_BY_GPUCTL,
     *PASS_DETAIL,
 )
 

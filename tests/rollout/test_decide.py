@@ -290,12 +290,18 @@ def test_a_new_target_takes_every_step_back_to_checking_at_it() -> None:
             version=OLD,
             unschedulable=True,
             labels=targeted(OLD),
-            annotations={names.CORDONED_BY_GPUCTL: "true", names.BOUND_BEFORE: "[]"},
+            annotations={
+                names.CORDONED_BY_GPUCTL: "true",
+                names.BOUND_BEFORE: "[]",
+                names.SCALE_DOWN_DISABLED: "true",
+                names.SCALE_DOWN_DISABLED_BY_GPUCTL: "true",
+            },
         )
         patch = patches(decide(rollout([facts])))["a"]
         assert patch.phase_to is Phase.CHECKING, phase
         assert patch.annotations[names.STATE_VERSION] == TARGET
-        # The cordon and the records stay; the KMM labels are left to the next KMM write.
+        # The cordon, the records and the autoscaler's hold stay; the KMM labels are left to
+        # the next KMM write.
         assert patch.unschedulable is None
         assert set(patch.annotations) == {
             names.SINCE,

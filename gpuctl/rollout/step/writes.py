@@ -22,6 +22,7 @@ from gpuctl.rollout.event_notes import NORMAL, WARNING, EventNote, EventType
 from gpuctl.rollout.input.facts import CallState, NodeFacts, ReportFacts, RolloutInput
 from gpuctl.rollout.input.records import BootRecord, encode_boot
 from gpuctl.rollout.reasons import Block, BlockKind
+from gpuctl.rollout.step.autoscaler import scale_down_annotations
 from gpuctl.rollout.step.gpu_clients import (
     ClientFate,
     JudgedClient,
@@ -375,6 +376,7 @@ def transition(
     if names.REBOOTED in node.annotations and to not in (Phase.VERIFYING, Phase.FAILED):
         # A verification after a reboot ends with its step (reboots.py).
         all_annotations[names.REBOOTED] = None
+    all_annotations.update(scale_down_annotations(node.annotations, to))
     all_annotations.update(annotations or {})
     all_labels: dict[str, str | None] = {names.STATE_LABEL: to.value}
     if to is Phase.DONE:
@@ -473,7 +475,10 @@ def leave(inp: RolloutInput, node: NodeFacts, reason: str, event_reason: str) ->
         node=node.name,
         resource_version=node.resource_version,
         labels=labels,
-        annotations=dict.fromkeys(names.STATE_ANNOTATIONS),
+        annotations={
+            **dict.fromkeys(names.STATE_ANNOTATIONS),
+            **scale_down_annotations(node.annotations, None),
+        },
         unschedulable=False if node.cordoned_by_us else None,
         phase_from=node.phase,
         phase_to=None,
