@@ -105,6 +105,23 @@ def test_prepare_changes_are_reported_for_the_admin() -> None:
     assert names.PREPARE_CHANGES in release.annotations
 
 
+def test_the_autoscalers_annotation_goes_where_gpuctl_set_it_and_an_admins_stays() -> None:
+    ours = {
+        names.GPUDRIVER: MINE,
+        names.SCALE_DOWN_DISABLED: "true",
+        names.SCALE_DOWN_DISABLED_BY_GPUCTL: "true",
+    }
+    release = node_release(MINE, [MY_VERSION], node("h", done(MINE, MY_VERSION), ours))
+    assert release is not None
+    assert {names.SCALE_DOWN_DISABLED, names.SCALE_DOWN_DISABLED_BY_GPUCTL} <= set(
+        release.annotations
+    )
+    admins = {names.GPUDRIVER: MINE, names.SCALE_DOWN_DISABLED: "true"}
+    kept = node_release(MINE, [MY_VERSION], node("i", done(MINE, MY_VERSION), admins))
+    assert kept is not None
+    assert names.SCALE_DOWN_DISABLED not in kept.annotations
+
+
 def test_every_rollout_annotation_is_released() -> None:
     for key in (*names.STATE_ANNOTATIONS, names.DRIVER_IMAGE):
         assert key in RELEASED_ANNOTATIONS
