@@ -57,7 +57,7 @@ from gpuctl.common.names import KMM_GROUP, KMM_IMAGES_CONFIG_PLURAL, KMM_VERSION
 from gpuctl.common.names import KMM_MODULE_PLURAL as KMM_PLURAL
 from gpuctl.gpudriver.module_spec import desired_module, kmm_version
 from gpuctl.rollout.input.build import kmm_labels
-from gpuctl.rollout.input.kmm_boots import boot_part, loaded_boot
+from gpuctl.rollout.input.kmm_boots import boot_part, configured_kernel, loaded_boot
 from testbed.harness.cluster import repository_root, start_cluster
 from testbed.harness.nodes import create_node
 from testbed.harness.real_kmm import RealKmm
@@ -268,6 +268,12 @@ class WatchedView:
             return None
         return loaded_boot(configs.get(node), namespace, module)
 
+    def kmm_kernel(self, node: str, namespace: str, module: str) -> str | None:
+        configs = self._informers["node_configs"]
+        if configs.trouble():
+            return None
+        return configured_kernel(configs.get(node), namespace, module)
+
 
 class RelistingView:
     """The polling way: every read is a fresh LIST."""
@@ -324,16 +330,22 @@ class RelistingView:
     def images_trouble(self) -> str:
         return ""  # module_images() reads afresh, or raises
 
-    def kmm_boot_id(self, node: str, namespace: str, module: str) -> str | None:
+    def _node_config(self, node: str) -> dict[str, Any] | None:
         try:
-            config = self._kube.request(
+            config: dict[str, Any] = self._kube.request(
                 "GET", path(KMM_GROUP, KMM_VERSION, names.KMM_NODE_CONFIG_PLURAL, name=node)
             )
         except KubeError as error:
             if error.not_found:
-                return ""
+                return None
             raise
-        return loaded_boot(config, namespace, module)
+        return config
+
+    def kmm_boot_id(self, node: str, namespace: str, module: str) -> str | None:
+        return loaded_boot(self._node_config(node), namespace, module)
+
+    def kmm_kernel(self, node: str, namespace: str, module: str) -> str | None:
+        return configured_kernel(self._node_config(node), namespace, module)
 
 
 def set_up(

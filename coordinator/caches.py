@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from coordinator.kube.watches import Informer
-from gpuctl.rollout.input.kmm_boots import loaded_boot
+from gpuctl.rollout.input.kmm_boots import configured_kernel, loaded_boot
 
 
 class Caches:
@@ -54,6 +54,11 @@ class Caches:
         if self._node_configs.trouble():
             return None
         return loaded_boot(self._node_configs.get(node), namespace, module)
+
+    def kmm_kernel(self, node: str, namespace: str, module: str) -> str | None:
+        if self._node_configs.trouble():
+            return None
+        return configured_kernel(self._node_configs.get(node), namespace, module)
 
     def drivers(self) -> list[dict[str, Any]]:
         return self._drivers.snapshot()

@@ -102,6 +102,11 @@ class WatchCaches(Protocol):
         now: not listed yet, or their list or watch failed)."""
         ...
 
+    def kmm_kernel(self, node: str, namespace: str, module: str) -> str | None:
+        """The kernel KMM's NodeModulesConfig of `node` configures its loader of Module
+        `namespace/module` for ("" none; None: cannot be trusted now, as above)."""
+        ...
+
 
 class RolloutGatherer:
     """Reads one pass's facts (`gather`) and asks the Prometheus gate (`ask_gate`)."""
@@ -191,7 +196,8 @@ class RolloutGatherer:
             signing_certificates=self._certificates.read(
                 namespace, cert_secrets((driver.get("spec") or {}).get("kernelModule") or {})
             ),
-            kmm_boot_ids=self._kmm_boot_ids(nodes, namespace, module_name(name)),
+            kmm_boot_ids=self._kmm_records(self.view.kmm_boot_id, nodes, namespace, name),
+            kmm_kernels=self._kmm_records(self.view.kmm_kernel, nodes, namespace, name),
             live_reports=self._latest_reports(nodes),
         )
         if any(reads_watched_pods(n) and reads.watched_pods[node_name(n)] is None for n in nodes):
@@ -213,16 +219,21 @@ class RolloutGatherer:
                 out[node_name(node)] = latest
         return out
 
-    def _kmm_boot_ids(
-        self, nodes: Sequence[Mapping[str, Any]], namespace: str, module: str
+    @staticmethod
+    def _kmm_records(
+        read: Callable[[str, str, str], str | None],
+        nodes: Sequence[Mapping[str, Any]],
+        namespace: str,
+        driver: str,
     ) -> dict[str, str]:
-        """KMM's boot record of each node that has one read (gpuctl/rollout/input/kmm_boots.py)."""
+        """What `read` finds in KMM's NodeModulesConfig of each node where it could be read
+        (gpuctl/rollout/input/kmm_boots.py)."""
         out: dict[str, str] = {}
         for node in nodes:
             called = node_name(node)
-            boot = self.view.kmm_boot_id(called, namespace, module)
-            if boot is not None:
-                out[called] = boot
+            found = read(called, namespace, module_name(driver))
+            if found is not None:
+                out[called] = found
         return out
 
     def forget_driver(self, name: str) -> None:

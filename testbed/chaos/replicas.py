@@ -16,11 +16,13 @@ import signal
 import subprocess
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from coordinator.kube.client import KubeError, path
 from coordinator.manager import COMPONENT
 from testbed.harness.ports import free_loopback_ports
+from testbed.harness.waiting import wait_until
 from testbed.rollout_live.rig import RolloutRig, stop_process
 
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 6.0, 4.0, 0.5
@@ -29,6 +31,10 @@ LEASE_FLAGS = (
     f"--renew-deadline={RENEW_DEADLINE:g}",
     f"--retry-period={RETRY_PERIOD:g}",
 )
+
+
+def _replaced(slot: Slot, old: subprocess.Popen[bytes] | None) -> bool:
+    return slot.process is not None and slot.process is not old
 
 
 @dataclass
@@ -104,6 +110,21 @@ class Replicas:
         with self._lock:
             if slot.process is not None:
                 stop_process(slot.process, signal.SIGKILL)
+
+    def roll(self, timeout: float = 60.0) -> None:
+        """A rolling update of the Deployment (a `helm upgrade` that changes its Pod template):
+        each replica in turn SIGTERMed (a leader releases its Lease on the way out), the next
+        only once the supervisor has started the new one in its slot."""
+        for slot in self.slots:
+            with self._lock:
+                old = slot.process
+            if old is not None:
+                stop_process(old)
+            wait_until(
+                f"a new coordinator in the slot of metrics port {slot.metrics_port}",
+                partial(_replaced, slot, old),
+                timeout_seconds=timeout,
+            )
 
     def stop(self) -> None:
         self._stop.set()

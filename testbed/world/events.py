@@ -19,6 +19,7 @@ returns a NoOp.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from coordinator.kube.client import MERGE_PATCH, path
 from gpuctl.common import names
 from testbed.chaos.replicas import Replicas
 from testbed.harness.waiting import retried
-from testbed.rollout_live.images import OLD
+from testbed.rollout_live.images import OLD, kernel_mappings, pushed_image
 from testbed.rollout_live.reboots import kubelet_ready, reboot, register_again
 from testbed.rollout_live.rig import BIN, RolloutRig
 from testbed.rollout_live.scenario import busy_with_ollama, idle_again
@@ -77,6 +78,8 @@ class World:
     skipped: set[str] = field(default_factory=set)
     tainted: set[str] = field(default_factory=set)
     unselected: set[str] = field(default_factory=set)
+    # The GPUDriver tolerates the admin's maintenance taint (events.tolerations_change).
+    tolerating: bool = False
     slow: set[str] = field(default_factory=set)
     # Every driver version the GPUDriver has had (the pipeline builds each for a new kernel),
     # and the new kernels booted whose images are not pushed yet.
@@ -92,7 +95,8 @@ class World:
     def wanted(self, node: str) -> bool:
         """The GPUDriver wants the node: one of the fleet's, not tainted by the admin and in
         its selector."""
-        return node in self.nodes and node not in self.tainted and node not in self.unselected
+        tainted = node in self.tainted and not self.tolerating
+        return node in self.nodes and not tainted and node not in self.unselected
 
     def follow_the_gpudriver(self) -> None:
         """The version and target as the GPUDriver has them now (after a write of gpuctl's)."""
@@ -339,6 +343,36 @@ def parameters_change(w: World, _node: str, _choice: float) -> str:
     return f"the GPUDriver's parameters become {parameters}"
 
 
+def tolerations_change(w: World, _node: str, _choice: float) -> str:
+    """The admin adds a toleration of the maintenance taint to the GPUDriver (its tainted
+    nodes are wanted again) or takes it away (they leave through the checks)."""
+    tolerating = not w.tolerating
+    toleration = {k: v for k, v in MAINTENANCE_TAINT.items() if k != "value"}
+    tolerations = [{**toleration, "operator": "Exists"}] if tolerating else None
+    if not tolerating:
+        w.tolerating = False  # before the write: the tainted nodes' drivers may come off at once
+    retried(lambda: w.rig.patch_driver({"spec": {"tolerations": tolerations}}))
+    w.tolerating = tolerating
+    verb = "tolerates" if tolerating else "no longer tolerates"
+    return f"the GPUDriver {verb} {MAINTENANCE_TAINT['key']}"
+
+
+def mapping_literal(w: World, node: str, _choice: float) -> str:
+    """The admin pins the kernel of the node drawn to a literal image (its tag written out, no
+    template variable) by an anchored mapping before the templated one: the same image, a new
+    KMM version all the same."""
+    kernel = w.rig.hosts[node].kernel_release
+    version = w.version or None
+    mappings = [
+        {"regexp": f"^{re.escape(kernel)}$", "containerImage": pushed_image(version, kernel)},
+        *kernel_mappings(version),
+    ]
+    patch = {"spec": {"kernelModule": {"kernelMappings": mappings}}}
+    retried(lambda: w.rig.patch_driver(patch))
+    w.target = w.rig.target()
+    return f"the GPUDriver maps {kernel} literally to {mappings[0]['containerImage']}"
+
+
 def kmm_restart(w: World, _node: str, choice: float) -> str:
     """KMM's manager and webhook die (an OOM kill, a node drain) and come back: KMM's
     in-flight work is left as it was, writes to its Modules are refused while the webhook is
@@ -359,6 +393,23 @@ def kill_leader(w: World, _node: str, _choice: float) -> str:
         return NoOp("no leader at that moment: nothing killed")
     w.replicas.kill(leader)
     return f"killed the leading coordinator {leader.identity}"
+
+
+def chart_upgrade(w: World, _node: str, _choice: float) -> str:
+    """`helm upgrade` of gpuctl's own chart mid-rollout, as the cluster sees it: the
+    coordinator Deployment rolls its replicas one at a time (each SIGTERMed, a leader releasing
+    its Lease), then the agent DaemonSet its Pods, node by node (maxUnavailable 1)."""
+    w.replicas.roll()
+    restarted = 0
+    for node in w.nodes:
+        agent = w.rig.agents.get(node)
+        if agent is None:
+            continue  # rebooting: its kubelet starts the new Pod when it is back
+        agent.terminate()
+        agent.wait()
+        w.rig.start_agent(node)
+        restarted += 1
+    return f"helm upgrade: {len(w.replicas.slots)} coordinators and {restarted} agents rolled"
 
 
 def agent_restart(w: World, node: str, _choice: float) -> str:
@@ -394,6 +445,9 @@ EVENTS: dict[str, Callable[[World, str, float], str]] = {
     "kmm-slow": kmm_slow,
     "kmm-restart": kmm_restart,
     "parameters-change": parameters_change,
+    "tolerations-change": tolerations_change,
+    "mapping-literal": mapping_literal,
     "kill-leader": kill_leader,
+    "chart-upgrade": chart_upgrade,
     "agent-restart": agent_restart,
 }

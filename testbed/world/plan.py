@@ -50,12 +50,18 @@ WEIGHTS: dict[str, float] = {
     "parameters-change": 0.7,
     "pause-resume": 1.0,
     "undo": 0.5,
+    # The GPUDriver comes to tolerate the admin's taint, or no longer; a kernel mapped to its
+    # image by a literal mapping before the templated one.
+    "tolerations-change": 0.5,
+    "mapping-literal": 0.5,
     # KMM slow on a node (an image pull of seconds) from now on, or fast again; KMM's manager
     # and webhook killed and started again.
     "kmm-slow": 1.5,
     "kmm-restart": 0.7,
     # The infrastructure: the leading coordinator SIGKILLed; a node's agent restarted.
     "kill-leader": 1.0,
+    # `helm upgrade` of gpuctl's chart: the coordinators, then the agents, rolled.
+    "chart-upgrade": 0.5,
     "agent-restart": 1.0,
 }
 KINDS = tuple(WEIGHTS)

@@ -169,6 +169,9 @@ class Reads:
     # The boot KMM's NodeModulesConfig records its loader of the Module ran in, by node
     # (gpuctl/rollout/input/kmm_boots.py; "" none recorded); a node not in it: not read (unknown).
     kmm_boot_ids: Mapping[str, str] = field(default_factory=dict)
+    # The kernel KMM's NodeModulesConfig configures the Module's loader for, by node (""
+    # none; a node not in it: not read).
+    kmm_kernels: Mapping[str, str] = field(default_factory=dict)
     # Each node's agent's latest live report and the boot its stream was opened in, where the
     # coordinator holds one it knows to be the latest (gpuctl/rollout/input/driverless.py).
     live_reports: Mapping[str, LiveReport] = field(default_factory=dict)
@@ -290,6 +293,7 @@ def rollout_input(reads: Reads, memo: NodeFactsMemo | None = None) -> RolloutInp
                 unfinished_workers=_unfinished_workers(node, workers) if watched else (),
                 image_probes=_image_probes(node, watched, name, reads.listed_probes),
                 kmm_boot_id=reads.kmm_boot_ids.get(called),
+                kmm_kernel=reads.kmm_kernels.get(called),
                 driverless=node_driverless(node, reads.live_reports.get(called)),
             )
         )

@@ -222,6 +222,9 @@ class NodeFacts:
     # The boot KMM's NodeModulesConfig records its loader ran in for this GPUDriver's Module
     # (status.modules[].bootId; "" when it records no load; None when not read).
     kmm_boot_id: str | None = None
+    # The kernel KMM's NodeModulesConfig configures its loader of the Module for
+    # (spec.modules[].config.kernelVersion; "" none; None when not read).
+    kmm_kernel: str | None = None
     # The agent's latest live report, in this boot, shows a GPU with no driver
     # (gpuctl/rollout/input/driverless.py; False when unknown).
     driverless: bool = False
@@ -301,6 +304,7 @@ def node_facts(
     pods: tuple[PodFacts, ...] = (),
     image_probes: tuple[ImageProbe, ...] | None = (),
     kmm_boot_id: str | None = None,
+    kmm_kernel: str | None = None,
     driverless: bool = False,
 ) -> NodeFacts:
     meta = node.get("metadata") or {}
@@ -326,6 +330,7 @@ def node_facts(
         pods=pods,
         image_probes=image_probes,
         kmm_boot_id=kmm_boot_id,
+        kmm_kernel=kmm_kernel,
         driverless=driverless,
     )
 

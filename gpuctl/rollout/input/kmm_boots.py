@@ -8,8 +8,15 @@ with the Node's `status.nodeInfo.bootID`; `IsNodeRebooted` compares the two). KM
 labels survive a reboot; this record does not pretend to: a node counts as verified in its
 current boot only when KMM's record is of that boot too (writes.not_loaded_in_this_boot).
 
+Its `spec.modules[]` has the config KMM's loader of each Module runs with, `kernelVersion`
+included: written by KMM's module reconciler for the node's kernel, and left as it is on a node
+whose KMM version label is not the Module's version (module_reconciler.go
+prepareNodeSchedulingData: "the previous version should run"). Such a node that reboots into
+another kernel keeps a config for the old one, which its loader can never load
+(`configured_kernel`; gpuctl/rollout/step/reboots.py).
+
 `boot_part` is what the coordinator's watch keeps of a NodeModulesConfig (the rest it drops);
-`loaded_boot` reads one Module's boot of it.
+`loaded_boot` reads one Module's boot of it, `configured_kernel` its configured kernel.
 """
 
 from __future__ import annotations
@@ -25,6 +32,19 @@ def boot_part(config: dict[str, Any]) -> dict[str, Any]:
     entries = ((config.get("status") or {}).get("modules")) or []
     return {
         "metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")},
+        "spec": {
+            "modules": [
+                {
+                    "namespace": entry.get("namespace"),
+                    "name": entry.get("name"),
+                    "config": {
+                        "kernelVersion": (entry.get("config") or {}).get("kernelVersion", "")
+                    },
+                }
+                for entry in ((config.get("spec") or {}).get("modules")) or []
+                if isinstance(entry, Mapping)
+            ]
+        },
         "status": {
             "modules": [
                 {
@@ -45,4 +65,13 @@ def loaded_boot(config: Mapping[str, Any] | None, namespace: str, module: str) -
     for entry in ((config or {}).get("status") or {}).get("modules") or []:
         if entry.get("namespace") == namespace and entry.get("name") == module:
             return str(entry.get("bootId") or "")
+    return ""
+
+
+def configured_kernel(config: Mapping[str, Any] | None, namespace: str, module: str) -> str:
+    """The kernel KMM configures its loader of Module `namespace/module` for on the node
+    (spec.modules[].config.kernelVersion; "" when KMM configures no load of it there)."""
+    for entry in ((config or {}).get("spec") or {}).get("modules") or []:
+        if entry.get("namespace") == namespace and entry.get("name") == module:
+            return str((entry.get("config") or {}).get("kernelVersion") or "")
     return ""

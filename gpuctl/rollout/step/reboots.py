@@ -35,6 +35,12 @@ version label, whatever phase gpuctl has the node in. So:
   Module's and KMM's NodeModulesConfig records no load of the Module there (KMM leaves such a
   node as it is; the entry went with an untolerated taint or an unload):
   the node goes through the checks for the target (`_kmm_loads_nothing`);
+- a node not yet at the Module's version that rebooted into another kernel: KMM keeps its
+  config for the old kernel there (its label is not the Module's version), so its loader
+  would take the in-tree module out and then fail to load for ever (CrashLoopBackOff:
+  "Module xe not found in directory .../lib/modules/<new kernel>"). Its worker is never let
+  go: the node goes through the checks for the target, which KMM configures for the kernel
+  the node runs (`_kmm_config_stale`; the world run found it);
 - no agent answer, or what KMM reports loaded not verified, within timeouts.verify: Failed,
   KMM's worker held off it again and its worker Pods deleted (what is live may be in use, or
   nobody can say). A Failed node after a reboot does not roll the GPUDriver back: the boot
@@ -328,6 +334,18 @@ def step_reverifying(inp: RolloutInput, node: NodeFacts) -> StepResult:
     if in_use is not None and (held(node) or names.KMM_WORKER_RELEASED in node.annotations):
         result.actions += _held_while_in_use(inp, node, mismatch, in_use.words, report)
         return result
+    return _idle_and_not_verified(inp, node, result, mismatch)
+
+
+def _idle_and_not_verified(
+    inp: RolloutInput, node: NodeFacts, result: StepResult, mismatch: str
+) -> StepResult:
+    """Not the verified module, nothing in use: KMM's loader is let go, unless KMM's config
+    can never load here (then through the checks for the target, the worker still held)."""
+    stale = _kmm_config_stale(inp, node)
+    if stale:
+        result.actions.append(_checked_for_the_target(inp, node, stale))
+        return result
     if held(node):
         result.actions += _let_go(inp, node, mismatch)
         return result
@@ -361,6 +379,24 @@ def _kmm_loads_nothing(inp: RolloutInput, node: NodeFacts) -> str:
     return (
         f"KMM loads nothing here at {label} (not the Module's version, and its "
         "NodeModulesConfig records no load of the Module)"
+    )
+
+
+def _kmm_config_stale(inp: RolloutInput, node: NodeFacts) -> str:
+    """Why KMM's loader can never load on the node as KMM configures it ("" when it may): its
+    NodeModulesConfig configures the Module for another kernel than the one the node runs,
+    and its version label is not the Module's, so KMM never writes that config again
+    (gpuctl/rollout/input/kmm_boots.py)."""
+    target = inp.target_for(node)
+    label = node.labels.get(inp.kmm.version, "")
+    if removing(target) or not inp.module_ready or not label or label == target:
+        return ""
+    running = node.kernel_version.removesuffix("+")
+    if not node.kmm_kernel or not running or node.kmm_kernel == running:
+        return ""  # no config, not read, or for this kernel
+    return (
+        f"KMM configures {label} for kernel {node.kmm_kernel}, not the {running} it booted, "
+        "and writes no other config while the node is not at the Module's version"
     )
 
 

@@ -27,7 +27,7 @@ from gpuctl.rollout.event_notes import EventNote
 from gpuctl.rollout.input.build import kmm_labels
 from gpuctl.rollout.input.gpu_pod_watch import watched_part
 from gpuctl.rollout.input.image_probe import is_probe_pod
-from gpuctl.rollout.input.kmm_boots import loaded_boot
+from gpuctl.rollout.input.kmm_boots import configured_kernel, loaded_boot
 from gpuctl.rollout.step.writes import EVICT_RETRY_SECONDS
 from tests.support import samples
 from tests.support.clock import ManualClock
@@ -151,6 +151,9 @@ class View:
 
     def kmm_boot_id(self, node: str, namespace: str, module: str) -> str | None:
         return loaded_boot(self.api.objects.get(nmc_path(node)), namespace, module)
+
+    def kmm_kernel(self, node: str, namespace: str, module: str) -> str | None:
+        return configured_kernel(self.api.objects.get(nmc_path(node)), namespace, module)
 
     def module(self, namespace: str, name: str) -> dict[str, Any] | None:
         spec = self.api.objects[DRIVER_PATH]["spec"]

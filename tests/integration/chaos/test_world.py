@@ -28,10 +28,10 @@ from testbed.world.run import run_world
 
 pytestmark = pytest.mark.integration
 
-# A seed whose 40 events draw every kind at least once (an end of something, drawn before any
+# A seed whose 50 events draw every kind at least once (an end of something, drawn before any
 # start of it, may find nothing to do).
-SHORT = WorldPlan(seed=20805927, events=40, nodes=6, max_unavailable=2)
-# The same schedule run on (its first 40 events are SHORT's): what breaks it is the mutant.
+SHORT = WorldPlan(seed=20291976, events=50, nodes=6, max_unavailable=2)
+# The same schedule run on (its first 50 events are SHORT's): what breaks it is the mutant.
 MUTANT = dataclasses.replace(SHORT, events=200)
 
 

@@ -279,3 +279,42 @@ def test_a_node_registered_again_that_reboots_blacklisted_gets_a_driver_without_
     rig.kmm.hold_node(a, held=False)
     rig.wait_phases({a: "Done", b: "Done"}, timeout=120, version=new)
     assert rig.kernels.violations == []
+
+
+NEXT_KERNEL = "6.8.0-62-generic"  # the distro's next ABI, installed by an unattended upgrade
+
+
+def test_a_node_the_rollout_has_not_reached_that_reboots_into_a_new_kernel_gets_the_target(
+    rollout_rig: RolloutRig,
+) -> None:
+    """The world run (its short CI world, event 45): a node still at OLD, waiting its turn,
+    reboots into a new kernel whose images are pushed. KMM leaves the NodeModulesConfig of a
+    node whose label is not the Module's version as it is (prepareNodeSchedulingData), config
+    for the old kernel included: let go, its loader took the in-tree xe out and then failed for
+    ever ("Module xe not found in directory .../lib/modules/6.8.0-62-generic",
+    CrashLoopBackOff). Now its worker stays held and the node goes through the checks for the
+    target, which KMM configures for the kernel the node runs: Done at NEW in its new boot
+    while the node ahead of it is still loading."""
+    rig = rollout_rig
+    timeouts = {**TIMEOUTS, "load": "300s"}
+    ahead, behind = start(rig, ["a", "b"], {**FAST, "maxUnavailable": 1, "timeouts": timeouts})
+    old, new = rig.kmm_version_at(OLD), rig.kmm_version_at(NEW)
+    for version in (OLD, NEW):
+        rig.publish(version, NEXT_KERNEL)
+    rig.kmm.hold_node(ahead)
+    rig.set_version(NEW)
+    rig.wait_phases({ahead: "Loading"}, version=new)
+    assert rig.state(behind) == f"Done {old}"
+
+    boot = reboot(rig, behind, in_tree_autoloads=True, kernel=NEXT_KERNEL)
+    kubelet_ready(rig, behind, boot)
+
+    wait_done_in_boot(rig, behind, boot, new)
+    assert_loaded_by_kmm_in(rig, behind, boot, NEW)
+    # KMM's loader never ran its stale config there: no load failed, the in-tree xe was taken
+    # out only by the load of the target.
+    failed = [c.describe() for c in rig.kmm.load_calls() if c.node == behind and not c.succeeded]
+    assert failed == []
+    assert rig.state(ahead) == f"Loading {new}"
+    rig.kmm.hold_node(ahead, held=False)
+    rig.wait_phases({ahead: "Done", behind: "Done"}, timeout=120, version=new)

@@ -363,6 +363,40 @@ def test_a_rebooted_node_kmm_will_load_nothing_on_goes_through_the_checks_for_th
     assert all(w.phase_to is not Phase.CHECKING for w in moved)
 
 
+def test_a_node_behind_the_target_that_rebooted_into_a_new_kernel_is_never_let_go() -> None:
+    """The world run: a node at OLD (the rollout had not reached it) reboots into a new kernel.
+    KMM keeps its NodeModulesConfig's config for the old kernel (its label is not the
+    Module's version: prepareNodeSchedulingData leaves it), so its loader would take the
+    in-tree xe out, then fail for ever ("Module xe not found in directory
+    .../lib/modules/<new kernel>"). Its worker stays held: the node is checked for the target,
+    which KMM configures for the kernel it runs."""
+    behind = node(
+        phase=Phase.VERIFYING,
+        version=OLD,
+        labels=targeted(OLD),
+        annotations={names.REBOOTED: REBOOTED, names.KMM_WORKER_HELD: OLD},
+    )
+    behind = dataclasses.replace(booted(behind), kmm_boot_id="", kmm_kernel=KERNEL)
+    facts = answered(behind, report=in_tree(state="LIVE"))
+    result = step_reverifying(rollout([facts]), facts)
+    [write] = writes(result.actions)
+    assert write.phase_to is Phase.CHECKING
+    assert write.annotations[names.STATE_VERSION] == TARGET
+    assert f"KMM configures {OLD} for kernel {KERNEL}, not the {NEW_KERNEL}" in str(
+        write.annotations[names.REASON]
+    )
+    assert not any(isinstance(a, HoldWorkers) and not a.held for a in result.actions)
+    # KMM's config for the kernel the node runs, or not read, or the node at the Module's
+    # version (KMM writes its config afresh): KMM's loader is let go as before.
+    for kernel in (NEW_KERNEL, None):
+        current = dataclasses.replace(facts, kmm_kernel=kernel)
+        moved = writes(step_reverifying(rollout([current]), current).actions)
+        assert all(w.phase_to is not Phase.CHECKING for w in moved)
+    at_target = dataclasses.replace(facts, labels={**facts.labels, **targeted(TARGET)})
+    moved = writes(step_reverifying(rollout([at_target]), at_target).actions)
+    assert all(w.phase_to is not Phase.CHECKING for w in moved)
+
+
 def test_the_held_nodes_kmm_workers_are_deleted_while_it_waits_for_its_agent() -> None:
     facts = dataclasses.replace(reverifying(), unfinished_workers=("xe-worker-abc",))
     actions = step_reverifying(rollout([facts]), facts).actions
