@@ -94,6 +94,17 @@ def writes(actions: Sequence[object]) -> list[PatchNode]:
     return [a for a in actions if isinstance(a, PatchNode)]
 
 
+def checked_for_the_target(facts: NodeFacts) -> bool:
+    """Whether the rebooted node's pass sends it through the checks (Checking)."""
+    moved = writes(step_reverifying(rollout([facts]), facts).actions)
+    return any(w.phase_to is Phase.CHECKING for w in moved)
+
+
+def at_the_target(facts: NodeFacts) -> NodeFacts:
+    """The node labelled at the Module's version (KMM writes its config afresh there)."""
+    return dataclasses.replace(facts, labels={**facts.labels, **targeted(TARGET)})
+
+
 # -- the boot a Done node was verified in ---------------------------------------------------
 
 
@@ -354,13 +365,9 @@ def test_a_rebooted_node_kmm_will_load_nothing_on_goes_through_the_checks_for_th
     assert f"KMM loads nothing here at {OLD}" in reason
     # KMM's record not read, or a load of it recorded: KMM may act, so it is waited for.
     for boot in (None, "0a1b2c3d"):
-        waiting = dataclasses.replace(facts, kmm_boot_id=boot)
-        moved = writes(step_reverifying(rollout([waiting]), waiting).actions)
-        assert all(w.phase_to is not Phase.CHECKING for w in moved)
+        assert not checked_for_the_target(dataclasses.replace(facts, kmm_boot_id=boot))
     # Labelled at the Module's version: KMM loads it.
-    current = dataclasses.replace(facts, labels={**facts.labels, **targeted(TARGET)})
-    moved = writes(step_reverifying(rollout([current]), current).actions)
-    assert all(w.phase_to is not Phase.CHECKING for w in moved)
+    assert not checked_for_the_target(at_the_target(facts))
 
 
 def test_a_node_behind_the_target_that_rebooted_into_a_new_kernel_is_never_let_go() -> None:
@@ -389,12 +396,8 @@ def test_a_node_behind_the_target_that_rebooted_into_a_new_kernel_is_never_let_g
     # KMM's config for the kernel the node runs, or not read, or the node at the Module's
     # version (KMM writes its config afresh): KMM's loader is let go as before.
     for kernel in (NEW_KERNEL, None):
-        current = dataclasses.replace(facts, kmm_kernel=kernel)
-        moved = writes(step_reverifying(rollout([current]), current).actions)
-        assert all(w.phase_to is not Phase.CHECKING for w in moved)
-    at_target = dataclasses.replace(facts, labels={**facts.labels, **targeted(TARGET)})
-    moved = writes(step_reverifying(rollout([at_target]), at_target).actions)
-    assert all(w.phase_to is not Phase.CHECKING for w in moved)
+        assert not checked_for_the_target(dataclasses.replace(facts, kmm_kernel=kernel))
+    assert not checked_for_the_target(at_the_target(facts))
 
 
 def test_the_held_nodes_kmm_workers_are_deleted_while_it_waits_for_its_agent() -> None:
