@@ -51,4 +51,4 @@ def test_kubectl_finds_and_runs_gpuctl_as_its_plugin(
     assert nodes.returncode == 0, nodes.stderr
     refused = kubectl("gpuctl", "nodes", "-o", "nonsense", **where)
     assert refused.returncode == 2
-    assert "invalid choice: 'nonsense'" in refused.stderr
+    assert "'nonsense' is not an output format" in refused.stderr

@@ -45,6 +45,13 @@ def test_a_shard_rolls_its_pool_and_leaves_another_pools_node_alone(
         rig.start_agent(node)
     rig.wait_phases(dict.fromkeys(ours, "Done"))
     rig.wait_kmm_loaded([*ours, theirs])  # KMM's first load of each, before this test's part
+    # ... and over: KMM deletes a worker Pod once it has recorded its end, so none left means
+    # no first loader still running its `modprobe -r` of the in-tree xe after begin().
+    wait_until(
+        "KMM's first worker Pods gone",
+        lambda: not any(rig.worker_pods(node=node) for node in (*ours, theirs)),
+        timeout_seconds=60,
+    )
     rig.kernels.begin()
 
     rig.set_version(NEW)
