@@ -317,6 +317,12 @@ def step_reverifying(inp: RolloutInput, node: NodeFacts) -> StepResult:
     call = node.call(INSPECT)
     report = call.report if call is not None and call.answered else None
     if report is None:
+        if call is not None and call.in_flight and _waiting_for_kmm(node):
+            # Asked again while KMM is let finish (an answer of this boot let it go): wait for
+            # this answer; judging the node on the unanswered ask would fail it past
+            # timeouts.verify for no reason (CI saw it on a loaded machine).
+            result.wake(VERIFY_POLL_SECONDS)
+            return result
         why = call.error if call is not None and call.error else "no agent report since the boot"
         return _not_yet(inp, node, result, why)
     mismatch = not_the_verified_module(inp, node, report)

@@ -20,7 +20,7 @@ from gpuctl.rollout.actions import (
 )
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import StepResult
-from gpuctl.rollout.input.facts import INSPECT, NodeFacts, ReportFacts, RolloutInput
+from gpuctl.rollout.input.facts import INSPECT, CallState, NodeFacts, ReportFacts, RolloutInput
 from gpuctl.rollout.input.records import BootRecord, encode_boot
 from gpuctl.rollout.input.settings import RolloutSettings
 from gpuctl.rollout.reasons import BlockKind
@@ -339,6 +339,15 @@ def test_kmm_slow_past_the_timeout_with_nothing_in_use_is_waited_for_not_failed(
     assert "KMM's ModuleImagesConfig says NeedsBuilding of r/xe:v7-6.8.0-47-generic" in reason
     said = dataclasses.replace(facts, annotations={**facts.annotations, names.REASON: reason})
     assert not writes(step_reverifying(rollout([said]), said).actions)  # said once
+    # The agent asked again, its answer not in yet (a loaded machine): waited for, not failed.
+    asking = CallState(INSPECT, said.attempt, started_at=0.0)
+    in_flight = dataclasses.replace(said, calls={INSPECT: asking})
+    assert not writes(step_reverifying(rollout([in_flight]), in_flight).actions)
+    # Never an answer in this boot (KMM not let go): past the timeout that is a failure.
+    not_let_go = {k: v for k, v in in_flight.annotations.items() if k != names.KMM_WORKER_RELEASED}
+    unanswered = dataclasses.replace(in_flight, annotations=not_let_go)
+    [failed] = writes(step_reverifying(rollout([unanswered]), unanswered).actions)
+    assert failed.phase_to is Phase.FAILED
     opened = answered(late, report=in_tree(blockers=[OPEN_CLIENT]))
     [blocked] = writes(step_reverifying(rollout([opened]), opened).actions)
     assert blocked.phase_to is Phase.BLOCKED  # something in use: held again
