@@ -22,9 +22,8 @@ from pathlib import Path
 
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, ProcessCollector
 
-from coordinator import logs
 from coordinator.health import Liveness
 from coordinator.kube.client import Kube
 from coordinator.live_nodes.flags import AgentFlagsError, add_agent_arguments, live_nodes_config
@@ -39,10 +38,10 @@ from coordinator.metrics_http import (
     serve_metrics,
     stop_metrics,
 )
-from coordinator.process_metrics import CoordinatorCollector
+from coordinator.process_metrics import CoordinatorCollector, memory_limit_from
 from coordinator.rollout.config import PrometheusAccess
 from coordinator.rollout.metrics import RolloutMetrics
-from gpuctl.common import names
+from gpuctl.common import json_logs, names
 from gpuctl.common.build_version import gpuctl_version
 from gpuctl.common.label_selector import SelectorError, check_selector
 
@@ -278,7 +277,8 @@ def api_client(kubeconfig: str | None) -> k8s_client.ApiClient:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logs.configure(args.log_level)
+    # The HTTP stack's own chatter is not the coordinator's story.
+    json_logs.configure(args.log_level, quiet=("urllib3",))
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     config = CoordinatorConfig(
         namespace=args.namespace,
@@ -301,6 +301,11 @@ def main(argv: list[str] | None = None) -> int:
         client = api_client(args.kubeconfig)
     except (k8s_config.ConfigException, OSError) as err:
         log.error("no Kubernetes configuration", extra={"error": str(err)})
+        return 2
+    try:
+        memory_limit = memory_limit_from(os.environ)
+    except ValueError as err:
+        log.error("bad environment", extra={"error": str(err)})
         return 2
     stop = threading.Event()
 
@@ -334,7 +339,12 @@ def main(argv: list[str] | None = None) -> int:
         rollout_metrics=RolloutMetrics(registry),
         liveness=liveness,
     )
-    registry.register(CoordinatorCollector(gpuctl_version(), coordinator.elector.leading.is_set))
+    # process_resident_memory_bytes, process_cpu_seconds_total, ...: the sizing advice and the
+    # memory alert (docs/metrics.md) read them.
+    ProcessCollector(registry=registry)
+    registry.register(
+        CoordinatorCollector(gpuctl_version(), coordinator.elector.leading.is_set, memory_limit)
+    )
     metrics_server = None
     if args.metrics_port is not None:
         try:

@@ -14,13 +14,13 @@ import signal
 import sys
 from pathlib import Path
 
-from agent.daemon import logs
 from agent.daemon.flags import config_from_args
 from agent.daemon.runner import AgentDaemon
 from agent.daemon.uevents import UdevSource
 from agent.hostroot import HostRootError, validate_host_root
 from agent.inspect import inspect_node
 from agent.sysfs_write import HostSysfsWriter
+from gpuctl.common import json_logs
 from gpuctl.common.build_version import gpuctl_version
 from gpuctl.common.client_transport import ClientConfigError
 
@@ -49,7 +49,8 @@ def run_command(args: argparse.Namespace, node_name: str, prog: str) -> int:
     if not node_name:
         print(f"{prog}: no node name: pass --node-name or set NODE_NAME", file=sys.stderr)
         return EXIT_USAGE
-    logs.configure(node_name, args.log_level)
+    # asyncio's debug chatter ("Using selector: EpollSelector") is not the agent's story.
+    json_logs.configure(args.log_level, fixed={"node": node_name}, quiet=("asyncio",))
     host_root: Path = config.host_root
     daemon = AgentDaemon(
         config,

@@ -26,6 +26,7 @@ ALERTS = [
     "GpuctlAgentsStale",
     "GpuctlNoLeader",
     "GpuctlCertificateExpiring",
+    "GpuctlCoordinatorMemoryHigh",
 ]
 
 
@@ -74,7 +75,12 @@ def test_every_alert_reads_metrics_the_coordinator_serves(helm: Helm) -> None:
 
 def test_thresholds_come_from_the_values(helm: Helm) -> None:
     spec = rule_spec(
-        helm, blockedFor="45m", staleAgentsFor="3m", noLeaderFor="1m", tlsExpiryDays=30
+        helm,
+        blockedFor="45m",
+        staleAgentsFor="3m",
+        noLeaderFor="1m",
+        tlsExpiryDays=30,
+        memoryPercent=75,
     )
     rules = {r["alert"]: r for r in spec["groups"][0]["rules"]}
     assert rules["GpuctlNodeBlocked"]["for"] == "45m"
@@ -82,6 +88,7 @@ def test_thresholds_come_from_the_values(helm: Helm) -> None:
     assert rules["GpuctlAgentsStale"]["for"] == "3m"
     assert rules["GpuctlNoLeader"]["for"] == "1m"
     assert rules["GpuctlCertificateExpiring"]["expr"].endswith(f"< {30 * 86400}")
+    assert rules["GpuctlCoordinatorMemoryHigh"]["expr"].endswith("* 100 > 75")
 
 
 def test_a_rule_without_the_metrics_service_is_refused(helm: Helm) -> None:

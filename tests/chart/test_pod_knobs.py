@@ -61,7 +61,10 @@ def test_by_default_nothing_is_added(helm: Helm) -> None:
     for kind in KINDS:
         selector = find(rendered, kind)["spec"]["selector"]["matchLabels"]
         assert pod_metadata(rendered, kind) == {"labels": selector}
-    assert [e["name"] for e in container(rendered, "Deployment")["env"]] == ["POD_NAME"]
+    assert [e["name"] for e in container(rendered, "Deployment")["env"]] == [
+        "POD_NAME",
+        "GPUCTL_MEMORY_LIMIT_BYTES",
+    ]
     assert [e["name"] for e in container(rendered, "DaemonSet")["env"]] == ["NODE_NAME"]
     for suffix in ("-coordinator", "-agent", "-module-loader"):
         assert account_annotations(rendered, suffix) is None

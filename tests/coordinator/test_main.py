@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import logging
 import socket
 import urllib.request
 
@@ -11,7 +9,6 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from coordinator.health import Verdict
-from coordinator.logs import JsonFormatter
 from coordinator.main import parse_args
 from coordinator.metrics_http import HealthChecks, MetricsServerError, serve_metrics, stop_metrics
 from coordinator.rollout.metrics import RolloutMetrics
@@ -40,17 +37,6 @@ def test_defaults() -> None:
     assert args.lease_name == "gpuctl-coordinator"
     assert args.events_namespace == "default"
     assert args.resync_period == 60.0
-
-
-def test_json_log_line_carries_extra_fields() -> None:
-    record = logging.LogRecord("coordinator.x", logging.INFO, "f.py", 1, "hello %s", ("you",), None)
-    record.gpudriver = "gpu-policy"
-    line = json.loads(JsonFormatter().format(record))
-    assert line["msg"] == "hello you"
-    assert line["level"] == "info"
-    assert line["logger"] == "coordinator.x"
-    assert line["gpudriver"] == "gpu-policy"
-    assert line["time"].endswith("+00:00")
 
 
 @pytest.mark.parametrize(

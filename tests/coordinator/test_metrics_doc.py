@@ -11,9 +11,15 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
 
 def test_the_metrics_table_is_what_the_coordinator_serves() -> None:
-    table = [line for line in DOC.read_text().splitlines() if line.startswith("| `gpuctl_")]
+    table = [
+        line
+        for line in DOC.read_text().splitlines()
+        if line.startswith(("| `gpuctl_", "| `process_"))
+    ]
     documented = {
-        name for line in table for name in re.findall(r"`(gpuctl_\w+)`", line.split("|")[1])
+        name
+        for line in table
+        for name in re.findall(r"`((?:gpuctl|process)_\w+)`", line.split("|")[1])
     }
     served = served_metric_names()
     # The table names counters with _total and histograms by their base name.

@@ -12,7 +12,7 @@ import datetime
 import re
 import time
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, ProcessCollector
 
 from coordinator.live_nodes.live import LiveNodes, LiveNodesConfig
 from coordinator.live_nodes.metrics import LiveNodesCollector
@@ -26,8 +26,9 @@ from tests.support.memory_api import MemoryApi
 
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}
 # A metric name in PromQL: what is not a function, keyword, label or variable. Every gpuctl
-# metric starts with gpuctl_, which no PromQL function or keyword does.
-METRIC_NAME = re.compile(r"\bgpuctl_[a-zA-Z0-9_]+")
+# metric starts with gpuctl_, the process collector's with process_, which no PromQL function
+# or keyword does.
+METRIC_NAME = re.compile(r"\b(?:gpuctl|process)_[a-zA-Z0-9_]+")
 
 
 def served_metric_names() -> set[str]:
@@ -46,7 +47,8 @@ def served_metric_names() -> set[str]:
     serving = certs.make_serving_cert(certs.make_ca(now, "metrics-test"), now)
     live.server.certificate = MemoryCertificate(serving.key_pem, serving.cert_pem)
     registry.register(LiveNodesCollector(live, time.monotonic))
-    registry.register(CoordinatorCollector("0.0.0-test", lambda: True))
+    registry.register(CoordinatorCollector("0.0.0-test", lambda: True, 512 * 2**20))
+    ProcessCollector(registry=registry)
     names: set[str] = set()
     for family in registry.collect():
         names.add(family.name)

@@ -85,6 +85,8 @@ def test_five_nodes_roll_one_at_a_time_in_order_and_end_verified(
     rollout_rig: RolloutRig, cordon_taints: CordonTaintMirror
 ) -> None:
     rig = rollout_rig
+    # As the chart passes the container's limit (the Downward API's limits.memory, in bytes).
+    rig.coordinator_env["GPUCTL_MEMORY_LIMIT_BYTES"] = str(512 * 2**20)
     nodes = start(rig, ["n1", "n2", "n3", "n4", "n5"], FAST)
     node_watch = watch(rig, bound=1)
     target = rig.kmm_version_at(NEW)
@@ -139,6 +141,10 @@ def test_five_nodes_roll_one_at_a_time_in_order_and_end_verified(
         assert metrics[version] == 1
     assert metrics["gpuctl_leader"] == 1
     assert [s for s in metrics if s.startswith('gpuctl_build_info{component="coordinator"')]
+    # The process's own: what the sizing advice and GpuctlCoordinatorMemoryHigh divide.
+    assert metrics["gpuctl_memory_limit_bytes"] == 512 * 2**20
+    assert 20 * 2**20 < metrics["process_resident_memory_bytes"] < 512 * 2**20
+    assert metrics["process_cpu_seconds_total"] > 0
     assert metrics['gpuctl_rollout_nodes{gpudriver="gpu",phase="Done"}'] == 5
     # Healthy at the target (it was Healthy at the old version before: it follows a moment
     # after the rollout's status).
