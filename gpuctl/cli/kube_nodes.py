@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import urllib3
@@ -31,6 +31,10 @@ from gpuctl.cli.node_view import NodeView, from_gpunode
 from gpuctl.common import names, timestamps
 from gpuctl.rollout.input.pod_facts import PodFacts, node_pod_facts
 
+# How long one watch request lasts before it is opened again (the server may end it sooner).
+_WATCH_SECONDS = 300
+_CHANGES = ("ADDED", "MODIFIED", "DELETED")
+
 
 class KubeNodeSource:
     def __init__(
@@ -49,13 +53,51 @@ class KubeNodeSource:
 
     def list_objects(self) -> list[dict[str, Any]]:
         """Every GPUNode, as the API server serves it."""
+        return self.list_with_version()[0]
+
+    def list_with_version(self) -> tuple[list[dict[str, Any]], str | None]:
+        """Every GPUNode, and the list's resourceVersion to watch from."""
         listed = self._call(
             "list",
             lambda: self._api.list_cluster_custom_object(
                 names.GROUP, names.VERSION, names.GPUNODE_PLURAL, _request_timeout=self._timeout
             ),
         )
-        return list(listed.get("items", []))
+        return list(listed.get("items", [])), (listed.get("metadata") or {}).get("resourceVersion")
+
+    def changes(self, resource_version: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every change of a GPUNode after `resource_version`, as (ADDED|MODIFIED|DELETED,
+        object), for ever. The server ends a watch now and then: it is opened again where
+        it left off; where that place is gone from the server's history (410 Gone), the
+        GPUNodes are listed again and each is given as MODIFIED, so nothing is missed."""
+        while True:
+            stream = watch.Watch()  # type: ignore[no-untyped-call]
+            try:
+                for event in stream.stream(  # type: ignore[no-untyped-call]
+                    self._api.list_cluster_custom_object,
+                    names.GROUP,
+                    names.VERSION,
+                    names.GPUNODE_PLURAL,
+                    resource_version=resource_version,
+                    allow_watch_bookmarks=False,
+                    timeout_seconds=_WATCH_SECONDS,
+                    _request_timeout=_WATCH_SECONDS + 30,
+                ):
+                    obj = event.get("object")
+                    if isinstance(obj, dict) and event.get("type") in _CHANGES:
+                        resource_version = obj.get("metadata", {}).get("resourceVersion")
+                        yield str(event["type"]), obj
+            except ApiException as error:
+                if error.status != 410:
+                    raise CommandError(
+                        describe_api_error(error, "watch", names.GPUNODES, self._server)
+                    ) from error
+                objects, resource_version = self.list_with_version()
+                yield from (("MODIFIED", obj) for obj in objects)
+            except (urllib3.exceptions.HTTPError, OSError) as error:
+                raise unreachable(self._server, error) from error
+            finally:
+                stream.stop()  # type: ignore[no-untyped-call]
 
     def node_names(self, selector: str) -> set[str]:
         """The names of the Nodes the label selector matches (`kubectl get nodes -l`)."""

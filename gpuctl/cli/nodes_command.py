@@ -15,12 +15,10 @@ from gpuctl.cli.kmm_preflight import add_timeout_flag
 from gpuctl.cli.kube_client import load_api_client
 from gpuctl.cli.kube_nodes import KubeNodeSource
 from gpuctl.cli.nodes_table import render_nodes
+from gpuctl.cli.nodes_watch import GPUNODE_RESOURCE, watch_nodes
 from gpuctl.cli.object_output import add_object_output, render_objects
 from gpuctl.cli.reporting import reporting_shortfall
 from gpuctl.cli.source_flags import Clock, add_source_flags, make_source, utc_now
-from gpuctl.common import names
-
-GPUNODE_RESOURCE = f"gpunode.{names.GROUP}"
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,7 +33,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
         epilog=(
             "exit codes: 0 listed; 1 the nodes could not be read (the reason is printed), or "
-            "fewer than --require-reporting nodes report. "
+            "fewer than --require-reporting nodes report; with --watch, 130 once interrupted "
+            "(Ctrl-C). "
             "With --kernel-check: 0 every node's next kernel has a driver; 1 one has not; 3 "
             "one could not be checked."
         ),
@@ -69,7 +68,28 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--no-headers",
         action="store_true",
-        help="with -o table or wide: no header line, as kubectl's (for scripts)",
+        help="with -o table, wide or custom-columns: no header line, as kubectl's (for scripts)",
+    )
+    parser.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="after the list, print each change of a GPU node (a new report, its agent "
+        "connecting or going silent, a node added or deleted) until interrupted, as "
+        "`kubectl get -w`; through the Kubernetes API only",
+    )
+    parser.add_argument(
+        "--output-watch-events",
+        action="store_true",
+        help="with --watch: the change's type (ADDED, MODIFIED, DELETED) in front of each "
+        "line, or {type, object} around each json or yaml object, as kubectl's",
+    )
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        metavar="NAMESPACE",
+        help="taken as kubectl takes it for Nodes: GPUNodes and Nodes belong to no namespace, "
+        "so it narrows nothing (a note on stderr says so)",
     )
     add_source_flags(parser)
     parser.set_defaults(run=run)
@@ -106,11 +126,36 @@ def run(
     clock: Clock = utc_now,
     now: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    *,
+    err: TextIO = sys.stderr,
 ) -> int:
     if args.require_reporting and (args.kernel_check or args.output not in ("table", "wide")):
         raise CommandError(
             "--require-reporting checks the node list itself: not with --kernel-check or -o "
             f"{args.output}"
+        )
+    if args.namespace is not None:
+        err.write(f"note: GPU nodes belong to no namespace; -n {args.namespace} narrows nothing\n")
+    if args.output_watch_events and not args.watch:
+        raise CommandError("--output-watch-events goes with --watch")
+    if args.watch:
+        if args.kernel_check or args.require_reporting:
+            raise CommandError(
+                "--watch follows the node list: not with --kernel-check or --require-reporting"
+            )
+        source = make_source(args, clock)
+        if not isinstance(source, KubeNodeSource):
+            raise CommandError(
+                "--watch follows the GPUNodes of the Kubernetes API; drop --coordinator"
+            )
+        return watch_nodes(
+            source,
+            args.selector,
+            args.output,
+            out,
+            clock,
+            headers=not args.no_headers,
+            show_events=args.output_watch_events,
         )
     source = make_source(args, clock)
     selected = _selected(source, args.selector)

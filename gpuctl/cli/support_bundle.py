@@ -71,6 +71,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "read or the file could not be written.",
     )
     parser.add_argument(
+        "-n",
         "--namespace",
         default="gpuctl-system",
         help="gpuctl's release namespace: its Events and Pod logs (default: %(default)s)",

@@ -41,6 +41,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--client", action="store_true", help="print only this CLI's version; no cluster"
     )
     parser.add_argument(
+        "-n",
         "--namespace",
         default=DEFAULT_NAMESPACE,
         help="the coordinator's namespace (the chart's release namespace; default: %(default)s)",

@@ -8,10 +8,14 @@ contracts; the coordinator's side is tested with the coordinator.
 from __future__ import annotations
 
 import json
+import queue
+import re
+import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +208,81 @@ def test_nodes_selects_by_the_nodes_labels_and_drops_the_headers_for_scripts(
         for node in (wanted, other):
             api.kube.request("DELETE", f"/api/v1/nodes/{node}")
             api.kube.request("DELETE", f"{GPUNODE_PATH}/{node}")
+
+
+class Lines:
+    """A running command's stdout, line by line, read on a thread: `next(pattern)` waits for
+    the next line that matches, so the test waits for the exact change it made."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.seen: queue.Queue[str] = queue.Queue()
+        self.read: list[str] = []
+        assert process.stdout is not None
+        stream = process.stdout
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream: Iterable[str]) -> None:
+        for line in stream:
+            self.seen.put(line)
+
+    def next(self, pattern: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.seen.get(timeout=left)
+            except queue.Empty:
+                break
+            self.read.append(line)
+            if re.search(pattern, line):
+                return line
+        raise AssertionError(f"no line matching {pattern!r}; read:\n{''.join(self.read)}")
+
+
+def test_nodes_watch_prints_each_change_until_interrupted(
+    kube_cluster: KubeCluster, namespace: str, api: Api
+) -> None:
+    """`gpuctl nodes -w`, as `kubectl get -w`: the list, then a line per change (an agent
+    going silent, a node added, one deleted), the change's type in front with
+    --output-watch-events; -n is taken and said to narrow nothing; Ctrl-C ends it, 130."""
+    first, second = f"{namespace}-first", f"{namespace}-second"
+    put_gpunode(api, first, connected(first))
+    process = subprocess.Popen(
+        [
+            *(GPUCTL, "nodes", "-w", "--output-watch-events", "-n", "gpuctl-system"),
+            *("--kubeconfig", str(kube_cluster.kubeconfig)),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = Lines(process)
+        assert lines.next(r"^EVENT\s+NODE\s+GPUS").split()[:3] == ["EVENT", "NODE", "GPUS"]
+        assert lines.next(rf"^ADDED\s+{first}\s").split()[-1] == "connected"
+        put_gpunode(api, second, connected(second, busy=True))
+        added = lines.next(rf"^ADDED\s+{second}\s")
+        # The patch of its status follows the create: the report, busy.
+        assert "OPEN_CLIENTS" in lines.next(rf"^MODIFIED\s+{second}\s.*OPEN_CLIENTS"), added
+        api.kube.request(
+            "PATCH",
+            f"{GPUNODE_PATH}/{first}/status",
+            body={"status": {"session": "Disconnected"}},
+            content_type="application/merge-patch+json",
+        )
+        silent = lines.next(rf"^MODIFIED\s+{first}\s").split()
+        assert silent[-1] == "disconnected"
+        assert "unknown" in silent  # its blockers: no longer vouched for
+        api.kube.request("DELETE", f"{GPUNODE_PATH}/{second}")
+        lines.next(rf"^DELETED\s+{second}\s")
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "note: GPU nodes belong to no namespace; -n gpuctl-system narrows nothing" in stderr
+    refused = gpuctl(kube_cluster.kubeconfig, "nodes", "-w", "--kernel-check")
+    assert refused.returncode == 1
+    assert "--watch follows the node list: not with --kernel-check" in refused.stderr
 
 
 def test_node_inspect_names_each_gpu_client_by_the_pod_the_api_server_lists_on_the_node(
