@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
+from gpuctl.cli.help_format import examples
+
 SHELLS = ("bash", "zsh", "fish")
 PROGRAMS = ("gpuctl", "kubectl-gpuctl")
 
@@ -142,6 +144,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "commands, flags and their fixed values. Also completes `kubectl gpuctl`'s "
         "plugin name kubectl-gpuctl. bash: source <(gpuctl completion bash); zsh: source "
         "<(gpuctl completion zsh); fish: gpuctl completion fish | source.",
+        epilog=examples(
+            ("gpuctl completion bash", "then: source <(gpuctl completion bash)"),
+            ("gpuctl completion fish", "then: gpuctl completion fish | source"),
+        ),
     )
     parser.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash, zsh or fish")
     parser.set_defaults(run=run)

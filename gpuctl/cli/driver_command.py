@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from gpuctl.cli.abandon_api import AbandonApi
 from gpuctl.cli.abandon_plan import NodeRelease, live_holder, node_releases
 from gpuctl.cli.errors import CommandError
+from gpuctl.cli.help_format import examples, with_examples
 from gpuctl.cli.kube_client import load_api_client
 from gpuctl.cli.source_flags import Clock, add_kube_flags, utc_now
 from gpuctl.common import names
@@ -53,8 +54,16 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "abandon",
         help="delete a GPUDriver's Module and marks without a coordinator (unloads at once)",
         description=ABANDON_DESCRIPTION,
-        epilog=ABANDON_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=with_examples(
+            ABANDON_EPILOG,
+            examples(
+                (
+                    "gpuctl driver abandon xe-driver --reason 'coordinator uninstalled' --dry-run",
+                    "what it would delete and take off, changing nothing",
+                ),
+                ("gpuctl driver abandon xe-driver --reason 'coordinator uninstalled' --yes", ""),
+            ),
+        ),
     )
     abandon.add_argument("name", metavar="NAME", help="the GPUDriver")
     abandon.add_argument(

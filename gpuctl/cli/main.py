@@ -18,6 +18,7 @@ from gpuctl.cli import (
     version_command,
 )
 from gpuctl.cli.errors import CommandError
+from gpuctl.cli.help_format import lay_out_help
 from gpuctl.common.build_version import gpuctl_version
 
 
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     support_bundle.add_parser(commands)
     completion.add_parser(commands)
     parser.set_defaults(root_parser=parser)  # `gpuctl completion` walks the whole tree
+    lay_out_help(parser)
     return parser
 
 

@@ -10,6 +10,7 @@ from typing import TextIO
 from gpuctl.api.v1alpha1 import node_report_pb2 as pb
 from gpuctl.cli.durations import short_age
 from gpuctl.cli.errors import CommandError
+from gpuctl.cli.help_format import examples
 from gpuctl.cli.local_agent import LocalInspectionError, inspect_locally
 from gpuctl.cli.node_source import DEFAULT_FRESH_TIMEOUT
 from gpuctl.cli.node_view import NodeView
@@ -32,15 +33,15 @@ def add_parser(subcommands: argparse._SubParsersAction[argparse.ArgumentParser])
             "provenance, refcnt); and every reason unloading xe now would fail or hurt."
         ),
         epilog=(
-            "examples:\n"
-            "  gpuctl node inspect --local\n"
-            "  gpuctl node inspect --local --host-root /host -o json\n"
-            "  gpuctl node inspect worker-3            # its latest report, via the API\n"
-            "  gpuctl node inspect worker-3 --fresh    # ask its agent now and wait\n"
-            "\n"
+            examples(
+                ("gpuctl node inspect --local", "this machine"),
+                ("gpuctl node inspect --local --host-root /host -o json", "from a Pod"),
+                ("gpuctl node inspect worker-3", "its latest report, through the API"),
+                ("gpuctl node inspect worker-3 --fresh", "ask its agent now and wait"),
+            )
+            + "\n\n"
             "exit codes: 0 report printed; 2 bad arguments or unusable host root; 1 other errors"
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "node",

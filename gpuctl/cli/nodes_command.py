@@ -10,6 +10,7 @@ from typing import TextIO
 
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.gpudriver_api import GpuDriverApi
+from gpuctl.cli.help_format import examples, with_examples
 from gpuctl.cli.kernel_check import exit_code, kernel_check, render
 from gpuctl.cli.kmm_preflight import add_timeout_flag
 from gpuctl.cli.kube_client import load_api_client
@@ -31,12 +32,18 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "how old the report is, and whether the agent is connected. A node whose agent "
             "is not connected shows its blockers as unknown."
         ),
-        epilog=(
+        epilog=with_examples(
             "exit codes: 0 listed; 1 the nodes could not be read (the reason is printed), or "
             "fewer than --require-reporting nodes report; with --watch, 130 once interrupted "
             "(Ctrl-C). "
             "With --kernel-check: 0 every node's next kernel has a driver; 1 one has not; 3 "
-            "one could not be checked."
+            "one could not be checked.",
+            examples(
+                ("gpuctl nodes", "every GPU node"),
+                ("gpuctl nodes -l pool=gpu -o wide", "those of one pool, with kernels"),
+                ("gpuctl nodes -w", "then each change, until Ctrl-C"),
+                ("gpuctl nodes --kernel-check", "before a kernel upgrade"),
+            ),
         ),
     )
     parser.add_argument(

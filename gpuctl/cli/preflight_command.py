@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from gpuctl.cli.gpudriver_api import GpuDriverApi
+from gpuctl.cli.help_format import examples, with_examples
 from gpuctl.cli.kmm_preflight import add_timeout_flag, check_images
 from gpuctl.cli.kmm_touch import module_ref
 from gpuctl.cli.kube_client import load_api_client
@@ -43,8 +44,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "preflight",
         help="check a kernel before nodes boot it: mapping, image, signing",
         description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=with_examples(
+            EPILOG,
+            examples(
+                ("gpuctl preflight --kernel 6.8.0-63-generic", "every GPUDriver"),
+                ("gpuctl preflight --kernel 6.8.0-63-generic xe-driver -o json", ""),
+            ),
+        ),
     )
     parser.add_argument("names", nargs="*", metavar="NAME", help="GPUDrivers (default: all)")
     parser.add_argument(

@@ -9,6 +9,7 @@ from typing import TextIO
 
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.gpudriver_api import DRY_RUN_CHOICES, GpuDriverApi
+from gpuctl.cli.help_format import examples, with_examples
 from gpuctl.cli.kmm_touch import module_ref, module_version
 from gpuctl.cli.kube_client import load_api_client
 from gpuctl.cli.object_output import add_output, render_document, render_names
@@ -100,8 +101,17 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="progress: which node is in which step, what blocks whom",
         description="Show the rollout's progress: nodes updated, and each node not done yet "
         "with its step, how long it has been there and why.",
-        epilog=STATUS_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=with_examples(
+            STATUS_EPILOG,
+            examples(
+                ("gpuctl rollout status", "the only GPUDriver's rollout, once"),
+                ("gpuctl rollout status xe-driver -w", "follow it until it ends or needs you"),
+                (
+                    "gpuctl rollout status xe-driver -o jsonpath='{.status.rollout.state}'",
+                    "its state alone, for a script (the exit code is the same)",
+                ),
+            ),
+        ),
     )
     _add_name(status)
     status.add_argument(
@@ -129,6 +139,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "pause",
         help="stop starting nodes (nodes mid-step finish their step)",
         description="Set spec.rollout.paused: no new node is started.",
+        epilog=examples(
+            ("gpuctl rollout pause xe-driver", ""),
+            ("gpuctl rollout pause xe-driver --dry-run=server", "check RBAC and admission only"),
+        ),
     )
     _add_name(pause)
     add_dry_run(pause)
@@ -139,6 +153,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="continue a paused rollout, or release the hold after the first node",
         description="Clear spec.rollout.paused and release the hold after the first node for "
         "the current target version.",
+        epilog=examples(
+            ("gpuctl rollout resume", "the only GPUDriver: after checking its first node"),
+            ("gpuctl rollout resume xe-driver", ""),
+        ),
     )
     _add_name(resume)
     add_dry_run(resume)
@@ -148,8 +166,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "plan",
         help="dry run by the coordinator's own decision: what it would do to each node now",
         description=PLAN_DESCRIPTION,
-        epilog=PLAN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=with_examples(
+            PLAN_EPILOG,
+            examples(
+                ("gpuctl rollout plan", "what the coordinator would do to each node now"),
+                ("gpuctl rollout plan xe-driver -o yaml", "the same plan as data"),
+            ),
+        ),
     )
     _add_name(plan)
     add_output(
@@ -164,6 +187,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the driver revisions the GPUDriver rolled out",
         description="List the revisions recorded in status.revisions: the Module's KMM "
         "version, images, how many nodes ran it, when it was rolled out and completed.",
+        epilog=examples(("gpuctl rollout history xe-driver", "")),
     )
     _add_name(history)
     add_output(
@@ -180,6 +204,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "previous one), like `kubectl rollout undo`: the coordinator takes every node there "
         "one at a time with the same settings and checks (no unload while busy; the hold "
         "after the first node applies).",
+        epilog=examples(
+            ("gpuctl rollout undo xe-driver", "back to the previous revision"),
+            ("gpuctl rollout undo xe-driver --to-revision 2", "to revision 2 of `history`"),
+        ),
     )
     _add_name(undo)
     undo.add_argument(
@@ -201,6 +229,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "the coordinator starts it again from the check step, and a failure no longer counts "
         "against the budget. `gpuctl rollout retry NODE`, the older form, still works (with a "
         "warning) where NODE names no GPUDriver.",
+        epilog=examples(
+            ("gpuctl rollout retry --node gpu-2", "the node's own GPUDriver"),
+            ("gpuctl rollout retry xe-driver --node gpu-2", ""),
+        ),
     )
     retry.add_argument(
         "name",

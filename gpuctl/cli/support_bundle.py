@@ -34,6 +34,7 @@ from gpuctl.cli.bundle_kmm import (
 )
 from gpuctl.cli.coordinator_lease import find_lease
 from gpuctl.cli.errors import CommandError
+from gpuctl.cli.help_format import examples, with_examples
 from gpuctl.cli.kube_client import load_api_client, request_timeout
 from gpuctl.cli.object_output import as_list
 from gpuctl.cli.source_flags import add_kube_flags
@@ -67,8 +68,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "restarted). Secrets are never read. README.txt in the archive says what each file "
             "is; what could not be read is listed in errors.txt."
         ),
-        epilog="exit codes: 0 written (errors.txt lists what was missing); 1 nothing could be "
-        "read or the file could not be written.",
+        epilog=with_examples(
+            "exit codes: 0 written (errors.txt lists what was missing); 1 nothing could be "
+            "read or the file could not be written.",
+            examples(
+                ("gpuctl support-bundle", "gpuctl-support-<time>.tar.gz here"),
+                ("gpuctl support-bundle -n gpu-system -f /tmp/bundle.tar.gz", ""),
+            ),
+        ),
     )
     parser.add_argument(
         "-n",

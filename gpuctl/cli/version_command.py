@@ -13,6 +13,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from gpuctl.cli.coordinator_lease import find_lease
+from gpuctl.cli.help_format import examples, with_examples
 from gpuctl.cli.kube_client import load_api_client, request_timeout
 from gpuctl.cli.kube_errors import call_api, is_missing_object
 from gpuctl.cli.object_output import add_output, render_document
@@ -34,8 +35,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "version), and warn about each pair outside the supported skew: agents and CLI "
             "within one minor release of the coordinator (docs/deploying.md#version-skew)."
         ),
-        epilog="exit codes: 0 printed (warnings included); 1 the cluster could not be read (the "
-        "client's line is printed first, as kubectl's).",
+        epilog=with_examples(
+            "exit codes: 0 printed (warnings included); 1 the cluster could not be read (the "
+            "client's line is printed first, as kubectl's).",
+            examples(
+                ("gpuctl version", "this CLI, the coordinator and the agents"),
+                ("gpuctl version -n gpu-system -o yaml", "a release in another namespace"),
+                ("gpuctl version --client", "no cluster"),
+            ),
+        ),
     )
     parser.add_argument(
         "--client", action="store_true", help="print only this CLI's version; no cluster"
