@@ -57,10 +57,9 @@ DEVICE_BLOCKS = {
     BlockKind.MODULE_HOLDERS: Remedy(
         summary="another kernel module holds xe: unload it on the node first",
         means=(
-            "Another kernel module holds `xe` (one that uses its symbols, say `xe_vfio_pci`): KMM's "
-            "unloader "
-            "removes `xe` first, so `modprobe -r xe` would fail with EBUSY, even where "
-            "`kernelModule.modulesLoadingOrder` lists the holder."
+            "Another kernel module holds `xe` (one that uses its symbols, say `xe_vfio_pci`): "
+            "KMM's unloader removes `xe` first, so `modprobe -r xe` would fail with EBUSY, even "
+            "where `kernelModule.modulesLoadingOrder` lists the holder."
         ),
         confirm=(
             f"{INSPECT_FRESH}  # Module xe: ... held by ...",
