@@ -39,11 +39,12 @@ from coordinator.metrics_http import (
     stop_metrics,
 )
 from coordinator.process_metrics import CoordinatorCollector, memory_limit_from
-from coordinator.rollout.config import PrometheusAccess
+from coordinator.rollout.config import KuredLockConfig, PrometheusAccess
 from coordinator.rollout.metrics import RolloutMetrics
 from gpuctl.common import json_logs, names
 from gpuctl.common.build_version import gpuctl_version
 from gpuctl.common.label_selector import SelectorError, check_selector
+from gpuctl.rollout.input.kured_lock import KURED_LOCK_ANNOTATION
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 FALLBACK_NAMESPACE = "gpuctl-system"
@@ -215,6 +216,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="verify https Prometheus gates against the CA bundle in FILE, read at each query "
         "(default: the system trust store)",
     )
+    parser.add_argument(
+        "--kured-lock",
+        metavar="NAMESPACE/DAEMONSET",
+        help="kured's DaemonSet, whose reboot lock the rollout holds while a node is in a step "
+        "and waits on while kured holds it (docs/maintenance.md#kured) (default: none, kured "
+        "is not looked at)",
+    )
+    parser.add_argument(
+        "--kured-lock-annotation",
+        default=KURED_LOCK_ANNOTATION,
+        metavar="NAME",
+        help="with --kured-lock: kured's --lock-annotation (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--kured-concurrency",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --kured-lock: kured's --concurrency, the lock's slots (default: %(default)s)",
+    )
     add_metrics_arguments(parser)
     add_agent_arguments(parser)
     return parser
@@ -233,6 +254,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--metrics-port {args.metrics_port} is not a TCP port")
     if args.renew_deadline >= args.lease_duration:
         parser.error("--renew-deadline must be shorter than --lease-duration")
+    args.kured = None
+    if args.kured_lock is not None:
+        namespace, slash, daemon_set = args.kured_lock.partition("/")
+        if not slash or not namespace or not daemon_set or "/" in daemon_set:
+            parser.error(f"--kured-lock {args.kured_lock!r} is not NAMESPACE/DAEMONSET")
+        if args.kured_concurrency < 1:
+            parser.error("--kured-concurrency must be 1 or more")
+        args.kured = KuredLockConfig(
+            namespace, daemon_set, args.kured_lock_annotation, args.kured_concurrency
+        )
     args.namespace = args.namespace or default_namespace()
     try:
         args.live_nodes = live_nodes_config(args, args.namespace)
@@ -295,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         rollout_blocked_recheck_seconds=args.rollout_blocked_recheck,
         resync_seconds=args.resync_period,
         kmm_worker_hold=args.kmm_worker_hold,
+        kured=args.kured,
         prometheus=PrometheusAccess(args.prometheus_token_file, args.prometheus_ca_file),
     )
     try:

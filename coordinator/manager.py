@@ -33,7 +33,7 @@ from coordinator.kube.leader import LeaderElector, LeaseConfig
 from coordinator.kube.watches import Informer, Resource
 from coordinator.kube.workqueue import WorkQueue, run_worker
 from coordinator.rollout.agent_calls import AgentCalls
-from coordinator.rollout.config import PrometheusAccess, RolloutConfig
+from coordinator.rollout.config import KuredLockConfig, PrometheusAccess, RolloutConfig
 from coordinator.rollout.controller import RolloutController
 from coordinator.rollout.live_reports import LiveReports
 from coordinator.rollout.metrics import RolloutMetrics
@@ -86,6 +86,8 @@ class CoordinatorConfig:
     rollout_blocked_recheck_seconds: float = 30.0
     # Hold KMM's worker off a node opened after the check (the chart's guard enforces it).
     kmm_worker_hold: bool = False
+    # kured's reboot lock (coordinator/rollout/kured_lock.py); None: kured is not looked at.
+    kured: KuredLockConfig | None = None
     # The bearer token and CA bundle for gates' Prometheus servers.
     prometheus: PrometheusAccess = field(default_factory=PrometheusAccess)
 
@@ -352,6 +354,7 @@ class Coordinator:
                 blocked_recheck_seconds=self._config.rollout_blocked_recheck_seconds,
                 hold_workers=self._config.kmm_worker_hold,
                 prometheus=self._config.prometheus,
+                kured=self._config.kured,
             ),
             wall_clock=self._rollout_clock,
             monotonic=self._monotonic,

@@ -151,6 +151,20 @@ SIGNING_CERTIFICATE_RULES: list[dict[str, Any]] = [
     },
 ]
 
+# With kured.enabled, in kured's namespace: kured's DaemonSet, by name, whose lock annotation
+# the rollout takes while a node is in a step and lets go after (coordinator/rollout/
+# kured_lock.py: a get, then a merge patch carrying the resourceVersion read). The generator
+# puts the chart's name for the placeholder.
+KURED_DAEMON_SET = "__KURED_DAEMON_SET__"
+KURED_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": ["apps"],
+        "resources": ["daemonsets"],
+        "resourceNames": [KURED_DAEMON_SET],
+        "verbs": ["get", "patch"],
+    },
+]
+
 # In --events-namespace only (Events about cluster-scoped GPUDrivers live in `default`): a new
 # Event (create), a repeat bumps its count (patch).
 EVENTS_RULES: list[dict[str, Any]] = [

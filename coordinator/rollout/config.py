@@ -1,10 +1,12 @@
 """How the rollout controller runs: its namespace, agent deadlines, parallelism, worker hold,
-and how it reaches gates' Prometheus servers."""
+how it reaches gates' Prometheus servers, and where kured keeps its reboot lock."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from gpuctl.rollout.input.kured_lock import KURED_LOCK_ANNOTATION
 
 
 @dataclass(frozen=True)
@@ -14,6 +16,21 @@ class PrometheusAccess:
 
     token_file: Path | None = None
     ca_file: Path | None = None
+
+
+@dataclass(frozen=True)
+class KuredLockConfig:
+    """Where kured keeps its reboot lock (kured_lock.py): its DaemonSet, the annotation (its
+    --lock-annotation) and its --concurrency (the lock's slots)."""
+
+    namespace: str
+    daemon_set: str
+    annotation: str = KURED_LOCK_ANNOTATION
+    concurrency: int = 1
+
+    @property
+    def where(self) -> str:
+        return f"{self.namespace}/{self.daemon_set}"
 
 
 @dataclass(frozen=True)
@@ -31,3 +48,5 @@ class RolloutConfig:
     hold_workers: bool = False
     # The bearer token and CA bundle for gates' Prometheus servers (prometheus_query.py).
     prometheus: PrometheusAccess = field(default_factory=PrometheusAccess)
+    # kured's reboot lock, held while a node is in a step (kured_lock.py); None: no kured.
+    kured: KuredLockConfig | None = None

@@ -29,13 +29,15 @@ from coordinator.rollout.act import API_ERROR_RETRY_SECONDS, RolloutActor
 from coordinator.rollout.agent_calls import AgentCalls, CallTable
 from coordinator.rollout.config import RolloutConfig
 from coordinator.rollout.gather import RolloutGatherer, WatchCaches
+from coordinator.rollout.kured_lock import KuredLockKeeper
 from coordinator.rollout.live_reports import DriverlessWatch, LiveReports
 from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.overlay import NodeOverlay
 from coordinator.rollout.status_writes import StatusWrites
 from coordinator.rollout.worker_holds import WorkerHolds
-from gpuctl.common.names import Phase
+from gpuctl.common.names import IN_PROGRESS, Phase
 from gpuctl.gpudriver.module_spec import module_name
+from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.decide import decide
 from gpuctl.rollout.decision import Decision
 from gpuctl.rollout.event_notes import NORMAL, WARNING
@@ -51,6 +53,8 @@ from gpuctl.rollout.place.refused import finishing_settings, refused_status
 # to jump (an NTP step; a test's clock), a long delay would miss its moment: a rollout that
 # waits for one is looked at again at least this often.
 WALL_CLOCK_RECHECK_SECONDS = 10.0
+# How soon a rollout held by kured's lock looks again whether kured let it go.
+KURED_RECHECK_SECONDS = 5.0
 # A pass looks at every node, so its cost grows with the fleet (70 ms at 300 kwok nodes, 206 ms
 # at 1,000), while the changes that ask for one do not slow down: at 1,000 nodes the loop made
 # pass after pass, 85 % of the rollout's time, its CPU taken from the control plane and from
@@ -128,6 +132,9 @@ class RolloutController:
         )
         self.passes = 0
         self._worker_holds = WorkerHolds(kube, config.namespace, enabled=config.hold_workers)
+        self._kured = (
+            KuredLockKeeper(kube, config.kured, wall_clock) if config.kured is not None else None
+        )
         # The trouble each GPUDriver was last told of by an Event (worker_holds.py).
         self._told_holds_trouble: dict[str, str] = {}
         # What this controller last wrote into each GPUDriver's status (the cache lags it).
@@ -200,12 +207,15 @@ class RolloutController:
             worker_holds=self._worker_holds.listed(),
             worker_holds_trouble=self._worker_holds.trouble,
         )
+        if self._kured is not None:
+            inp = dataclasses.replace(inp, kured_holder=self._kured.current())
         decision = decide(inp)
         if decision.ask_gate and settings.prometheus_gate is not None:
             # A node would start on an answer older than the gate allows: ask now, decide again.
             fresh = self.gatherer.ask_gate(name, settings.prometheus_gate)
             inp = dataclasses.replace(inp, gate=fresh)
             decision = decide(inp)
+        inp, decision = self._hold_kured_lock(inp, decision)
         requeue = self._execute(driver, inp, decision)
         if decision.rollback is not None and requeue is None:
             # Before the status write: the spec patch carries the resourceVersion read.
@@ -222,13 +232,38 @@ class RolloutController:
             )
         return self._look_again_in(name, decision.requeue_after if requeue is None else requeue)
 
+    def _hold_kured_lock(
+        self, inp: RolloutInput, decision: Decision
+    ) -> tuple[RolloutInput, Decision]:
+        """Before the writes that leave a node in a step: kured's lock taken (or renewed) for
+        gpuctl. Where kured holds it, the pass decides again with kured's node as the hold:
+        nodes mid-step finish, none starts (kured_lock.py)."""
+        if self._kured is None:
+            return inp, decision
+        writes_a_step = any(
+            isinstance(action, PatchNode) and action.phase_to in IN_PROGRESS
+            for action in decision.actions
+        )
+        if not writes_a_step and not any(node.phase in IN_PROGRESS for node in inp.nodes):
+            return inp, decision
+        holder = self._kured.hold()
+        if holder and writes_a_step:
+            inp = dataclasses.replace(inp, kured_holder=holder)
+            decision = decide(inp)
+        if inp.kured_holder:
+            decision.wake(KURED_RECHECK_SECONDS)
+        return inp, decision
+
     def _execute(
         self, driver: Mapping[str, Any], inp: RolloutInput, decision: Decision
     ) -> float | None:
         """The decision carried out; after its node writes, the hold list the Nodes make,
         written once (worker_holds.py). The soonest retry either asks for."""
         requeue = self.actor.execute(driver, inp, decision)
-        holds_retry = self._worker_holds.sync(self.overlay.apply(self.gatherer.view.nodes()))
+        nodes = self.overlay.apply(self.gatherer.view.nodes())
+        holds_retry = self._worker_holds.sync(nodes)
+        if self._kured is not None:
+            self._kured.sync(nodes)
         self._tell_worker_holds(driver)
         if holds_retry is None:
             return requeue

@@ -40,6 +40,8 @@ class HoldKind(enum.StrEnum):
     OUTSIDE_WINDOWS = "OutsideWindows"
     # The Prometheus gate's query returned series, or could not be evaluated.
     PROMETHEUS_GATE = "PrometheusGate"
+    # kured holds its reboot lock (it drains and reboots a node), or the lock cannot be read.
+    KURED_REBOOTING = "KuredRebooting"
     # The Module does not ask KMM for the target yet (or is missing, or being deleted).
     MODULE_NOT_READY = "ModuleNotReady"
     # Nodes verified at the target are watched before the next one starts.

@@ -19,6 +19,8 @@ from coordinator.policies.rbac import (
     COORDINATOR_LEASE,
     EDIT_RULES,
     EVENTS_RULES,
+    KURED_DAEMON_SET,
+    KURED_RULES,
     NAMESPACE_RULES,
     OWN_NAMESPACE,
     RETRY_RULES,
@@ -106,7 +108,21 @@ def coordinator_text() -> str:
         + _binding("RoleBinding", "Role", signing, release)
         + "{{- end }}\n"
     )
-    return HEADER + "---\n".join(parts) + self_signed + certificates
+    kured = f"{name}-kured"
+    kured_namespace = "{{ .Values.kured.namespace }}"
+    kured_rules = _role("Role", kured, kured_namespace, KURED_RULES).replace(
+        KURED_DAEMON_SET, "{{ .Values.kured.daemonSet }}"
+    )
+    kured_lock = (
+        "{{- if .Values.kured.enabled }}\n---\n"
+        "# kured.enabled: kured's reboot lock, held while a node is in a step\n"
+        "# (coordinator/rollout/kured_lock.py).\n"
+        + kured_rules
+        + "---\n"
+        + _binding("RoleBinding", "Role", kured, kured_namespace)
+        + "{{- end }}\n"
+    )
+    return HEADER + "---\n".join(parts) + self_signed + certificates + kured_lock
 
 
 def _aggregated(name: str, to: str, rules: list[dict[str, Any]]) -> str:

@@ -37,7 +37,8 @@ def test_every_flag_the_deployment_passes_exists(tmp_path: Path) -> None:
     flags = re.findall(r"- (--[a-z-]+)=", template)
     assert "--namespace" in flags
     assert "--module-loader-service-account" in flags
-    values = yaml.safe_load((CHART / "values.yaml").read_text())["coordinator"]
+    chart_values = yaml.safe_load((CHART / "values.yaml").read_text())
+    values, kured = chart_values["coordinator"], chart_values["kured"]
     sample = {
         "--lease-duration": values["leaderElection"]["leaseDuration"],
         "--renew-deadline": values["leaderElection"]["renewDeadline"],
@@ -48,6 +49,8 @@ def test_every_flag_the_deployment_passes_exists(tmp_path: Path) -> None:
         **{flag: values["grpc"][key] for flag, key in GRPC_FLAG_VALUES.items()},
         "--metrics-port": values["metricsPort"],
         "--rollout-blocked-recheck": values["rolloutBlockedRecheckSeconds"],
+        "--kured-lock": "kube-system/kured",
+        "--kured-concurrency": kured["concurrency"],
     }
     for name in ("tls.crt", "tls.key"):
         (tmp_path / name).write_text("mounted from the Secret")

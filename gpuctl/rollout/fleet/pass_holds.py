@@ -88,6 +88,12 @@ def _time_and_health_gate(inp: RolloutInput, window: WindowState | None) -> Hold
         return Hold(HoldKind.OUTSIDE_WINDOWS, window_words(window))
     if inp.gate is not None and not inp.gate.passed:
         return Hold(HoldKind.PROMETHEUS_GATE, f"held by the gate: {inp.gate.words}")
+    if inp.kured_holder:
+        return Hold(
+            HoldKind.KURED_REBOOTING,
+            f"kured holds its reboot lock: {inp.kured_holder}; no node starts until kured lets "
+            "it go (gpuctl then holds it while a node is in a step)",
+        )
     return None
 
 

@@ -390,6 +390,10 @@ class RolloutInput:
     # they could not be written ("" when they are what the Nodes say: worker_holds.py).
     worker_holds: frozenset[str] = frozenset()
     worker_holds_trouble: str = ""
+    # Why kured's reboot lock keeps nodes from starting ("" when it does not: no kured lock
+    # configured, nobody holds it, or gpuctl does): the node kured reboots, or why the lock
+    # could not be read (unknown is never free). gpuctl/rollout/input/kured_lock.py.
+    kured_holder: str = ""
     # The Module's pull secret (imageRepoSecret; "" for none): an image probe pulls with it.
     image_pull_secret: str = ""
 

@@ -101,6 +101,26 @@ HOLDS = {
             "nodes start on an empty answer."
         ),
     ),
+    HoldKind.KURED_REBOOTING: Remedy(
+        summary="kured is rebooting a node (it holds its lock): the rollout goes on after it",
+        means=(
+            "kured holds its reboot lock (the `weave.works/kured-node-lock` annotation of its "
+            "DaemonSet): it is draining or rebooting that node. gpuctl starts no node until "
+            "kured lets the lock go, then holds it itself while a node is in a step, so kured "
+            "never reboots a node mid-step; a lock that cannot be read holds too."
+        ),
+        confirm=(
+            f"{STATUS}  # kured holds its reboot lock: NODE",
+            "kubectl -n kube-system get daemonset kured "
+            "-o jsonpath='{.metadata.annotations.weave\\.works/kured-node-lock}'",
+        ),
+        fix=(
+            "Nothing: the rollout goes on once kured's node is back and kured takes its lock "
+            "off. A lock left behind by a node that never came back: delete the annotation "
+            "(`kubectl -n kube-system annotate daemonset kured weave.works/kured-node-lock-`); "
+            "the chart's `kured` values say where kured runs (docs/maintenance.md#kured)."
+        ),
+    ),
     HoldKind.MODULE_NOT_READY: Remedy(
         summary="KMM's Module does not ask for the target yet: read the GPUDriver's status",
         means=(
