@@ -75,3 +75,35 @@ def test_it_refuses_a_version_not_declared_or_not_in_the_changelog(tmp_path: Pat
     assert unsaid.returncode == 1
     assert f"has no '## {version}' section: say what changed first" in unsaid.stderr
     assert not (tmp_path / "b").exists()
+
+
+def test_a_push_refuses_without_a_registry_credentials_or_a_written_release(
+    tmp_path: Path,
+) -> None:
+    version = declared_version()
+    unnamed = release(version, "--push")
+    assert unnamed.returncode == 1
+    assert "--push needs a REGISTRY" in unnamed.stderr
+    odd = release(version, "--images")
+    assert odd.returncode == 1
+    assert "unknown argument '--images'" in odd.stderr
+    empty = tmp_path / "dist"
+    empty.mkdir()
+    anonymous = release(
+        version,
+        "--push",
+        "127.0.0.1:1",
+        env={"GPUCTL_DIST": str(empty), "GPUCTL_PUSH_USER": "", "GPUCTL_PUSH_PASSWORD": ""},
+    )
+    assert anonymous.returncode == 1
+    assert "--push needs GPUCTL_PUSH_USER and GPUCTL_PUSH_PASSWORD" in anonymous.stderr
+    unwritten = release(
+        version,
+        "--push",
+        "127.0.0.1:1",
+        env={"GPUCTL_DIST": str(empty), "GPUCTL_PUSH_USER": "u", "GPUCTL_PUSH_PASSWORD": "p"},
+    )
+    assert unwritten.returncode == 1
+    assert f"holds no release {version} with images: run hack/release {version} first" in (
+        unwritten.stderr
+    )
