@@ -124,7 +124,8 @@ class GpuDriverApi:
         )
 
     def changes(self, name: str, timeout: float | None) -> Iterator[Mapping[str, Any]]:
-        """The GPUDriver now, then every new version of it, until `timeout` (None: forever)."""
+        """The GPUDriver now, then every new version of it, until `timeout` (None: forever) or
+        its deletion (its last version)."""
         current = self.get(name)
         yield current
         resource_version = current.get("metadata", {}).get("resourceVersion")
@@ -146,6 +147,8 @@ class GpuDriverApi:
                     if isinstance(obj, Mapping):
                         resource_version = obj.get("metadata", {}).get("resourceVersion")
                         yield obj
+                        if event.get("type") == "DELETED":
+                            return  # nothing comes after: never wait on for it
             except ApiException as error:
                 if error.status != 410:
                     raise CommandError(

@@ -22,12 +22,15 @@ from gpuctl.cli.rollout_facts import (
 from gpuctl.cli.rollout_history import plan_undo, render_history
 from gpuctl.cli.rollout_plan import RolloutPlanInput, plan_document, plan_rollout, render_plan
 from gpuctl.cli.rollout_view import (
+    EXIT_COMPLETE,
     EXIT_NEEDS_YOU,
     EXIT_NOT_DONE,
     RolloutView,
     exit_code,
     from_gpudriver,
     needs_you,
+    removal_finished,
+    removal_line,
     render_status,
     watch_lines,
 )
@@ -43,7 +46,7 @@ GPUDriver could not be read; 2 bad arguments; 3 not done yet (progressing, held 
 first node, or paused). --watch follows it, printing each change and an estimate of the time
 left, until 0 or 1; or 4 where it waits for you, saying what to do: held after its first node
 (`gpuctl rollout resume`), paused, refused or rolled back, no node targeted, every node left
-Blocked; or --timeout: 3."""
+Blocked; or --timeout: 3. A deleted GPUDriver's: 0 once no node has its driver."""
 
 
 PLAN_DESCRIPTION = """\
@@ -291,6 +294,9 @@ def run_status(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock 
     api = _api(args)
     obj = api.resolve(args.name)
     name = str(obj["metadata"]["name"])
+    if removal_finished(obj) and args.output == "table":
+        out.write(removal_line(name))
+        return EXIT_COMPLETE
     view = _rollout_of(obj, name)
     if args.watch:
         if args.output != "table":
@@ -317,6 +323,9 @@ def _watch(api: GpuDriverApi, name: str, timeout: float | None, out: TextIO, clo
             out.write(f"gave up waiting after {timeout:g}s\n")
             return EXIT_NOT_DONE
         for obj in api.changes(name, remaining):
+            if removal_finished(obj):
+                out.write(removal_line(name))
+                return EXIT_COMPLETE
             view = _rollout_of(obj, name)
             out.write(watch_lines(previous, view, clock()))
             out.flush()

@@ -124,6 +124,18 @@ def from_gpudriver(obj: Mapping[str, Any]) -> RolloutView | None:
     )
 
 
+def removal_finished(obj: Mapping[str, Any]) -> bool:
+    """A GPUDriver being deleted whose removal is over: the coordinator clears status.rollout
+    once no node is left with its driver (unloaded, each through its checks), then releases the
+    GPUDriver's finalizer, and the object is gone."""
+    deleting = bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+    return deleting and not (obj.get("status") or {}).get("rollout")
+
+
+def removal_line(name: str) -> str:
+    return f"GPUDriver {name} is deleted: no node has its driver any more\n"
+
+
 def _window(raw: object) -> dict[str, Any]:
     if not isinstance(raw, Mapping) or not isinstance(raw.get("open"), bool):
         return {}
