@@ -26,6 +26,8 @@ from gpuctl.cli.rollout_view import (
     EXIT_NEEDS_YOU,
     EXIT_NOT_DONE,
     RolloutView,
+    acted_on,
+    awaits_first_status,
     exit_code,
     from_gpudriver,
     needs_you,
@@ -297,6 +299,8 @@ def run_status(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock 
     if removal_finished(obj) and args.output == "table":
         out.write(removal_line(name))
         return EXIT_COMPLETE
+    if args.watch and awaits_first_status(obj) and args.output == "table":
+        return _watch(api, name, args.timeout, out, clock)
     view = _rollout_of(obj, name)
     if args.watch:
         if args.output != "table":
@@ -317,6 +321,7 @@ def run_status(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock 
 def _watch(api: GpuDriverApi, name: str, timeout: float | None, out: TextIO, clock: Clock) -> int:
     deadline = None if timeout is None else time.monotonic() + timeout
     previous: RolloutView | None = None
+    told_first = False
     while True:
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
@@ -326,6 +331,12 @@ def _watch(api: GpuDriverApi, name: str, timeout: float | None, out: TextIO, clo
             if removal_finished(obj):
                 out.write(removal_line(name))
                 return EXIT_COMPLETE
+            if awaits_first_status(obj):
+                if not told_first:
+                    out.write(f"waiting for the coordinator's first status of {name}\n")
+                    out.flush()
+                    told_first = True
+                continue
             view = _rollout_of(obj, name)
             out.write(watch_lines(previous, view, clock()))
             out.flush()
@@ -334,7 +345,7 @@ def _watch(api: GpuDriverApi, name: str, timeout: float | None, out: TextIO, clo
             if code is not None:
                 return code
             todo = needs_you(view)
-            if todo:
+            if todo and not acted_on(obj, view):
                 out.write(f"waiting for you: {todo}\n")
                 return EXIT_NEEDS_YOU
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from gpuctl.cli.durations import short_age
 from gpuctl.cli.table import format_table
-from gpuctl.common import timestamps
+from gpuctl.common import names, timestamps
 from gpuctl.rollout.reasons import (
     HoldKind,
     RolloutState,
@@ -208,6 +208,33 @@ def needs_you(view: RolloutView) -> str:
                 "node goes on by itself once that is gone (`gpuctl node inspect NODE`)"
             )
     return ""
+
+
+def acted_on(obj: Mapping[str, Any], view: RolloutView) -> bool:
+    """The person a status waits for has already acted, and the coordinator's next pass has
+    not written it yet: `gpuctl rollout resume` released this target (the resumed-version
+    annotation) under a hold after the first node or a rollback, or spec.rollout.paused is
+    off under a pause. `--watch` waits for that pass instead of ending on the old status."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    resumed = annotations.get(names.RESUMED_VERSION) == view.target_version
+    if view.hold_kind in (
+        HoldKind.AFTER_FIRST_NODE,
+        HoldKind.ROLLED_BACK,
+        HoldKind.ROLLBACK_IN_GIT,
+    ):
+        return resumed
+    if view.hold_kind == HoldKind.PAUSED:
+        rollout = (obj.get("spec") or {}).get("rollout") or {}
+        return not rollout.get("paused")
+    return False
+
+
+def awaits_first_status(obj: Mapping[str, Any]) -> bool:
+    """A GPUDriver with a version to roll out whose coordinator has not written its first
+    status yet (just applied): `--watch` waits for it."""
+    spec = obj.get("spec") or {}
+    version = (spec.get("kernelModule") or {}).get("version")
+    return bool(version) and not (obj.get("status") or {}).get("rollout")
 
 
 def _paused(view: RolloutView, resume: str) -> str:

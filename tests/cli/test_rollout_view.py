@@ -9,6 +9,8 @@ from gpuctl.cli.rollout_view import (
     EXIT_COMPLETE,
     EXIT_FAILED,
     RolloutView,
+    acted_on,
+    awaits_first_status,
     exit_code,
     from_gpudriver,
     needs_you,
@@ -247,3 +249,27 @@ def test_the_time_left_is_the_pace_of_the_nodes_done() -> None:
     assert time_left(view, NOW) == " (about 2m left, at 80s a node)"
     assert time_left(from_gpudriver(_driver("Progressing", [], updated=0)) or view, NOW) == ""
     assert time_left(from_gpudriver(_driver("Progressing", [], updated=5)) or view, NOW) == ""
+
+
+def test_a_hold_the_person_already_lifted_is_not_waited_on() -> None:
+    """`gpuctl rollout resume` (or unpausing the spec) wrote before the coordinator's next
+    status: the held status is stale and `--watch` waits for the pass."""
+    held = _view("Held", HoldKind.AFTER_FIRST_NODE)
+    obj = _driver("Held", [])
+    assert not acted_on(obj, held)
+    obj["metadata"]["annotations"] = {"gpuctl.dev/rollout-resumed-version": "v1"}
+    assert not acted_on(obj, held)  # a resume of an earlier target
+    obj["metadata"]["annotations"] = {"gpuctl.dev/rollout-resumed-version": "v2"}
+    assert acted_on(obj, held)
+    assert acted_on(obj, _view("Paused", HoldKind.ROLLED_BACK))
+    paused = _view("Paused", HoldKind.PAUSED)
+    assert acted_on({"spec": {"rollout": {"paused": False}}}, paused)
+    assert not acted_on({"spec": {"rollout": {"paused": True}}}, paused)
+    assert not acted_on(obj, _view("Progressing", counts={"Blocked": 2, "Done": 3}))
+
+
+def test_a_gpudriver_just_applied_awaits_its_first_status() -> None:
+    applied = {"spec": {"kernelModule": {"version": "v7"}}}
+    assert awaits_first_status(applied)
+    assert not awaits_first_status({**applied, "status": {"rollout": {"targetVersion": "x"}}})
+    assert not awaits_first_status({"spec": {"kernelModule": {}}})

@@ -575,6 +575,50 @@ def test_rollout_status_watch_ends_where_the_rollout_waits_for_a_person(
     assert "pid 4242 (ollama) holds 0000:03:00.0" in blocked.stdout
 
 
+def test_rollout_status_watch_waits_for_the_coordinator_after_a_resume_and_a_first_apply(
+    kube_cluster: KubeCluster, namespace: str, api: Api
+) -> None:
+    """A watch started right after `gpuctl rollout resume` reads the held status the
+    coordinator has not rewritten yet: the resume is there (the resumed-version annotation at
+    the target), so it waits for the coordinator's pass rather than ending on the hold. A
+    watch started right after `kubectl apply`, before any status, waits for the first."""
+    name = f"{namespace}-gpu"
+    _versioned_driver(api, namespace, name, None)
+    process = subprocess.Popen(
+        [GPUCTL, "rollout", "status", name, "-w", "--kubeconfig", str(kube_cluster.kubeconfig)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == f"waiting for the coordinator's first status of {name}\n"
+    held = {**_rollout("Held", 1, []), "holdKind": "AfterFirstNode"}
+    target = held["targetVersion"]
+    api.kube.request(
+        "PATCH",
+        api.driver_path(name),
+        body={"metadata": {"annotations": {names.RESUMED_VERSION: target}}},
+        content_type="application/merge-patch+json",
+    )
+    api.kube.request(
+        "PATCH",
+        f"{api.driver_path(name)}/status",
+        body={"status": {"rollout": held}},
+        content_type="application/merge-patch+json",
+    )
+    assert "Held, 1 of 3 nodes updated" in process.stdout.readline()
+    api.kube.request(
+        "PATCH",
+        f"{api.driver_path(name)}/status",
+        body={"status": {"rollout": _rollout("Complete", 3, [])}},
+        content_type="application/merge-patch+json",
+    )
+    rest, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    assert "waiting for you" not in rest
+    assert "Complete, 3 of 3 nodes updated" in rest
+
+
 def test_pause_resume_and_retry_write_what_the_coordinator_reads(
     kube_cluster: KubeCluster, namespace: str, api: Api, make_node: Any
 ) -> None:
