@@ -12,9 +12,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import urllib3
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from gpuctl.cli.custom_watch import HistoryGoneError, watch_events
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.kube_client import request_timeout
 from gpuctl.cli.kube_errors import call_api, describe_api_error, is_missing_object, unreachable
@@ -130,38 +131,25 @@ class GpuDriverApi:
         yield current
         resource_version = current.get("metadata", {}).get("resourceVersion")
         while True:
-            stream = watch.Watch()  # type: ignore[no-untyped-call]
-            kwargs: dict[str, Any] = {"field_selector": f"metadata.name={name}"}
-            if timeout is not None:
-                kwargs["timeout_seconds"] = max(1, int(timeout))
             try:
-                for event in stream.stream(  # type: ignore[no-untyped-call]
-                    self._custom.list_cluster_custom_object,
-                    names.GROUP,
-                    names.VERSION,
+                for kind, obj in watch_events(
+                    self._custom,
                     names.GPUDRIVER_PLURAL,
+                    names.GPUDRIVERS,
+                    self._server,
                     resource_version=resource_version,
-                    **kwargs,
+                    timeout_seconds=timeout,
+                    field_selector=f"metadata.name={name}",
                 ):
-                    obj = event.get("object")
-                    if isinstance(obj, Mapping):
-                        resource_version = obj.get("metadata", {}).get("resourceVersion")
-                        yield obj
-                        if event.get("type") == "DELETED":
-                            return  # nothing comes after: never wait on for it
-            except ApiException as error:
-                if error.status != 410:
-                    raise CommandError(
-                        describe_api_error(error, "watch", names.GPUDRIVERS, self._server)
-                    ) from error
+                    resource_version = obj.get("metadata", {}).get("resourceVersion")
+                    yield obj
+                    if kind == "DELETED":
+                        return  # nothing comes after: never wait on for it
+            except HistoryGoneError:
                 current = self.get(name)  # our place in history is gone: start from now
                 resource_version = current.get("metadata", {}).get("resourceVersion")
                 yield current
                 continue
-            except (urllib3.exceptions.HTTPError, OSError) as error:
-                raise unreachable(self._server, error) from error
-            finally:
-                stream.stop()  # type: ignore[no-untyped-call]
             if timeout is not None:
                 return
 

@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import urllib3
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from gpuctl.cli.custom_watch import HistoryGoneError, watch_events
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.kube_client import request_timeout
 from gpuctl.cli.kube_errors import (
@@ -71,33 +72,21 @@ class KubeNodeSource:
         it left off; where that place is gone from the server's history (410 Gone), the
         GPUNodes are listed again and each is given as MODIFIED, so nothing is missed."""
         while True:
-            stream = watch.Watch()  # type: ignore[no-untyped-call]
             try:
-                for event in stream.stream(  # type: ignore[no-untyped-call]
-                    self._api.list_cluster_custom_object,
-                    names.GROUP,
-                    names.VERSION,
+                for kind, obj in watch_events(
+                    self._api,
                     names.GPUNODE_PLURAL,
+                    names.GPUNODES,
+                    self._server,
                     resource_version=resource_version,
-                    allow_watch_bookmarks=False,
                     timeout_seconds=_WATCH_SECONDS,
-                    _request_timeout=_WATCH_SECONDS + 30,
                 ):
-                    obj = event.get("object")
-                    if isinstance(obj, dict) and event.get("type") in _CHANGES:
+                    if kind in _CHANGES:
                         resource_version = obj.get("metadata", {}).get("resourceVersion")
-                        yield str(event["type"]), obj
-            except ApiException as error:
-                if error.status != 410:
-                    raise CommandError(
-                        describe_api_error(error, "watch", names.GPUNODES, self._server)
-                    ) from error
+                        yield kind, dict(obj)
+            except HistoryGoneError:
                 objects, resource_version = self.list_with_version()
                 yield from (("MODIFIED", obj) for obj in objects)
-            except (urllib3.exceptions.HTTPError, OSError) as error:
-                raise unreachable(self._server, error) from error
-            finally:
-                stream.stop()  # type: ignore[no-untyped-call]
 
     def node_names(self, selector: str) -> set[str]:
         """The names of the Nodes the label selector matches (`kubectl get nodes -l`)."""
@@ -197,31 +186,20 @@ class KubeNodeSource:
     def _watch_for_answer(
         self, name: str, request_id: str, resource_version: str | None, remaining: float
     ) -> Mapping[str, Any] | None:
-        stream = watch.Watch()  # type: ignore[no-untyped-call]
         try:
-            for event in stream.stream(  # type: ignore[no-untyped-call]
-                self._api.list_cluster_custom_object,
-                names.GROUP,
-                names.VERSION,
+            for _, obj in watch_events(
+                self._api,
                 names.GPUNODE_PLURAL,
-                field_selector=f"metadata.name={name}",
+                names.GPUNODES,
+                self._server,
                 resource_version=resource_version,
-                timeout_seconds=max(1, int(remaining)),
-                _request_timeout=remaining + 5,
+                timeout_seconds=remaining,
+                field_selector=f"metadata.name={name}",
             ):
-                obj = event.get("object")
-                if isinstance(obj, Mapping) and _answered(obj, request_id):
+                if _answered(obj, request_id):
                     return obj
-        except ApiException as error:
-            if error.status == 410:  # our resourceVersion is too old: relist
-                return None
-            raise CommandError(
-                describe_api_error(error, "watch", names.GPUNODES, self._server)
-            ) from error
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise unreachable(self._server, error) from error
-        finally:
-            stream.stop()  # type: ignore[no-untyped-call]
+        except HistoryGoneError:  # our resourceVersion is too old: relist
+            return None
         return None
 
     def _call(self, verb: str, action: Callable[[], Any]) -> Any:
