@@ -46,8 +46,10 @@ def loaded_by(package: str) -> dict[str, list[str]]:
 
 
 # grpc_tools is a dev tool that grpcio loads when it is installed (grpc._runtime_protos tries it);
-# the images do not hold it and do not need it.
-OPTIONAL = {"grpcio-tools"}
+# bcrypt, the test registry's htpasswd hashes (testbed/harness/registry.py), is one that
+# cryptography's ssh serialization loads when it is installed (and goes without otherwise).
+# The images hold neither and need neither.
+OPTIONAL = {"grpcio-tools", "bcrypt"}
 
 
 @pytest.mark.parametrize("package", ["agent", "coordinator"])
