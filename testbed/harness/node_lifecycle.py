@@ -60,8 +60,14 @@ def scheduler_args(binary: Path, layout: Layout, port: int) -> list[str]:
 
 
 def lifecycle_controllers_args(
-    binary: Path, layout: Layout, port: int, *, grace_seconds: int
+    binary: Path,
+    layout: Layout,
+    port: int,
+    *,
+    grace_seconds: int,
+    controllers: tuple[str, ...] = CONTROLLERS,
 ) -> list[str]:
+    """A kube-controller-manager running only `controllers` (default: CONTROLLERS)."""
     return [
         str(binary),
         f"--kubeconfig={layout.controller_manager_kubeconfig}",
@@ -69,7 +75,7 @@ def lifecycle_controllers_args(
         f"--secure-port={port}",
         f"--cert-dir={layout.root / 'lifecycle-serving'}",
         "--leader-elect=false",
-        f"--controllers={','.join(CONTROLLERS)}",
+        f"--controllers={','.join(controllers)}",
         "--use-service-account-credentials=true",
         f"--node-monitor-period={NODE_MONITOR_PERIOD_SECONDS}s",
         f"--node-monitor-grace-period={grace_seconds}s",

@@ -11,7 +11,10 @@ reference on the xe module); then the pod is reported Running and Ready. A pod b
 has its process stopped first and is then deleted (grace period 0), as a kubelet confirms a
 deletion only once its containers are gone. kwok leaves such pods to it (HOST_PROCESS_LABEL,
 testbed/harness/kwok.py). `hold(node)` starts nothing more there: a daemon that does not come
-back.
+back. For a world run (testbed/world/daemons.py), `on_open(node)` is told just before a pod's
+process opens the render node, `needs_device` starts a pod's process only once the node has
+`xe` loaded (a daemon crash-looping until its device is there), and `rebooted(node)` forgets
+the processes the node's reboot ended, so the kubelet's restart of its pods starts them again.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,10 +36,24 @@ FIRST_PID = 6000
 HTTP_NOT_FOUND = 404
 
 
-def daemon_set(kube: Kube, namespace: str, name: str, *, node_selector: Mapping[str, str]) -> None:
+def daemon_set(
+    kube: Kube,
+    namespace: str,
+    name: str,
+    *,
+    node_selector: Mapping[str, str],
+    scheduler_name: str | None = None,
+) -> None:
     """A DaemonSet `name` whose pods run on the nodes with `node_selector` (its pods carry
-    app=<name> and HOST_PROCESS_LABEL=<name>: the command DaemonRuntime runs for them)."""
+    app=<name> and HOST_PROCESS_LABEL=<name>: the command DaemonRuntime runs for them),
+    scheduled by `scheduler_name` (default: the cluster's default scheduler)."""
     labels = {"app": name, HOST_PROCESS_LABEL: name}
+    pod_spec: dict[str, Any] = {
+        "nodeSelector": dict(node_selector),
+        "containers": [{"name": name, "image": f"registry.example.com/{name}:1"}],
+    }
+    if scheduler_name:
+        pod_spec["schedulerName"] = scheduler_name
     kube.request(
         "POST",
         path("apps", "v1", "daemonsets", namespace=namespace),
@@ -46,10 +63,7 @@ def daemon_set(kube: Kube, namespace: str, name: str, *, node_selector: Mapping[
                 "selector": {"matchLabels": {"app": name}},
                 "template": {
                     "metadata": {"labels": labels},
-                    "spec": {
-                        "nodeSelector": dict(node_selector),
-                        "containers": [{"name": name, "image": f"registry.example.com/{name}:1"}],
-                    },
+                    "spec": pod_spec,
                 },
             },
         },
@@ -130,8 +144,18 @@ class DaemonRuntime:
     """Runs the processes of the pods with HOST_PROCESS_LABEL on `hosts`: in `namespace`, or in
     every namespace when it is None."""
 
-    def __init__(self, kube: Kube, namespace: str | None, hosts: Mapping[str, FakeHost]) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str | None,
+        hosts: Mapping[str, FakeHost],
+        *,
+        on_open: Callable[[str], None] = lambda _node: None,
+        needs_device: bool = False,
+    ) -> None:
         self._kube = kube
+        self._on_open = on_open
+        self._needs_device = needs_device
         self._namespace = namespace
         self._hosts = hosts
         self._pids = itertools.count(FIRST_PID)
@@ -181,6 +205,13 @@ class DaemonRuntime:
         for uid in set(self._running) - set(pods):
             self._stop_process(uid)
 
+    def rebooted(self, node: str) -> None:
+        """`node` rebooted: its processes went with the old boot (nothing to stop, no module
+        reference to give back); the pods still bound there are started again."""
+        with self._lock:
+            for uid in [uid for uid, s in self._running.items() if s.node == node]:
+                self.history.append(("stopped", self._running.pop(uid)))
+
     def hold(self, node: str) -> None:
         """Start no more pods on `node` (they stay Pending): a daemon that does not come back."""
         self._held.add(node)
@@ -188,9 +219,12 @@ class DaemonRuntime:
     def _start_process(self, uid: str, pod: dict[str, Any], node: str) -> None:
         if uid in self._running:
             return
+        host = self._hosts[node]
+        if self._needs_device and not host.real("sys/module/xe").exists():
+            return  # no render node to open yet: tried again on the next pass
         command = str(pod["metadata"]["labels"][HOST_PROCESS_LABEL])[:15]
         pid = next(self._pids)
-        host = self._hosts[node]
+        self._on_open(node)
         host.add_process(pid, command, cgroup=pod_cgroup(uid, f"{pid:064x}"))
         host.add_drm_fd(pid, 5, "renderD128", pdev=B580, client_id=pid)
         _hold_module(host, +1)

@@ -8,13 +8,14 @@ pipeline pushed before or pushes later); a host daemon opening the GPU is a proc
 DRM fd on the render node; the admin's cordon, taint, skip label, a label taken off (the node
 leaves the GPUDriver's selector) and `kubectl delete node` are the API calls kubectl makes; a
 version change and pause/resume/undo are the GPUDriver writes and `gpuctl rollout
-pause|resume|undo`. Each returns what it did, in words, for the run's log.
+pause|resume|undo`; the node's GPU DaemonSets are created and deleted as `kubectl` does, and
+their pods made, bound and run as a cluster does (testbed/world/daemons.py); the admin's
+drain is `kubectl drain` itself. Each returns what it did, in words, for the run's log.
 
 `World` is what the events change and what the invariants need to know of it: which nodes are
-busy, cordoned, tainted, skipped or taken out of the selector by the admin, which the GPUDriver
-wants, and the rollout's
-target. An event with nothing to do
-returns a NoOp.
+busy, cordoned (or drained), tainted, skipped or taken out of the selector by the admin, which
+the GPUDriver wants, which GPU DaemonSets exist, and the rollout's target. An event with nothing
+to do returns a NoOp.
 """
 
 from __future__ import annotations
@@ -33,6 +34,15 @@ from testbed.rollout_live.images import OLD, kernel_mappings, pushed_image
 from testbed.rollout_live.reboots import kubelet_ready, reboot, register_again
 from testbed.rollout_live.rig import BIN, RolloutRig
 from testbed.rollout_live.scenario import busy_with_ollama, idle_again
+from testbed.world.daemons import (
+    AGENT_LABEL,
+    PAUSED,
+    UNDECLARED,
+    WorldDaemons,
+    kube_folder,
+    report_capacity,
+    selectors,
+)
 
 # The longest a rebooting node's kubelet takes to post Ready (drawn from the event's choice).
 KUBELET_BACK_SECONDS = 3.0
@@ -53,6 +63,8 @@ NEXT_KERNEL_ABI = 61
 PUSHED_BEFORE = 0.6
 # The values of xe's max_vfs a parameters change goes through (a real xe parameter).
 MAX_VFS = (7, 3, 1)
+# How long the admin's `kubectl drain` waits for the node's pods to go before it gives up.
+DRAIN_TIMEOUT = "60s"
 
 
 class NoOp(str):
@@ -91,6 +103,11 @@ class World:
     parameter_changes: int = 0
     target: str = ""
     version: str = OLD
+    # The world's GPU DaemonSets (None: a world without them), and which of them exist.
+    daemons: WorldDaemons | None = None
+    daemon_sets: set[str] = field(default_factory=set)
+    # Nodes the admin drained (in `cordoned` too: admin_uncordon ends the drain).
+    drained: set[str] = field(default_factory=set)
 
     def wanted(self, node: str) -> bool:
         """The GPUDriver wants the node: one of the fleet's, not tainted by the admin and in
@@ -124,6 +141,10 @@ def _reboot(
     kubelet_ready(w.rig, node, boot)
     if busy:
         opened(w, node)  # a host daemon opens the in-tree driver at once
+    if w.daemons is not None:
+        # The kubelet starts the node's pods again (after ollama's open: one writer of xe's
+        # reference count at a time, _count_refs).
+        w.daemons.runtime.rebooted(node)
     how = "blacklisted" if not autoload else ("autoloaded, opened" if busy else "autoloaded")
     into = f" into {kernel}" if kernel else ""
     return f"{node} rebooted{into} (in-tree xe {how}), Ready after {back:.1f} s"
@@ -174,10 +195,26 @@ def image_pushed(w: World, _node: str, _choice: float) -> str:
     return f"the images for {', '.join(kernels)} pushed"
 
 
+def _refcnt(w: World, node: str) -> int:
+    text = w.rig.hosts[node].real("sys/module/xe/refcnt")
+    return int(text.read_text().strip() or "0") if text.exists() else 0
+
+
+def _count_refs(w: World, node: str, held: int) -> None:
+    """xe's reference count as the kernel keeps it: one per open DRM file, the GPU
+    DaemonSets' pods' too (busy_with_ollama and idle_again write ollama's alone: an idle
+    ollama beside a DaemonSet's pod would read as no reference, and the agent rightly skips
+    the client scan of a module nothing references)."""
+    if w.rig.hosts[node].real("sys/module/xe").exists():
+        w.rig.hosts[node].write("sys/module/xe/refcnt", f"{max(0, held)}\n")
+
+
 def opened(w: World, node: str) -> None:
     """A host daemon (ollama) opens the node's GPU."""
     w.opens.append((node, time.time()))
+    held = _refcnt(w, node)
     busy_with_ollama(w.rig, node)
+    _count_refs(w, node, held + 1)
     w.busy.add(node)
 
 
@@ -196,7 +233,9 @@ def workload_end(w: World, node: str, _choice: float) -> str:
         return NoOp("no workload to end")
     # The node drawn, or the busy one its index falls on: ends are as frequent as starts.
     chosen = node if node in w.busy else busy[w.nodes.index(node) % len(busy)]
+    held = _refcnt(w, chosen)
     idle_again(w.rig, chosen)
+    _count_refs(w, chosen, held - 1)
     w.busy.discard(chosen)
     return f"ollama lets {chosen}'s GPU go"
 
@@ -224,7 +263,71 @@ def _undone(node: str, among: set[str], undo: Callable[[str], object]) -> str:
 
 def admin_uncordon(w: World, node: str, _choice: float) -> str:
     chosen = _undone(node, w.cordoned, lambda n: w.rig.cordon(n, cordoned=False))
+    w.drained.discard(chosen)
     return f"the admin uncordons {chosen}" if chosen else NoOp("nothing the admin cordoned")
+
+
+def admin_drain(w: World, node: str, _choice: float) -> str:
+    """`kubectl drain NODE --ignore-daemonsets --delete-emptydir-data --force`: kubectl
+    cordons the node, then evicts every pod on it but the DaemonSets' through the Eviction API
+    (KMM's worker and image pull pods, gpuctl's image probes, mid-work or not) and waits for
+    them to go; `admin-uncordon` ends it. The agents' pods stand in for a DaemonSet's, and are
+    left by their label as --ignore-daemonsets leaves those (testbed/world/daemons.py)."""
+    w.cordoned.add(node)  # before the cordon: the admin's, from kubectl's first write on
+    w.drained.add(node)
+    done = subprocess.run(
+        [
+            str(kube_folder() / "kubectl"),
+            "drain",
+            node,
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--force",
+            f"--pod-selector={AGENT_LABEL[0]}!={AGENT_LABEL[1]}",
+            f"--timeout={DRAIN_TIMEOUT}",
+            "--kubeconfig",
+            str(w.rig.cluster.kubeconfig),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    evicted = sorted(set(re.findall(r"pod/(\S+) evicted", done.stdout + done.stderr)))
+    said = f"the admin drains {node}: {len(evicted)} pods evicted {evicted}"
+    if done.returncode != 0:
+        return f"{said}; kubectl drain failed ({done.returncode}): {done.stderr.strip()[-300:]}"
+    return said
+
+
+def _daemons(w: World) -> WorldDaemons:
+    assert w.daemons is not None, "a world without its GPU DaemonSets (testbed/world/daemons.py)"
+    return w.daemons
+
+
+def _daemon_set_comes_or_goes(w: World, name: str, what: str) -> str:
+    """`kubectl apply` of DaemonSet `name` when it is not there, `kubectl delete` when it is."""
+    daemons = _daemons(w)
+    if name in w.daemon_sets:
+        retried(lambda: daemons.delete(name))
+        w.daemon_sets.discard(name)
+        return f"the admin deletes {what} DaemonSet {name}"
+    w.daemon_sets.add(name)  # before the write: its pods may open the GPU at once after it
+    selector = selectors({SELECTED_LABEL: SELECTED_VALUE})[name]
+    retried(lambda: daemons.create(name, selector))
+    return f"the admin creates {what} DaemonSet {name} (selecting {selector})"
+
+
+def daemons_paused(w: World, _node: str, _choice: float) -> str:
+    """XPU Manager's DaemonSet, declared in the GPUDriver's rollout.pause and selecting
+    gpuctl.dev/driver-ready, is installed, or uninstalled (mid-step or not)."""
+    return _daemon_set_comes_or_goes(w, PAUSED, "the declared")
+
+
+def daemons_undeclared(w: World, _node: str, _choice: float) -> str:
+    """A GPU exporter's DaemonSet that no rollout.pause declares, on every GPU node, is
+    installed or uninstalled: its pods hold the GPU, so the nodes it runs on are Blocked."""
+    return _daemon_set_comes_or_goes(w, UNDECLARED, "an undeclared")
 
 
 def skip(w: World, node: str, _choice: float) -> str:
@@ -285,7 +388,10 @@ def reregister(w: World, node: str, _choice: float) -> str:
     # The boot the kubelet posted last: the host did not reboot.
     boot = str(w.rig.node(node)["status"]["nodeInfo"]["bootID"])
     register_again(w.rig, node, boot, {SELECTED_LABEL: SELECTED_VALUE})
-    w.cordoned.discard(node)  # a new object: no cordon, no taint, no label of the admin's
+    if w.daemons is not None:
+        retried(lambda: report_capacity(w.rig.kube, node))
+    w.cordoned.discard(node)
+    w.drained.discard(node)  # a new object: no cordon, no taint, no label of the admin's
     w.skipped.discard(node)
     w.tainted.discard(node)
     w.unselected.discard(node)  # the kubelet's --node-labels have the GPUDriver's label
@@ -432,6 +538,9 @@ EVENTS: dict[str, Callable[[World, str, float], str]] = {
     "workload-end": workload_end,
     "admin-cordon": admin_cordon,
     "admin-uncordon": admin_uncordon,
+    "admin-drain": admin_drain,
+    "daemons-paused": daemons_paused,
+    "daemons-undeclared": daemons_undeclared,
     "skip": skip,
     "taint": taint,
     "untaint": untaint,

@@ -17,9 +17,12 @@ over the watch's nodes and the fake hosts):
    a step, unless a reboot put them there (how many nodes reboot at once is the world's choice,
    not the rollout's) (`bound`);
 5. at the end, once the world is quiet, every node is Done at the target, or Failed with a
-   reason (testbed/world/run.py `unsettled`).
+   reason (testbed/world/run.py `unsettled`);
+6. a node Blocked by what holds its GPU (names.REASON_KIND open-clients) while a pod of the
+   DaemonSet no rollout.pause declares holds it names that DaemonSet in its reason
+   (`blocked_unnamed`; docs/gpu-daemons.md: "each named"); that it is never unloaded is 1.
 
-2 and 3 describe states the coordinator leaves only once it has seen the event that made them
+2, 3 and 6 describe states the coordinator leaves only once it has seen the event that made them
 (a reboot makes every Done node "unverified" until the coordinator reads the new boot): a node
 breaks them when it stays so for REACTION_SECONDS, measured from when the check first saw it.
 
@@ -158,6 +161,26 @@ def unavailable_by_the_rollout(nodes: Nodes) -> set[str]:
     return out
 
 
+# The Block kind of a node blocked by the processes holding its GPU (gpuctl/rollout/reasons.py).
+OPEN_CLIENTS = "open-clients"
+
+
+def blocked_unnamed(node: Mapping[str, Any], daemon_set: str) -> str:
+    """A node whose GPU a pod of `daemon_set` ("DaemonSet ns/name", declared nowhere) holds:
+    Blocked by its GPU's holders, its reason must name it."""
+    labels, notes = _meta(node)
+    if labels.get(names.STATE_LABEL) != "Blocked" or notes.get(names.REASON_KIND) != OPEN_CLIENTS:
+        return ""
+    reason = notes.get(names.REASON, "")
+    if daemon_set in reason:
+        return ""
+    return f"Blocked ({OPEN_CLIENTS}) while {daemon_set}'s pod holds its GPU: {reason!r}"
+
+
+def _nobody() -> set[str]:
+    return set()
+
+
 @dataclass
 class Checks:
     """The invariants' state: which node has broken which lingering rule since when, and every
@@ -169,6 +192,9 @@ class Checks:
     now_doing: Callable[[], str]
     # Every holder's open so far: (node, time.time() just before it opened).
     opens: Sequence[tuple[str, float]]
+    # "DaemonSet ns/name" of the GPU DaemonSet no rollout.pause declares, and the nodes its
+    # pods hold the GPU of now (invariant 6).
+    undeclared: tuple[str, Callable[[], set[str]]] = ("", _nobody)
     breaches: list[str] = field(default_factory=list)
     raced: list[str] = field(default_factory=list)
     _since: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -187,14 +213,17 @@ class Checks:
         return ""
 
     def poll(self, nodes: Nodes, now: float) -> None:
-        """Invariants 2 and 3 over the nodes as the watch has them, at monotonic `now`."""
+        """Invariants 2, 3 and 6 over the nodes as the watch has them, at monotonic `now`."""
         seen: set[tuple[str, str]] = set()
+        daemon_set, holds = self.undeclared
+        held = holds()
         for name, node in nodes.items():
             host = self.hosts.get(name)
             found = {
                 "done-unverified": done_unverified(node),
                 "ready-unverified": ready_unverified(node),
                 "driverless": driverless(node, host, self.wanted(name)) if host else "",
+                "blocked-unnamed": blocked_unnamed(node, daemon_set) if name in held else "",
             }
             for rule, words in found.items():
                 if not words:

@@ -33,6 +33,14 @@ WEIGHTS: dict[str, float] = {
     # The admin cordons and uncordons; labels `gpuctl.dev/rollout: skip` and takes it off;
     "admin-cordon": 1.5,
     "admin-uncordon": 1.5,
+    # The admin drains a node (`kubectl drain`: cordoned, its pods but the DaemonSets'
+    # evicted); admin-uncordon ends it.
+    "admin-drain": 1.0,
+    # The node's GPU DaemonSets installed or uninstalled: XPU Manager, declared in the
+    # GPUDriver's rollout.pause and selecting gpuctl.dev/driver-ready; an exporter declared
+    # nowhere, holding the GPU of every node it runs on (testbed/world/daemons.py).
+    "daemons-paused": 0.7,
+    "daemons-undeclared": 0.5,
     "skip": 1.0,
     "unskip": 1.0,
     # The admin taints NoSchedule (the GPUDriver does not tolerate it: its driver comes off

@@ -2,16 +2,18 @@
 
 `run_world(world, plan)`:
 - `plan.nodes` nodes at OLD with real `gpuctl-agent` processes, two coordinator replicas kept
-  running as a Deployment would (testbed/chaos/replicas.py), the GPUDriver moved to a first new
-  version;
+  running as a Deployment would (testbed/chaos/replicas.py), the DaemonSet controller and a
+  scheduler for the GPU DaemonSets the events install (testbed/world/daemons.py; the GPUDriver
+  declares one in rollout.pause), the GPUDriver moved to a first new version;
 - the plan's events (testbed/world/plan.py, done by testbed/world/events.py) one after the
   other, each after its gap, while the rollout moves;
 - the invariants (testbed/world/invariants.py) on every Node event and every half second, the
   kernel boundary after every event; with `stop_at_first_breach` the run ends at the event that
   broke one (the index to replay), and reports the end as it stands;
-- then the world goes quiet (every workload ends, the admin uncordons and unskips, KMM is fast
-  again, the rollout resumed) and the rollout must converge: every node Done at the target,
-  verified in its current boot, or Failed with a reason (`unsettled` lists the others).
+- then the world goes quiet (every workload ends, the undeclared GPU DaemonSet is deleted, the
+  admin uncordons and unskips, KMM is fast again, the rollout resumed) and the rollout must
+  converge: every node Done at the target, verified in its current boot, or Failed with a
+  reason (`unsettled` lists the others).
 """
 
 from __future__ import annotations
@@ -33,6 +35,13 @@ from testbed.rollout_live.images import OLD
 from testbed.rollout_live.node_watch import NodeWatch
 from testbed.rollout_live.scenario import old_root
 from testbed.rollout_live.worker_hold_guard import installed_worker_hold_guard
+from testbed.world.daemons import (
+    UNDECLARED,
+    label_agent_pods,
+    pause_settings,
+    report_capacity,
+    world_daemons,
+)
 from testbed.world.events import (
     EVENTS,
     SELECTED_LABEL,
@@ -40,6 +49,7 @@ from testbed.world.events import (
     NoOp,
     World,
     admin_uncordon,
+    daemons_undeclared,
     image_pushed,
     kmm_slow,
     pause_resume,
@@ -89,6 +99,7 @@ class WorldReport:
 class _Run:
     def __init__(self, world: ChaosWorld, plan: WorldPlan, say: Callable[[str], None]) -> None:
         self.rig = world.rig
+        self.layout = world.plane.layout
         self.plan = plan
         self.say = say
         self.report = WorldReport(plan.seed)
@@ -109,6 +120,12 @@ class _Run:
         nodes = [rig.add_node(f"w{i:02d}", old_root) for i in range(plan.nodes)]
         for node in nodes:
             rig.label_node(node, {SELECTED_LABEL: SELECTED_VALUE})
+            report_capacity(rig.kube, node)
+        # Every holder's open (a host daemon's, a GPU DaemonSet's pod's), for the kernel's races.
+        opens: list[tuple[str, float]] = []
+        daemons = self._guard.enter_context(
+            world_daemons(self.layout, rig, lambda node: opens.append((node, time.time())))
+        )
         rollout = {
             "holdAfterFirstNode": False,
             "maxUnavailable": plan.max_unavailable,
@@ -116,6 +133,8 @@ class _Run:
             # A node whose load a reboot interrupted may fail its step (with its reason); the
             # rollout goes on with the others.
             "failureBudget": plan.nodes,
+            # XPU Manager's DaemonSet, when the events install it, is paused for each step.
+            "pause": pause_settings(rig.namespace),
         }
         rig.create_driver(OLD, rollout)
         # Only what it names is tolerated: the admin's taint takes a node out (events.taint);
@@ -131,8 +150,9 @@ class _Run:
         self.replicas.start()
         for node in nodes:
             rig.start_agent(node)
+        label_agent_pods(rig.kube, rig.namespace, rig.pods.pods)
         rig.wait_phases(dict.fromkeys(nodes, "Done"), timeout=240)
-        world = World(rig, self.replicas, nodes)
+        world = World(rig, self.replicas, nodes, opens=opens, daemons=daemons)
         self.world = world
         self.checks = Checks(
             plan.max_unavailable,
@@ -140,6 +160,10 @@ class _Run:
             world.wanted,
             lambda: self.doing,
             world.opens,
+            undeclared=(
+                f"DaemonSet {rig.namespace}/{UNDECLARED}",
+                lambda: daemons.holds(UNDECLARED),
+            ),
         )
         # The rig's own last check (every unload on a busy node) leaves out what the run
         # judged already (raced, or a breach in the report): it catches only what came later.
@@ -189,6 +213,8 @@ class _Run:
         self.doing = "the quiet end"
         for node in sorted(w.busy):
             workload_end(w, node, 0.0)
+        if UNDECLARED in w.daemon_sets:
+            self.say(daemons_undeclared(w, "", 0.0))
         for node in sorted(w.cordoned):
             admin_uncordon(w, node, 0.0)
         for node in sorted(w.skipped):

@@ -1,8 +1,9 @@
 """The short world run in CI (testbed/world/): a fleet on KMM's own operator under a fixed seed's
 real-world events — reboots in any phase (in-tree `xe` busy, idle or blacklisted), host daemons
-opening the GPU and letting go, the admin's cordons, skip labels and `kubectl delete node`, KMM
-slow or restarted, version and parameter changes, pause and resume, a leader killed, agents
-restarted — with every
+opening the GPU and letting go, the admin's cordons, drains (`kubectl drain`), skip labels and
+`kubectl delete node`, the node's GPU DaemonSets installed and uninstalled (one declared in
+rollout.pause, one declared nowhere), KMM slow or restarted, version and parameter changes,
+pause and resume, a leader killed, agents restarted — with every
 invariant of testbed/world/invariants.py held all along and the rollout converging once the
 world is quiet. The long runs are `python -m bench.world` (docs/benchmarks.md).
 
@@ -29,8 +30,9 @@ from testbed.world.run import run_world
 pytestmark = pytest.mark.integration
 
 # A seed whose 50 events draw every kind at least once (an end of something, drawn before any
-# start of it, may find nothing to do).
-SHORT = WorldPlan(seed=20291976, events=50, nodes=6, max_unavailable=2)
+# start of it, may find nothing to do); the undeclared GPU DaemonSet comes (event 41) and goes
+# (49) within them.
+SHORT = WorldPlan(seed=20390582, events=50, nodes=6, max_unavailable=2)
 # The same schedule run on (its first 50 events are SHORT's): what breaks it is the mutant.
 MUTANT = dataclasses.replace(SHORT, events=200)
 

@@ -12,9 +12,11 @@ from gpuctl.common import names
 from testbed.fakehost.scenarios import arc_b580_in_tree
 from testbed.harness.kubelet.record import UNLOAD, KernelCall
 from testbed.world.invariants import (
+    OPEN_CLIENTS,
     RACE_SECONDS,
     REACTION_SECONDS,
     Checks,
+    blocked_unnamed,
     done_unverified,
     driverless,
     ready_unverified,
@@ -165,3 +167,34 @@ def test_a_refused_unload_raced_by_an_open_is_counted_not_a_breach() -> None:
     assert checks.judged(raced)
     assert checks.judged(late)
     assert not checks.judged(busy_unload("n1", 100.7))
+
+
+def test_a_node_blocked_by_its_holders_names_the_undeclared_daemon_set() -> None:
+    """Invariant 6: the undeclared GPU DaemonSet's pod holds the node's GPU; Blocked by its
+    holders, the node must name it, and a state unnamed for REACTION_SECONDS is a breach."""
+    daemon_set = "DaemonSet chaos-x/gpu-exporter"
+    kind = {names.REASON_KIND: OPEN_CLIENTS}
+    named = node(
+        "Blocked",
+        notes={**kind, names.REASON: f"pod chaos-x/gpu-exporter-7x2kq ({daemon_set}), pid 6001"},
+    )
+    unnamed = node("Blocked", notes={**kind, names.REASON: "host process pid 4242 (ollama)"})
+    assert blocked_unnamed(named, daemon_set) == ""
+    assert "host process pid 4242" in blocked_unnamed(unnamed, daemon_set)
+    # Blocked for another reason (the node not Ready), or not Blocked: nothing to name.
+    other = node("Blocked", notes={names.REASON_KIND: "node-not-ready", names.REASON: "NotReady"})
+    assert blocked_unnamed(other, daemon_set) == ""
+    assert blocked_unnamed(node("Pending", notes=kind), daemon_set) == ""
+    held: set[str] = {"n"}
+    checks = Checks(3, {}, lambda _n: True, lambda: "event 5", [], (daemon_set, lambda: held))
+    checks.poll({"n": unnamed}, 10.0)
+    checks.poll({"n": unnamed}, 10.0 + REACTION_SECONDS)
+    assert [b.split(":")[0] for b in checks.breaches] == [
+        "n blocked-unnamed for 30 s (since event 5)"
+    ]
+    # Where its pod does not hold the GPU, the node owes it no mention.
+    held.clear()
+    checks = Checks(3, {}, lambda _n: True, lambda: "event 6", [], (daemon_set, lambda: held))
+    checks.poll({"n": unnamed}, 10.0)
+    checks.poll({"n": unnamed}, 10.0 + REACTION_SECONDS)
+    assert checks.breaches == []

@@ -72,3 +72,30 @@ def test_a_schedule_that_cannot_be_replayed_says_why(tmp_path: Path) -> None:
     file.write_text(json.dumps(body))
     with pytest.raises(ScheduleError, match="event 1 cannot be replayed"):
         read_schedule(file)
+
+
+def test_a_schedule_of_the_new_kinds_replays_with_its_weights(tmp_path: Path) -> None:
+    # The node's GPU DaemonSets coming and going and the admin's drain (issue 48), drawn often
+    # as a plan raising their weights asks: written and read back, they replay as they were.
+    new = ("admin-drain", "daemons-paused", "daemons-undeclared")
+    assert set(new) <= set(KINDS)
+    weights = {**WorldPlan(seed=1, events=1).weights, **dict.fromkeys(new, 6.0)}
+    plan = WorldPlan(seed=31, events=120, nodes=20, weights=weights)
+    events = schedule(plan)
+    drawn = Counter(e.kind for e in events)
+    assert all(drawn[kind] >= 8 for kind in new), drawn
+    file = tmp_path / "world.json"
+    write_schedule(plan, events, file)
+    assert read_schedule(file) == (plan, events)
+    assert schedule(read_schedule(file)[0]) == events  # the weights came back too
+
+
+def test_a_kind_unknown_to_this_code_is_refused_on_replay(tmp_path: Path) -> None:
+    plan = WorldPlan(seed=3, events=2, nodes=6)
+    file = tmp_path / "world.json"
+    write_schedule(plan, schedule(plan), file)
+    body = json.loads(file.read_text())
+    body["events"][0]["kind"] = "daemons-sideways"
+    file.write_text(json.dumps(body))
+    with pytest.raises(ScheduleError, match="event 0 cannot be replayed"):
+        read_schedule(file)
