@@ -66,6 +66,10 @@ def pod_env(container: Mapping[str, Any], pod: Mapping[str, Any]) -> dict[str, s
         if "value" in entry:
             env[entry["name"]] = entry["value"]
             continue
+        resource = entry["valueFrom"].get("resourceFieldRef")
+        if resource is not None:
+            env[entry["name"]] = str(resource_field(container, resource))
+            continue
         field = entry["valueFrom"]["fieldRef"]["fieldPath"]
         known = {
             "metadata.name": pod["metadata"]["name"],
@@ -74,6 +78,40 @@ def pod_env(container: Mapping[str, Any], pod: Mapping[str, Any]) -> dict[str, s
         }
         env[entry["name"]] = known[field]
     return env
+
+
+# Kubernetes quantity suffixes (resource.Quantity): binary and decimal.
+_SUFFIXES = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+}
+
+
+def quantity(text: str) -> int:
+    """A whole-number Kubernetes quantity ("512Mi", "1G", "2048") in its base unit."""
+    for suffix, factor in _SUFFIXES.items():
+        if text.endswith(suffix):
+            return int(text.removesuffix(suffix)) * factor
+    return int(text)
+
+
+def resource_field(container: Mapping[str, Any], ref: Mapping[str, Any]) -> int:
+    """A downward-API resourceFieldRef as the kubelet resolves it for a container whose
+    limit is set (`limits.memory` in bytes, over the divisor: 1 when unset); a limit the
+    container does not set would be the node's allocatable, which a test has not got."""
+    scope, _, name = str(ref["resource"]).partition(".")
+    value = ((container.get("resources") or {}).get(scope) or {}).get(name)
+    if value is None:
+        raise AssertionError(f"{ref['resource']} is not set: the kubelet would give the node's")
+    # The API server stores an unset divisor as "0", which the kubelet takes for 1.
+    divisor = quantity(str(ref.get("divisor") or "0")) or 1
+    return quantity(str(value)) // divisor
 
 
 def resolved_here(args: Sequence[str]) -> list[str]:

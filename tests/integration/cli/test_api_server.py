@@ -210,6 +210,17 @@ def test_nodes_selects_by_the_nodes_labels_and_drops_the_headers_for_scripts(
             api.kube.request("DELETE", f"{GPUNODE_PATH}/{node}")
 
 
+# Runs the command as a terminal's foreground job gets it: SIGINT at its default, so Ctrl-C
+# reaches it. A test run started as a background job (`.ci/run &`) has SIGINT ignored, and
+# its children inherit that through exec.
+AT_A_TERMINAL = (
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])",
+)
+
+
 class Lines:
     """A running command's stdout, line by line, read on a thread: `next(pattern)` waits for
     the next line that matches, so the test waits for the exact change it made."""
@@ -248,6 +259,7 @@ def test_nodes_watch_prints_each_change_until_interrupted(
     put_gpunode(api, first, connected(first))
     process = subprocess.Popen(
         [
+            *AT_A_TERMINAL,
             *(GPUCTL, "nodes", "-w", "--output-watch-events", "-n", "gpuctl-system"),
             *("--kubeconfig", str(kube_cluster.kubeconfig)),
         ],
@@ -276,7 +288,12 @@ def test_nodes_watch_prints_each_change_until_interrupted(
         lines.next(rf"^DELETED\s+{second}\s")
     finally:
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=30)
+        try:
+            _, stderr = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()  # never left behind for the next test to find
+            process.communicate()
+            raise
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert "note: GPU nodes belong to no namespace; -n gpuctl-system narrows nothing" in stderr
