@@ -153,6 +153,18 @@ class GpuDriverApi:
             if timeout is not None:
                 return
 
+    def node_phase(self, node: str) -> str | None:
+        """The rollout state a Node carries now (None: none, or the Node is gone)."""
+        try:
+            found: Any = self._core.read_node(node, _request_timeout=self._timeout)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise CommandError(describe_api_error(error, "get", "nodes", self._server)) from error
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise unreachable(self._server, error) from error
+        return (found.metadata.labels or {}).get(names.STATE_LABEL)
+
     def retry_node(self, node: str, driver: str | None = None) -> str:
         """Put a Failed or Blocked node back to Pending; returns the phase it was in. With
         `driver`, a node another GPUDriver's rollout has (its TARGET_LABEL) is refused."""

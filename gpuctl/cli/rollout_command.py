@@ -345,9 +345,20 @@ def _watch(api: GpuDriverApi, name: str, timeout: float | None, out: TextIO, clo
             if code is not None:
                 return code
             todo = needs_you(view)
-            if todo and not acted_on(obj, view):
+            if todo and not acted_on(obj, view) and not _blocked_node_retried(api, view):
                 out.write(f"waiting for you: {todo}\n")
                 return EXIT_NEEDS_YOU
+
+
+def _blocked_node_retried(api: GpuDriverApi, view: RolloutView) -> bool:
+    """A node the status lists as Blocked is Blocked no more on its Node (`gpuctl rollout
+    retry` put it back, or it went on): the status is older than the Node, and `--watch`
+    waits for the coordinator's next one rather than ending on it."""
+    return any(
+        api.node_phase(node.name) not in (None, "Blocked")
+        for node in view.nodes
+        if node.phase == "Blocked"
+    )
 
 
 def run_plan(args: argparse.Namespace, out: TextIO = sys.stdout, clock: Clock = utc_now) -> int:

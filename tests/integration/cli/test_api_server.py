@@ -636,6 +636,36 @@ def test_rollout_status_watch_waits_for_the_coordinator_after_a_resume_and_a_fir
     assert "Complete, 3 of 3 nodes updated" in rest
 
 
+def test_rollout_status_watch_waits_for_the_coordinator_after_a_retry(
+    kube_cluster: KubeCluster, namespace: str, api: Api, make_node: Any
+) -> None:
+    """Every node left Blocked, but one's Node says Pending (`gpuctl rollout retry` just put
+    it back; the coordinator has not written the status since): the watch waits for the
+    coordinator rather than ending on the old status."""
+    name = f"{namespace}-gpu"
+    node = make_node("w3", {STATE_LABEL: "Pending"})
+    blocked = {**BLOCKED_NODE, "name": node.metadata.name}
+    _versioned_driver(api, namespace, name, _rollout("Progressing", 2, [blocked]))
+    process = subprocess.Popen(
+        [GPUCTL, "rollout", "status", name, "-w", "--kubeconfig", str(kube_cluster.kubeconfig)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert "Progressing, 2 of 3 nodes updated" in process.stdout.readline()
+    api.kube.request(
+        "PATCH",
+        f"{api.driver_path(name)}/status",
+        body={"status": {"rollout": _rollout("Complete", 3, [])}},
+        content_type="application/merge-patch+json",
+    )
+    rest, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    assert "waiting for you" not in rest
+    assert "Complete, 3 of 3 nodes updated" in rest
+
+
 def test_pause_resume_and_retry_write_what_the_coordinator_reads(
     kube_cluster: KubeCluster, namespace: str, api: Api, make_node: Any
 ) -> None:
