@@ -449,6 +449,26 @@ def _versioned_driver(api: Api, namespace: str, name: str, rollout: dict[str, An
         )
 
 
+def set_rollout(api: Api, name: str, rollout: dict[str, Any]) -> None:
+    """status.rollout as the coordinator writes it (a merge patch)."""
+    api.kube.request(
+        "PATCH",
+        f"{api.driver_path(name)}/status",
+        body={"status": {"rollout": rollout}},
+        content_type="application/merge-patch+json",
+    )
+
+
+def watching(kube_cluster: KubeCluster, name: str) -> subprocess.Popen[str]:
+    """`gpuctl rollout status NAME -w`, running."""
+    return subprocess.Popen(
+        [GPUCTL, "rollout", "status", name, "-w", "--kubeconfig", str(kube_cluster.kubeconfig)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _rollout(state: str, updated: int, nodes: list[dict[str, str]]) -> dict[str, Any]:
     # Every phase, as the coordinator writes them (a merge patch keeps the ones left out).
     counts = dict.fromkeys(ROLLOUT_PHASES, 0)
@@ -538,12 +558,7 @@ def test_rollout_status_watch_follows_until_complete(
     assert process.stdout is not None
     first = process.stdout.readline()
     assert "Progressing, 2 of 3 nodes updated" in first
-    api.kube.request(
-        "PATCH",
-        f"{api.driver_path(name)}/status",
-        body={"status": {"rollout": _rollout("Complete", 3, [])}},
-        content_type="application/merge-patch+json",
-    )
+    set_rollout(api, name, _rollout("Complete", 3, []))
     rest, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr
     assert "Complete, 3 of 3 nodes updated" in rest
@@ -557,21 +572,11 @@ def test_rollout_status_watch_ends_where_the_rollout_waits_for_a_person(
     does for a rollout with every node left Blocked."""
     name = f"{namespace}-gpu"
     _versioned_driver(api, namespace, name, _rollout("Progressing", 0, [LOADING_NODE]))
-    process = subprocess.Popen(
-        [GPUCTL, "rollout", "status", name, "-w", "--kubeconfig", str(kube_cluster.kubeconfig)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = watching(kube_cluster, name)
     assert process.stdout is not None
     assert "Progressing, 0 of 3 nodes updated" in process.stdout.readline()
     held = {**_rollout("Held", 1, []), "holdKind": "AfterFirstNode"}
-    api.kube.request(
-        "PATCH",
-        f"{api.driver_path(name)}/status",
-        body={"status": {"rollout": held}},
-        content_type="application/merge-patch+json",
-    )
+    set_rollout(api, name, held)
     rest, stderr = process.communicate(timeout=60)
     assert process.returncode == 4, stderr
     assert "Held, 1 of 3 nodes updated" in rest
@@ -580,12 +585,7 @@ def test_rollout_status_watch_ends_where_the_rollout_waits_for_a_person(
         f"waiting for you: held after its first node: check it, then "
         f"`gpuctl rollout resume {name}` for the rest"
     )
-    api.kube.request(
-        "PATCH",
-        f"{api.driver_path(name)}/status",
-        body={"status": {"rollout": _rollout("Progressing", 2, [BLOCKED_NODE])}},
-        content_type="application/merge-patch+json",
-    )
+    set_rollout(api, name, _rollout("Progressing", 2, [BLOCKED_NODE]))
     blocked = gpuctl(kube_cluster.kubeconfig, "rollout", "status", name, "--watch")
     assert blocked.returncode == 4, blocked.stderr
     assert "waiting for you: every node left is Blocked" in blocked.stdout
@@ -601,12 +601,7 @@ def test_rollout_status_watch_waits_for_the_coordinator_after_a_resume_and_a_fir
     watch started right after `kubectl apply`, before any status, waits for the first."""
     name = f"{namespace}-gpu"
     _versioned_driver(api, namespace, name, None)
-    process = subprocess.Popen(
-        [GPUCTL, "rollout", "status", name, "-w", "--kubeconfig", str(kube_cluster.kubeconfig)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = watching(kube_cluster, name)
     assert process.stdout is not None
     assert process.stdout.readline() == f"waiting for the coordinator's first status of {name}\n"
     held = {**_rollout("Held", 1, []), "holdKind": "AfterFirstNode"}
@@ -617,19 +612,9 @@ def test_rollout_status_watch_waits_for_the_coordinator_after_a_resume_and_a_fir
         body={"metadata": {"annotations": {names.RESUMED_VERSION: target}}},
         content_type="application/merge-patch+json",
     )
-    api.kube.request(
-        "PATCH",
-        f"{api.driver_path(name)}/status",
-        body={"status": {"rollout": held}},
-        content_type="application/merge-patch+json",
-    )
+    set_rollout(api, name, held)
     assert "Held, 1 of 3 nodes updated" in process.stdout.readline()
-    api.kube.request(
-        "PATCH",
-        f"{api.driver_path(name)}/status",
-        body={"status": {"rollout": _rollout("Complete", 3, [])}},
-        content_type="application/merge-patch+json",
-    )
+    set_rollout(api, name, _rollout("Complete", 3, []))
     rest, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr
     assert "waiting for you" not in rest
@@ -646,20 +631,10 @@ def test_rollout_status_watch_waits_for_the_coordinator_after_a_retry(
     node = make_node("w3", {STATE_LABEL: "Pending"})
     blocked = {**BLOCKED_NODE, "name": node.metadata.name}
     _versioned_driver(api, namespace, name, _rollout("Progressing", 2, [blocked]))
-    process = subprocess.Popen(
-        [GPUCTL, "rollout", "status", name, "-w", "--kubeconfig", str(kube_cluster.kubeconfig)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = watching(kube_cluster, name)
     assert process.stdout is not None
     assert "Progressing, 2 of 3 nodes updated" in process.stdout.readline()
-    api.kube.request(
-        "PATCH",
-        f"{api.driver_path(name)}/status",
-        body={"status": {"rollout": _rollout("Complete", 3, [])}},
-        content_type="application/merge-patch+json",
-    )
+    set_rollout(api, name, _rollout("Complete", 3, []))
     rest, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr
     assert "waiting for you" not in rest
