@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from coordinator.kube.client import MERGE_PATCH, KubeApi, KubeError, path
 from coordinator.rollout.config import KuredLockConfig
 from gpuctl.rollout.input.kured_lock import (
+    RENEW_AFTER,
     KuredLock,
     KuredLockError,
     claimed,
@@ -47,6 +48,8 @@ class KuredLockKeeper:
         # it is unknown.
         self.last_holder = ""
         self.held = False
+        # When gpuctl's hold was written (its TTL runs from then).
+        self._held_since = datetime.min.replace(tzinfo=UTC)
 
     def _path(self) -> str:
         return path(
@@ -95,6 +98,7 @@ class KuredLockKeeper:
             now = self._now()
             if held_by_gpuctl(lock, now, self._config.concurrency):
                 self.last_holder, self.held = "", True
+                self._held_since = min(h.created for h in lock.holders if h.is_gpuctl())
                 return ""
             value = claimed(lock, now, self._config.concurrency)
             if value is None:
@@ -102,16 +106,21 @@ class KuredLockKeeper:
                 return self.last_holder
             if self._write(value, version):
                 log.info("holding kured's reboot lock", extra={"daemonset": self._config.where})
-                self.last_holder, self.held = "", True
+                self.last_holder, self.held, self._held_since = "", True, now
                 return ""
         self.last_holder = f"unknown: kured's lock on {self._config.where} keeps changing"
         self.held = False
         return self.last_holder
 
     def sync(self, nodes: Iterable[Mapping[str, Any]]) -> None:
-        """Let the lock go once no Node is in a step (kept while one is, whatever GPUDriver
-        has it); a failed write is tried again after the next pass."""
-        if not self.held or nodes_in_a_step(nodes):
+        """Let the lock go once no Node is in a step; while one is (whatever GPUDriver has
+        it, in whatever pass), keep it, renewed before its TTL runs out. A failed write is
+        tried again after the next pass."""
+        if not self.held:
+            return
+        if nodes_in_a_step(nodes):
+            if self._now() - self._held_since >= RENEW_AFTER:
+                self.hold()
             return
         for _ in range(ATTEMPTS):
             try:

@@ -127,3 +127,17 @@ def test_a_multi_lock_takes_every_slot() -> None:
     assert lock.max_owners == 2
     assert len(lock.holders) == 2
     assert timedelta(0) < RENEW_AFTER
+
+
+def test_a_node_long_in_a_step_keeps_the_lock_renewed_between_starts() -> None:
+    """No pass writes a step for a while (a slow load): sync, after every pass, renews the
+    hold before its TTL runs out, and reads nothing until a renewal is due."""
+    api, clock = cluster(), Clock()
+    keeper = KuredLockKeeper(api, CONFIG, clock)
+    assert keeper.hold() == ""
+    requests = len(api.requests)
+    keeper.sync([node("a", "Loading")])
+    assert len(api.requests) == requests  # not due: no call at all
+    clock.now += RENEW_AFTER
+    keeper.sync([node("a", "Loading")])
+    assert lock_of(api)["created"] == "2026-12-07T22:45:00Z"
