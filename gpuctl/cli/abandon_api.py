@@ -27,12 +27,24 @@ def _json(response: Any) -> dict[str, Any]:
 
 
 class AbandonApi:
-    def __init__(self, api_client: Any) -> None:
+    """`server_dry_run`: every write is sent with dryRun=All (admission, validation and RBAC
+    run, nothing is stored); the Module's delete, which its guard judges by the annotation a
+    dry run does not store, is asked of RBAC instead (a SelfSubjectAccessReview)."""
+
+    def __init__(self, api_client: Any, *, server_dry_run: bool = False) -> None:
         self._custom: Any = client.CustomObjectsApi(api_client)
         self._core: Any = client.CoreV1Api(api_client)
         self._leases: Any = client.CoordinationV1Api(api_client)
+        self._authorization: Any = client.AuthorizationV1Api(api_client)
         self._server = str(api_client.configuration.host)
         self._timeout = request_timeout(api_client)
+        self._dry = server_dry_run
+
+    def _write_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {"_request_timeout": self._timeout}
+        if self._dry:
+            options["dry_run"] = "All"
+        return options
 
     def driver(self, name: str) -> dict[str, Any] | None:
         """The GPUDriver, or None if it is gone."""
@@ -111,9 +123,12 @@ class AbandonApi:
             f"Module {namespace}/{name}",
             self._server,
             lambda: self._custom.patch_namespaced_custom_object(
-                *args, body, _request_timeout=self._timeout
+                *args, body, **self._write_options()
             ),
         )
+        if self._dry:
+            self._may_delete_module(namespace, name)
+            return
         call_api(
             "delete",
             f"Module {namespace}/{name}",
@@ -122,6 +137,34 @@ class AbandonApi:
                 *args, _request_timeout=self._timeout
             ),
         )
+
+    def _may_delete_module(self, namespace: str, name: str) -> None:
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {
+                    "group": names.KMM_GROUP,
+                    "resource": names.KMM_MODULE_PLURAL,
+                    "verb": "delete",
+                    "namespace": namespace,
+                    "name": name,
+                }
+            },
+        }
+        answer: Any = call_api(
+            "create",
+            "selfsubjectaccessreviews",
+            self._server,
+            lambda: self._authorization.create_self_subject_access_review(
+                review, _request_timeout=self._timeout
+            ),
+        )
+        if not answer.status.allowed:
+            raise CommandError(
+                f"you may not delete Module {namespace}/{name} (RBAC: "
+                f"{answer.status.reason or 'no rule allows it'})"
+            )
 
     def release_driver(self, driver: Mapping[str, Any]) -> None:
         """Take gpuctl's finalizer off the GPUDriver (others stay), conditionally on the
@@ -139,7 +182,7 @@ class AbandonApi:
                 names.GPUDRIVER_PLURAL,
                 meta["name"],
                 body,
-                _request_timeout=self._timeout,
+                **self._write_options(),
             ),
         )
 
@@ -169,7 +212,7 @@ class AbandonApi:
             "patch",
             where,
             self._server,
-            lambda: self._core.patch_namespace(namespace, body, _request_timeout=self._timeout),
+            lambda: self._core.patch_namespace(namespace, body, **self._write_options()),
         )
 
     def patch_node(self, node: str, body: Mapping[str, Any]) -> None:
@@ -177,5 +220,5 @@ class AbandonApi:
             "patch",
             f"node {node}",
             self._server,
-            lambda: self._core.patch_node(node, body, _request_timeout=self._timeout),
+            lambda: self._core.patch_node(node, body, **self._write_options()),
         )

@@ -3,8 +3,10 @@ good — its Module deleted through the guard's audited way out, the GPUDriver r
 its own marks taken off the Nodes (gpuctl/cli/abandon_plan.py says which).
 
 It refuses while a coordinator leads in the Module's namespace (a live Lease there): then
-deleting the GPUDriver is the safe way, node by node. It changes nothing without `--yes`, and
-`--dry-run` prints what it would do.
+deleting the GPUDriver is the safe way, node by node. It changes nothing without `--yes`;
+`--dry-run` (client) prints what it would do, and `--dry-run=server` also sends every write with
+dryRun=All, so admission, validation and RBAC answer for them (the Module's delete, which its
+guard judges by an annotation a dry run does not store, is asked of RBAC).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from gpuctl.cli.abandon_plan import NodeRelease, live_holder, node_releases
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.help_format import examples, with_examples
 from gpuctl.cli.kube_client import load_api_client
+from gpuctl.cli.rollout_command import add_dry_run
 from gpuctl.cli.source_flags import Clock, add_kube_flags, utc_now
 from gpuctl.common import names
 
@@ -37,7 +40,8 @@ its GPUs are in use. While a coordinator runs, delete the GPUDriver instead: it 
 nodes one by one, each after its checks."""
 
 ABANDON_EPILOG = """\
-exit codes: 0 abandoned (or, with --dry-run, the plan printed); 1 refused or failed (nothing,
+exit codes: 0 abandoned (or, with --dry-run, the plan printed, or with --dry-run=server every
+write accepted and nothing stored); 1 refused or failed (nothing,
 or only what is printed, changed); 2 bad arguments. Host changes of a node the rollout was
 preparing (annotation gpuctl.dev/prepare-changes) cannot be undone from the API: they are
 printed for you to restore. See docs/uninstall.md."""
@@ -61,6 +65,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "gpuctl driver abandon xe-driver --reason 'coordinator uninstalled' --dry-run",
                     "what it would delete and take off, changing nothing",
                 ),
+                (
+                    "gpuctl driver abandon xe-driver --reason 'coordinator uninstalled' "
+                    "--dry-run=server",
+                    "the same, each write checked by the API server, nothing stored",
+                ),
                 ("gpuctl driver abandon xe-driver --reason 'coordinator uninstalled' --yes", ""),
             ),
         ),
@@ -74,9 +83,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     abandon.add_argument(
         "--yes",
         action="store_true",
-        help="do it: without --yes (or with --dry-run) nothing is changed",
+        help="do it: without --yes nothing is changed (nor with --dry-run, which needs none)",
     )
-    abandon.add_argument("--dry-run", action="store_true", help="print what would be done")
+    add_dry_run(abandon)
     abandon.add_argument(
         "--force",
         action="store_true",
@@ -153,7 +162,10 @@ def run_abandon(
     clock: Clock = utc_now,
 ) -> int:
     out, err = out or sys.stdout, err or sys.stderr
-    api = AbandonApi(load_api_client(args.kubeconfig, args.context, args.request_timeout))
+    api = AbandonApi(
+        load_api_client(args.kubeconfig, args.context, args.request_timeout),
+        server_dry_run=args.dry_run == "server",
+    )
     driver = args.name
     if not args.reason.strip():
         raise CommandError("--reason must say why (it is recorded on the Module)")
@@ -168,12 +180,14 @@ def run_abandon(
         for m in modules
     ]
     releases = node_releases(driver, version_labels, api.nodes())
-    doing = args.yes and not args.dry_run
-    out.write(f"abandoning GPUDriver {driver}{'' if doing else ' would'}:\n")
+    server_dry_run = args.dry_run == "server"
+    doing = (args.yes and args.dry_run == "none") or server_dry_run
+    dry = {"client": " (dry run)", "server": " (server dry run)"}.get(args.dry_run, "")
+    out.write(f"abandoning GPUDriver {driver}{'' if doing else ' would'}{dry}:\n")
     for line in _plan_lines(found, modules, releases):
         out.write(line + "\n")
     if not doing:
-        if args.dry_run:
+        if args.dry_run == "client":
             return 0
         raise CommandError(
             f"nothing changed: abandoning {driver} unloads the driver on its nodes at once, "
@@ -188,10 +202,10 @@ def run_abandon(
     held = [r.node for r in releases if names.KMM_WORKER_HELD in r.annotations]
     for namespace in sorted({str(m["metadata"]["namespace"]) for m in modules}):
         api.drop_worker_holds(namespace, held)
-    for line in _leftovers(releases):
+    for line in [] if server_dry_run else _leftovers(releases):
         err.write(f"warning: {line}\n")
     out.write(
-        f"abandoned GPUDriver {driver}: "
+        f"abandoned GPUDriver {driver}{dry}: "
         + json.dumps({"modules": [_module_name(m) for m in modules], "nodes": len(releases)})
         + "\n"
     )

@@ -175,6 +175,19 @@ def test_abandon_touches_only_that_gpudrivers_nodes_and_never_the_others_busy_on
             assert f"Module {namespace}/{module_name(gone)}: annotate" in said
             assert f"node {theirs}" not in said
             assert api.get_module(namespace, module_name(gone)) is not None
+            # The server dry run: every write accepted by admission and RBAC, nothing stored.
+            before = {each: node(api, each)["metadata"] for each in (ours, admins)}
+            code, said = gpuctl(kube_cluster, gone, "--reason", REASON, "--dry-run=server")
+            assert code == 0, said
+            assert f"abandoned GPUDriver {gone} (server dry run):" in said
+            module = api.get_module(namespace, module_name(gone))
+            assert module is not None
+            assert names.ALLOW_DELETE_ANNOTATION not in (
+                module["metadata"].get("annotations") or {}
+            )
+            assert names.FINALIZER in (api.get_driver(gone) or {})["metadata"]["finalizers"]
+            for each in (ours, admins):
+                assert node(api, each)["metadata"]["labels"] == before[each]["labels"]
 
             code, said = gpuctl(kube_cluster, gone, "--reason", REASON, "--yes")
             assert code == 0, said
