@@ -35,7 +35,7 @@ from coordinator.rollout.metrics import RolloutMetrics
 from coordinator.rollout.overlay import NodeOverlay
 from coordinator.rollout.status_writes import StatusWrites
 from coordinator.rollout.worker_holds import WorkerHolds
-from gpuctl.common.names import IN_PROGRESS, Phase
+from gpuctl.common.names import Phase
 from gpuctl.gpudriver.module_spec import module_name
 from gpuctl.rollout.actions import PatchNode
 from gpuctl.rollout.decide import decide
@@ -235,19 +235,21 @@ class RolloutController:
     def _hold_kured_lock(
         self, inp: RolloutInput, decision: Decision
     ) -> tuple[RolloutInput, Decision]:
-        """Before the writes that leave a node in a step: kured's lock taken (or renewed) for
-        gpuctl. Where kured holds it, the pass decides again with kured's node as the hold:
-        nodes mid-step finish, none starts (kured_lock.py)."""
+        """Before the write that starts a node's step (to Checking): kured's lock taken for
+        gpuctl, read afresh. Where kured holds it, the pass decides again with kured's node as
+        the hold: nodes mid-step finish, none starts (kured_lock.py). A pass that only moves
+        nodes already in a step reads nothing: the lock is gpuctl's since their start, and
+        `sync` renews it after each pass."""
         if self._kured is None:
             return inp, decision
-        writes_a_step = any(
-            isinstance(action, PatchNode) and action.phase_to in IN_PROGRESS
+        starts = any(
+            isinstance(action, PatchNode) and action.phase_to is Phase.CHECKING
             for action in decision.actions
         )
-        if not writes_a_step and not any(node.phase in IN_PROGRESS for node in inp.nodes):
+        if not starts:
             return inp, decision
         holder = self._kured.hold()
-        if holder and writes_a_step:
+        if holder:
             inp = dataclasses.replace(inp, kured_holder=holder)
             decision = decide(inp)
         if inp.kured_holder:

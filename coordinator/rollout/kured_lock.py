@@ -1,11 +1,11 @@
 """kured's reboot lock, held by gpuctl while a node is in a step (I/O).
 
 The lock is an annotation of kured's DaemonSet (gpuctl/rollout/input/kured_lock.py says what
-it holds and how kured reads it). `hold()` takes it before a pass's writes that leave a node
-in a step (and renews it), with the DaemonSet's resourceVersion as a precondition, so that
-of kured and gpuctl only one ever holds it; when kured holds it, nothing is written and the
-pass decides again with kured's node as the hold (KuredRebooting). `sync(nodes)`, after
-every pass, lets it go once no Node of any GPUDriver is in a step. A DaemonSet that cannot be
+it holds and how kured reads it). `hold()` takes it before the write that starts a node's
+step, with the DaemonSet's resourceVersion as a precondition, so that of kured and gpuctl only
+one ever holds it; when kured holds it, nothing is written and the pass decides again with
+kured's node as the hold (KuredRebooting). `sync(nodes)`, after every pass, renews it while a
+Node of any GPUDriver is in a step and lets it go once none is. A DaemonSet that cannot be
 read holds too: unknown is never free.
 """
 
